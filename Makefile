@@ -1,0 +1,41 @@
+# Two entry points on a fresh clone: `make demo` and `make test`. Each creates .venv as needed.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+# Let tox find every interpreter pyenv has (3.9 ... 3.13), whatever their patch versions.
+PYENV_ALL := $(shell command -v pyenv >/dev/null 2>&1 && pyenv versions --bare 2>/dev/null | tr '\n' ':')
+
+.PHONY: test demo dist bench lint tox regen clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lint]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+demo: $(STAMP)
+	$(PY) -m cni_client.demo
+
+dist: $(STAMP)
+	$(PY) tools/build_dist.py --output dist/antrea
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(PY) -m bench
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy minigrpc
+
+tox: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check 'tox>=4'
+	PYENV_VERSION='$(PYENV_ALL)' $(PY) -m tox $(if $(TOXENV),-e $(TOXENV),)
+
+regen: $(STAMP)
+	$(PY) proto/generate.py
+
+clean:
+	rm -rf $(VENV) .tox dist build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,79 @@
+"""minigrpc: unary gRPC over HTTP/2 in pure Python, on h2 and protobuf only.
+
+The public API is a drop-in subset of grpcio's, so ``import minigrpc as grpc`` works for unary
+code::
+
+    import minigrpc as grpc
+
+    with grpc.insecure_channel("unix:///var/run/app.sock") as channel:
+        say = channel.unary_unary("/pkg.Service/Method",
+                                  request_serializer=Req.SerializeToString,
+                                  response_deserializer=Resp.FromString)
+        reply = say(Req(name="x"), timeout=5)
+
+Names are imported lazily (PEP 562): ``import minigrpc`` loads nothing but this file, so a
+one-shot client such as the CNI plugin pays only for the modules it uses.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Dict, List
+
+__version__ = "0.1.0"
+
+_EXPORTS: Dict[str, str] = {
+    # client
+    "insecure_channel": "channel",
+    "Channel": "channel",
+    "Call": "channel",
+    "UnaryUnaryMultiCallable": "channel",
+    # server
+    "server": "server",
+    "Server": "server",
+    "ServicerContext": "server",
+    # handlers
+    "unary_unary_rpc_method_handler": "handlers",
+    "method_handlers_generic_handler": "handlers",
+    "RpcMethodHandler": "handlers",
+    "GenericRpcHandler": "handlers",
+    "HandlerCallDetails": "handlers",
+    # status
+    "StatusCode": "status",
+    "Status": "status",
+    "RpcError": "status",
+    # codecs
+    "Compression": "wire",
+    # descriptors
+    "stub": "descriptors",
+    "add_servicer": "descriptors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .channel import Call, Channel, UnaryUnaryMultiCallable, insecure_channel
+    from .descriptors import add_servicer, stub
+    from .handlers import (
+        GenericRpcHandler,
+        HandlerCallDetails,
+        RpcMethodHandler,
+        method_handlers_generic_handler,
+        unary_unary_rpc_method_handler,
+    )
+    from .server import Server, ServicerContext, server
+    from .status import RpcError, Status, StatusCode
+    from .wire import Compression
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'minigrpc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

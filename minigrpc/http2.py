@@ -1,0 +1,172 @@
+"""h2 plumbing shared by the client and the server: configuration, SETTINGS and GOAWAY handling.
+
+h2 is a sans-IO HTTP/2 state machine, which is exactly the layer gRPC needs, but a few of its
+behaviours need care (grpc-wire.md §7). This module holds the workarounds so that each lives in
+one place:
+
+* :func:`client_config` / :func:`server_config`: header validation stays on; headers are bytes.
+* :func:`start_connection`: the preface, our SETTINGS and a large connection window, in the only
+  order h2 gets right (grpc-wire.md §7, Settings).
+* :class:`FrameSplitter`: cut the inbound byte stream right after every GOAWAY frame, so that a
+  GOAWAY and the frame after it never reach h2 in one ``receive_data()`` call (otherwise h2 raises
+  and the ``ConnectionTerminated`` event is lost).
+* :func:`reopen_after_goaway`: h2 enters its CLOSED state on GOAWAY and then refuses every frame,
+  which would kill the calls the GOAWAY explicitly allows to finish (RFC 9113 §6.8; h2 issue #1181).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import h2.config
+import h2.connection
+import h2.settings
+
+#: The client connection preface (RFC 9113 §3.4).
+CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+#: Per-stream receive window we advertise (grpcio and grpclib use 4 MiB; grpc-wire.md §6).
+DEFAULT_STREAM_WINDOW = 4 * 1024 * 1024
+#: Connection receive window. Data is acknowledged as soon as it is buffered, so this only needs
+#: to cover what is in flight between two reads, not every stream's full window.
+DEFAULT_CONNECTION_WINDOW = 16 * 1024 * 1024
+#: Largest frame we accept. Python pays per frame, so fewer, larger frames are cheaper (§6).
+DEFAULT_MAX_FRAME_SIZE = 1024 * 1024
+#: Header-list size h2 enforces for the whole connection. Exceeding it kills the connection, so it
+#: is kept well above the per-call limit that the call layers enforce themselves (§6, Header size).
+CONNECTION_MAX_HEADER_LIST_SIZE = 64 * 1024
+#: Per-call header-list limit: PROTOCOL-HTTP2.md suggests 8 KiB; grpcio advertises 16 KiB.
+CALL_MAX_HEADER_LIST_SIZE = 16 * 1024
+#: Until the peer's SETTINGS arrive, h2 treats its stream limit as unlimited while grpc-go assumes
+#: 100; cap ourselves at that (§7, Pitfall 3).
+DEFAULT_PEER_MAX_CONCURRENT_STREAMS = 100
+
+_FRAME_HEADER_LENGTH = 9
+_GOAWAY = 0x7
+
+
+def client_config() -> h2.config.H2Configuration:
+    """h2 settings for a client: bytes headers, validation and normalisation on (§7)."""
+    return h2.config.H2Configuration(client_side=True, header_encoding=None)
+
+
+def server_config() -> h2.config.H2Configuration:
+    """h2 settings for a server: bytes headers, validation and normalisation on (§7)."""
+    return h2.config.H2Configuration(client_side=False, header_encoding=None)
+
+
+def start_connection(
+    conn: h2.connection.H2Connection,
+    *,
+    stream_window: int = DEFAULT_STREAM_WINDOW,
+    connection_window: int = DEFAULT_CONNECTION_WINDOW,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    max_concurrent_streams: Optional[int] = None,
+    max_header_list_size: int = CONNECTION_MAX_HEADER_LIST_SIZE,
+) -> None:
+    """Queue the preface, our SETTINGS and the connection WINDOW_UPDATE.
+
+    ``initiate_connection()`` must come first and the changes go through ``update_settings()``:
+    replacing ``local_settings`` beforehand advertises a MAX_FRAME_SIZE that h2 itself then does
+    not accept (grpc-wire.md §7, Settings). SETTINGS cannot change the connection window, hence
+    the WINDOW_UPDATE on stream 0 (RFC 9113 §6.9.2).
+    """
+    conn.initiate_connection()
+    settings: Dict[int, int] = {
+        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: stream_window,
+        h2.settings.SettingCodes.MAX_FRAME_SIZE: max_frame_size,
+        h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: max_header_list_size,
+    }
+    if conn.config.client_side:
+        settings[h2.settings.SettingCodes.ENABLE_PUSH] = 0
+    if max_concurrent_streams is not None:
+        settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = max_concurrent_streams
+    conn.update_settings(settings)
+    increment = connection_window - conn.inbound_flow_control_window
+    if increment > 0:
+        conn.increment_flow_control_window(increment)
+
+
+class PrefaceError(ValueError):
+    """The first bytes from a client are not the HTTP/2 connection preface."""
+
+
+class FrameSplitter:
+    """Cut an inbound byte stream into chunks that each end at most one GOAWAY frame.
+
+    Only the 9-byte frame headers are read (RFC 9113 §4.1: 24-bit length, type, flags, stream
+    id); bodies pass through untouched and partial frames are handed on to h2, which buffers
+    them. In the common case a whole ``recv()`` therefore reaches h2 in one ``receive_data()``
+    call; only a chunk containing a GOAWAY is cut right after it, so the caller can handle
+    ``ConnectionTerminated`` (and :func:`reopen_after_goaway`) before h2 sees the next frame.
+
+    On the server side (``expect_preface=True``) the 24-byte client preface is checked first, so
+    that garbage is rejected before h2 is involved.
+    """
+
+    __slots__ = ("_ends_goaway", "_header", "_preface_left", "_remaining")
+
+    def __init__(self, expect_preface: bool = False) -> None:
+        self._header = b""
+        self._remaining = 0
+        self._ends_goaway = False
+        self._preface_left = len(CLIENT_PREFACE) if expect_preface else 0
+
+    def feed(self, data: bytes) -> List[bytes]:
+        """Return ``data`` as a list of chunks, split after each GOAWAY frame."""
+        chunks: List[bytes] = []
+        start = 0
+        pos = 0
+        size = len(data)
+        if self._preface_left:
+            seen = len(CLIENT_PREFACE) - self._preface_left
+            take = min(self._preface_left, size)
+            if data[:take] != CLIENT_PREFACE[seen : seen + take]:
+                raise PrefaceError("invalid HTTP/2 connection preface")
+            self._preface_left -= take
+            pos = take
+        while pos < size:
+            if self._remaining:
+                take = min(self._remaining, size - pos)
+                pos += take
+                self._remaining -= take
+                if not self._remaining and self._ends_goaway:
+                    chunks.append(data[start:pos])
+                    start = pos
+                    self._ends_goaway = False
+                continue
+            take = min(_FRAME_HEADER_LENGTH - len(self._header), size - pos)
+            self._header += data[pos : pos + take]
+            pos += take
+            if len(self._header) < _FRAME_HEADER_LENGTH:
+                break
+            header, self._header = self._header, b""
+            self._remaining = int.from_bytes(header[:3], "big")
+            self._ends_goaway = header[3] == _GOAWAY
+            if not self._remaining and self._ends_goaway:
+                chunks.append(data[start:pos])
+                start = pos
+                self._ends_goaway = False
+        if start < size:
+            chunks.append(data[start:] if start else data)
+        return chunks
+
+
+def reopen_after_goaway(conn: h2.connection.H2Connection) -> None:
+    """Let h2 keep processing frames for streams a GOAWAY allows to finish.
+
+    RFC 9113 §6.8: streams at or below the GOAWAY's last-stream-id may still complete. h2 instead
+    moves its connection state machine to CLOSED on any GOAWAY and then raises on every frame but
+    another GOAWAY (h2 issue #1181, open since 2019). We put the state machine back to OPEN; the
+    caller must never open a new stream on this connection afterwards. This touches h2 internals
+    (``state_machine.state``), which is why it lives in exactly this one function, tested on every
+    h2 version setup.cfg admits (grpc-wire.md §7, GOAWAY in h2, option b).
+    """
+    state_machine = conn.state_machine
+    open_state = (
+        h2.connection.ConnectionState.CLIENT_OPEN
+        if conn.config.client_side
+        else h2.connection.ConnectionState.SERVER_OPEN
+    )
+    if state_machine.state == h2.connection.ConnectionState.CLOSED:
+        state_machine.state = open_state

@@ -1,0 +1,132 @@
+"""Parse gRPC target strings into socket addresses (gRPC ``doc/naming.md``).
+
+The same strings serve as client targets (``insecure_channel``) and as server addresses
+(``add_insecure_port``):
+
+==============================  ==========================================  ================
+target                          socket address                              ``:authority``
+==============================  ==========================================  ================
+``unix:relative/or/abs.sock``   AF_UNIX path, as given                       ``localhost``
+``unix:///abs/path.sock``       AF_UNIX ``/abs/path.sock``                   ``localhost``
+``unix-abstract:name``          AF_UNIX ``"\\0name"`` (Linux abstract)       ``localhost``
+``host:port``, ``[v6]:port``    AF_INET / AF_INET6 (resolved at connect)    ``host:port``
+``dns:///host:port``            same as ``host:port``; the authority part    ``host:port``
+                                of ``dns://auth/host`` is ignored
+==============================  ==========================================  ================
+
+Over unix sockets grpc-go sends ``:authority: localhost``; we do the same (grpc-wire.md §1.1).
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Tuple, Union
+
+#: Port used when a ``dns:`` or bare host target has none. grpc-go uses 443 for every channel;
+#: insecure channels in other implementations use 80. minigrpc is plaintext only, hence 80.
+DEFAULT_PORT = 80
+
+SocketAddress = Union[str, bytes, Tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed target: what to pass to ``socket.socket()`` and ``connect()``/``bind()``."""
+
+    family: int
+    address: SocketAddress
+    authority: str
+    #: The target as people write it, for messages: ``unix:/run/x.sock``, ``127.0.0.1:50051``.
+    display: str
+
+    @property
+    def is_unix(self) -> bool:
+        return self.family == socket.AF_UNIX
+
+    @property
+    def is_abstract(self) -> bool:
+        return isinstance(self.address, bytes) and self.address.startswith(b"\0")
+
+    @property
+    def dial_text(self) -> str:
+        """grpc-go's wording for the address, used in connection-error details: ``unix /x.sock``."""
+        if self.is_abstract:
+            assert isinstance(self.address, bytes)
+            return "unix @" + self.address[1:].decode("utf-8", "replace")
+        if isinstance(self.address, str):
+            return f"unix {self.address}"
+        assert isinstance(self.address, tuple)
+        host, port = self.address
+        return f"tcp {_join_host_port(host, port)}"
+
+
+def _join_host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _split_host_port(text: str, default_port: int) -> Tuple[str, int]:
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"invalid target {text!r}: missing ']'")
+        host, rest = text[1:end], text[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"invalid target {text!r}")
+        port_text = rest[1:] if rest else ""
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    elif ":" in text:
+        # A bare IPv6 address without brackets and without a port.
+        host, port_text = text, ""
+    else:
+        host, port_text = text, ""
+    if not host:
+        host = "localhost"
+    if not port_text:
+        return host, default_port
+    if not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"invalid port in target {text!r}")
+    return host, int(port_text)
+
+
+def parse_target(target: str, default_port: int = DEFAULT_PORT) -> Target:
+    """Parse a target string; raises ValueError with a readable message when it is malformed."""
+    if not isinstance(target, str) or not target:
+        raise ValueError(f"invalid target {target!r}")
+    if target.startswith("unix-abstract:"):
+        name = target[len("unix-abstract:") :]
+        return Target(socket.AF_UNIX, b"\0" + name.encode("utf-8"), "localhost", target)
+    if target.startswith("unix:"):
+        path = target[len("unix:") :]
+        if path.startswith("//"):
+            # unix://authority/abs/path: only an empty authority is meaningful (naming.md).
+            rest = path[2:]
+            slash = rest.find("/")
+            if slash < 0:
+                raise ValueError(f"invalid target {target!r}: unix:// needs an absolute path")
+            path = rest[slash:]
+        if not path:
+            raise ValueError(f"invalid target {target!r}: empty socket path")
+        return Target(socket.AF_UNIX, path, "localhost", target)
+    text = target
+    if text.startswith("dns:"):
+        text = text[len("dns:") :]
+        if text.startswith("//"):
+            slash = text.find("/", 2)
+            if slash < 0:
+                raise ValueError(f"invalid target {target!r}")
+            text = text[slash + 1 :]
+    elif text.startswith("ipv4:") or text.startswith("ipv6:"):
+        text = text[5:]
+    host, port = _split_host_port(text, default_port)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if family == socket.AF_INET and not _looks_like_ipv4(host):
+        family = socket.AF_UNSPEC  # a name: resolve at connect time
+    authority = _join_host_port(host, port)
+    return Target(family, (host, port), authority, authority)
+
+
+def _looks_like_ipv4(host: str) -> bool:
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() for p in parts)

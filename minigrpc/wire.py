@@ -1,0 +1,466 @@
+"""The pure gRPC codecs: everything gRPC adds on top of HTTP/2, as functions on bytes and strings.
+
+Nothing here touches a socket or h2, so every codec is tested on its own (with hypothesis
+round-trips). The sections follow PROTOCOL-HTTP2.md:
+
+* Length-Prefixed-Message framing (``Length-Prefixed-Message``): :func:`encode_message`,
+  :class:`MessageDecoder`.
+* ``grpc-timeout`` (``Timeout``): :func:`encode_timeout`, :func:`decode_timeout`.
+* Custom metadata (``Custom-Metadata``): :func:`validate_metadata`, :func:`encode_metadata`,
+  :func:`decode_metadata`.
+* ``grpc-message`` percent-encoding (``Responses``): :func:`percent_encode`, :func:`percent_decode`.
+* Message compression (``doc/compression.md``): :class:`Compression`, :func:`compress`,
+  :func:`decompress`, :func:`parse_accept_encoding`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import re
+import struct
+import zlib
+from typing import Any, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
+
+from .status import Metadata
+
+# --------------------------------------------------------------------------------------------
+# Length-Prefixed-Message
+# --------------------------------------------------------------------------------------------
+
+#: One flag byte (0 = plain, 1 = compressed) and a 4-byte big-endian length.
+PREFIX_LENGTH = 5
+_PREFIX = struct.Struct(">BI")
+
+#: grpc-go's and grpcio's default receive limit (grpc-wire.md §6, Message size).
+DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH = 4 * 1024 * 1024
+
+
+def encode_message(payload: bytes, compressed: bool = False) -> bytes:
+    """Frame one message: ``flag(1) length(4, big-endian) payload`` (PROTOCOL-HTTP2.md).
+
+    An empty message is exactly ``00 00 00 00 00``; the empty_unary interop case checks it.
+    """
+    return _PREFIX.pack(1 if compressed else 0, len(payload)) + payload
+
+
+class ProtocolViolation(ValueError):
+    """The peer broke the gRPC framing rules (for example a flag byte that is neither 0 nor 1)."""
+
+
+class MessageTooLarge(Exception):
+    """A message exceeds the configured limit; its status is RESOURCE_EXHAUSTED.
+
+    The text is grpc-go's, so logs from both implementations read alike.
+    """
+
+    def __init__(self, length: int, limit: int, sending: bool = False) -> None:
+        self.length = length
+        self.limit = limit
+        self.sending = sending
+        if sending:
+            text = f"grpc: trying to send message larger than max ({length} vs. {limit})"
+        else:
+            text = f"grpc: received message larger than max ({length} vs. {limit})"
+        super().__init__(text)
+
+
+class MessageDecoder:
+    """Reassemble Length-Prefixed-Messages from DATA payloads of any size.
+
+    DATA frame boundaries mean nothing (grpc-wire.md §2): a message may span frames, a frame may
+    carry several messages, and even the 5-byte prefix may be split. The declared length is checked
+    against ``max_length`` as soon as the prefix is complete, *before* the body is buffered, so an
+    oversized message costs no memory (grpc-wire.md §6, Message size).
+
+    Chunks are kept in a list and joined once, so a 64 MiB message arriving in 16 KiB frames costs
+    one copy, not a quadratic number of them.
+    """
+
+    __slots__ = ("_chunks", "_flag", "_have", "_need", "max_length")
+
+    def __init__(self, max_length: Optional[int] = DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH) -> None:
+        self.max_length = max_length
+        self._chunks: List[bytes] = []
+        self._have = 0
+        self._flag: Optional[int] = None  # None while the prefix is still being read
+        self._need = PREFIX_LENGTH
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a message that is not complete yet."""
+        return self._have
+
+    @property
+    def at_boundary(self) -> bool:
+        """True when no partial message (or partial prefix) is held."""
+        return self._have == 0 and self._flag is None
+
+    def feed(self, data: bytes) -> List[Tuple[bool, bytes]]:
+        """Consume ``data``; return ``(compressed, payload)`` for every message it completes."""
+        messages: List[Tuple[bool, bytes]] = []
+        view = memoryview(data)
+        while view:
+            take = min(self._need - self._have, len(view))
+            self._chunks.append(bytes(view[:take]))
+            self._have += take
+            view = view[take:]
+            if self._have < self._need:
+                break
+            block = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+            self._chunks = []
+            self._have = 0
+            if self._flag is None:
+                flag, length = _PREFIX.unpack(block)
+                if flag > 1:
+                    raise ProtocolViolation(
+                        f"grpc: received unexpected payload format {flag} (flag must be 0 or 1)"
+                    )
+                if self.max_length is not None and length > self.max_length:
+                    raise MessageTooLarge(length, self.max_length)
+                if length == 0:
+                    messages.append((flag == 1, b""))
+                    continue
+                self._flag = flag
+                self._need = length
+            else:
+                messages.append((self._flag == 1, block))
+                self._flag = None
+                self._need = PREFIX_LENGTH
+        return messages
+
+
+# --------------------------------------------------------------------------------------------
+# grpc-timeout
+# --------------------------------------------------------------------------------------------
+
+# "TimeoutValue → {positive integer as ASCII string of at most 8 digits}"
+_TIMEOUT_MAX_VALUE = 99_999_999
+# Units in the order grpc-go tries them, with their length in nanoseconds.
+_TIMEOUT_UNITS: Sequence[Tuple[str, int]] = (
+    ("n", 1),
+    ("u", 1_000),
+    ("m", 1_000_000),
+    ("S", 1_000_000_000),
+    ("M", 60_000_000_000),
+    ("H", 3_600_000_000_000),
+)
+_UNIT_NANOS = dict(_TIMEOUT_UNITS)
+
+
+def encode_timeout(seconds: float) -> str:
+    """Encode a relative deadline as ``grpc-timeout`` (PROTOCOL-HTTP2.md, "Timeout").
+
+    Like grpc-go: the first unit among n, u, m, S, M whose rounded-up value fits in 8 digits,
+    else hours (grpc-wire.md §1.2). 100 ms is ``100000u``; zero or less is ``0n``.
+    """
+    nanos = round(seconds * 1e9)
+    if nanos <= 0:
+        return "0n"
+    for unit, size in _TIMEOUT_UNITS[:-1]:
+        value = -(-nanos // size)  # ceiling division: never send a shorter deadline
+        if value <= _TIMEOUT_MAX_VALUE:
+            return f"{value}{unit}"
+    return f"{min(-(-nanos // _UNIT_NANOS['H']), _TIMEOUT_MAX_VALUE)}H"
+
+
+def decode_timeout(value: Union[str, bytes]) -> float:
+    """Decode a ``grpc-timeout`` value into seconds.
+
+    Raises ValueError for what grpc-go rejects (``malformed grpc-timeout``): fewer than 2 or more
+    than 9 characters, a non-digit value, or an unknown unit.
+    """
+    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    if not 2 <= len(text) <= 9:
+        raise ValueError(f"malformed grpc-timeout: {text!r}")
+    digits, unit = text[:-1], text[-1]
+    if not (digits.isascii() and digits.isdigit()) or unit not in _UNIT_NANOS:
+        raise ValueError(f"malformed grpc-timeout: {text!r}")
+    return int(digits) * _UNIT_NANOS[unit] / 1e9
+
+
+# --------------------------------------------------------------------------------------------
+# Custom metadata
+# --------------------------------------------------------------------------------------------
+
+_KEY_RE = re.compile(r"[0-9a-z_.\-]+")
+_ASCII_VALUE_RE = re.compile(r"[\x20-\x7e]*")
+
+#: Keys an application may not send: the library owns them (PROTOCOL-HTTP2.md, "Requests";
+#: grpc-wire.md §1.3). ``grpc-*`` is reserved as a whole prefix, see :func:`is_reserved_key`.
+RESERVED_HEADERS: FrozenSet[str] = frozenset(
+    {
+        "te",
+        "content-type",
+        "user-agent",
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
+# Headers the transport consumes; they never show up as call metadata. ``user-agent`` and
+# ``grpc-status-details-bin`` do show up, as grpcio surfaces them.
+_TRANSPORT_HEADERS: FrozenSet[str] = frozenset(
+    {
+        "content-type",
+        "te",
+        "grpc-status",
+        "grpc-message",
+        "grpc-encoding",
+        "grpc-accept-encoding",
+        "grpc-timeout",
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
+MetadataValue = Union[str, bytes]
+MetadataLike = Optional[Iterable[Tuple[Any, Any]]]
+
+
+def is_binary_key(key: str) -> bool:
+    """``-bin`` keys carry arbitrary bytes, base64-encoded on the wire."""
+    return key.endswith("-bin")
+
+
+def is_reserved_key(key: str) -> bool:
+    """True for keys only the library may set (pseudo-headers, ``grpc-*``, hop-by-hop headers)."""
+    return key.startswith(":") or key.startswith("grpc-") or key in RESERVED_HEADERS
+
+
+def validate_metadata(metadata: MetadataLike) -> List[Tuple[str, MetadataValue]]:
+    """Check application metadata before anything is sent; return it normalised.
+
+    Raises ValueError naming the offending key. Keys must match ``[0-9a-z_.-]+`` and not be
+    reserved; ``-bin`` values must be bytes (str is encoded as UTF-8); other values must be
+    printable ASCII (PROTOCOL-HTTP2.md, "Custom-Metadata"; grpc-wire.md §1.3). Upper-case keys are
+    rejected rather than folded, because h2 treats an upper-case name from a peer as a connection
+    error and the caller would never learn why.
+    """
+    result: List[Tuple[str, MetadataValue]] = []
+    if not metadata:
+        return result
+    for item in metadata:
+        try:
+            key, value = item
+        except (TypeError, ValueError):
+            raise ValueError(f"metadata must be (key, value) pairs, got {item!r}") from None
+        if isinstance(key, bytes):
+            key = key.decode("ascii", "replace")
+        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+            raise ValueError(f"metadata key {key!r} is invalid: keys must match [0-9a-z_.-]+")
+        if is_reserved_key(key):
+            raise ValueError(f"metadata key {key!r} is reserved for the gRPC library")
+        if is_binary_key(key):
+            if isinstance(value, str):
+                value = value.encode("utf-8")
+            elif not isinstance(value, (bytes, bytearray, memoryview)):
+                raise ValueError(
+                    f"metadata value for {key!r} must be bytes, got {type(value).__name__}"
+                )
+            result.append((key, bytes(value)))
+            continue
+        if isinstance(value, (bytes, bytearray)):
+            try:
+                value = bytes(value).decode("ascii")
+            except UnicodeDecodeError:
+                raise ValueError(
+                    f"metadata value for {key!r} is not ASCII; use a key ending in -bin"
+                ) from None
+        if not isinstance(value, str):
+            raise ValueError(f"metadata value for {key!r} must be str, got {type(value).__name__}")
+        if not _ASCII_VALUE_RE.fullmatch(value):
+            raise ValueError(
+                f"metadata value for {key!r} has characters outside printable ASCII; "
+                "use a key ending in -bin"
+            )
+        result.append((key, value))
+    return result
+
+
+def b64encode_unpadded(data: bytes) -> bytes:
+    """Standard base64 without ``=`` padding, as grpcio and grpc-go send ``-bin`` values."""
+    return base64.b64encode(data).rstrip(b"=")
+
+
+def b64decode_lenient(data: bytes) -> bytes:
+    """Decode padded or unpadded standard base64 (grpc-wire.md §1.3). Raises ValueError."""
+    data = data.strip()
+    try:
+        return base64.b64decode(data + b"=" * (-len(data) % 4), validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"malformed base64: {exc}") from None
+
+
+def encode_metadata(metadata: MetadataLike) -> List[Tuple[bytes, bytes]]:
+    """Validate and encode metadata into HTTP/2 header fields, one field per value."""
+    headers = []
+    for key, value in validate_metadata(metadata):
+        if isinstance(value, bytes):
+            headers.append((key.encode("ascii"), b64encode_unpadded(value)))
+        else:
+            headers.append((key.encode("ascii"), value.encode("ascii")))
+    return headers
+
+
+def decode_metadata(headers: Iterable[Tuple[Any, Any]]) -> Metadata:
+    """Turn received header fields into call metadata; never raises.
+
+    Pseudo-headers and the headers the transport consumes are dropped. ``-bin`` values are split
+    on ``,`` (duplicate keys may be joined that way) and each part is base64-decoded, padded or
+    not; an undecodable part is dropped. ASCII values are returned as str, undecodable bytes
+    replaced, never split (grpc-wire.md §1.3).
+    """
+    result: List[Tuple[str, MetadataValue]] = []
+    for raw_key, raw_value in headers:
+        key = raw_key.decode("ascii", "replace") if isinstance(raw_key, bytes) else raw_key
+        if key.startswith(":") or key in _TRANSPORT_HEADERS:
+            continue
+        value = raw_value if isinstance(raw_value, bytes) else raw_value.encode("utf-8")
+        if is_binary_key(key):
+            for part in value.split(b","):
+                try:
+                    result.append((key, b64decode_lenient(part)))
+                except ValueError:
+                    continue
+        else:
+            result.append((key, value.decode("utf-8", "replace")))
+    return tuple(result)
+
+
+# --------------------------------------------------------------------------------------------
+# grpc-message percent-encoding
+# --------------------------------------------------------------------------------------------
+
+# "Percent-Byte-Unencoded → 1*( %x20-%x24 / %x26-%x7E )": printable ASCII except '%'.
+_UNENCODED = re.compile(r"[\x20-\x24\x26-\x7e]*")
+_PERCENT_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
+
+
+def percent_encode(message: str) -> str:
+    """Encode ``grpc-message`` (PROTOCOL-HTTP2.md, "Responses").
+
+    The message is UTF-8 encoded; bytes outside ``%x20-%x24 / %x26-%x7E`` become ``%XX`` in upper
+    case. Lone surrogates (which UTF-8 cannot encode) become U+FFFD rather than an exception.
+    """
+    if _UNENCODED.fullmatch(message):
+        return message
+    out = []
+    for byte in message.encode("utf-8", "replace"):
+        if 0x20 <= byte <= 0x7E and byte != 0x25:
+            out.append(chr(byte))
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)
+
+
+def percent_decode(value: Union[str, bytes]) -> str:
+    """Decode ``grpc-message``; never fails and never strips (grpc-wire.md §3).
+
+    Malformed ``%`` sequences are kept as they are; bytes that are not UTF-8 become U+FFFD.
+    """
+    raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+    if b"%" in raw:
+        raw = _PERCENT_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), raw)
+    return raw.decode("utf-8", "replace")
+
+
+# --------------------------------------------------------------------------------------------
+# Compression
+# --------------------------------------------------------------------------------------------
+
+
+class Compression(enum.IntEnum):
+    """grpcio's ``grpc.Compression`` (same names and values)."""
+
+    NoCompression = 0
+    Deflate = 1
+    Gzip = 2
+
+
+_ENCODING_NAMES = {
+    Compression.NoCompression: None,
+    Compression.Deflate: "deflate",
+    Compression.Gzip: "gzip",
+}
+
+#: The encodings minigrpc can read, in the order it advertises them.
+SUPPORTED_ENCODINGS: Tuple[str, ...] = ("identity", "deflate", "gzip")
+#: The ``grpc-accept-encoding`` value minigrpc sends.
+ACCEPT_ENCODING = ",".join(SUPPORTED_ENCODINGS)
+
+
+class UnsupportedEncoding(ValueError):
+    """A ``grpc-encoding`` we cannot decode: UNIMPLEMENTED on a server, INTERNAL on a client."""
+
+
+class DecompressionError(ValueError):
+    """A compressed message that does not decompress: INTERNAL (grpc-wire.md §2, Compression)."""
+
+
+def compression_name(compression: Optional[int]) -> Optional[str]:
+    """``'gzip'``, ``'deflate'`` or None (no compression) for a :class:`Compression` value."""
+    if compression is None:
+        return None
+    return _ENCODING_NAMES[Compression(compression)]
+
+
+def _codec_wbits(encoding: str) -> int:
+    # "gzip" is RFC 1952 (zlib's wbits 16+15); "deflate" is the zlib format of RFC 1950, which is
+    # what grpc-core and grpc-go produce for it.
+    if encoding == "gzip":
+        return 16 + zlib.MAX_WBITS
+    if encoding == "deflate":
+        return zlib.MAX_WBITS
+    raise UnsupportedEncoding(f"unsupported grpc-encoding {encoding!r}")
+
+
+def compress(encoding: str, data: bytes) -> bytes:
+    """Compress one message with a new context (doc/compression.md)."""
+    if encoding == "identity":
+        return data
+    compressor = zlib.compressobj(6, zlib.DEFLATED, _codec_wbits(encoding))
+    return compressor.compress(data) + compressor.flush()
+
+
+def decompress(encoding: str, data: bytes, max_length: Optional[int]) -> bytes:
+    """Decompress one message, never producing more than ``max_length`` bytes.
+
+    The output limit is enforced while inflating, so a small "zip bomb" cannot allocate more than
+    the receive limit (MessageTooLarge). A corrupt or truncated body is DecompressionError.
+    """
+    if encoding == "identity":
+        return data
+    decompressor = zlib.decompressobj(_codec_wbits(encoding))
+    try:
+        if max_length is None:
+            out = decompressor.decompress(data)
+        else:
+            out = decompressor.decompress(data, max_length + 1)
+            if len(out) > max_length or decompressor.unconsumed_tail:
+                raise MessageTooLarge(max(len(out), max_length + 1), max_length)
+        out += decompressor.flush()
+    except zlib.error as exc:
+        raise DecompressionError(f"grpc: failed to decompress the message: {exc}") from None
+    if not decompressor.eof:
+        raise DecompressionError("grpc: failed to decompress the message: truncated input")
+    if max_length is not None and len(out) > max_length:
+        raise MessageTooLarge(len(out), max_length)
+    return out
+
+
+def parse_accept_encoding(value: Union[str, bytes, None]) -> FrozenSet[str]:
+    """The set of encodings a peer lists in ``grpc-accept-encoding`` (comma separated)."""
+    if not value:
+        return frozenset()
+    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    return frozenset(part.strip() for part in text.split(",") if part.strip())

@@ -1,0 +1,198 @@
+"""Status codes, mapping tables, targets and the h2 plumbing (grpc-wire.md §4, §7)."""
+
+from __future__ import annotations
+
+import socket
+
+import h2.connection
+import h2.events
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minigrpc import http2, status, targets
+from minigrpc.status import StatusCode
+
+# ---- status -----------------------------------------------------------------------------------
+
+
+def test_status_codes_match_grpcio() -> None:
+    grpc = pytest.importorskip("grpc")
+    assert [c.name for c in StatusCode] == [c.name for c in grpc.StatusCode]
+    for ours in StatusCode:
+        assert ours.value == grpc.StatusCode[ours.name].value
+        assert ours.number == ours.value[0]
+
+
+def test_go_names() -> None:
+    names = [c.go_name for c in StatusCode]
+    assert names == (
+        "OK Canceled Unknown InvalidArgument DeadlineExceeded NotFound AlreadyExists "
+        "PermissionDenied ResourceExhausted FailedPrecondition Aborted OutOfRange Unimplemented "
+        "Internal Unavailable DataLoss Unauthenticated"
+    ).split()
+
+
+def test_rpc_error_reads_like_grpc_go() -> None:
+    err = status.RpcError(status.Status(StatusCode.UNAVAILABLE, "connection error"))
+    assert str(err) == "rpc error: code = Unavailable desc = connection error"
+    assert err.code() is StatusCode.UNAVAILABLE and err.details() == "connection error"
+    odd = status.RpcError(status.Status(StatusCode.UNKNOWN, "x", number=42))
+    assert str(odd) == "rpc error: code = Code(42) desc = x"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (b"0", (StatusCode.OK, None)),
+        (b"14", (StatusCode.UNAVAILABLE, None)),
+        ("16", (StatusCode.UNAUTHENTICATED, None)),
+        (b"17", (StatusCode.UNKNOWN, 17)),
+        (b"abc", (StatusCode.UNKNOWN, None)),
+        (b"", (StatusCode.UNKNOWN, None)),
+        (b"-1", (StatusCode.UNKNOWN, None)),
+        (None, (StatusCode.UNKNOWN, None)),
+    ],
+)
+def test_parse_grpc_status(value: object, expected: tuple) -> None:
+    assert status.parse_grpc_status(value) == expected  # type: ignore[arg-type]
+
+
+def test_http_mapping_table() -> None:
+    assert status.status_from_http(404) is StatusCode.UNIMPLEMENTED
+    assert status.status_from_http(503) is StatusCode.UNAVAILABLE
+    assert status.status_from_http(200) is StatusCode.UNKNOWN
+    assert status.status_from_http(418) is StatusCode.UNKNOWN
+
+
+def test_rst_stream_mapping_table() -> None:
+    assert status.status_from_rst_stream(8) is StatusCode.CANCELLED
+    assert status.status_from_rst_stream(8, past_deadline=True) is StatusCode.DEADLINE_EXCEEDED
+    assert status.status_from_rst_stream(7) is StatusCode.UNAVAILABLE
+    assert status.status_from_rst_stream(3) is StatusCode.RESOURCE_EXHAUSTED
+    assert status.status_from_rst_stream(0x99) is StatusCode.INTERNAL
+    assert status.rst_stream_details(2) == (
+        "stream terminated by RST_STREAM with error code: INTERNAL_ERROR"
+    )
+
+
+# ---- targets ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "family", "address", "authority"),
+    [
+        ("unix:relative.sock", socket.AF_UNIX, "relative.sock", "localhost"),
+        ("unix:/abs/x.sock", socket.AF_UNIX, "/abs/x.sock", "localhost"),
+        ("unix:///abs/x.sock", socket.AF_UNIX, "/abs/x.sock", "localhost"),
+        ("unix-abstract:name", socket.AF_UNIX, b"\0name", "localhost"),
+        ("127.0.0.1:50051", socket.AF_INET, ("127.0.0.1", 50051), "127.0.0.1:50051"),
+        ("[::1]:8080", socket.AF_INET6, ("::1", 8080), "[::1]:8080"),
+        ("dns:///localhost:5", socket.AF_UNSPEC, ("localhost", 5), "localhost:5"),
+        ("dns://8.8.8.8/example.com:7", socket.AF_UNSPEC, ("example.com", 7), "example.com:7"),
+        ("example.com", socket.AF_UNSPEC, ("example.com", 80), "example.com:80"),
+    ],
+)
+def test_parse_target(target: str, family: int, address: object, authority: str) -> None:
+    parsed = targets.parse_target(target)
+    assert (parsed.family, parsed.address, parsed.authority) == (family, address, authority)
+
+
+@pytest.mark.parametrize("bad", ["", "unix:", "[::1", "host:99999", "host:abc", "unix://x"])
+def test_parse_target_rejects(bad: str) -> None:
+    with pytest.raises(ValueError):
+        targets.parse_target(bad)
+
+
+def test_dial_text() -> None:
+    assert targets.parse_target("unix:/a.sock").dial_text == "unix /a.sock"
+    assert targets.parse_target("unix-abstract:n").dial_text == "unix @n"
+    assert targets.parse_target("[::1]:1").dial_text == "tcp [::1]:1"
+
+
+# ---- http2 ------------------------------------------------------------------------------------
+
+
+def _pair() -> tuple:
+    client = h2.connection.H2Connection(http2.client_config())
+    server = h2.connection.H2Connection(http2.server_config())
+    http2.start_connection(client)
+    server.initiate_connection()
+    server.receive_data(client.data_to_send())
+    client.receive_data(server.data_to_send())
+    server.receive_data(client.data_to_send())
+    return client, server
+
+
+def test_start_connection_settings_take_effect() -> None:
+    client, server = _pair()
+    assert server.remote_settings.initial_window_size == http2.DEFAULT_STREAM_WINDOW
+    assert server.remote_settings.max_frame_size == http2.DEFAULT_MAX_FRAME_SIZE
+    assert server.remote_settings.enable_push == 0
+    assert client.inbound_flow_control_window == http2.DEFAULT_CONNECTION_WINDOW
+
+
+@given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30))
+def test_frame_splitter_cuts_only_after_goaway(cuts: list) -> None:
+    client, server = _pair()
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/a/b"),
+                              (b":authority", b"x")], end_stream=True)
+    server.receive_data(client.data_to_send())
+    server.send_headers(sid, [(b":status", b"200")])
+    server.send_data(sid, b"hello")
+    wire_bytes = server.data_to_send()
+    goaway = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00"
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    stream = wire_bytes + goaway + ping
+    splitter = http2.FrameSplitter()
+    chunks = []
+    pos = 0
+    i = 0
+    while pos < len(stream):
+        piece = stream[pos : pos + cuts[i % len(cuts)]]
+        chunks.extend(splitter.feed(piece))
+        pos += len(piece)
+        i += 1
+    assert b"".join(chunks) == stream
+    # Exactly one chunk ends with the GOAWAY frame, and no chunk holds GOAWAY and more.
+    boundary = len(wire_bytes) + len(goaway)
+    offsets = []
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        offsets.append(total)
+    assert boundary in offsets
+
+
+def test_goaway_then_ping_in_one_read_keeps_stream_alive() -> None:
+    """grpc-go's graceful stop sends GOAWAY and PING together (grpc-wire.md §7)."""
+    client, server = _pair()
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/a/b"),
+                              (b":authority", b"x")], end_stream=True)
+    server.receive_data(client.data_to_send())
+    goaway = b"\x00\x00\x08\x07\x00" + b"\x7f\xff\xff\xff"[:0] + b"\x00\x00\x00\x00"
+    goaway += (2**31 - 1).to_bytes(4, "big") + b"\x00\x00\x00\x00"
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + bytes([1, 6, 1, 8, 0, 3, 3, 9])
+    server.send_headers(sid, [(b":status", b"200")])
+    server.send_data(sid, b"\x00\x00\x00\x00\x00")
+    server.send_headers(sid, [(b"grpc-status", b"0")], end_stream=True)
+    response = server.data_to_send()
+    events = []
+    splitter = http2.FrameSplitter()
+    for chunk in splitter.feed(goaway + ping + response):
+        events.extend(client.receive_data(chunk))
+        if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
+            http2.reopen_after_goaway(client)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[0] == "ConnectionTerminated"
+    assert "PingReceived" in kinds and "DataReceived" in kinds and "StreamEnded" in kinds
+
+
+def test_frame_splitter_checks_preface() -> None:
+    splitter = http2.FrameSplitter(expect_preface=True)
+    assert splitter.feed(http2.CLIENT_PREFACE[:10]) == [http2.CLIENT_PREFACE[:10]]
+    assert splitter.feed(http2.CLIENT_PREFACE[10:]) == [http2.CLIENT_PREFACE[10:]]
+    with pytest.raises(http2.PrefaceError):
+        http2.FrameSplitter(expect_preface=True).feed(b"GET / HTTP/1.1\r\n")

@@ -1,0 +1,129 @@
+"""Render the code's own mapping tables into the docs, so they are never retyped.
+
+Every Markdown file under ``docs/`` (and README.md) may hold generated regions::
+
+    <!-- generated:http-to-grpc -->
+    ...replaced by this script...
+    <!-- /generated:http-to-grpc -->
+
+``python tools/render_docs.py`` rewrites them from the tables in :mod:`minigrpc.status` and
+:mod:`cni_client.client`; ``--check`` exits 1 (and prints the first difference) when a file is
+stale, which ``tests/test_docs.py`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cni_client import client as cni_client_module  # noqa: E402
+from minigrpc import status  # noqa: E402
+
+_REGION = re.compile(
+    r"(<!-- generated:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)",
+    re.S,
+)
+
+
+def _table(header: List[str], rows: List[List[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def http_to_grpc() -> str:
+    rows = [
+        [str(code), f"{grpc.name} ({grpc.number})"]
+        for code, grpc in sorted(status.HTTP_TO_GRPC.items())
+    ]
+    rows.append(["anything else, 200 included", f"{status.StatusCode.UNKNOWN.name} (2)"])
+    note = (
+        "Used only when a response is not gRPC (its `content-type` is not `application/grpc*`)"
+        " and so carries no usable `grpc-status`. Source: `minigrpc.status.HTTP_TO_GRPC`.\n\n"
+    )
+    return note + _table(["HTTP `:status`", "gRPC status"], rows)
+
+
+def rst_stream_to_grpc() -> str:
+    rows = []
+    for code, grpc in sorted(status.RST_STREAM_TO_GRPC.items()):
+        rows.append([f"{code} {status.http2_error_name(code)}", f"{grpc.name} ({grpc.number})"])
+    rows.append(["any other", f"{status.StatusCode.INTERNAL.name} (13)"])
+    note = (
+        "Applied when a stream is reset before its trailers arrived. A CANCEL that arrives after"
+        " the call's deadline is reported as DEADLINE_EXCEEDED. Source:"
+        " `minigrpc.status.RST_STREAM_TO_GRPC`.\n\n"
+    )
+    return note + _table(["RST_STREAM error code", "gRPC status"], rows)
+
+
+def grpc_to_cni() -> str:
+    rows = []
+    table = cni_client_module.RPC_FAILURE_TO_CNI
+    for name, (code, msg, details) in table.items():
+        label = "any other non-OK status" if name is None else f"{name}"
+        rows.append(
+            [label, str(code), f"`{msg}`", f"`{details}`" if details else "(none)"]
+        )
+    note = (
+        "`{error}` is the grpc-go style error text, `rpc error: code = <Name> desc = <message>`."
+        " A call that succeeds but carries `CniCmdResponse.error` yields that error's code and"
+        " message. Source: `cni_client.client.RPC_FAILURE_TO_CNI`.\n\n"
+    )
+    return note + _table(["gRPC status", "CNI code", "msg", "details"], rows)
+
+
+RENDERERS: Dict[str, Callable[[], str]] = {
+    "http-to-grpc": http_to_grpc,
+    "rst-stream-to-grpc": rst_stream_to_grpc,
+    "grpc-to-cni": grpc_to_cni,
+}
+
+
+def render(text: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name not in RENDERERS:
+            return match.group(0)
+        return match.group(1) + RENDERERS[name]() + match.group(4)
+
+    return _REGION.sub(replace, text)
+
+
+def doc_files() -> List[Path]:
+    return [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail when a doc is stale")
+    args = parser.parse_args(argv)
+    stale = 0
+    for path in doc_files():
+        if not path.exists():
+            continue
+        old = path.read_text(encoding="utf-8")
+        new = render(old)
+        if new == old:
+            continue
+        if args.check:
+            stale += 1
+            rel = path.relative_to(ROOT)
+            diff = difflib.unified_diff(old.splitlines(), new.splitlines(), str(rel), "rendered",
+                                        lineterm="")
+            print("\n".join(list(diff)[:40]))
+        else:
+            path.write_text(new, encoding="utf-8")
+            print(f"rendered {path.relative_to(ROOT)}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

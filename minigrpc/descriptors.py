@@ -1,0 +1,179 @@
+"""Client stubs and server registration derived from protobuf service descriptors.
+
+Why no protoc plugin: grpcio's ``*_pb2_grpc.py`` files (written by the grpc_tools plugin) hold
+nothing that is not already in the ``ServiceDescriptor`` of the ordinary ``*_pb2.py`` module:
+the service's full name, each method's name (together they form the HTTP/2 ``:path``
+``/<package>.<Service>/<Method>``, grpc-wire.md §1.1), its request and response message types,
+and whether either side streams.  Reading those at run time means
+
+* no second generated file per ``.proto`` that must be kept in sync with the first;
+* no dependency on ``grpc_tools`` or on the grpcio version that generated the code; and
+* the same helpers work with a minigrpc channel/server *and* with a grpcio one, because they
+  only use the API the two share (``channel.unary_unary`` and
+  ``server.add_generic_rpc_handlers``), which the test suite relies on.
+
+minigrpc carries unary calls only (grpc-wire.md, Scope): streaming methods get a stub attribute
+that raises ``NotImplementedError`` and are never registered on a server.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Dict
+
+from google.protobuf import message_factory as _message_factory
+from google.protobuf import symbol_database as _symbol_database
+
+__all__ = ["add_servicer", "message_class", "method_path", "streaming_flags", "stub"]
+
+_factories_lock = threading.Lock()
+_factories: Dict[int, Any] = {}
+
+
+def message_class(descriptor: Any) -> Any:
+    """Return the Python class for a message ``Descriptor``, the same class every time.
+
+    protobuf changed this API twice: ``message_factory.GetMessageClass`` exists only from
+    protobuf 4.22 on, and ``MessageFactory.GetPrototype`` is gone in 5.x.  On protobuf 3.20's
+    cpp backend a fresh ``MessageFactory`` even builds a *second* class for a descriptor that
+    a generated module already has, so the symbol database (where generated modules register
+    their classes) is asked first, and any factory we create is kept per pool.
+    """
+    get_message_class = getattr(_message_factory, "GetMessageClass", None)
+    if get_message_class is not None:
+        return get_message_class(descriptor)
+    try:
+        known = _symbol_database.Default().GetSymbol(descriptor.full_name)
+    except KeyError:
+        known = None
+    if known is not None and known.DESCRIPTOR is descriptor:
+        return known
+    pool = descriptor.file.pool
+    with _factories_lock:
+        factory = _factories.get(id(pool))
+        if factory is None:
+            factory = _message_factory.MessageFactory(pool)
+            _factories[id(pool)] = factory
+    return factory.GetPrototype(descriptor)
+
+
+def method_path(method_descriptor: Any) -> str:
+    """The HTTP/2 ``:path`` of a method: ``/<full service name>/<method name>`` (grpc-wire.md §1.1).
+
+    Both parts keep their case; servers match the path exactly.
+    """
+    return f"/{method_descriptor.containing_service.full_name}/{method_descriptor.name}"
+
+
+def streaming_flags(method_descriptor: Any) -> tuple[bool, bool]:
+    """``(client_streaming, server_streaming)`` of a method.
+
+    protobuf 4.21's upb ``MethodDescriptor`` lacks both attributes (added in 4.22), so when they
+    are missing the method is copied into a ``MethodDescriptorProto``, which every version has.
+    """
+    client = getattr(method_descriptor, "client_streaming", None)
+    server = getattr(method_descriptor, "server_streaming", None)
+    if client is None or server is None:
+        from google.protobuf import descriptor_pb2
+
+        method_proto = descriptor_pb2.MethodDescriptorProto()
+        method_descriptor.CopyToProto(method_proto)
+        client, server = method_proto.client_streaming, method_proto.server_streaming
+    return bool(client), bool(server)
+
+
+def _streaming_kind(method_descriptor: Any) -> str:
+    client, server = streaming_flags(method_descriptor)
+    if client and server:
+        return "bidirectional-streaming"
+    if client:
+        return "client-streaming"
+    if server:
+        return "server-streaming"
+    return ""
+
+
+class _StreamingNotSupported:
+    """Stands in for a streaming method on a stub, so the attribute exists but fails clearly."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        self._message = f"{path} is a {kind} method; minigrpc implements unary calls only"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(self._message)
+
+    def __repr__(self) -> str:
+        return f"<unsupported: {self._message}>"
+
+
+class ServiceStub:
+    """A client for one service: one attribute per RPC, named exactly like the proto method.
+
+    Each unary attribute is whatever ``channel.unary_unary`` returns (a multi-callable taking
+    ``request, timeout=None, metadata=None, ...``), already set up to serialize the request
+    and parse the response with the method's message classes.
+    """
+
+    def __init__(self, service_descriptor: Any, channel: Any) -> None:
+        self._service_name: str = service_descriptor.full_name
+        for method in service_descriptor.methods:
+            path = method_path(method)
+            kind = _streaming_kind(method)
+            if kind:
+                callable_: Any = _StreamingNotSupported(path, kind)
+            else:
+                callable_ = channel.unary_unary(
+                    path,
+                    request_serializer=message_class(method.input_type).SerializeToString,
+                    response_deserializer=message_class(method.output_type).FromString,
+                )
+            setattr(self, method.name, callable_)
+
+    def __repr__(self) -> str:
+        return f"<ServiceStub {self._service_name}>"
+
+
+def stub(service_descriptor: Any, channel: Any) -> Any:
+    """Build a client stub for ``service_descriptor`` on ``channel`` (minigrpc or grpcio).
+
+    Example: ``stub(cni_pb2.DESCRIPTOR.services_by_name["Cni"], channel).CmdAdd(request,
+    timeout=5)``.  The result is typed ``Any`` because its attributes come from the descriptor.
+    """
+    return ServiceStub(service_descriptor, channel)
+
+
+def add_servicer(server: Any, service_descriptor: Any, servicer: Any) -> list[str]:
+    """Register ``servicer``'s unary methods for ``service_descriptor`` on ``server``.
+
+    A method is served when ``servicer`` has a callable attribute named like the RPC (e.g.
+    ``CmdAdd``) taking ``(request, context)``, as with grpcio.  Methods it lacks, and all
+    streaming methods, stay unregistered, so calls to them end with UNIMPLEMENTED
+    (grpc-wire.md §4.4, "unknown service / method").  Works with any server offering
+    ``add_generic_rpc_handlers`` (minigrpc's and grpcio's): the handler objects come from
+    ``minigrpc.handlers``, whose API is grpcio's.
+
+    Returns the names of the registered methods.
+    """
+    from minigrpc import handlers
+
+    method_handlers: Dict[str, Any] = {}
+    for method in service_descriptor.methods:
+        if _streaming_kind(method):
+            continue
+        behaviour: Callable[..., Any] | None = getattr(servicer, method.name, None)
+        if not callable(behaviour):
+            continue
+        method_handlers[method.name] = handlers.unary_unary_rpc_method_handler(
+            behaviour,
+            request_deserializer=message_class(method.input_type).FromString,
+            response_serializer=message_class(method.output_type).SerializeToString,
+        )
+    if method_handlers:
+        server.add_generic_rpc_handlers(
+            (
+                handlers.method_handlers_generic_handler(
+                    service_descriptor.full_name, method_handlers
+                ),
+            )
+        )
+    return list(method_handlers)

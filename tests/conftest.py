@@ -1,0 +1,95 @@
+"""Shared pytest fixtures: real grpcio peers serving the interop TestService.
+
+Fixtures (grpcio is imported only when one of them is used):
+
+* ``grpcio_target``: parametrized over ``unix``, ``unix-abstract`` and ``tcp``; yields the client
+  target of a running grpcio server for that address kind (session-scoped servers, started on
+  first use, so each kind starts once per run).
+* ``grpcio_interop_server``: the same, but the :class:`tests.peers.GrpcioServer` itself, for a
+  test that needs more than the target (e.g. ``.servicer.calls``); it shares the parameter with
+  ``grpcio_target`` when a test uses both.
+* ``grpcio_server_factory``: per-test factory ``(kind, services=None, **kwargs) ->
+  GrpcioServer`` with stop/start/restart on a fixed address (reconnect tests); everything it
+  created is stopped at the end of the test.
+* ``short_tmp_dir``: a short-path temporary directory (unix socket paths are length-limited).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Callable, Dict, Iterator
+
+import pytest
+
+from tests.peers import ADDRESS_KINDS, GrpcioServer, GrpcioServerPool, short_temp_dir
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # grpc-core logs connection events (e.g. GOAWAY) at INFO on stderr; keep test output clean.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    config.addinivalue_line(
+        "markers", "grpcio_peer: the test talks to a real grpcio server from tests/peers.py"
+    )
+
+
+class _SessionServers:
+    """One lazily started grpcio interop server per address kind, shared by the session."""
+
+    def __init__(self) -> None:
+        self._pool = GrpcioServerPool()
+        self._servers: Dict[str, GrpcioServer] = {}
+
+    def get(self, kind: str) -> GrpcioServer:
+        server = self._servers.get(kind)
+        if server is None:
+            server = self._pool.create(kind)
+            self._servers[kind] = server
+        return server
+
+    def close(self) -> None:
+        self._pool.close()
+        self._servers.clear()
+
+
+@pytest.fixture(scope="session")
+def grpcio_interop_servers() -> Iterator[_SessionServers]:
+    pytest.importorskip("grpc", reason="grpcio (a test dependency) is not installed")
+    servers = _SessionServers()
+    yield servers
+    servers.close()
+
+
+@pytest.fixture(params=ADDRESS_KINDS)
+def grpcio_interop_server(
+    request: pytest.FixtureRequest, grpcio_interop_servers: _SessionServers
+) -> Iterator[GrpcioServer]:
+    server = grpcio_interop_servers.get(request.param)
+    if not server.running:  # a test stopped it; bring it back
+        server.start()
+    yield server
+    server.servicer.release_sleepers()
+
+
+@pytest.fixture
+def grpcio_target(grpcio_interop_server: GrpcioServer) -> str:
+    return grpcio_interop_server.target
+
+
+@pytest.fixture
+def grpcio_server_factory() -> Iterator[Callable[..., GrpcioServer]]:
+    pytest.importorskip("grpc", reason="grpcio (a test dependency) is not installed")
+    pool = GrpcioServerPool()
+
+    def create(kind: str, services: Any = None, **kwargs: Any) -> GrpcioServer:
+        return pool.create(kind, services, **kwargs)
+
+    yield create
+    pool.close()
+
+
+@pytest.fixture
+def short_tmp_dir() -> Iterator[str]:
+    directory = short_temp_dir()
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,689 @@
+"""Frame trace: one readable log line per HTTP/2 frame (issue 2 §5).
+
+Turn it on with ``MINIGRPC_TRACE=1`` in the environment (the trace goes to stderr), or by
+enabling the ``minigrpc.wire`` logger at DEBUG with a handler of your own.  The transports
+hand every byte they write and read to a :class:`FrameTracer`; when the logger is off,
+:func:`tracer_for` returns None and tracing costs nothing.
+
+How to read a trace
+-------------------
+Each line is one HTTP/2 frame (RFC 9113 §4.1), in this column order::
+
+    <role> <arrow> <peer>  <TYPE>  stream=<id>  len=<payload bytes>  <FLAGS>  <details>
+
+* ``-->`` is a frame this side wrote, ``<--`` one it read.  The role (client or server) is
+  this side of the connection; the peer is the other end.
+* ``stream=0`` frames concern the whole connection (SETTINGS, PING, GOAWAY, connection
+  WINDOW_UPDATE).  A gRPC call is one stream with an odd id (grpc-wire.md §0).
+* ``len`` is the frame payload, padding included; FLAGS shows the flag bits by name.
+* A header block is decoded with HPACK and printed as indented ``name: value`` lines under
+  the frame that completes it (a large block spans HEADERS + CONTINUATION).  The first block
+  on a stream is labelled request headers, response headers or trailers-only; the last one,
+  trailers (grpc-wire.md §1 and §3).
+* DATA frames carry gRPC Length-Prefixed-Messages (grpc-wire.md §2): every message that starts
+  in the frame is shown as ``grpc-message flag=<0|1> length=<n>`` with its first bytes in
+  hex.  Frame boundaries mean nothing to gRPC, so a message (or even its 5-byte prefix) may
+  continue in later frames: those frames say ``grpc-message continued``.
+
+A unary call from a minigrpc client, as the client sees it.  h2 first announces its defaults
+in one SETTINGS frame, then minigrpc's own values in a second one; each side ACKs both::
+
+    client --> localhost:50051  PREFACE        "PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" (client connection preface)
+    client --> localhost:50051  SETTINGS       stream=0    len=42      -                       HEADER_TABLE_SIZE=4096 ENABLE_PUSH=1 INITIAL_WINDOW_SIZE=65535 MAX_FRAME_SIZE=16384 ENABLE_CONNECT_PROTOCOL=0 MAX_CONCURRENT_STREAMS=100 MAX_HEADER_LIST_SIZE=65536
+    client --> localhost:50051  SETTINGS       stream=0    len=24      -                       INITIAL_WINDOW_SIZE=4194304 MAX_FRAME_SIZE=1048576 MAX_HEADER_LIST_SIZE=65536 ENABLE_PUSH=0
+    client --> localhost:50051  WINDOW_UPDATE  stream=0    len=4       -                       increment=16711681 (connection)
+    client --> localhost:50051  HEADERS        stream=1    len=130     END_HEADERS             request headers
+                                  :method: POST
+                                  :scheme: http
+                                  :path: /grpc.testing.TestService/UnaryCall
+                                  :authority: localhost:50051
+                                  content-type: application/grpc
+                                  user-agent: minigrpc/0.1.0
+                                  te: trailers
+                                  grpc-accept-encoding: identity,deflate,gzip
+                                  grpc-timeout: 1000000u  (1 s)
+    client --> localhost:50051  DATA           stream=1    len=15      END_STREAM              grpc-message flag=0 length=10 [10 04 1a 06 12 04 61 62 63 64]
+    client <-- localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges our SETTINGS)
+    client <-- localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges our SETTINGS)
+    client <-- localhost:50051  SETTINGS       stream=0    len=42      -                       HEADER_TABLE_SIZE=4096 ENABLE_PUSH=0 INITIAL_WINDOW_SIZE=65535 MAX_FRAME_SIZE=16384 ENABLE_CONNECT_PROTOCOL=0 MAX_CONCURRENT_STREAMS=100 MAX_HEADER_LIST_SIZE=65536
+    client <-- localhost:50051  SETTINGS       stream=0    len=18      -                       INITIAL_WINDOW_SIZE=4194304 MAX_FRAME_SIZE=1048576 MAX_HEADER_LIST_SIZE=65536
+    client <-- localhost:50051  WINDOW_UPDATE  stream=0    len=4       -                       increment=16711696 (connection)
+    client --> localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges the peer's SETTINGS)
+    client --> localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges the peer's SETTINGS)
+    client <-- localhost:50051  HEADERS        stream=1    len=47      END_HEADERS             response headers
+                                  :status: 200
+                                  content-type: application/grpc
+                                  grpc-accept-encoding: identity,deflate,gzip
+    client <-- localhost:50051  DATA           stream=1    len=13      -                       grpc-message flag=0 length=8 [0a 06 12 04 00 00 00 00]
+    client <-- localhost:50051  HEADERS        stream=1    len=24      END_STREAM|END_HEADERS  trailers
+                                  grpc-status: 0  (OK)
+                                  grpc-message:
+
+Notes marked ``!!`` point at something a conforming peer would reject.  If the bytes
+stop making sense (no preface, a malformed frame), the trace says so once and stops tracing
+that direction; the connection itself is never touched.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import sys
+import threading
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; the real imports are lazy (cheap import)
+    from hpack import Decoder
+
+__all__ = [
+    "CLIENT_PREFACE",
+    "WIRE_LOGGER",
+    "FrameTracer",
+    "enable_from_environment",
+    "tracer_for",
+]
+
+WIRE_LOGGER = logging.getLogger("minigrpc.wire")
+
+#: RFC 9113 §3.4: the first bytes a client sends on an HTTP/2 connection.
+CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+_FRAME_HEADER_LENGTH = 9
+_GRPC_PREFIX_LENGTH = 5  # grpc-wire.md §2: 1-byte flag + 4-byte big-endian length
+_DEFAULT_MAX_FRAME_SIZE = 16384  # RFC 9113 §6.5.2 initial SETTINGS_MAX_FRAME_SIZE
+_HEX_BYTES_SHOWN = 16
+_VALUE_CHARS_SHOWN = 100
+_MIN_PEER_WIDTH = 15
+_HUGE = 1 << 31  # limits for the mirror HPACK decoder: it must accept whatever the real one did
+
+# RFC 9113 §6 and §11.2 (plus RFC 7838 ALTSVC, RFC 8336 ORIGIN, RFC 9218 PRIORITY_UPDATE).
+_FRAME_TYPE_NAMES = {
+    0x0: "DATA",
+    0x1: "HEADERS",
+    0x2: "PRIORITY",
+    0x3: "RST_STREAM",
+    0x4: "SETTINGS",
+    0x5: "PUSH_PROMISE",
+    0x6: "PING",
+    0x7: "GOAWAY",
+    0x8: "WINDOW_UPDATE",
+    0x9: "CONTINUATION",
+    0xA: "ALTSVC",
+    0xC: "ORIGIN",
+    0x10: "PRIORITY_UPDATE",
+}
+
+# RFC 9113 §6.5.2, RFC 8441 §3, RFC 9218 §2.1; 0xFE03 is grpc core's own (grpc-wire.md §10).
+_SETTING_NAMES = {
+    0x1: "HEADER_TABLE_SIZE",
+    0x2: "ENABLE_PUSH",
+    0x3: "MAX_CONCURRENT_STREAMS",
+    0x4: "INITIAL_WINDOW_SIZE",
+    0x5: "MAX_FRAME_SIZE",
+    0x6: "MAX_HEADER_LIST_SIZE",
+    0x8: "ENABLE_CONNECT_PROTOCOL",
+    0x9: "NO_RFC7540_PRIORITIES",
+    0xFE03: "GRPC_ALLOW_TRUE_BINARY_METADATA",
+}
+
+# RFC 9113 §7: the codes of RST_STREAM and GOAWAY.
+_ERROR_CODE_NAMES = {
+    0x0: "NO_ERROR",
+    0x1: "PROTOCOL_ERROR",
+    0x2: "INTERNAL_ERROR",
+    0x3: "FLOW_CONTROL_ERROR",
+    0x4: "SETTINGS_TIMEOUT",
+    0x5: "STREAM_CLOSED",
+    0x6: "FRAME_SIZE_ERROR",
+    0x7: "REFUSED_STREAM",
+    0x8: "CANCEL",
+    0x9: "COMPRESSION_ERROR",
+    0xA: "CONNECT_ERROR",
+    0xB: "ENHANCE_YOUR_CALM",
+    0xC: "INADEQUATE_SECURITY",
+    0xD: "HTTP_1_1_REQUIRED",
+}
+
+# statuscodes.md: the names behind grpc-status, so a learner needs no table at hand.
+_GRPC_STATUS_NAMES = (
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+    "UNAUTHENTICATED",
+)
+
+# grpc-wire.md §1.2: grpc-timeout units, in seconds.
+_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+
+
+def tracer_for(role: str, peer: str) -> Optional[FrameTracer]:
+    """A tracer for one connection, or None unless ``minigrpc.wire`` is enabled for DEBUG.
+
+    Transports call this once per connection and skip every tracing call on None, so a
+    connection that is not traced pays one ``isEnabledFor`` check and nothing else.
+    """
+    if not WIRE_LOGGER.isEnabledFor(logging.DEBUG):
+        return None
+    return FrameTracer(role, peer)
+
+
+_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+_enable_lock = threading.Lock()
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at emit time (pytest and others swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = sys.stderr
+            if stream is not None:
+                stream.write(self.format(record) + "\n")
+                stream.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def enable_from_environment() -> None:
+    """Send the frame trace to stderr when ``MINIGRPC_TRACE`` is 1, true, yes or on (issue 2 §5).
+
+    Idempotent: the handler is attached once however often channels and servers call this.
+    Records still propagate to the root logger, so an application's own logging setup works too.
+    """
+    if os.environ.get("MINIGRPC_TRACE", "").strip().lower() not in _TRUE_WORDS:
+        return
+    with _enable_lock:
+        if any(isinstance(h, _StderrHandler) for h in WIRE_LOGGER.handlers):
+            return
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setLevel(logging.DEBUG)
+        WIRE_LOGGER.addHandler(handler)
+        WIRE_LOGGER.setLevel(logging.DEBUG)
+
+
+class _MessageCursor:
+    """Where one direction of one stream is inside the gRPC Length-Prefixed-Message sequence.
+
+    DATA frame boundaries mean nothing to gRPC (grpc-wire.md §2), so the cursor carries a split
+    prefix and the number of message bytes still to come from one frame to the next.
+    """
+
+    __slots__ = ("prefix", "remaining")
+
+    def __init__(self) -> None:
+        self.prefix = b""  # 0-4 bytes of a prefix whose rest is in a later frame
+        self.remaining = 0  # body bytes of the current message not seen yet
+
+    def describe(self, payload: bytes) -> List[str]:
+        """One description per message that starts or continues in ``payload``."""
+        items: List[str] = []
+        size = len(payload)
+        pos = 0
+        if self.remaining:
+            pos = min(self.remaining, size)
+            self.remaining -= pos
+            rest = f"{self.remaining} still to come" if self.remaining else "message complete"
+            items.append(f"grpc-message continued: {pos} bytes, {rest}")
+        while pos < size:
+            began_earlier = bool(self.prefix)
+            taken = payload[pos:pos + _GRPC_PREFIX_LENGTH - len(self.prefix)]
+            self.prefix += taken
+            pos += len(taken)
+            if len(self.prefix) < _GRPC_PREFIX_LENGTH:
+                items.append(
+                    f"grpc-message prefix split: {len(self.prefix)} of 5 bytes here "
+                    f"[{self.prefix.hex(' ')}], the rest in the next frame"
+                )
+                break
+            flag, length = struct.unpack(">BI", self.prefix)
+            self.prefix = b""
+            body = payload[pos:pos + length]
+            pos += len(body)
+            self.remaining = length - len(body)
+            text = f"grpc-message flag={flag} length={length}"
+            if flag == 1:
+                text += " (compressed)"
+            elif flag != 0:
+                text += " !! flag must be 0 or 1"
+            where = ["prefix began in the previous frame"] if began_earlier else []
+            if self.remaining:
+                where.append(f"{len(body)} bytes here, {self.remaining} in later frames")
+            if where:
+                text += f" ({'; '.join(where)})"
+            shown = body[:_HEX_BYTES_SHOWN]
+            if shown:
+                more = " ..." if length > len(shown) else ""
+                text += f" [{shown.hex(' ')}{more}]"
+            items.append(text)
+        return items
+
+    def unfinished(self) -> Optional[str]:
+        """Why the stream may not end here, or None when it sits on a message boundary."""
+        if self.prefix:
+            return f"!! stream ended inside a grpc-message prefix ({len(self.prefix)} of 5 bytes)"
+        if self.remaining:
+            return f"!! stream ended inside a grpc-message ({self.remaining} bytes missing)"
+        return None
+
+
+class _HeaderBlock:
+    """A header block whose CONTINUATION frames are still coming (RFC 9113 §6.10)."""
+
+    __slots__ = ("fragments", "kind", "stream_id")
+
+    def __init__(self, stream_id: int, kind: str, first_fragment: bytes) -> None:
+        self.stream_id = stream_id
+        self.kind = kind
+        self.fragments = [first_fragment]
+
+
+class _Direction:
+    """Everything the tracer knows about the bytes flowing one way on the connection."""
+
+    def __init__(self, prefix: str, expects_preface: bool, from_client: Optional[bool]) -> None:
+        self.prefix = prefix
+        self.expects_preface = expects_preface
+        self.from_client = from_client  # None when the role is neither client nor server
+        self.buffer = bytearray()
+        self.at_start = True  # the client preface can only be at the very start
+        self.stopped = False
+        self.decoder: Optional[Decoder] = None
+        self.hpack_lost: Optional[str] = None
+        self.header_block: Optional[_HeaderBlock] = None
+        # Streams on which this direction has sent headers and not yet END_STREAM.
+        self.streams: Dict[int, _MessageCursor] = {}
+        # The receiver's SETTINGS_MAX_FRAME_SIZE (the largest value seen, to stay lenient).
+        self.max_frame_size = _DEFAULT_MAX_FRAME_SIZE
+
+
+class FrameTracer:
+    """Turns the raw byte streams of one connection into log lines, one per frame.
+
+    h2 does not expose frames, so the tracer parses the bytes itself with hyperframe and keeps
+    its own HPACK decoder per direction: HPACK is deterministic, so a second decoder fed the
+    same blocks in the same order mirrors the peer's dynamic table (RFC 7541 §2.2).  Nothing
+    here ever raises into the transport: a failure is logged and ends tracing of that direction.
+    """
+
+    def __init__(self, role: str, peer: str, logger: logging.Logger = WIRE_LOGGER) -> None:
+        # Imported here, not at module level, so that importing minigrpc.trace stays cheap.
+        import hpack  # noqa: F401
+        import hyperframe.frame  # noqa: F401
+
+        self._logger = logger
+        self._lock = threading.Lock()
+        known_role = role in ("client", "server")
+        # Escaped so that an odd address (an abstract socket's NUL byte) cannot break the line.
+        padded_peer = _escape(peer.encode("utf-8", "backslashreplace")).ljust(_MIN_PEER_WIDTH)
+        self._out = _Direction(
+            f"{role} --> {padded_peer}  ",
+            expects_preface=role == "client",
+            from_client=(role == "client") if known_role else None,
+        )
+        self._in = _Direction(
+            f"{role} <-- {padded_peer}  ",
+            expects_preface=role == "server",
+            from_client=(role == "server") if known_role else None,
+        )
+
+    def sent(self, data: bytes) -> None:
+        """Bytes this side wrote to the socket, in any chunking."""
+        self._feed(self._out, self._in, data)
+
+    def received(self, data: bytes) -> None:
+        """Bytes this side read from the socket, in any chunking."""
+        self._feed(self._in, self._out, data)
+
+    # -- framing -------------------------------------------------------------------------
+
+    def _feed(self, way: _Direction, other: _Direction, data: bytes) -> None:
+        if way.stopped or not data:
+            return
+        with self._lock:
+            try:
+                self._consume(way, other, bytes(data))
+            except Exception as exc:  # the tracer must never break the connection it watches
+                self._stop(way, f"<tracer failure: {type(exc).__name__}: {exc}>")
+
+    def _stop(self, way: _Direction, reason: str) -> None:
+        way.stopped = True
+        way.buffer = bytearray()
+        way.streams.clear()
+        self._emit(way, f"{reason}; no further frames are traced in this direction")
+
+    def _consume(self, way: _Direction, other: _Direction, data: bytes) -> None:
+        buffer = way.buffer
+        buffer += data
+        pos = 0
+        if way.at_start:
+            seen = bytes(buffer[:len(CLIENT_PREFACE)])
+            if seen == CLIENT_PREFACE[:len(seen)]:
+                if len(seen) < len(CLIENT_PREFACE):
+                    return  # maybe the preface, maybe not: wait for more bytes
+                pos = len(CLIENT_PREFACE)
+                preface = _quote(CLIENT_PREFACE)
+                self._emit(way, f"{'PREFACE':<15}{preface} (client connection preface)")
+            elif way.expects_preface:
+                self._stop(way, f"!! not HTTP/2: expected the client preface, got {_quote(seen)}")
+                return
+            way.at_start = False
+        while len(buffer) - pos >= _FRAME_HEADER_LENGTH:
+            length = int.from_bytes(buffer[pos:pos + 3], "big")
+            end = pos + _FRAME_HEADER_LENGTH + length
+            if len(buffer) < end:
+                break
+            self._frame(way, other, bytes(buffer[pos:end]))
+            if way.stopped:
+                return
+            pos = end
+        del buffer[:pos]
+
+    def _emit(self, way: _Direction, text: str, extra: Tuple[str, ...] = ()) -> None:
+        message = (way.prefix + text).rstrip()
+        if extra:
+            indent = " " * (len(way.prefix) + 2)
+            message += "".join(f"\n{indent}{line}".rstrip() for line in extra)
+        self._logger.debug("%s", message)
+
+    def _line(
+        self,
+        way: _Direction,
+        type_name: str,
+        stream_id: int,
+        length: int,
+        flags: str,
+        details: str,
+        extra: Tuple[str, ...] = (),
+    ) -> None:
+        self._emit(
+            way,
+            f"{type_name:<15}stream={stream_id:<4} len={length:<7} {flags or '-':<24}{details}",
+            extra,
+        )
+
+    # -- frames ---------------------------------------------------------------------------
+
+    def _frame(self, way: _Direction, other: _Direction, raw: bytes) -> None:
+        """Parse one complete frame (RFC 9113 §4.1) and log its line."""
+        from hyperframe.frame import (
+            AltSvcFrame,
+            ContinuationFrame,
+            DataFrame,
+            ExtensionFrame,
+            Frame,
+            GoAwayFrame,
+            HeadersFrame,
+            PingFrame,
+            PriorityFrame,
+            PushPromiseFrame,
+            RstStreamFrame,
+            SettingsFrame,
+            WindowUpdateFrame,
+        )
+
+        length = len(raw) - _FRAME_HEADER_LENGTH
+        type_code, flag_byte = raw[3], raw[4]
+        type_name = _FRAME_TYPE_NAMES.get(type_code, f"0x{type_code:02x}")
+        stream_id = int.from_bytes(raw[5:9], "big") & 0x7FFFFFFF
+        view = memoryview(raw)
+        try:
+            frame, _ = Frame.parse_frame_header(view[:_FRAME_HEADER_LENGTH])
+            frame.parse_body(view[_FRAME_HEADER_LENGTH:])
+        except Exception as exc:
+            self._line(way, type_name, stream_id, length, f"0x{flag_byte:02x}", "")
+            self._stop(way, f"!! malformed {type_name} frame: {exc}")
+            return
+
+        if isinstance(frame, ExtensionFrame):
+            flags = f"0x{flag_byte:02x}" if flag_byte else ""
+        else:
+            flags = "|".join(f.name for f in frame.defined_flags if f.name in frame.flags)
+        notes: List[str] = []
+        if length > way.max_frame_size:
+            notes.append(f"!! larger than the receiver's MAX_FRAME_SIZE ({way.max_frame_size})")
+        block = way.header_block
+        if block is not None and not isinstance(frame, ContinuationFrame):
+            notes.append(f"!! the header block of stream {block.stream_id} was never finished")
+            way.header_block = None
+            way.hpack_lost = "an earlier header block was never finished"
+
+        details = ""
+        extra: List[str] = []
+        if isinstance(frame, DataFrame):
+            details, extra = self._data(way, frame.stream_id, frame.data, frame.pad_length,
+                                        "PADDED" in frame.flags, "END_STREAM" in frame.flags)
+        elif isinstance(frame, HeadersFrame):
+            parts = []
+            kind = self._block_kind(way, stream_id, "END_STREAM" in frame.flags)
+            parts.append(kind)
+            if "PRIORITY" in frame.flags:
+                parts.append(_priority(frame.depends_on, frame.stream_weight, frame.exclusive))
+            if "PADDED" in frame.flags:
+                parts.append(f"padding={frame.pad_length}")
+            if stream_id not in way.streams and "END_STREAM" not in frame.flags:
+                way.streams[stream_id] = _MessageCursor()
+            extra = self._header_fragment(way, stream_id, kind, frame.data,
+                                          "END_HEADERS" in frame.flags, parts)
+            if "END_STREAM" in frame.flags:
+                self._end_stream(way, stream_id, extra)
+            details = "  ".join(parts)
+        elif isinstance(frame, ContinuationFrame):
+            parts = []
+            if block is None or block.stream_id != stream_id:
+                parts.append("!! no header block in progress on this stream")
+                way.hpack_lost = "a CONTINUATION frame arrived without its HEADERS"
+                block = way.header_block = _HeaderBlock(stream_id, "headers", b"")
+            block.fragments.append(frame.data)
+            if "END_HEADERS" in frame.flags:
+                way.header_block = None
+                fragment_bytes = sum(len(f) for f in block.fragments)
+                parts.append(f"end of {block.kind}: {len(block.fragments)} frames, "
+                             f"{fragment_bytes} bytes of HPACK")
+                extra = self._decode(way, b"".join(block.fragments))
+            else:
+                parts.append(f"{block.kind} continue in the next CONTINUATION")
+            details = "  ".join(parts)
+        elif isinstance(frame, SettingsFrame):
+            if "ACK" in frame.flags:
+                details = "(acknowledges " + ("the peer's SETTINGS)" if way is self._out
+                                              else "our SETTINGS)")
+            elif not frame.settings:
+                details = "(no changes: defaults stand)"
+            else:
+                details = " ".join(f"{_SETTING_NAMES.get(k, f'0x{k:04X}')}={v}"
+                                   for k, v in frame.settings.items())
+                max_frame = frame.settings.get(0x5)
+                if max_frame is not None:
+                    # The sender will accept frames this large: they travel the other way.
+                    other.max_frame_size = max(other.max_frame_size, max_frame)
+        elif isinstance(frame, WindowUpdateFrame):
+            details = f"increment={frame.window_increment}"
+            if stream_id == 0:
+                details += " (connection)"
+        elif isinstance(frame, PingFrame):
+            details = f"payload={frame.opaque_data.hex()}"
+            if "ACK" in frame.flags:
+                details += " (reply)"
+        elif isinstance(frame, RstStreamFrame):
+            details = f"error={_error_name(frame.error_code)}"
+            for direction in (way, other):
+                direction.streams.pop(stream_id, None)
+        elif isinstance(frame, GoAwayFrame):
+            details = f"last_stream_id={frame.last_stream_id} error={_error_name(frame.error_code)}"
+            if frame.additional_data:
+                details += f" debug={_quote(frame.additional_data)}"
+        elif isinstance(frame, PriorityFrame):
+            details = _priority(frame.depends_on, frame.stream_weight, frame.exclusive)
+        elif isinstance(frame, PushPromiseFrame):
+            parts = [f"promised_stream={frame.promised_stream_id}"]
+            if "PADDED" in frame.flags:
+                parts.append(f"padding={frame.pad_length}")
+            extra = self._header_fragment(way, stream_id, "promised request headers", frame.data,
+                                          "END_HEADERS" in frame.flags, parts)
+            details = "  ".join(parts)
+        elif isinstance(frame, AltSvcFrame):
+            details = f"origin={_quote(frame.origin)} field={_quote(frame.field)}"
+        elif isinstance(frame, ExtensionFrame):
+            details = f"(extension frame) [{_hex_start(frame.body)}]" if frame.body else ""
+        if notes:
+            details = "  ".join([details, *notes]) if details else "  ".join(notes)
+        self._line(way, type_name, stream_id, length, flags, details, tuple(extra))
+
+    def _data(
+        self,
+        way: _Direction,
+        stream_id: int,
+        data: bytes,
+        pad_length: int,
+        padded: bool,
+        end_stream: bool,
+    ) -> Tuple[str, List[str]]:
+        """DATA (RFC 9113 §6.1) with the gRPC messages in it (grpc-wire.md §2)."""
+        parts: List[str] = []
+        if padded:
+            parts.append(f"data={len(data)} padding={pad_length}")
+        cursor = way.streams.get(stream_id)
+        items: List[str] = []
+        if cursor is None:
+            parts.append("!! stream not open in this direction")
+        else:
+            items = cursor.describe(data)
+            if not items and not data:
+                parts.append("(empty)")
+        if end_stream:
+            self._end_stream(way, stream_id, items)
+        if len(items) == 1:
+            parts.append(items[0])
+            items = []
+        elif items:
+            starts = sum(item.startswith("grpc-message flag") for item in items)
+            parts.append(f"{starts} grpc-messages start here")
+        return "  ".join(parts), items
+
+    def _end_stream(self, way: _Direction, stream_id: int, notes: List[str]) -> None:
+        cursor = way.streams.pop(stream_id, None)
+        problem = cursor.unfinished() if cursor is not None else None
+        if problem:
+            notes.append(problem)
+
+    # -- header blocks --------------------------------------------------------------------
+
+    def _block_kind(self, way: _Direction, stream_id: int, end_stream: bool) -> str:
+        """What a header block means in gRPC (grpc-wire.md §1.1, §3)."""
+        opened = stream_id in way.streams
+        if way.from_client is None:
+            return "trailers" if opened else "headers"
+        if way.from_client:
+            return "request trailers" if opened else "request headers"
+        if opened:
+            return "trailers"
+        return "trailers-only" if end_stream else "response headers"
+
+    def _header_fragment(
+        self,
+        way: _Direction,
+        stream_id: int,
+        kind: str,
+        fragment: bytes,
+        end_headers: bool,
+        parts: List[str],
+    ) -> List[str]:
+        if end_headers:
+            return self._decode(way, fragment)
+        way.header_block = _HeaderBlock(stream_id, kind, fragment)
+        parts.append("(block continues in CONTINUATION)")
+        return []
+
+    def _decode(self, way: _Direction, block: bytes) -> List[str]:
+        """Decode a complete header block; a failure becomes a line, never an exception."""
+        if way.hpack_lost is not None:
+            return [f"<undecodable header block: HPACK state lost ({way.hpack_lost})>"]
+        if way.decoder is None:
+            from hpack import Decoder
+
+            way.decoder = Decoder(max_header_list_size=_HUGE)
+            way.decoder.max_allowed_table_size = _HUGE
+        try:
+            headers = way.decoder.decode(block, raw=True)
+        except Exception as exc:
+            way.hpack_lost = f"{type(exc).__name__} in an earlier block"
+            return [f"<undecodable header block: {type(exc).__name__}: {exc}>"]
+        return [_render_header(bytes(name), bytes(value)) for name, value in headers]
+
+
+# -- rendering helpers --------------------------------------------------------------------
+
+def _escape(data: bytes) -> str:
+    """Printable ASCII as is, everything else as a Python-style escape."""
+    out = []
+    for byte in data:
+        if byte == 0x5C:
+            out.append("\\\\")
+        elif 0x20 <= byte <= 0x7E:
+            out.append(chr(byte))
+        elif byte == 0x09:
+            out.append("\\t")
+        elif byte == 0x0A:
+            out.append("\\n")
+        elif byte == 0x0D:
+            out.append("\\r")
+        else:
+            out.append(f"\\x{byte:02x}")
+    return "".join(out)
+
+
+def _shorten(data: bytes) -> str:
+    if len(data) <= _VALUE_CHARS_SHOWN:
+        return _escape(data)
+    return f"{_escape(data[:_VALUE_CHARS_SHOWN])}... ({len(data)} bytes)"
+
+
+def _quote(data: bytes) -> str:
+    """A byte string in double quotes, escaped and truncated like header values."""
+    if len(data) <= _VALUE_CHARS_SHOWN:
+        return '"' + _escape(data).replace('"', '\\"') + '"'
+    shown = _escape(data[:_VALUE_CHARS_SHOWN]).replace('"', '\\"')
+    return f'"{shown}..." ({len(data)} bytes)'
+
+
+def _hex_start(data: bytes) -> str:
+    shown = data[:_HEX_BYTES_SHOWN].hex(" ")
+    return shown + (" ..." if len(data) > _HEX_BYTES_SHOWN else "")
+
+
+def _error_name(code: int) -> str:
+    return f"{_ERROR_CODE_NAMES.get(code, 'unknown')}({code:#x})"
+
+
+def _priority(depends_on: int, weight: int, exclusive: bool) -> str:
+    # RFC 9113 §6.3: the wire carries weight - 1.
+    return f"depends_on={depends_on} weight={weight + 1}" + (" exclusive" if exclusive else "")
+
+
+def _render_header(name: bytes, value: bytes) -> str:
+    """``name: value``, with a gloss for the gRPC headers a learner would otherwise look up.
+
+    ``-bin`` values are shown as sent (base64 text, grpc-wire.md §1.3); grpc-message is shown
+    raw and, when it has escapes, percent-decoded as the receiver will see it (§3).
+    """
+    line = f"{_escape(name)}: {_shorten(value)}"
+    if name == b"grpc-message" and b"%" in value:
+        from urllib.parse import unquote
+
+        decoded = unquote(value.decode("ascii", "replace"), errors="replace")
+        shown = repr(decoded[:_VALUE_CHARS_SHOWN])
+        if len(decoded) > _VALUE_CHARS_SHOWN:
+            shown += f"... ({len(decoded)} characters)"
+        line += f"  (percent-decoded: {shown})"
+    elif name.endswith(b"-bin") and value.startswith(b"\x00"):
+        # grpc core's "true binary" metadata, used only when both sides sent SETTINGS 0xFE03=1.
+        line += f"  (true binary metadata: {len(value) - 1} raw bytes, not base64)"
+    elif name == b"grpc-status" and value.isdigit() and int(value) < len(_GRPC_STATUS_NAMES):
+        line += f"  ({_GRPC_STATUS_NAMES[int(value)]})"
+    elif name == b"grpc-timeout" and 2 <= len(value) <= 9 and value[:-1].isdigit():
+        unit = _TIMEOUT_UNITS.get(chr(value[-1]))
+        if unit is not None:
+            line += f"  ({int(value[:-1]) * unit:g} s)"
+    return line

@@ -1,0 +1,693 @@
+"""The CNI plugin shell: environment, stdin, version gating, output and exit codes.
+
+This is a byte-for-byte re-implementation of containernetworking/cni ``pkg/skel`` v1.3 as the
+Go ``antrea-cni`` uses it (cni-plugin.md §1-§5, parity pitfalls in §10).  The runtime only
+looks at stdout and the exit status, so every byte written here is part of the contract.
+
+The shell knows nothing about Antrea or gRPC: the plugin hands :func:`plugin_main` one callable
+per command (:class:`CniFuncs`).  A callable returns the bytes to print on success or raises
+:class:`CniError`; anything else it raises becomes code 999 (cni-plugin.md §5.2).  Only the
+standard library modules that the interpreter has already loaded at start-up are used here,
+plus ``json`` on the paths that read a config: VERSION and env errors stay cheap (cold start).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import sys
+
+# typing costs ~5 ms of import time (it pulls in re and enum); annotations are strings here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+    CmdFunc = Callable[["CmdArgs"], bytes]
+
+# CNI error codes used by the shell (CNI SPEC.md "Error", cni-plugin.md §2-§5).
+ERR_INCOMPATIBLE_CNI_VERSION = 1
+ERR_UNKNOWN_CONTAINER = 3  # "missing containerID": unreachable, empty means missing (§2)
+ERR_INVALID_ENVIRONMENT_VARIABLES = 4
+ERR_IO_FAILURE = 5
+ERR_DECODING_FAILURE = 6
+ERR_INVALID_NETWORK_CONFIG = 7
+ERR_INTERNAL = 999
+
+#: Versions the plugin accepts, in the order Go prints them (cni-plugin.md §4).
+SUPPORTED_VERSIONS: Tuple[str, ...] = (
+    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+
+#: VERSION reply: compact JSON with the trailing newline of Go's json.Encoder (§5.1).
+VERSION_OUTPUT = (
+    b'{"cniVersion":"1.1.0","supportedVersions":'
+    + b"[" + b",".join(b'"' + v.encode() + b'"' for v in SUPPORTED_VERSIONS) + b"]}\n"
+)
+
+# Go's anonymous decode targets, as reflect prints them in json.UnmarshalTypeError (§3, §4).
+_NAME_STRUCT = 'struct { Name string "json:\\"name\\"" }'
+_VERSION_STRUCT = 'struct { CNIVersion string "json:\\"cniVersion\\"" }'
+
+
+class CniError(Exception):
+    """A CNI error result: printed as ``{code, msg, details}`` on stdout with exit status 1."""
+
+    def __init__(self, code: int, msg: str, details: str = "") -> None:
+        super().__init__(code, msg, details)
+        self.code = code
+        self.msg = msg
+        self.details = details
+
+    def __str__(self) -> str:
+        return f"{self.msg}; {self.details}" if self.details else self.msg
+
+    def to_json(self) -> bytes:
+        """The error JSON exactly as Go's ``types.Error.Print`` writes it (§5.2)."""
+        return encode_error_json(self.code, self.msg, self.details)
+
+
+class CmdArgs:
+    """What one invocation carries (skel.CmdArgs).  Env values are str with undecodable bytes
+    surrogate-escaped, so they round-trip and can be reported the way Go reports them."""
+
+    __slots__ = ("args", "container_id", "ifname", "netns", "netns_override", "path",
+                 "stdin_data")
+
+    def __init__(self, container_id: str = "", netns: str = "", ifname: str = "",
+                 args: str = "", path: str = "", netns_override: str = "",
+                 stdin_data: bytes = b"") -> None:
+        self.container_id = container_id
+        self.netns = netns
+        self.ifname = ifname
+        self.args = args
+        self.path = path
+        self.netns_override = netns_override
+        self.stdin_data = stdin_data
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"CmdArgs({fields})"
+
+
+class CniFuncs:
+    """One callable per command (skel.CNIFuncs).  Each returns the bytes for stdout or raises
+    :class:`CniError`."""
+
+    __slots__ = ("add", "check", "delete", "gc", "status")
+
+    def __init__(self, add: CmdFunc, check: CmdFunc, delete: CmdFunc, status: CmdFunc,
+                 gc: CmdFunc) -> None:
+        self.add = add
+        self.check = check
+        self.delete = delete
+        self.status = status
+        self.gc = gc
+
+
+# --------------------------------------------------------------------------------------------
+# Output encoding (§5.2): Go's encoding/json with HTML escaping, then MarshalIndent.
+
+
+def go_json_string(text: str) -> str:
+    """Quote ``text`` as Go's ``encoding/json`` does (escapeHTML on; cni-plugin.md §5.2).
+
+    ``<``, ``>``, ``&``, U+2028 and U+2029 are escaped; \\b \\f \\n \\r \\t use short forms; other
+    C0 controls become lowercase ``\\u00xx``; everything else stays raw.  Surrogates (our
+    stand-ins for bytes that were not UTF-8) become the literal escape ``\\ufffd`` like Go's
+    encoder writes for invalid UTF-8.
+    """
+    out: List[str] = ['"']
+    for ch in text:
+        code = ord(ch)
+        if code >= 0x80:
+            if 0xD800 <= code <= 0xDFFF:
+                out.append("\\ufffd")
+            elif code == 0x2028 or code == 0x2029:
+                out.append(f"\\u{code:04x}")
+            else:
+                out.append(ch)
+        elif ch in _ASCII_ESCAPES:
+            out.append(_ASCII_ESCAPES[ch])
+        elif code < 0x20:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_ASCII_ESCAPES: Dict[str, str] = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+}
+
+
+def encode_error_json(code: int, msg: str, details: str = "") -> bytes:
+    """``json.MarshalIndent(types.Error, "", "    ")``: key order code/msg/details, ``details``
+    omitted when empty (omitempty), ``msg`` always present, no trailing newline (§5.2).
+    ``code`` is a Go ``uint``, so negative values wrap as they would there."""
+    lines = [
+        "{",
+        f'    "code": {code & 0xFFFFFFFFFFFFFFFF},',
+        f'    "msg": {go_json_string(msg)}' + ("," if details else ""),
+    ]
+    if details:
+        lines.append(f'    "details": {go_json_string(details)}')
+    lines.append("}")
+    return "\n".join(lines).encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------
+# Go value formatting and parsing helpers used in messages (§4).
+
+
+def go_quote(text: str) -> str:
+    """``strconv.Quote`` / ``%q``: Go escapes for quotes, backslash and non-printable runes.
+
+    Go's ``IsPrint`` (letters, marks, numbers, punctuation, symbols, ASCII space) is the same
+    set as Python's ``str.isprintable``.  Surrogates stand for undecodable bytes: ``\\xNN``."""
+    out: List[str] = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\\ufffd")
+        elif ch.isprintable():
+            out.append(ch)
+        elif ch in _GO_QUOTE_SHORT:
+            out.append(_GO_QUOTE_SHORT[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_GO_QUOTE_SHORT = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                   "\v": "\\v"}
+
+
+class GoParseError(ValueError):
+    """A parse failure carrying Go's error text."""
+
+
+def go_atoi(text: str) -> int:
+    """``strconv.Atoi`` on a 64-bit platform: optional sign then ASCII digits only.
+
+    A syntax error is reported at the first non-digit, a range error as soon as the value
+    stops fitting in uint64 (even if junk follows), then the int64 bounds are checked:
+    exactly the order of Go's ParseUint/ParseInt."""
+    body, negative = text, False
+    if body[:1] in ("+", "-"):
+        negative = body[0] == "-"
+        body = body[1:]
+    syntax = GoParseError(f"strconv.Atoi: parsing {go_quote(text)}: invalid syntax")
+    out_of_range = GoParseError(f"strconv.Atoi: parsing {go_quote(text)}: value out of range")
+    if not body:
+        raise syntax
+    value = 0
+    for ch in body:
+        if not "0" <= ch <= "9":
+            raise syntax
+        value = value * 10 + (ord(ch) - 48)
+        if value > 0xFFFFFFFFFFFFFFFF:
+            raise out_of_range
+    if value > (1 << 63) - (0 if negative else 1):
+        raise out_of_range
+    return -value if negative else value
+
+
+def parse_version(version: str) -> Tuple[int, int, int]:
+    """``version.ParseVersion`` from containernetworking/cni (§4, "Parsing rules")."""
+    if version == "":
+        return (0, 1, 0)
+    parts = version.split(".")
+    if len(parts) >= 4:
+        raise GoParseError(f"invalid version {go_quote(version)}: too many parts")
+    numbers = [0, 0, 0]
+    for index, part in enumerate(parts):
+        try:
+            numbers[index] = go_atoi(part)
+        except GoParseError as exc:
+            label = ("major", "minor", "micro")[index]
+            raise GoParseError(
+                f"failed to convert {label} version part {go_quote(part)}: {exc}") from None
+    return (numbers[0], numbers[1], numbers[2])
+
+
+def version_at_least(version: str, other: str) -> bool:
+    """``version.GreaterThanOrEqualTo``; raises :class:`GoParseError` like Go returns err."""
+    return parse_version(version) >= parse_version(other)
+
+
+# --------------------------------------------------------------------------------------------
+# Config JSON decoding with Go's encoding/json semantics (§3, §10).
+
+
+def _go_replace_invalid_utf8(exc: UnicodeError) -> Tuple[str, int]:
+    """One U+FFFD per undecodable byte, as Go's ``utf8.DecodeRune`` yields (width 1)."""
+    assert isinstance(exc, UnicodeDecodeError)
+    return ("\ufffd", exc.start + 1)
+
+
+codecs.register_error("cni-go-replace", _go_replace_invalid_utf8)
+
+
+class _JsonObject(list):  # type: ignore[type-arg,unused-ignore]
+    """A decoded JSON object as its key/value pairs, in order, duplicates kept (Go sees all)."""
+
+
+class _JsonInputError(ValueError):
+    """JSON that Go's ``json.Unmarshal`` would reject; str() is the description."""
+
+
+def _reject_constant(name: str) -> object:
+    raise _JsonInputError(f"invalid character {name[0]!r} looking for beginning of value"
+                          f" ({name} is not JSON)")
+
+
+def decode_json_document(data: bytes) -> object:
+    """Parse ``data`` as strict JSON the way Go accepts it.
+
+    Differences from ``json.loads(bytes)`` that matter (§10): UTF-8 only (no BOM stripping,
+    no UTF-16 detection), bytes that are not UTF-8 become U+FFFD (so they are fine inside
+    strings and a syntax error elsewhere), NaN/Infinity are rejected, numbers are never
+    converted (no int digit limit), and objects keep every key in order.
+    """
+    text = data.decode("utf-8", "cni-go-replace")
+    if not text.strip(" \t\r\n"):
+        raise _JsonInputError("unexpected end of JSON input")
+    import json  # not needed by VERSION or env errors
+
+    decoder = json.JSONDecoder(
+        object_pairs_hook=_JsonObject,
+        parse_constant=_reject_constant,
+        parse_int=lambda _text: 0,
+        parse_float=lambda _text: 0.0,
+    )
+    try:
+        return decoder.decode(text)
+    except RecursionError:
+        pass  # nested deeper than Python's recursion allows, but Go accepts up to 10000
+    except ValueError as exc:  # json.JSONDecodeError and _JsonInputError
+        raise _JsonInputError(str(exc)) from None
+    return _decode_deep_document(text)
+
+
+#: encoding/json's scanner limit (``maxNestingDepth``): deeper input is a syntax error.
+GO_MAX_NESTING_DEPTH = 10000
+
+
+def _decode_deep_document(text: str) -> object:
+    """An iterative JSON parser for documents too deep for the recursive ``json`` decoder.
+
+    Same results as :func:`decode_json_document` (objects as pair lists, numbers as 0, strings
+    decoded by ``json``) and Go's nesting limit; only reached for absurdly nested input."""
+    import json
+    import re
+
+    token = re.compile(
+        r'[ \t\n\r]*(?:("(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")'
+        r"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)|(true|false|null)|([{}\[\]:,]))")
+    literals = {"true": True, "false": False, "null": None}
+    stack: List[Tuple[object, List[str]]] = []  # (container, [pending object key])
+    state = "value"  # value | value_or_close | key | key_or_close | colon | after | end
+    root: object = None
+    position = 0
+
+    def fail(what: str) -> _JsonInputError:
+        return _JsonInputError(f"{what} at offset {position}")
+
+    def add(value: object) -> str:
+        nonlocal root
+        if not stack:
+            root = value
+            return "end"
+        container, key = stack[-1]
+        if isinstance(container, _JsonObject):
+            container.append((key[0], value))
+        else:
+            assert isinstance(container, list)
+            container.append(value)
+        return "after"
+
+    while state != "end":
+        match = token.match(text, position)
+        if match is None:
+            raise fail("invalid character" if text[position:].strip(" \t\r\n")
+                       else "unexpected end of JSON input")
+        position = match.end()
+        string, number, literal, punct = match.groups()
+        if state in ("value", "value_or_close"):
+            if punct in ("{", "["):
+                if len(stack) >= GO_MAX_NESTING_DEPTH:
+                    raise fail("exceeded max depth")
+                stack.append((_JsonObject() if punct == "{" else [], [""]))
+                state = "key_or_close" if punct == "{" else "value_or_close"
+            elif punct == "]" and state == "value_or_close":
+                state = add(stack.pop()[0])
+            elif string is not None:
+                state = add(json.loads(string))
+            elif number is not None:
+                state = add(0)
+            elif literal is not None:
+                state = add(literals[literal])
+            else:
+                raise fail("invalid character looking for beginning of value")
+        elif state in ("key", "key_or_close"):
+            if string is not None:
+                stack[-1][1][0] = json.loads(string)
+                state = "colon"
+            elif punct == "}" and state == "key_or_close":
+                state = add(stack.pop()[0])
+            else:
+                raise fail("invalid character looking for beginning of object key string")
+        elif state == "colon":
+            if punct != ":":
+                raise fail("invalid character after object key")
+            state = "value"
+        else:  # after a value inside a container
+            is_object = isinstance(stack[-1][0], _JsonObject)
+            if punct == ",":
+                state = "key" if is_object else "value"
+            elif punct == ("}" if is_object else "]"):
+                state = add(stack.pop()[0])
+            else:
+                raise fail("invalid character after value")
+    if text[position:].strip(" \t\r\n"):
+        raise fail("invalid character after top-level value")
+    return root
+
+
+def _go_json_kind(value: object) -> str:
+    if isinstance(value, _JsonObject):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    return "number"
+
+
+# bytes.EqualFold maps these two non-ASCII runes onto ASCII letters; nothing else can fold onto
+# an ASCII key such as "name" or "cniVersion".
+_GO_FOLD_SPECIAL = {"\u017f": "S", "\u212a": "K"}
+
+
+def _go_fold(key: str) -> str:
+    return "".join(ch.upper() if ch < "\x80" else _GO_FOLD_SPECIAL.get(ch, ch) for ch in key)
+
+
+def _without_lone_surrogates(text: str) -> str:
+    """Go's decoder turns a lone ``\\udXXX`` escape into U+FFFD; Python keeps the surrogate."""
+    if not any("\ud800" <= ch <= "\udfff" for ch in text):
+        return text
+    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+
+
+def go_string_field(document: object, field: str, struct_desc: str) -> str:
+    """Unmarshal ``document`` into ``struct { X string `json:"<field>"` }`` and return X.
+
+    Keys match case-insensitively and the last match wins; ``null`` leaves the value alone;
+    a non-string value is an error but decoding goes on and the first error is reported,
+    all as Go's ``encoding/json`` does (§10)."""
+    if document is None:
+        return ""
+    if not isinstance(document, _JsonObject):
+        raise _JsonInputError(f"json: cannot unmarshal {_go_json_kind(document)}"
+                              f" into Go value of type {struct_desc}")
+    folded_field = _go_fold(field)
+    value = ""
+    first_error = ""
+    for key, item in document:
+        if _go_fold(key) != folded_field or item is None:
+            continue
+        if isinstance(item, str):
+            value = _without_lone_surrogates(item)
+        elif not first_error:
+            first_error = (f"json: cannot unmarshal {_go_json_kind(item)}"
+                           f" into Go struct field .{field} of type string")
+    if first_error:
+        raise _JsonInputError(first_error)
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Validators (containernetworking/cni pkg/utils; cni-plugin.md §2).
+
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_NAME_TAIL = _ALNUM | frozenset("_.-")
+# unicode.IsSpace: Latin-1 spaces plus the White_Space property; not U+001C-U+001F.
+_GO_SPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
+                      + "".join(chr(c) for c in range(0x2000, 0x200B)))
+_MAX_IFNAME_BYTES = 15
+
+
+def is_valid_name(text: str) -> bool:
+    """Full match of ``^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$`` (container IDs, network names)."""
+    return bool(text) and text[0] in _ALNUM and all(ch in _NAME_TAIL for ch in text[1:])
+
+
+def validate_container_id(container_id: str, raw: bytes) -> None:
+    if not is_valid_name(container_id):
+        raise CniError(ERR_INVALID_ENVIRONMENT_VARIABLES, "invalid characters in containerID",
+                       container_id)
+
+
+def validate_ifname(ifname: str, raw: bytes) -> None:
+    """``utils.ValidateInterfaceName``: the length is counted in bytes, as the kernel does."""
+    if len(raw) > _MAX_IFNAME_BYTES:
+        raise CniError(ERR_INVALID_ENVIRONMENT_VARIABLES, "interface name is too long",
+                       f"interface name should be less than {_MAX_IFNAME_BYTES + 1} characters")
+    if ifname in (".", ".."):
+        raise CniError(ERR_INVALID_ENVIRONMENT_VARIABLES, "interface name is . or ..")
+    if any(ch in "/:" or ch in _GO_SPACE for ch in ifname):
+        raise CniError(ERR_INVALID_ENVIRONMENT_VARIABLES,
+                       "interface name contains / or : or whitespace characters")
+
+
+_ADD_CHECK_DEL = frozenset(("ADD", "CHECK", "DEL"))
+_ADD_CHECK = frozenset(("ADD", "CHECK"))
+_NEEDS_PATH = frozenset(("ADD", "CHECK", "DEL", "GC", "STATUS"))
+_NEVER: frozenset[str] = frozenset()
+
+# (variable, commands that require it, validator), in skel's processing order (§2).
+_ENV_VARS: Sequence[Tuple[str, frozenset[str], Optional[Callable[[str, bytes], None]]]] = (
+    ("CNI_COMMAND", _NEVER, None),
+    ("CNI_CONTAINERID", _ADD_CHECK_DEL, validate_container_id),
+    ("CNI_NETNS", _ADD_CHECK, None),
+    ("CNI_IFNAME", _ADD_CHECK_DEL, validate_ifname),
+    ("CNI_ARGS", _NEVER, None),
+    ("CNI_PATH", _NEEDS_PATH, None),
+    ("CNI_NETNS_OVERRIDE", _NEVER, None),
+)
+
+
+def read_environment(environ: Mapping[bytes, bytes]) -> Tuple[str, Dict[str, str]]:
+    """skel's ``getCmdArgsFromEnv`` up to stdin: collect, validate, list what is missing (§2).
+
+    A validator failure is returned at once (it beats "missing"); an empty value counts as
+    unset.  Raises :class:`CniError` code 4.  Returns the command and every variable."""
+    command = environ.get(b"CNI_COMMAND", b"").decode("utf-8", "surrogateescape")
+    values: Dict[str, str] = {}
+    missing: List[str] = []
+    for name, required_for, validator in _ENV_VARS:
+        raw = environ.get(name.encode(), b"")
+        value = raw.decode("utf-8", "surrogateescape")
+        values[name] = value
+        required = name == "CNI_COMMAND" or command in required_for
+        if not raw:
+            if required:
+                missing.append(name)
+        elif required and validator is not None:
+            validator(value, raw)
+    if missing:
+        raise CniError(ERR_INVALID_ENVIRONMENT_VARIABLES,
+                       f"required env variables [{','.join(missing)}] missing")
+    return command, values
+
+
+def read_stdin(stdin_fd: int) -> bytes:
+    """``io.ReadAll(os.Stdin)``; a read error is code 5 with Go's wording (§3)."""
+    chunks: List[bytes] = []
+    try:
+        while True:
+            try:
+                chunk = os.read(stdin_fd, 65536)
+            except BlockingIOError:  # an inherited non-blocking pipe: wait as Go's poller does
+                import select
+
+                select.select([stdin_fd], [], [])
+                continue
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        reason = reason[:1].lower() + reason[1:]
+        raise CniError(ERR_IO_FAILURE,
+                       f"error reading from stdin: read /dev/stdin: {reason}") from None
+
+
+def validate_network_config(document: object) -> None:
+    """skel's ``validateConfig`` after parsing: name present and well-formed (§3)."""
+    try:
+        name = go_string_field(document, "name", _NAME_STRUCT)
+    except _JsonInputError as exc:
+        raise CniError(ERR_DECODING_FAILURE, f"error unmarshall network config: {exc}") from None
+    if not name:
+        raise CniError(ERR_INVALID_NETWORK_CONFIG, "missing network name")
+    if not is_valid_name(name):
+        raise CniError(ERR_INVALID_NETWORK_CONFIG, "invalid characters found in network name",
+                       name)
+
+
+def config_version(document: object) -> str:
+    """``version.ConfigDecoder.Decode``: cniVersion as a string, absent or empty = 0.1.0."""
+    try:
+        version = go_string_field(document, "cniVersion", _VERSION_STRUCT)
+    except _JsonInputError as exc:
+        raise CniError(ERR_DECODING_FAILURE,
+                       f"decoding version from network config: {exc}") from None
+    return version or "0.1.0"
+
+
+def _check_membership(version: str) -> None:
+    """``version.Reconciler.Check``: exact string membership (§4)."""
+    if version not in SUPPORTED_VERSIONS:
+        supported = " ".join(go_quote(v) for v in SUPPORTED_VERSIONS)
+        raise CniError(ERR_INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions",
+                       f"config is {go_quote(version)}, plugin supports [{supported}]")
+
+
+def _check_version_gate(version: str, minimum: str, command: str) -> None:
+    """CHECK/GC/STATUS gating in skel's order: parse, config below minimum, no plugin
+    version at or above the config, then membership (§4)."""
+    try:
+        if not version_at_least(version, minimum):
+            raise CniError(ERR_INCOMPATIBLE_CNI_VERSION,
+                           f"config version does not allow {command}")
+        if not any(version_at_least(v, version) for v in SUPPORTED_VERSIONS):
+            raise CniError(ERR_INCOMPATIBLE_CNI_VERSION,
+                           f"plugin version does not allow {command}")
+    except GoParseError as exc:
+        raise CniError(ERR_DECODING_FAILURE, str(exc)) from None
+    _check_membership(version)
+
+
+_GATE_MINIMUM = {"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
+
+
+def dispatch(funcs: CniFuncs, environ: Mapping[bytes, bytes], stdin_fd: int) -> bytes:
+    """skel's ``pluginMain`` for everything but the about text: returns stdout bytes or raises
+    :class:`CniError`."""
+    command, env = read_environment(environ)
+    if command == "VERSION":
+        return VERSION_OUTPUT
+    stdin_data = read_stdin(stdin_fd)
+    try:
+        document = decode_json_document(stdin_data)
+    except _JsonInputError as exc:
+        raise CniError(ERR_DECODING_FAILURE, f"error unmarshall network config: {exc}") from None
+    validate_network_config(document)
+
+    handlers = {"ADD": funcs.add, "DEL": funcs.delete, "CHECK": funcs.check,
+                "GC": funcs.gc, "STATUS": funcs.status}
+    if command not in handlers:
+        raise CniError(ERR_INVALID_ENVIRONMENT_VARIABLES, f"unknown CNI_COMMAND: {command}")
+    version = config_version(document)
+    if command in _GATE_MINIMUM:
+        _check_version_gate(version, _GATE_MINIMUM[command], command)
+    else:
+        _check_membership(version)
+    args = CmdArgs(
+        container_id=env["CNI_CONTAINERID"],
+        netns=env["CNI_NETNS"],
+        ifname=env["CNI_IFNAME"],
+        args=env["CNI_ARGS"],
+        path=env["CNI_PATH"],
+        netns_override=env["CNI_NETNS_OVERRIDE"],
+        stdin_data=stdin_data,
+    )
+    return handlers[command](args)
+
+
+def _about_lines(about: str) -> bytes:
+    return (f"{about}\nCNI protocol versions supported: {', '.join(SUPPORTED_VERSIONS)}\n"
+            .encode("utf-8", "surrogateescape"))
+
+
+def _write_all(stream: IO[bytes], data: bytes) -> None:
+    stream.write(data)
+    stream.flush()
+
+
+def plugin_main(funcs: CniFuncs, about: str, environ: Optional[Mapping[bytes, bytes]] = None,
+                stdin_fd: int = 0, stdout: Optional[IO[bytes]] = None,
+                stderr: Optional[IO[bytes]] = None) -> int:
+    """Run one invocation; returns the exit status (0 success, 1 error; §1 "Outcome").
+
+    stdout receives either the success bytes or exactly one error JSON, never both and
+    never a traceback.  An unexpected exception is code 999 (§5.2) with a one-line note on
+    stderr.  A failure to write stdout itself can only be reported on stderr."""
+    if environ is None:
+        environ = os.environb if hasattr(os, "environb") else {
+            k.encode("utf-8", "surrogateescape"): v.encode("utf-8", "surrogateescape")
+            for k, v in os.environ.items()}
+    out = stdout if stdout is not None else _std_stream(1)
+    err = stderr if stderr is not None else _std_stream(2)
+    if not environ.get(b"CNI_COMMAND"):
+        _safe_write(err, _about_lines(about))
+        return 0
+    try:
+        output = dispatch(funcs, environ, stdin_fd)
+    except CniError as exc:
+        _safe_write(out, exc.to_json(), err)
+        return 1
+    except KeyboardInterrupt:  # SIGINT: like Go's default handler, die without output
+        return 130
+    except Exception as exc:  # a bug or an unforeseen environment: still one error JSON
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        _safe_write(err, f"antrea-cni: internal error: {text}\n".encode("utf-8", "replace"))
+        _safe_write(out, encode_error_json(ERR_INTERNAL, f"internal error: {text}"), err)
+        return 1
+    return 0 if _safe_write(out, output, err) else 1
+
+
+def _std_stream(fd: int) -> IO[bytes]:
+    """The binary stdout/stderr.  If the fd is not even open, a sink that swallows the bytes:
+    the exit status is then all the runtime can get."""
+    stream = sys.stdout if fd == 1 else sys.stderr
+    if stream is not None and hasattr(stream, "buffer"):
+        return stream.buffer
+    try:
+        return open(fd, "wb", buffering=0, closefd=False)
+    except OSError:
+        import io
+
+        return io.BytesIO()
+
+
+def _safe_write(stream: IO[bytes], data: bytes, stderr: Optional[IO[bytes]] = None) -> bool:
+    try:
+        _write_all(stream, data)
+        return True
+    except (OSError, ValueError) as exc:
+        if stderr is not None:
+            _safe_write(stderr, f"antrea-cni: error writing to stdout: {exc}\n".encode())
+        return False

@@ -82,6 +82,11 @@ def start_connection(
     if max_concurrent_streams is not None:
         settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = max_concurrent_streams
     conn.update_settings(settings)
+    # h2 checks inbound frame sizes against the limit in force when receive_data() starts, so a
+    # SETTINGS ACK and a frame larger than 16 KiB arriving in one read would be refused with
+    # FRAME_SIZE_ERROR. Accepting our advertised size from the start is always safe: a
+    # well-behaved peer cannot send larger frames before it has seen our SETTINGS anyway.
+    conn.max_inbound_frame_size = max(conn.max_inbound_frame_size, max_frame_size)
     increment = connection_window - conn.inbound_flow_control_window
     if increment > 0:
         conn.increment_flow_control_window(increment)

@@ -1,0 +1,1484 @@
+"""A grpcio-compatible unary gRPC server: ``minigrpc.server()``, :class:`Server`, the context.
+
+Handlers written for grpcio run unchanged::
+
+    import minigrpc as grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(8))
+    add_GreeterServicer_to_server(Greeter(), server)   # grpcio-generated code works
+    server.add_insecure_port("unix:///run/app/app.sock")
+    server.start()
+    server.wait_for_termination()
+
+Design (issue 3):
+
+* One I/O thread runs a ``selectors`` loop over the listening sockets and every connection, so
+  an idle connection costs a socket and a few objects, not a thread, and a slow or stalled
+  client only ever delays itself: sockets are non-blocking and nothing in the loop waits for a
+  handler.  The gRPC rules live in the sans-IO :mod:`minigrpc.server_protocol`.
+* Handlers run on a ``concurrent.futures`` executor, as in grpcio.  What a handler does to the
+  wire (initial metadata, its result) is posted to the I/O thread through a queue and a
+  self-pipe wake-up.  Each connection's output buffer is bounded: beyond it the loop stops
+  reading from that client and stops handing DATA to h2 (grpc-wire.md §6, Sending).
+* Deadlines (``grpc-timeout``) are timers in the I/O loop.  On expiry the client gets
+  DEADLINE_EXCEEDED trailers and the handler's context turns inactive (grpc-wire.md §5).
+* ``stop(grace)`` drains gracefully with two GOAWAY frames (grpc-wire.md §5, GOAWAY);
+  ``stop(0)`` or an expired grace resets the calls still running with CANCEL.
+
+Options (``options=[(key, value), ...]``; unknown ``grpc.*`` keys are ignored, as grpcio does):
+
+=====================================  ==========  ==============================================
+key                                    default     meaning
+=====================================  ==========  ==============================================
+``grpc.max_receive_message_length``    4 MiB       largest request message (-1: no limit)
+``grpc.max_send_message_length``       no limit    largest response message (-1: no limit)
+``grpc.max_concurrent_streams``        100         calls per connection; more are refused
+``grpc.max_metadata_size``             16 KiB      request header list size per call
+``grpc.http2.max_frame_size``          1 MiB       largest frame we accept (SETTINGS)
+``minigrpc.max_frame_size``            1 MiB       the same (the client's option name)
+``grpc.default_compression_algorithm`` none        compress responses (a ``Compression``)
+``minigrpc.initial_window_size``       4 MiB       per-stream receive window (SETTINGS)
+``minigrpc.connection_window_size``    16 MiB      connection receive window (WINDOW_UPDATE)
+``minigrpc.unix_socket_mode``          ``0o600``   permission bits of a unix socket file
+``minigrpc.max_output_buffer``         2 MiB       unsent bytes per connection before backpressure
+``grpc.server_handshake_timeout_ms``   120000      close a client that sends no preface+SETTINGS
+``grpc.max_connection_idle_ms``        never       GOAWAY a connection without calls this long
+=====================================  ==========  ==============================================
+
+Logging goes to the ``minigrpc.server`` logger; an exception in a handler is logged there with
+its traceback, and the client only sees ``Exception calling application: <message>``.
+
+Choices where implementations differ (grpc-wire.md §4.4 and §5), made to match grpcio so that
+its handlers and clients see what they expect:
+
+* An unknown service or method is Trailers-Only UNIMPLEMENTED ``Method not found!`` (grpcio's
+  text; grpc-go names the service or method instead).
+* A handler that raises gives UNKNOWN ``Exception calling application: <msg>``, unless it set a
+  code first; one that returns None gives INTERNAL ``Failed to serialize response!`` unless it
+  set a code (grpcio's ``context.set_code(NOT_FOUND); return None`` idiom).  ``abort(OK, ...)``
+  becomes UNKNOWN with an empty message, as in grpcio.
+* An expired deadline ends the call with DEADLINE_EXCEEDED trailers (grpc-go resets the stream
+  with CANCEL instead; trailers give every client the same unambiguous status).
+* ``time_remaining()`` is None without a deadline (grpcio's documented contract; grpcio itself
+  returns a huge float).  ``peer()`` is ``ipv4:h:p``, ``ipv6:[h]:p`` or ``unix:`` like grpcio.
+* grpcio hides ``grpc-encoding`` from ``invocation_metadata()``, and so do we; the minigrpc-only
+  ``ServicerContext.request_compression()`` tells a handler how the request was compressed.
+* ``grpc.StatusCode`` members from grpcio are accepted wherever a status code is expected.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import heapq
+import itertools
+import logging
+import os
+import selectors
+import socket
+import stat
+import sys
+import threading
+import time
+import types
+from typing import (
+    Any,
+    Callable,
+    Deque,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
+
+from . import handlers as _handlers
+from . import server_protocol as _protocol
+from . import targets as _targets
+from . import wire
+from .status import Metadata, StatusCode
+
+try:
+    from .trace import tracer_for as _tracer_for
+except ImportError:  # pragma: no cover - trace.py is optional
+    _tracer_for = None  # type: ignore[assignment]
+
+__all__ = ["Metadatum", "Server", "ServicerContext", "server"]
+
+_LOGGER = logging.getLogger(__name__)
+
+#: Bytes read per ``recv()``: large enough that a 4 MiB message is a handful of reads.
+_READ_SIZE = 256 * 1024
+#: Unsent bytes per connection above which we stop reading from it and stop producing DATA.
+_DEFAULT_MAX_OUTPUT_BUFFER = 2 * 1024 * 1024
+#: How long to wait for the ACK of the drain PING before sending the final GOAWAY anyway
+#: (grpc-go waits 5 s, grpc-core 20 s; a refused late stream is retried, so shorter is safe).
+_DRAIN_PING_TIMEOUT = 1.0
+#: Connections accepted per readiness event, so a connection storm cannot starve the others.
+_ACCEPTS_PER_WAKEUP = 64
+#: grpc-core's default for ``grpc.server_handshake_timeout_ms``.
+_DEFAULT_HANDSHAKE_TIMEOUT = 120.0
+#: Deadline timers kept before the heap is checked for timers of finished calls.
+_TIMER_COMPACT_MIN = 1024
+#: How long a connection that failed may take to flush its GOAWAY before it is closed anyway.
+_CLOSE_FLUSH_TIMEOUT = 5.0
+#: Pending connections the kernel queues; as large as the system allows, like grpc-core.
+_LISTEN_BACKLOG = socket.SOMAXCONN
+_UNIX_DIR_MODE = 0o755
+
+_NEW, _STARTED, _STOPPING, _STOPPED = range(4)
+
+
+# ------------------------------------------------------------------------------------------------
+# Options
+# ------------------------------------------------------------------------------------------------
+
+
+def _limit(value: Any) -> Optional[int]:
+    number = int(value)
+    return None if number < 0 else number
+
+
+def _milliseconds(value: Any) -> Optional[float]:
+    """A grpc-core ``*_ms`` duration in seconds; 0, negative or INT_MAX means "never"."""
+    number = int(value)
+    if number <= 0 or number >= 2**31 - 1:
+        return None
+    return number / 1000.0
+
+
+class _Options:
+    """Parsed ``options``; see the table in the module docstring."""
+
+    def __init__(self, options: Optional[Iterable[Tuple[str, Any]]]) -> None:
+        self.max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
+        self.max_send_message_length: Optional[int] = None
+        self.max_concurrent_streams = 100
+        self.max_header_list_size = _protocol.http2.CALL_MAX_HEADER_LIST_SIZE
+        self.max_frame_size = _protocol.http2.DEFAULT_MAX_FRAME_SIZE
+        self.initial_window_size = _protocol.http2.DEFAULT_STREAM_WINDOW
+        self.connection_window = _protocol.http2.DEFAULT_CONNECTION_WINDOW
+        self.unix_socket_mode = 0o600
+        self.max_output_buffer = _DEFAULT_MAX_OUTPUT_BUFFER
+        self.compression: Optional[int] = None
+        self.handshake_timeout: Optional[float] = _DEFAULT_HANDSHAKE_TIMEOUT
+        self.max_connection_idle: Optional[float] = None
+        for item in options or ():
+            try:
+                key, value = item
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"server options must be (key, value) pairs, got {item!r}"
+                ) from None
+            try:
+                self._apply(str(key), value)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"invalid value {value!r} for server option {key!r}: {exc}"
+                ) from None
+
+    def _apply(self, key: str, value: Any) -> None:
+        if key == "grpc.max_receive_message_length":
+            self.max_receive_message_length = _limit(value)
+        elif key == "grpc.max_send_message_length":
+            self.max_send_message_length = _limit(value)
+        elif key == "grpc.max_concurrent_streams":
+            self.max_concurrent_streams = int(value)
+        elif key == "grpc.max_metadata_size":
+            self.max_header_list_size = int(value)
+        elif key in ("grpc.http2.max_frame_size", "minigrpc.max_frame_size"):
+            self.max_frame_size = int(value)
+        elif key == "grpc.default_compression_algorithm":
+            self.compression = int(wire.Compression(int(value)))
+        elif key == "minigrpc.initial_window_size":
+            self.initial_window_size = int(value)
+        elif key == "minigrpc.connection_window_size":
+            self.connection_window = int(value)
+        elif key == "minigrpc.unix_socket_mode":
+            mode = int(value)
+            if not 0 <= mode <= 0o777:
+                raise ValueError("a permission mode between 0 and 0o777 is expected")
+            self.unix_socket_mode = mode
+        elif key == "grpc.server_handshake_timeout_ms":
+            self.handshake_timeout = _milliseconds(value)
+        elif key == "grpc.max_connection_idle_ms":
+            self.max_connection_idle = _milliseconds(value)
+        elif key == "minigrpc.max_output_buffer":
+            self.max_output_buffer = max(64 * 1024, int(value))
+        else:
+            _LOGGER.debug("ignoring unsupported server option %r", key)
+
+    def protocol_settings(self) -> _protocol.ServerSettings:
+        return _protocol.ServerSettings(
+            max_receive_message_length=self.max_receive_message_length,
+            max_send_message_length=self.max_send_message_length,
+            max_concurrent_streams=self.max_concurrent_streams,
+            max_header_list_size=self.max_header_list_size,
+            initial_window_size=self.initial_window_size,
+            connection_window=self.connection_window,
+            max_frame_size=self.max_frame_size,
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# The servicer context
+# ------------------------------------------------------------------------------------------------
+
+
+class Metadatum(NamedTuple):
+    """One metadata item, as grpcio's ``invocation_metadata()`` yields them."""
+
+    key: str
+    value: Union[str, bytes]
+
+
+def _status_code(code: Any) -> StatusCode:
+    """Accept minigrpc's StatusCode, grpcio's (same names and values) or a number.
+
+    A handler written for grpcio passes ``grpc.StatusCode.NOT_FOUND``; it must work unchanged.
+    """
+    if isinstance(code, StatusCode):
+        return code
+    name = getattr(code, "name", None)
+    if isinstance(name, str) and name in StatusCode.__members__:
+        return StatusCode[name]
+    if isinstance(code, int) and not isinstance(code, bool):
+        found = StatusCode.from_number(code)
+        if found is not None:
+            return found
+    raise TypeError(f"expected a StatusCode, got {code!r}")
+
+
+class _Abort(Exception):
+    """Raised by :meth:`ServicerContext.abort`; grpcio raises a bare ``Exception`` likewise."""
+
+
+#: What ``time_remaining()`` says when the client set no deadline. grpcio documents None but
+#: returns a huge float in practice; minigrpc follows the documented contract.
+NO_DEADLINE = None
+
+
+class ServicerContext:
+    """The context a handler receives: grpcio's ``ServicerContext`` API for unary calls.
+
+    Methods that change the wire (``send_initial_metadata``, ``cancel``) are handed to the I/O
+    thread; the others only record state that is read when the handler returns.  Two minigrpc
+    additions: :meth:`request_compression` and :meth:`trailing_metadata` / :meth:`code` /
+    :meth:`details` getters (grpcio has the last three too).
+    """
+
+    __slots__ = (
+        "_aborted",
+        "_callbacks",
+        "_code",
+        "_compress_next",
+        "_compression",
+        "_connection",
+        "_deadline",
+        "_details",
+        "_handler",
+        "_initial_metadata_sent",
+        "_metadata",
+        "_metadata_items",
+        "_method",
+        "_request_encoding",
+        "_server",
+        "_stream_id",
+        "_terminated",
+        "_termination_code",
+        "_trailing_headers",
+        "_trailing_metadata",
+    )
+
+    def __init__(
+        self,
+        server: Server,
+        connection: _Connection,
+        stream_id: int,
+        method: str,
+        metadata: Metadata,
+        deadline: Optional[float],
+        handler: Any,
+    ) -> None:
+        self._server = server
+        self._handler = handler
+        self._connection = connection
+        self._stream_id = stream_id
+        self._method = method
+        self._metadata = metadata
+        self._metadata_items: Optional[Tuple[Metadatum, ...]] = None
+        self._deadline = deadline
+        self._code: Optional[StatusCode] = None
+        self._details: Optional[str] = None
+        self._trailing_metadata: Metadata = ()
+        self._trailing_headers: Optional[List[Tuple[bytes, bytes]]] = None
+        self._initial_metadata_sent = False
+        self._compression: Optional[int] = server._default_compression
+        self._compress_next = True
+        self._request_encoding: Optional[str] = None
+        self._aborted = False
+        self._callbacks: Optional[List[Callable[[], Any]]] = None
+        self._terminated = False
+        self._termination_code: Optional[StatusCode] = None
+
+    # -- RpcContext ------------------------------------------------------------------------------
+
+    def is_active(self) -> bool:
+        """False once the call ended: answered, cancelled, reset by the client or past deadline."""
+        if self._terminated:
+            return False
+        return self._deadline is None or time.monotonic() < self._deadline
+
+    def time_remaining(self) -> Optional[float]:
+        """Seconds left before the client's deadline (never negative), or None without one."""
+        if self._deadline is None:
+            return NO_DEADLINE
+        return max(0.0, self._deadline - time.monotonic())
+
+    def cancel(self) -> None:
+        """Cancel the call: the client gets RST_STREAM(CANCEL), i.e. CANCELLED (§5)."""
+        self._server._post(self._server._cancel_call, self)
+
+    def add_callback(self, callback: Callable[[], Any]) -> bool:
+        """Run ``callback`` (on a minigrpc thread) when the call ends, however it ends.
+
+        Returns False, without registering it, if the call has already ended (grpcio's rule).
+        """
+        with self._server._callback_lock:
+            if self._terminated:
+                return False
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append(callback)
+            return True
+
+    # -- ServicerContext -------------------------------------------------------------------------
+
+    def invocation_metadata(self) -> Tuple[Metadatum, ...]:
+        """The request's metadata, ``user-agent`` included and transport headers left out.
+
+        Items are ``(key, value)`` tuples that also have ``.key`` and ``.value``, like grpcio's.
+        Like grpcio, ``grpc-encoding`` and other ``grpc-*`` headers are not part of it; see
+        :meth:`request_compression` for whether the request was compressed.
+        """
+        items = self._metadata_items
+        if items is None:
+            items = self._metadata_items = tuple(Metadatum(k, v) for k, v in self._metadata)
+        return items
+
+    def peer(self) -> str:
+        """``ipv4:127.0.0.1:5432``, ``ipv6:[::1]:5432`` or ``unix:`` (plus its path), as grpcio."""
+        return self._connection.peer
+
+    def peer_identities(self) -> None:
+        """Always None: minigrpc has no transport security."""
+        return None
+
+    def peer_identity_key(self) -> None:
+        return None
+
+    def auth_context(self) -> Dict[str, List[bytes]]:
+        """Always empty: minigrpc has no transport security."""
+        return {}
+
+    def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
+        """Send the response headers now, with this metadata (at most once, as in grpcio)."""
+        headers = wire.encode_metadata(initial_metadata)
+        with self._server._callback_lock:
+            if self._initial_metadata_sent:
+                raise ValueError("Initial metadata no longer allowed!")
+            self._initial_metadata_sent = True
+        encoding = wire.compression_name(self._compression) if self._compress_next else None
+        self._server._post(self._server._send_initial_metadata, self, headers, encoding)
+
+    def set_trailing_metadata(self, trailing_metadata: Iterable[Tuple[str, Any]]) -> None:
+        """Metadata for the trailers; invalid keys or values raise ValueError here."""
+        pairs = tuple(trailing_metadata or ())
+        self._trailing_headers = wire.encode_metadata(pairs)
+        self._trailing_metadata = pairs
+
+    def trailing_metadata(self) -> Metadata:
+        return self._trailing_metadata
+
+    def abort(self, code: StatusCode, details: str) -> None:
+        """End the call with ``code`` and ``details`` by raising an exception (grpcio's contract).
+
+        ``code`` must not be OK; like grpcio, OK is logged and turned into UNKNOWN.
+        """
+        code = _status_code(code)
+        if code is StatusCode.OK:
+            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
+            code = StatusCode.UNKNOWN
+            details = ""
+        self._code = code
+        self._details = details
+        self._aborted = True
+        raise _Abort()
+
+    def abort_with_status(self, status: Any) -> None:
+        """``abort`` with a ``grpc.Status``-like object (code, details, trailing_metadata)."""
+        self.set_trailing_metadata(getattr(status, "trailing_metadata", None) or ())
+        self.abort(status.code, status.details)
+
+    def set_code(self, code: StatusCode) -> None:
+        """Set the call's status code; grpcio's ``grpc.StatusCode`` members work too."""
+        self._code = _status_code(code)
+
+    def set_details(self, details: str) -> None:
+        self._details = details
+
+    def code(self) -> Optional[StatusCode]:
+        return self._code
+
+    def details(self) -> Optional[str]:
+        return self._details
+
+    def set_compression(self, compression: Optional[int]) -> None:
+        """Compress the response with this ``Compression`` if the client accepts it (§2)."""
+        self._compression = None if compression is None else int(wire.Compression(compression))
+
+    def disable_next_message_compression(self) -> None:
+        self._compress_next = False
+
+    def request_compression(self) -> Optional[str]:
+        """minigrpc only: the encoding the request message was compressed with, or None.
+
+        grpcio offers no way to tell, and hides ``grpc-encoding`` from
+        :meth:`invocation_metadata`; the interop ``expect_compressed`` check needs it.
+        """
+        return self._request_encoding
+
+    # -- called by the server --------------------------------------------------------------------
+
+    def _terminate(self, code: StatusCode) -> Optional[List[Callable[[], Any]]]:
+        with self._server._callback_lock:
+            if self._terminated:
+                return None
+            self._terminated = True
+            self._termination_code = code
+            callbacks, self._callbacks = self._callbacks, None
+        return callbacks
+
+    def __repr__(self) -> str:
+        return f"<ServicerContext {self._method} stream={self._stream_id} peer={self.peer()}>"
+
+
+# ------------------------------------------------------------------------------------------------
+# Sockets
+# ------------------------------------------------------------------------------------------------
+
+
+class _Connection:
+    """One accepted socket, its protocol state and its unsent output."""
+
+    __slots__ = (
+        "calls",
+        "close_when_flushed",
+        "closed",
+        "last_read",
+        "output",
+        "peer",
+        "protocol",
+        "reading",
+        "sock",
+        "tracer",
+        "writing",
+    )
+
+    def __init__(
+        self, sock: socket.socket, protocol: _protocol.ServerConnection, peer: str
+    ) -> None:
+        self.sock = sock
+        self.protocol = protocol
+        self.peer = peer
+        self.output = bytearray()
+        self.calls: Dict[int, ServicerContext] = {}
+        self.reading = True
+        self.writing = False
+        self.closed = False
+        self.close_when_flushed = False
+        self.last_read = time.monotonic()
+        self.tracer = _tracer_for("server", peer) if _tracer_for is not None else None
+
+
+class _Listener:
+    """A listening socket, plus what is needed to remove its unix socket file on stop."""
+
+    __slots__ = ("display", "sock", "unix_identity", "unix_path")
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        display: str,
+        unix_path: Optional[str] = None,
+        unix_identity: Optional[Tuple[int, int]] = None,
+    ) -> None:
+        self.sock = sock
+        self.display = display
+        self.unix_path = unix_path
+        self.unix_identity = unix_identity
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:  # pragma: no cover - close of a listening socket does not fail
+            pass
+        if self.unix_path is not None:
+            _remove_our_socket(self.unix_path, self.unix_identity)
+
+
+def _peer_name(sock: socket.socket) -> str:
+    """grpcio's peer strings: ``ipv4:h:p``, ``ipv6:[h]:p``, ``unix:<path>`` (grpcio: ``unix:``)."""
+    try:
+        address = sock.getpeername()
+    except OSError:
+        address = None
+    family = sock.family
+    if family == socket.AF_UNIX:
+        if isinstance(address, bytes):
+            if address.startswith(b"\0"):
+                return "unix-abstract:" + address[1:].decode("utf-8", "replace")
+            address = address.decode("utf-8", "replace")
+        return "unix:" + (address or "")
+    if not isinstance(address, tuple):
+        return "unknown"
+    host, port = address[0], address[1]
+    if family == socket.AF_INET6:
+        if host.startswith("::ffff:") and "." in host:
+            return f"ipv4:{host[7:]}:{port}"
+        return f"ipv6:[{host}]:{port}"
+    return f"ipv4:{host}:{port}"
+
+
+def _prepare_unix_path(path: str) -> None:
+    """Unix socket hygiene before bind (issue 3).
+
+    Missing parent directories are created.  An existing path is replaced only when ``lstat``
+    shows a socket (never a symlink, never a regular file) that nobody listens on any more.
+    """
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, mode=_UNIX_DIR_MODE, exist_ok=True)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise RuntimeError(f"refusing to bind {path!r}: it is a symbolic link")
+    if not stat.S_ISSOCK(info.st_mode):
+        raise RuntimeError(f"refusing to bind {path!r}: it exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        os.unlink(path)  # a stale socket left by a process that is gone
+        return
+    except OSError as exc:
+        raise RuntimeError(f"refusing to bind {path!r}: it may be in use ({exc})") from None
+    finally:
+        probe.close()
+    raise RuntimeError(f"refusing to bind {path!r}: another server is listening on it")
+
+
+def _remove_our_socket(path: str, identity: Optional[Tuple[int, int]]) -> None:
+    """Remove the socket file on stop, unless something else has replaced it since."""
+    try:
+        info = os.lstat(path)
+        if stat.S_ISSOCK(info.st_mode) and (
+            identity is None or (info.st_dev, info.st_ino) == identity
+        ):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _bind_unix(target: _targets.Target, mode: int) -> _Listener:
+    address = target.address
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if isinstance(address, bytes):  # abstract: no file, no permissions
+            sock.bind(address)
+            sock.listen(_LISTEN_BACKLOG)
+            sock.setblocking(False)
+            return _Listener(sock, target.display)
+        assert isinstance(address, str)
+        path = address
+        _prepare_unix_path(path)
+        sock.bind(path)
+        # Nobody can connect before listen(), so setting the mode in between leaves no window.
+        info = os.lstat(path)
+        if not stat.S_ISSOCK(info.st_mode):  # pragma: no cover - replaced under our feet
+            raise RuntimeError(f"{path!r} changed while binding")
+        os.chmod(path, mode)
+        sock.listen(_LISTEN_BACKLOG)
+        sock.setblocking(False)
+        return _Listener(sock, target.display, path, (info.st_dev, info.st_ino))
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _bind_tcp(target: _targets.Target) -> List[_Listener]:
+    """Bind every address ``host`` resolves to, on one port (port 0: the first one's)."""
+    assert isinstance(target.address, tuple)
+    host, port = target.address
+    if host in ("", "*"):
+        host = "::"
+    infos = socket.getaddrinfo(
+        host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE
+    )
+    listeners: List[_Listener] = []
+    errors: List[str] = []
+    seen: Set[Tuple[int, Any]] = set()
+    for family, kind, proto, _, address in infos:
+        if (family, address[0]) in seen:
+            continue
+        seen.add((family, address[0]))
+        if port == 0 and listeners:
+            address = (address[0], listeners[0].sock.getsockname()[1], *address[2:])
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                # '[::]' serves IPv4 too, as in grpcio; a specific v6 address stays v6.
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind(address)
+            sock.listen(_LISTEN_BACKLOG)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            errors.append(f"{address[0]}: {exc}")
+            continue
+        listeners.append(_Listener(sock, target.display))
+        if family == socket.AF_INET6 and address[0] == "::":
+            break  # the dual-stack socket already covers 0.0.0.0
+    if not listeners:
+        raise RuntimeError(f"failed to bind to address {target.display}: {'; '.join(errors)}")
+    return listeners
+
+
+def _connection_of(args: Tuple[Any, ...]) -> Optional[_Connection]:
+    """The connection a timer or command concerns (its first argument or that one's)."""
+    first = args[0] if args else None
+    if isinstance(first, _Connection):
+        return first
+    if isinstance(first, ServicerContext):
+        return first._connection
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# The server
+# ------------------------------------------------------------------------------------------------
+
+_Command = Tuple[Callable[..., None], Tuple[Any, ...]]
+
+
+class Server:
+    """A unary gRPC server with grpcio's ``grpc.Server`` API; create it with :func:`server`."""
+
+    def __init__(
+        self,
+        thread_pool: Optional[concurrent.futures.Executor],
+        handlers: Optional[Sequence[Any]],
+        options: _Options,
+        maximum_concurrent_rpcs: Optional[int],
+        compression: Optional[int],
+    ) -> None:
+        self._owns_executor = thread_pool is None
+        self._executor: concurrent.futures.Executor = thread_pool or (
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=min(32, (os.cpu_count() or 1) + 4),
+                thread_name_prefix="minigrpc-handler",
+            )
+        )
+        self._options = options
+        self._settings = options.protocol_settings()
+        self._maximum_concurrent_rpcs = maximum_concurrent_rpcs
+        self._default_compression = options.compression if compression is None else int(compression)
+        self._generic_handlers: List[Any] = []
+        self._registered: Dict[str, _handlers.RpcMethodHandler] = {}
+        if handlers:
+            self.add_generic_rpc_handlers(handlers)
+        self._listeners: List[_Listener] = []
+        self._connections: Set[_Connection] = set()
+        self._active_rpcs = 0
+        self._state = _NEW
+        self._state_lock = threading.Lock()
+        self._callback_lock = threading.Lock()
+        self._terminated = threading.Event()
+        self._selector: Optional[selectors.BaseSelector] = None
+        self._wake_reader: Optional[socket.socket] = None
+        self._wake_writer: Optional[socket.socket] = None
+        self._wake_pending = False
+        self._commands: Deque[_Command] = collections.deque()
+        self._commands_lock = threading.Lock()
+        self._timers: List[Tuple[float, int, Callable[..., None], Tuple[Any, ...]]] = []
+        self._timer_sequence = itertools.count()
+        self._dirty: Set[_Connection] = set()
+        self._loop_thread: Optional[threading.Thread] = None
+        self._loop_done = False
+        self._stop_deadline: Optional[float] = None
+        self._callback_queue: Deque[List[Callable[[], Any]]] = collections.deque()
+        self._callback_ready = threading.Condition(threading.Lock())
+        self._callback_thread: Optional[threading.Thread] = None
+        self._callbacks_closing = False
+
+    # -- registration ----------------------------------------------------------------------------
+
+    def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[Any]) -> None:
+        """Add objects with a ``service(handler_call_details)`` method (grpcio's API)."""
+        for handler in generic_rpc_handlers:
+            if not callable(getattr(handler, "service", None)):
+                raise AttributeError(
+                    f"{handler!r} is not a generic RPC handler: it has no service() method"
+                )
+            self._generic_handlers.append(handler)
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: Mapping[str, Any]
+    ) -> None:
+        """Register ``{method: RpcMethodHandler}`` for a service (grpcio >= 1.62 generated code)."""
+        for method, handler in method_handlers.items():
+            self._registered[f"/{service_name}/{method}"] = handler
+
+    # -- ports -----------------------------------------------------------------------------------
+
+    def add_insecure_port(self, address: str) -> int:
+        """Listen on ``unix:path``, ``unix:///abs``, ``unix-abstract:name`` or ``host:port``.
+
+        Returns the TCP port (the one chosen, for port 0); for a unix socket it returns 1, as
+        grpcio does.  Failures raise RuntimeError with the reason.
+        """
+        with self._state_lock:
+            if self._state != _NEW:
+                raise RuntimeError("add_insecure_port() must be called before start()")
+        try:
+            target = _targets.parse_target(address, default_port=0)
+        except ValueError as exc:
+            raise RuntimeError(f"cannot listen on {address!r}: {exc}") from None
+        if target.is_unix:
+            try:
+                listener = _bind_unix(target, self._options.unix_socket_mode)
+            except OSError as exc:
+                raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
+            self._listeners.append(listener)
+            return 1
+        try:
+            listeners = _bind_tcp(target)
+        except OSError as exc:
+            raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
+        self._listeners.extend(listeners)
+        return int(listeners[0].sock.getsockname()[1])
+
+    def add_secure_port(self, address: str, server_credentials: Any) -> int:
+        raise NotImplementedError("minigrpc serves plaintext only; use add_insecure_port()")
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start serving; the listening sockets are already bound by add_insecure_port()."""
+        with self._state_lock:
+            if self._state != _NEW:
+                raise RuntimeError("the server has already been started")
+            self._state = _STARTED
+        selector = selectors.DefaultSelector()
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._wake_reader.setblocking(False)
+        self._wake_writer.setblocking(False)
+        selector.register(self._wake_reader, selectors.EVENT_READ, None)
+        for listener in self._listeners:
+            selector.register(listener.sock, selectors.EVENT_READ, listener)
+        self._selector = selector
+        self._loop_thread = threading.Thread(
+            target=self._run_loop, name="minigrpc-server-io", daemon=True
+        )
+        self._loop_thread.start()
+
+    def stop(self, grace: Optional[float]) -> threading.Event:
+        """Stop serving; returns an Event set once every connection is closed.
+
+        New connections are refused at once.  With a ``grace`` (seconds) the connections drain:
+        GOAWAY(2^31-1) + PING, then GOAWAY(last stream), calls in flight may finish, new
+        streams get REFUSED_STREAM (clients retry them), and what is still running when the
+        grace ends is cancelled.  ``stop(None)`` or ``stop(0)`` cancels everything now.
+        A later call may shorten the grace, never lengthen it (grpcio's rule).
+        """
+        with self._state_lock:
+            state = self._state
+            if state == _NEW:
+                self._state = _STOPPED
+            elif state in (_STARTED, _STOPPING):
+                self._state = _STOPPING
+        if state == _NEW:
+            for listener in self._listeners:
+                listener.close()
+            self._listeners = []
+            self._shutdown_executor()
+            self._terminated.set()
+            return self._terminated
+        if state == _STOPPED:
+            return self._terminated
+        self._post(self._begin_stop, grace)
+        return self._terminated
+
+    def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
+        """Block until the server has stopped; returns True if ``timeout`` passed first."""
+        return not self._terminated.wait(timeout)
+
+    # -- cross-thread plumbing -------------------------------------------------------------------
+
+    def _post(self, function: Callable[..., None], *args: Any) -> None:
+        """Run ``function(*args)`` on the I/O thread soon (H2Connection is not thread-safe, §7)."""
+        with self._commands_lock:
+            if self._loop_done:
+                return
+            self._commands.append((function, args))
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        writer = self._wake_writer
+        if writer is not None:
+            try:
+                writer.send(b"\0")
+            except OSError:  # pragma: no cover - full pipe means a wake-up is pending anyway
+                pass
+
+    def _run_commands(self) -> None:
+        # Drain the wake-up bytes *before* taking the commands: a command posted after this
+        # point finds _wake_pending False and writes a new byte, so it is never left asleep.
+        reader = self._wake_reader
+        if reader is not None:
+            try:
+                while reader.recv(4096):
+                    pass
+            except OSError:
+                pass
+        with self._commands_lock:
+            self._wake_pending = False
+            if not self._commands:
+                return
+            commands = list(self._commands)
+            self._commands.clear()
+        for function, args in commands:
+            try:
+                function(*args)
+            except Exception:
+                self._internal_error(_connection_of(args))
+
+    def _add_timer(self, when: float, function: Callable[..., None], *args: Any) -> None:
+        timers = self._timers
+        heapq.heappush(timers, (when, next(self._timer_sequence), function, args))
+        if len(timers) > _TIMER_COMPACT_MIN and len(timers) > 4 * (
+            self._active_rpcs + len(self._connections)
+        ):
+            self._compact_timers()
+
+    def _compact_timers(self) -> None:
+        """Drop timers of calls and connections that already ended.
+
+        A timer stays in the heap until it fires, so at thousands of calls or connections per
+        second with long deadlines (or the 120 s handshake timeout) the heap, and the contexts
+        and connections it references, would grow for that whole time.  Rebuilding it when it is
+        mostly stale keeps memory proportional to what is actually in flight.
+        """
+        live = []
+        for entry in self._timers:
+            function, args = entry[2], entry[3]
+            if function == self._expire_call:
+                connection, context = args
+                if connection.calls.get(context._stream_id) is not context:
+                    continue
+            elif function == self._check_handshake:
+                if args[0].closed or args[0].protocol.handshake_complete:
+                    continue
+            elif function in (self._check_idle, self._final_goaway, self._close):
+                if args[0].closed:
+                    continue
+            live.append(entry)
+        heapq.heapify(live)
+        self._timers = live
+
+    # -- the I/O loop ----------------------------------------------------------------------------
+
+    def _run_loop(self) -> None:
+        selector = self._selector
+        assert selector is not None
+        try:
+            while True:
+                timeout: Optional[float] = None
+                if self._timers:
+                    timeout = max(0.0, self._timers[0][0] - time.monotonic())
+                woken = False
+                for key, mask in selector.select(timeout):
+                    data = key.data
+                    if data is None:
+                        woken = True
+                    elif isinstance(data, _Listener):
+                        self._accept(data)
+                    else:
+                        if mask & selectors.EVENT_WRITE:
+                            self._dirty.add(data)
+                        if mask & selectors.EVENT_READ:
+                            self._read(data)
+                if woken:
+                    self._run_commands()
+                if self._timers:
+                    self._run_timers()
+                if self._dirty:
+                    dirty = self._dirty
+                    self._dirty = set()
+                    for connection in dirty:
+                        try:
+                            self._flush(connection)
+                        except Exception:
+                            self._internal_error(connection)
+                if self._state == _STOPPING and not self._connections and not self._listeners:
+                    break
+        except Exception:  # pragma: no cover - a bug; never leave the server half alive
+            _LOGGER.exception("minigrpc server: the I/O loop failed")
+        finally:
+            self._finish_loop()
+
+    def _finish_loop(self) -> None:
+        with self._commands_lock:
+            self._loop_done = True
+            self._commands.clear()
+        for connection in list(self._connections):
+            self._close(connection)
+        for listener in self._listeners:
+            listener.close()
+        self._listeners = []
+        if self._selector is not None:
+            self._selector.close()
+        for sock in (self._wake_reader, self._wake_writer):
+            if sock is not None:
+                sock.close()
+        with self._state_lock:
+            self._state = _STOPPED
+        self._shutdown_executor()
+        self._stop_callback_thread()
+        self._terminated.set()
+
+    def _shutdown_executor(self) -> None:
+        if self._owns_executor:
+            self._executor.shutdown(wait=False)
+
+    def _run_timers(self) -> None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, function, args = heapq.heappop(self._timers)
+            try:
+                function(*args)
+            except Exception:
+                self._internal_error(_connection_of(args))
+
+    def _accept(self, listener: _Listener) -> None:
+        for _ in range(_ACCEPTS_PER_WAKEUP):
+            try:
+                sock, _address = listener.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                _LOGGER.warning("accept() on %s failed: %s", listener.display, exc)
+                return
+            sock.setblocking(False)
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            protocol = _protocol.ServerConnection(self._settings)
+            connection = _Connection(sock, protocol, _peer_name(sock))
+            protocol.initiate()
+            protocol.set_output_room(self._options.max_output_buffer)
+            self._connections.add(connection)
+            assert self._selector is not None
+            self._selector.register(sock, selectors.EVENT_READ, connection)
+            self._dirty.add(connection)
+            now = connection.last_read
+            handshake = self._options.handshake_timeout
+            if handshake is not None:
+                self._add_timer(now + handshake, self._check_handshake, connection)
+            idle = self._options.max_connection_idle
+            if idle is not None:
+                self._add_timer(now + idle, self._check_idle, connection)
+
+    def _check_handshake(self, connection: _Connection) -> None:
+        """Close a connection whose client never completed the preface and SETTINGS.
+
+        Such a connection only costs a socket here, but without a limit a client could hold
+        any number of them (grpc-core's ``grpc.server_handshake_timeout_ms``, 120 s).
+        """
+        if not connection.closed and not connection.protocol.handshake_complete:
+            _LOGGER.debug("closing %s: no HTTP/2 preface and SETTINGS in time", connection.peer)
+            self._close(connection)
+
+    def _check_idle(self, connection: _Connection) -> None:
+        """``grpc.max_connection_idle_ms``: drain a connection without calls for that long."""
+        idle = self._options.max_connection_idle
+        if connection.closed or idle is None or connection.protocol.draining:
+            return
+        now = time.monotonic()
+        if connection.calls or connection.protocol.active_calls:
+            self._add_timer(now + idle, self._check_idle, connection)
+            return
+        if now - connection.last_read < idle:
+            self._add_timer(connection.last_read + idle, self._check_idle, connection)
+            return
+        _LOGGER.debug("draining %s: idle for %.1f s", connection.peer, idle)
+        connection.protocol.start_drain()
+        self._add_timer(now + _DRAIN_PING_TIMEOUT, self._final_goaway, connection)
+        self._dirty.add(connection)
+
+    def _final_goaway(self, connection: _Connection) -> None:
+        if not connection.closed:
+            connection.protocol.send_final_goaway()
+            self._dirty.add(connection)
+
+    def _read(self, connection: _Connection) -> None:
+        if connection.closed:
+            return
+        try:
+            data = connection.sock.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._connection_lost(connection, f"read failed: {exc}")
+            return
+        if not data:
+            self._connection_lost(connection, "the client closed the connection")
+            return
+        connection.last_read = time.monotonic()
+        if connection.tracer is not None:
+            connection.tracer.received(data)
+        try:
+            self._handle_events(connection, connection.protocol.receive_data(data))
+        except Exception:
+            self._internal_error(connection)
+            return
+        self._dirty.add(connection)
+
+    def _internal_error(self, connection: Optional[_Connection]) -> None:
+        """A bug (or an h2 surprise) while serving one connection: log it, drop only that one."""
+        _LOGGER.exception(
+            "minigrpc server: internal error on the connection from %s; closing it",
+            connection.peer if connection is not None else "?",
+        )
+        if connection is not None and not connection.closed:
+            try:
+                self._connection_lost(connection, "internal error")
+            except Exception:  # pragma: no cover - last resort
+                _LOGGER.exception("minigrpc server: closing the connection failed")
+
+    def _flush(self, connection: _Connection) -> None:
+        """Write what the protocol queued; apply backpressure; close when it is time."""
+        if connection.closed:
+            return
+        protocol = connection.protocol
+        output = connection.output
+        limit = self._options.max_output_buffer
+        while True:
+            data = protocol.data_to_send()
+            if data:
+                output += data
+            if output:
+                try:
+                    sent = connection.sock.send(output)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                except OSError as exc:
+                    self._connection_lost(connection, f"write failed: {exc}")
+                    return
+                if sent:
+                    if connection.tracer is not None:
+                        connection.tracer.sent(bytes(output[:sent]))
+                    del output[:sent]
+            room = limit - len(output)
+            if protocol.closed:
+                break
+            starved = protocol.starved
+            protocol.set_output_room(max(room, 0))
+            if room <= 0 or not starved:
+                break
+        if protocol.closed and not connection.close_when_flushed:
+            # Flush what h2 queued (its GOAWAY), but never wait long for a client that won't read.
+            self._add_timer(time.monotonic() + _CLOSE_FLUSH_TIMEOUT, self._close, connection)
+            connection.close_when_flushed = True
+        elif protocol.drained and not connection.calls:
+            connection.close_when_flushed = True
+        if connection.close_when_flushed and not output:
+            self._close(connection)
+            return
+        self._update_interest(connection, want_read=len(output) < limit and not protocol.closed)
+
+    def _update_interest(self, connection: _Connection, want_read: bool) -> None:
+        want_write = bool(connection.output)
+        if want_read == connection.reading and want_write == connection.writing:
+            return
+        events = (selectors.EVENT_READ if want_read else 0) | (
+            selectors.EVENT_WRITE if want_write else 0
+        )
+        selector = self._selector
+        assert selector is not None
+        registered = connection.reading or connection.writing
+        if events and registered:
+            selector.modify(connection.sock, events, connection)
+        elif events:
+            selector.register(connection.sock, events, connection)
+        elif registered:
+            selector.unregister(connection.sock)
+        connection.reading = want_read
+        connection.writing = want_write
+
+    def _connection_lost(self, connection: _Connection, reason: str) -> None:
+        if connection.closed:
+            return
+        self._handle_events(connection, connection.protocol.connection_lost(reason))
+        self._close(connection)
+
+    def _close(self, connection: _Connection) -> None:
+        if connection.closed:
+            return
+        connection.closed = True
+        if connection.protocol.close_reason:
+            _LOGGER.debug(
+                "closing the connection from %s: %s",
+                connection.peer,
+                connection.protocol.close_reason,
+            )
+        self._connections.discard(connection)
+        self._dirty.discard(connection)
+        if self._selector is not None and (connection.reading or connection.writing):
+            try:
+                self._selector.unregister(connection.sock)
+            except (KeyError, ValueError):
+                pass
+        try:
+            connection.sock.close()
+        except OSError:  # pragma: no cover
+            pass
+        if connection.calls:
+            self._handle_events(
+                connection, connection.protocol.connection_lost("connection closed")
+            )
+            for context in list(connection.calls.values()):
+                self._end_call(connection, context, StatusCode.CANCELLED)
+
+    # -- calls -----------------------------------------------------------------------------------
+
+    def _handle_events(self, connection: _Connection, events: List[_protocol.CallEvent]) -> None:
+        for event in events:
+            if isinstance(event, _protocol.RequestReady):
+                context = connection.calls.get(event.stream_id)
+                if context is not None:
+                    context._request_encoding = event.encoding
+                    self._dispatch(connection, context, event.message)
+            elif isinstance(event, _protocol.CallStarted):
+                self._start_call(connection, event)
+            elif isinstance(event, _protocol.CallTerminated):
+                context = connection.calls.get(event.stream_id)
+                if context is not None:
+                    self._end_call(connection, context, event.code)
+
+    def _find_handler(self, method: str, metadata: Metadata) -> Optional[Any]:
+        handler = self._registered.get(method)
+        if handler is not None:
+            return handler
+        if self._generic_handlers:
+            details = _handlers.HandlerCallDetails(method, metadata)
+            for generic in self._generic_handlers:
+                handler = generic.service(details)
+                if handler is not None:
+                    return handler
+        return None
+
+    def _start_call(self, connection: _Connection, event: _protocol.CallStarted) -> None:
+        protocol = connection.protocol
+        try:
+            handler = self._find_handler(event.method, event.metadata)
+        except Exception as exc:
+            _LOGGER.exception("looking up the handler for %s failed", event.method)
+            protocol.reject_call(
+                event.stream_id, StatusCode.UNKNOWN, f"Exception servicing handler: {exc}"
+            )
+            return
+        if handler is None:
+            # grpcio's wording (grpc-wire.md §4.4); grpc-go names the service or method instead.
+            protocol.reject_call(event.stream_id, StatusCode.UNIMPLEMENTED, "Method not found!")
+            return
+        if getattr(handler, "request_streaming", False) or getattr(
+            handler, "response_streaming", False
+        ):
+            protocol.reject_call(
+                event.stream_id,
+                StatusCode.UNIMPLEMENTED,
+                f"{event.method} is a streaming method; minigrpc serves unary methods only",
+            )
+            return
+        if (
+            self._maximum_concurrent_rpcs is not None
+            and self._active_rpcs >= self._maximum_concurrent_rpcs
+        ):
+            protocol.reject_call(
+                event.stream_id, StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!"
+            )
+            return
+        context = ServicerContext(
+            self, connection, event.stream_id, event.method, event.metadata, event.deadline, handler
+        )
+        connection.calls[event.stream_id] = context
+        self._active_rpcs += 1
+        if event.deadline is not None:
+            self._add_timer(event.deadline, self._expire_call, connection, context)
+
+    def _dispatch(self, connection: _Connection, context: ServicerContext, request: bytes) -> None:
+        try:
+            self._executor.submit(self._run_handler, context, context._handler, request)
+        except RuntimeError:  # the executor was shut down
+            self._complete(context, StatusCode.UNAVAILABLE, "the server is shutting down", None)
+
+    def _expire_call(self, connection: _Connection, context: ServicerContext) -> None:
+        if connection.calls.get(context._stream_id) is context:
+            self._handle_events(connection, connection.protocol.expire_call(context._stream_id))
+            self._dirty.add(connection)
+
+    def _end_call(
+        self, connection: _Connection, context: ServicerContext, code: StatusCode
+    ) -> None:
+        if connection.calls.pop(context._stream_id, None) is None:
+            return
+        self._active_rpcs -= 1
+        callbacks = context._terminate(code)
+        if callbacks:
+            self._run_callbacks(callbacks)
+
+    def _cancel_call(self, context: ServicerContext) -> None:
+        connection = context._connection
+        if connection.calls.get(context._stream_id) is context:
+            self._handle_events(connection, connection.protocol.cancel_call(context._stream_id))
+            self._dirty.add(connection)
+
+    def _send_initial_metadata(
+        self, context: ServicerContext, headers: List[Tuple[bytes, bytes]], encoding: Optional[str]
+    ) -> None:
+        connection = context._connection
+        if connection.calls.get(context._stream_id) is context:
+            connection.protocol.send_initial_metadata(context._stream_id, headers, encoding)
+            self._dirty.add(connection)
+
+    def _complete(
+        self,
+        context: ServicerContext,
+        code: StatusCode,
+        details: str,
+        message: Optional[bytes],
+    ) -> None:
+        """Handler thread: hand the outcome to the I/O thread."""
+        self._post(self._finish_call, context, code, details, message)
+
+    def _finish_call(
+        self,
+        context: ServicerContext,
+        code: StatusCode,
+        details: str,
+        message: Optional[bytes],
+    ) -> None:
+        connection = context._connection
+        if connection.calls.get(context._stream_id) is not context:
+            return  # cancelled, expired or disconnected meanwhile: nobody waits for the answer
+        connection.protocol.finish_call(
+            context._stream_id,
+            code,
+            details,
+            message=message,
+            trailing_metadata=context._trailing_headers,
+            encoding=wire.compression_name(context._compression),
+            compress_message=context._compress_next,
+        )
+        self._end_call(connection, context, code)
+        self._dirty.add(connection)
+
+    def _run_handler(self, context: ServicerContext, handler: Any, request_bytes: bytes) -> None:
+        """Executor thread: deserialize, call the behaviour, serialize (grpcio's semantics)."""
+        if context._terminated:
+            return  # cancelled or expired while queued: do not start work nobody awaits
+        deserializer = handler.request_deserializer
+        try:
+            request = deserializer(request_bytes) if deserializer is not None else request_bytes
+        except Exception:
+            _LOGGER.exception("%s: exception deserializing request", context._method)
+            self._complete(context, StatusCode.INTERNAL, "Exception deserializing request!", None)
+            return
+        try:
+            response = handler.unary_unary(request, context)
+        except Exception as exc:
+            if context._aborted:
+                code = context._code or StatusCode.UNKNOWN
+                details = context._details or ""
+            else:
+                message = f"Exception calling application: {exc}"
+                _LOGGER.exception("%s: %s", context._method, message)
+                code = context._code or StatusCode.UNKNOWN
+                details = context._details if context._details is not None else message
+            self._complete(context, code, details, None)
+            return
+        serialized: Optional[bytes] = None
+        if response is not None:
+            serializer = handler.response_serializer
+            try:
+                serialized = serializer(response) if serializer is not None else response
+                if not isinstance(serialized, (bytes, bytearray, memoryview)):
+                    raise TypeError(
+                        f"a response must serialize to bytes, got {type(serialized).__name__}"
+                    )
+                serialized = bytes(serialized)
+            except Exception:
+                _LOGGER.exception("%s: exception serializing response", context._method)
+                serialized = None
+        set_code = context._code
+        if serialized is None:
+            # grpcio: a code the handler set wins; otherwise INTERNAL.
+            code = StatusCode.INTERNAL
+            if set_code is not None and set_code is not StatusCode.OK:
+                code = set_code
+            details = (
+                context._details
+                if context._details is not None
+                else "Failed to serialize response!"
+            )
+            self._complete(context, code, details, None)
+            return
+        code = StatusCode.OK if set_code is None else set_code
+        details = context._details or ""
+        self._complete(context, code, details, serialized if code is StatusCode.OK else None)
+
+    # -- stop ------------------------------------------------------------------------------------
+
+    def _begin_stop(self, grace: Optional[float]) -> None:
+        now = time.monotonic()
+        for listener in self._listeners:
+            if self._selector is not None:
+                try:
+                    self._selector.unregister(listener.sock)
+                except (KeyError, ValueError):
+                    pass
+            listener.close()
+        self._listeners = []
+        if grace is None or grace <= 0:
+            self._abort_connections()
+            return
+        deadline = now + grace
+        if self._stop_deadline is not None:
+            if deadline >= self._stop_deadline:
+                return  # a later stop() never extends the grace
+        first = self._stop_deadline is None
+        self._stop_deadline = deadline
+        if first:
+            for connection in list(self._connections):
+                connection.protocol.start_drain()
+                self._dirty.add(connection)
+            self._add_timer(now + min(grace, _DRAIN_PING_TIMEOUT), self._final_goaways)
+        self._add_timer(deadline, self._grace_expired, deadline)
+
+    def _final_goaways(self) -> None:
+        for connection in list(self._connections):
+            connection.protocol.send_final_goaway()
+            self._dirty.add(connection)
+
+    def _grace_expired(self, deadline: float) -> None:
+        if self._stop_deadline == deadline:
+            self._abort_connections()
+
+    def _abort_connections(self) -> None:
+        for connection in list(self._connections):
+            self._handle_events(connection, connection.protocol.abort_all())
+            for context in list(connection.calls.values()):
+                self._end_call(connection, context, StatusCode.CANCELLED)
+            connection.close_when_flushed = True
+            self._flush(connection)
+            self._close(connection)  # do not wait for a client that does not read
+
+    # -- callbacks -------------------------------------------------------------------------------
+
+    def _run_callbacks(self, callbacks: List[Callable[[], Any]]) -> None:
+        """Queue ``add_callback`` callbacks for the callback thread (never the I/O thread)."""
+        with self._callback_ready:
+            if self._callback_thread is None:
+                self._callback_thread = threading.Thread(
+                    target=self._callback_worker, name="minigrpc-server-callbacks", daemon=True
+                )
+                self._callback_thread.start()
+            self._callback_queue.append(callbacks)
+            self._callback_ready.notify()
+
+    def _callback_worker(self) -> None:
+        while True:
+            with self._callback_ready:
+                while not self._callback_queue and not self._callbacks_closing:
+                    self._callback_ready.wait()
+                if not self._callback_queue:
+                    return
+                callbacks = self._callback_queue.popleft()
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:
+                    _LOGGER.exception("an add_callback() callback raised")
+
+    def _stop_callback_thread(self) -> None:
+        """Let queued callbacks run, then end the callback thread."""
+        with self._callback_ready:
+            self._callbacks_closing = True
+            self._callback_ready.notify_all()
+
+
+def server(
+    thread_pool: Optional[concurrent.futures.Executor] = None,
+    handlers: Optional[Sequence[Any]] = None,
+    interceptors: Optional[Sequence[Any]] = None,
+    options: Optional[Iterable[Tuple[str, Any]]] = None,
+    maximum_concurrent_rpcs: Optional[int] = None,
+    compression: Optional[Union[int, wire.Compression]] = None,
+    xds: bool = False,
+) -> Server:
+    """Create a server, as ``grpc.server()``.
+
+    ``thread_pool`` runs the handlers (an executor of up to 32 threads is created when None).
+    ``interceptors`` and ``xds`` are not supported and are rejected rather than ignored.
+    ``maximum_concurrent_rpcs`` bounds the calls in progress; more get RESOURCE_EXHAUSTED.
+    ``compression`` compresses every response the client accepts compressed.
+    """
+    if interceptors:
+        raise ValueError("minigrpc.server() does not support interceptors")
+    if xds:
+        raise ValueError("minigrpc.server() does not support xDS")
+    if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
+        raise ValueError("maximum_concurrent_rpcs must be at least 1")
+    parsed = _Options(options)
+    return Server(
+        thread_pool,
+        handlers,
+        parsed,
+        maximum_concurrent_rpcs,
+        None if compression is None else int(wire.Compression(compression)),
+    )
+
+
+class _CallableModule(types.ModuleType):
+    """Keeps ``minigrpc.server(...)`` working after ``import minigrpc.server``.
+
+    The package exports grpcio's ``server()`` function under the same name as this module.
+    Importing the module explicitly makes Python bind the *module* to ``minigrpc.server``
+    (overwriting the lazily exported function), and ``minigrpc.server()`` would then fail with
+    "'module' object is not callable".  Making the module callable keeps both spellings working.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Server:
+        return server(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,1055 @@
+"""The server side of gRPC over HTTP/2 as a sans-IO state machine: bytes in, call events out.
+
+:class:`ServerConnection` owns one h2 connection and turns what a client sends into a few
+gRPC-level events (:class:`CallStarted`, :class:`RequestReady`, :class:`CallTerminated`); the
+socket layer (:mod:`minigrpc.server`) feeds it bytes, runs handlers and hands back responses with
+:meth:`ServerConnection.send_initial_metadata`, :meth:`~ServerConnection.finish_call` and friends.
+Nothing here touches a socket, a thread or a clock it was not given, so every rule below is
+tested byte for byte in ``tests/test_server_protocol.py``.
+
+What this layer decides (grpc-wire.md references):
+
+* Request validation, in the order grpc-go applies it (§4.4): a ``:method`` other than POST is
+  405 + INTERNAL; a content-type that is not ``application/grpc*`` is 415 + INVALID_ARGUMENT; a
+  malformed ``grpc-timeout`` is 400 + INTERNAL; a request header list above the per-call limit
+  is 431 + RESOURCE_EXHAUSTED.  A missing ``te`` is accepted.  Every rejection is one HEADERS
+  frame with END_STREAM that carries ``content-type: application/grpc`` and a ``grpc-status``,
+  followed by RST_STREAM(NO_ERROR) while the request is still open (§3, Early Server Closure).
+* Stream limits: we advertise MAX_CONCURRENT_STREAMS but refuse excess streams ourselves with
+  RST_STREAM(REFUSED_STREAM), which clients retry; h2 would kill the whole connection instead
+  (§7, Pitfall 4).  The same goes for the header-list limit (§6, Header size).
+* Messages: the receive limit is checked on the length prefix before the body is buffered
+  (RESOURCE_EXHAUSTED); the compressed flag needs a supported ``grpc-encoding`` (INTERNAL
+  otherwise); an unsupported encoding is UNIMPLEMENTED plus ``grpc-accept-encoding`` (§2); a
+  unary request must carry exactly one message (INTERNAL, as grpc-go).
+* Flow control (§6): every DATA frame is acknowledged by its ``flow_controlled_length`` as soon
+  as it is buffered, so large messages never deadlock; responses are written in chunks of
+  ``min(window, max frame, remaining)`` and resumed on WINDOW_UPDATE and SETTINGS changes.  The
+  socket layer bounds how many DATA bytes may sit unsent (:meth:`ServerConnection.set_output_room`)
+  so a client that opens its window but never reads cannot make us buffer without bound.
+* Graceful shutdown (§5, GOAWAY): GOAWAY(2^31-1) and a PING, then, on the PING's ACK,
+  GOAWAY(highest stream seen); streams opened after that are refused.  h2 enters its CLOSED
+  state on any GOAWAY it sends, so both GOAWAY frames are written raw (:func:`_goaway_frame`),
+  past h2, and h2 keeps serving the streams that drain (§7, GOAWAY in h2).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Union
+
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import hpack
+
+from . import http2, wire
+from .status import Metadata, StatusCode, http2_error_name
+
+__all__ = [
+    "CallStarted",
+    "CallTerminated",
+    "RequestReady",
+    "ServerConnection",
+    "ServerSettings",
+]
+
+Headers = List[Tuple[bytes, bytes]]
+
+#: The payload of the PING that follows the first GOAWAY; its ACK proves the client has seen the
+#: GOAWAY, so every stream it opened before is already known to us (grpc-wire.md §5).
+DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
+#: "The last stream the sender might process" before the real one is known (RFC 9113 §6.8).
+_MAX_STREAM_ID = 2**31 - 1
+#: How much larger than the advertised per-call limit h2's own header-list limit is kept.
+_HPACK_LIMIT_FACTOR = 4
+
+_GRPC_CONTENT_TYPE = b"application/grpc"
+_ACCEPT_ENCODING = wire.ACCEPT_ENCODING.encode("ascii")
+_SUPPORTED_REQUEST_ENCODINGS = frozenset(("identity", "gzip", "deflate"))
+
+
+class ServerSettings:
+    """Per-connection limits and sizes; :mod:`minigrpc.server` builds it from the options.
+
+    Defaults follow grpcio/grpc-go where they have one (grpc-wire.md §6): a 4 MiB receive limit,
+    no send limit, 100 concurrent streams, a 16 KiB request header list (what grpcio advertises),
+    4 MiB stream windows and 1 MiB frames.
+    """
+
+    __slots__ = (
+        "connection_window",
+        "initial_window_size",
+        "max_concurrent_streams",
+        "max_frame_size",
+        "max_header_list_size",
+        "max_receive_message_length",
+        "max_send_message_length",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
+        max_send_message_length: Optional[int] = None,
+        max_concurrent_streams: int = 100,
+        max_header_list_size: int = http2.CALL_MAX_HEADER_LIST_SIZE,
+        initial_window_size: int = http2.DEFAULT_STREAM_WINDOW,
+        connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
+        max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        if max_concurrent_streams < 1:
+            raise ValueError("max_concurrent_streams must be at least 1")
+        if not 16384 <= max_frame_size <= 2**24 - 1:
+            raise ValueError("max_frame_size must be between 16384 and 16777215 (RFC 9113 §6.5.2)")
+        if not 65535 <= initial_window_size <= _MAX_STREAM_ID:
+            raise ValueError("initial window size must be between 65535 and 2**31-1")
+        if not 65535 <= connection_window <= _MAX_STREAM_ID:
+            raise ValueError("connection window must be between 65535 and 2**31-1")
+        if max_header_list_size < 1024:
+            raise ValueError("max_header_list_size must be at least 1024")
+        self.max_receive_message_length = max_receive_message_length
+        self.max_send_message_length = max_send_message_length
+        self.max_concurrent_streams = max_concurrent_streams
+        self.max_header_list_size = max_header_list_size
+        self.initial_window_size = initial_window_size
+        self.connection_window = connection_window
+        self.max_frame_size = max_frame_size
+
+
+# ------------------------------------------------------------------------------------------------
+# Events for the socket layer
+# ------------------------------------------------------------------------------------------------
+
+
+class CallStarted:
+    """A valid request's headers arrived: look up the handler now (or reject the call).
+
+    ``deadline`` is on the clock the connection was given (``time.monotonic`` by default), or
+    None when the client sent no ``grpc-timeout``.  ``metadata`` is the application metadata
+    (``user-agent`` included, transport headers dropped), as grpcio's ``invocation_metadata()``.
+    """
+
+    __slots__ = ("authority", "deadline", "metadata", "method", "stream_id")
+
+    def __init__(
+        self,
+        stream_id: int,
+        method: str,
+        metadata: Metadata,
+        deadline: Optional[float],
+        authority: str,
+    ) -> None:
+        self.stream_id = stream_id
+        self.method = method
+        self.metadata = metadata
+        self.deadline = deadline
+        self.authority = authority
+
+    def __repr__(self) -> str:
+        return f"CallStarted(stream_id={self.stream_id}, method={self.method!r})"
+
+
+class RequestReady:
+    """The unary request is complete (one message, then END_STREAM): run the handler.
+
+    ``message`` is already decompressed; ``encoding`` names the compression it arrived with
+    (None when the message was not compressed), which ``ServicerContext.request_compression()``
+    exposes.
+    """
+
+    __slots__ = ("encoding", "message", "stream_id")
+
+    def __init__(self, stream_id: int, message: bytes, encoding: Optional[str]) -> None:
+        self.stream_id = stream_id
+        self.message = message
+        self.encoding = encoding
+
+    def __repr__(self) -> str:
+        return f"RequestReady(stream_id={self.stream_id}, {len(self.message)} bytes)"
+
+
+class CallTerminated:
+    """A started call ended without the handler's answer: mark its context inactive.
+
+    ``code`` is what the handler's context reports: CANCELLED when the client reset the stream or
+    the connection went away (grpc-wire.md §5), DEADLINE_EXCEEDED when the deadline passed, or
+    the status of a rejection this layer sent itself (for example RESOURCE_EXHAUSTED).
+    """
+
+    __slots__ = ("code", "details", "stream_id")
+
+    def __init__(self, stream_id: int, code: StatusCode, details: str) -> None:
+        self.stream_id = stream_id
+        self.code = code
+        self.details = details
+
+    def __repr__(self) -> str:
+        return f"CallTerminated(stream_id={self.stream_id}, code={self.code.name})"
+
+
+CallEvent = Union[CallStarted, RequestReady, CallTerminated]
+
+
+# ------------------------------------------------------------------------------------------------
+# h2 adaptations (the only places that lean on h2 behaviour beyond its documented API)
+# ------------------------------------------------------------------------------------------------
+
+
+class _FloorDecoder(hpack.Decoder):
+    """An HPACK decoder whose header-list limit never drops below a floor.
+
+    h2 copies the MAX_HEADER_LIST_SIZE we advertise into its decoder once the client ACKs our
+    SETTINGS, and a header block over it then kills the whole connection with
+    GOAWAY(ENHANCE_YOUR_CALM) (grpc-wire.md §6, Header size).  We advertise the per-call limit
+    (16 KiB) so well-behaved clients know it, but enforce it per call with a gRPC status; the
+    decoder keeps a higher floor so that one oversized request only fails its own call.
+    """
+
+    def __init__(self, floor: int) -> None:
+        self._floor = floor
+        super().__init__()
+
+    @property
+    def max_header_list_size(self) -> int:
+        return self._max_header_list_size
+
+    @max_header_list_size.setter
+    def max_header_list_size(self, value: int) -> None:
+        self._max_header_list_size = max(value, self._floor)
+
+
+class _ServerH2Connection(h2.connection.H2Connection):
+    """h2's connection with its inbound stream limit left to us (grpc-wire.md §7, Pitfall 4).
+
+    When a client opens one stream more than the MAX_CONCURRENT_STREAMS h2 has advertised, h2
+    raises ``TooManyStreamsError`` and answers GOAWAY(PROTOCOL_ERROR), failing every call on the
+    connection, although the client merely raced a stream end.  gRPC servers refuse just that
+    stream with RST_STREAM(REFUSED_STREAM), which clients retry.  h2 checks the limit against
+    this property, so it reports no open streams; :class:`ServerConnection` counts and refuses
+    itself.  The property still runs h2's own bookkeeping, which forgets closed streams.
+    """
+
+    @property
+    def open_inbound_streams(self) -> int:
+        super().open_inbound_streams  # noqa: B018 - run h2's closed-stream cleanup
+        return 0
+
+
+class _HeaderBlockGuard:
+    """Stop a header block that grows past any limit before h2 buffers it whole.
+
+    h2 collects HEADERS + CONTINUATION frames until END_HEADERS (up to 64 frames of the
+    MAX_FRAME_SIZE we advertise, 1 MiB: 64 MiB per connection) and only then decodes and checks
+    the size.  This scanner reads just the 9-byte frame headers (RFC 9113 §4.1) and fails the
+    connection as soon as one block's encoded bytes exceed the decoder's own limit, which the
+    decoded list would exceed too (CONTINUATION flood, CVE-2024-27316).
+    """
+
+    __slots__ = ("_block_bytes", "_header", "_preface_left", "_remaining", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._preface_left = len(http2.CLIENT_PREFACE)
+        self._header = b""
+        self._remaining = 0
+        self._block_bytes = 0
+
+    def check(self, data: bytes) -> str:
+        """Scan ``data``; return why the connection must fail, or "" when all is well."""
+        pos = 0
+        size = len(data)
+        if self._preface_left:
+            pos = min(self._preface_left, size)
+            self._preface_left -= pos
+        while pos < size:
+            if self._remaining:
+                take = min(self._remaining, size - pos)
+                pos += take
+                self._remaining -= take
+                continue
+            need = _FRAME_HEADER_LENGTH - len(self._header)
+            self._header += data[pos : pos + need]
+            pos += need
+            if len(self._header) < _FRAME_HEADER_LENGTH:
+                break
+            header, self._header = self._header, b""
+            length = int.from_bytes(header[:3], "big")
+            self._remaining = length
+            frame_type = header[3]
+            if frame_type in _HEADER_BLOCK_STARTS or frame_type == _CONTINUATION:
+                if frame_type != _CONTINUATION:
+                    self._block_bytes = 0
+                self._block_bytes += length
+                if self._block_bytes > self.limit:
+                    return (
+                        f"a header block exceeds {self.limit} bytes before END_HEADERS "
+                        "(CONTINUATION flood)"
+                    )
+                if header[4] & _END_HEADERS:
+                    self._block_bytes = 0
+        return ""
+
+
+_FRAME_HEADER_LENGTH = 9
+_HEADER_BLOCK_STARTS = (0x1, 0x5)  # HEADERS, PUSH_PROMISE
+_CONTINUATION = 0x9
+_END_HEADERS = 0x4
+#: Room for padding (at most 256 bytes per frame) above the decoder limit.
+_HEADER_BLOCK_SLACK = 64 * 256
+
+
+def _goaway_frame(last_stream_id: int, error_code: int = 0) -> bytes:
+    """A GOAWAY frame (RFC 9113 §6.8) built by hand, for graceful shutdown only.
+
+    h2 moves its connection to CLOSED as soon as *it* sends a GOAWAY, after which it refuses to
+    send the trailers of the very calls the GOAWAY lets finish (h2 issue #1181; grpc-wire.md §7,
+    GOAWAY in h2).  Writing the frame ourselves keeps h2 in its OPEN state while the connection
+    drains.  This function is the one place minigrpc bypasses h2 on the server side.
+    """
+    payload = struct.pack(">II", last_stream_id & _MAX_STREAM_ID, error_code)
+    return struct.pack(">I", len(payload))[1:] + bytes((0x7, 0)) + b"\0\0\0\0" + payload
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-call state
+# ------------------------------------------------------------------------------------------------
+
+
+class _Call:
+    """What the connection tracks for one stream, from HEADERS until our END_STREAM or a reset."""
+
+    __slots__ = (
+        "accept_encodings",
+        "decoder",
+        "encoding",
+        "finished",
+        "headers_sent",
+        "messages",
+        "oversized",
+        "pending",
+        "pending_offset",
+        "request_closed",
+        "request_dispatched",
+        "response_encoding",
+        "stream_id",
+        "trailers",
+    )
+
+    def __init__(
+        self,
+        stream_id: int,
+        encoding: Optional[str],
+        accept_encodings: FrozenSet[str],
+        max_receive: Optional[int],
+    ) -> None:
+        self.stream_id = stream_id
+        self.encoding = encoding
+        self.accept_encodings = accept_encodings
+        self.decoder = wire.MessageDecoder(max_receive)
+        self.messages: List[Tuple[bool, bytes]] = []
+        self.request_closed = False
+        self.request_dispatched = False
+        self.headers_sent = False
+        self.response_encoding: Optional[str] = None
+        self.pending: Optional[memoryview] = None  # response DATA not yet handed to h2
+        self.pending_offset = 0
+        self.trailers: Optional[Headers] = None  # trailers to send once ``pending`` is out
+        self.finished = False  # our final frame is queued (or the stream is gone)
+        self.oversized = ""  # why initial metadata was not sent (too large for the client)
+
+
+def _header_list_size(headers: Iterable[Tuple[bytes, bytes]]) -> int:
+    """RFC 9113 §6.5.2: name + value + 32 octets per field."""
+    return sum(len(name) + len(value) + 32 for name, value in headers)
+
+
+# ------------------------------------------------------------------------------------------------
+# The connection
+# ------------------------------------------------------------------------------------------------
+
+
+class ServerConnection:
+    """One client connection: h2 plus the gRPC server rules (see the module docstring).
+
+    Use: :meth:`initiate` once, then :meth:`receive_data` for every chunk read (it returns the
+    call events), and after every batch of calls :meth:`data_to_send` for the bytes to write.
+    """
+
+    def __init__(
+        self,
+        settings: Optional[ServerSettings] = None,
+        clock: Optional[Callable[[], float]] = None,
+    ) -> None:
+        import time
+
+        self.settings = settings or ServerSettings()
+        self._clock = clock or time.monotonic
+        self._h2 = _ServerH2Connection(config=http2.server_config())
+        hpack_limit = max(
+            http2.CONNECTION_MAX_HEADER_LIST_SIZE,
+            self.settings.max_header_list_size * _HPACK_LIMIT_FACTOR,
+        )
+        self._h2.decoder = _FloorDecoder(hpack_limit)
+        self._guard = _HeaderBlockGuard(hpack_limit + _HEADER_BLOCK_SLACK)
+        self._calls: Dict[int, _Call] = {}
+        self._blocked: Set[int] = set()  # streams waiting for window or output room
+        self._raw_out: List[bytes] = []
+        self._output_room: Optional[int] = None  # None: unlimited
+        self._starved = False  # a stream stopped for lack of output room, not of window
+        self._highest_stream_id = 0
+        self._drain_phase = 0  # 0 serving, 1 first GOAWAY+PING sent, 2 final GOAWAY sent
+        #: True once the connection is unusable: the socket layer flushes and closes it.
+        self.closed = False
+        #: Why the connection closed, for logs.
+        self.close_reason = ""
+        #: The client's preface and first SETTINGS have arrived (RFC 9113 §3.4).
+        self.handshake_complete = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def initiate(self) -> None:
+        """Queue our SETTINGS and connection WINDOW_UPDATE (grpc-wire.md §0 and §6)."""
+        http2.start_connection(
+            self._h2,
+            stream_window=self.settings.initial_window_size,
+            connection_window=self.settings.connection_window,
+            max_frame_size=self.settings.max_frame_size,
+            max_concurrent_streams=self.settings.max_concurrent_streams,
+            max_header_list_size=self.settings.max_header_list_size,
+        )
+        # h2 checks frame sizes against the limit it had when receive_data() was *entered*, so a
+        # SETTINGS ACK and a large DATA frame in one read fail with FRAME_SIZE_ERROR although
+        # the ACK made the frame legal.  Accepting our advertised size from the start is lenient
+        # (a peer can never send more than our windows allow anyway) and avoids the race.
+        self._h2.max_inbound_frame_size = self.settings.max_frame_size
+
+    @property
+    def active_calls(self) -> int:
+        """Streams that have not finished yet (started calls and calls still sending)."""
+        return len(self._calls)
+
+    @property
+    def draining(self) -> bool:
+        return self._drain_phase > 0
+
+    @property
+    def drained(self) -> bool:
+        """The final GOAWAY went out and no call is left: the socket can be closed."""
+        return self._drain_phase == 2 and not self._calls
+
+    @property
+    def highest_stream_id(self) -> int:
+        return self._highest_stream_id
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the socket, in order (h2's frames and our raw GOAWAYs)."""
+        data = self._h2.data_to_send()
+        if self._raw_out:
+            self._raw_out.append(data)
+            data = b"".join(self._raw_out)
+            self._raw_out = []
+        return data
+
+    def _flush_h2_into_raw(self) -> None:
+        """Keep frame order when a raw frame is queued after frames h2 holds."""
+        pending = self._h2.data_to_send()
+        if pending:
+            self._raw_out.append(pending)
+
+    def set_output_room(self, room: Optional[int]) -> None:
+        """How many more DATA bytes the socket layer will accept now (None: no limit).
+
+        A client can open its window without reading the socket; bounding what we hand to h2 by
+        what the socket actually drains keeps memory bounded for such clients (issue 3, Bounded
+        buffering).  Raising the room resumes the streams that were waiting for it.
+        """
+        self._output_room = room
+        if self._starved and (room is None or room > 0):
+            self._starved = False
+            self._pump_blocked()
+
+    @property
+    def starved(self) -> bool:
+        """True when a response waits only for output room (see :meth:`set_output_room`)."""
+        return self._starved
+
+    # -- input -----------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> List[CallEvent]:
+        """Feed bytes read from the socket; return the call events they complete."""
+        if self.closed:
+            return []
+        oversized = self._guard.check(data)
+        if oversized:
+            self._h2.close_connection(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+            return self._connection_failed(oversized)
+        try:
+            h2_events = self._h2.receive_data(data)
+        except h2.exceptions.ProtocolError as exc:
+            # h2 has queued a GOAWAY; events decoded earlier in this call are lost (§7).
+            return self._connection_failed(f"HTTP/2 protocol error: {exc}")
+        out: List[CallEvent] = []
+        for event in h2_events:
+            if isinstance(event, h2.events.DataReceived):
+                self._on_data(event, out)
+            elif isinstance(event, h2.events.RequestReceived):
+                self._on_request(event, out)
+            elif isinstance(event, h2.events.StreamEnded):
+                self._on_stream_ended(event.stream_id, out)
+            elif isinstance(event, h2.events.StreamReset):
+                self._on_stream_reset(event, out)
+            elif isinstance(event, h2.events.WindowUpdated):
+                if event.stream_id:
+                    self._pump_stream(event.stream_id)
+                else:
+                    self._pump_blocked()
+            elif isinstance(event, h2.events.RemoteSettingsChanged):
+                # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated (§6).
+                self.handshake_complete = True
+                if self._blocked:
+                    self._pump_blocked()
+            elif isinstance(event, h2.events.PingAckReceived):
+                if self._drain_phase == 1 and event.ping_data == DRAIN_PING_PAYLOAD:
+                    self.send_final_goaway()
+            elif isinstance(event, h2.events.ConnectionTerminated):
+                # A client GOAWAY: it will open nothing new, and h2 is now CLOSED, so the
+                # responses we still owe could not be sent anyway.
+                out.extend(self._connection_failed("the client sent GOAWAY"))
+                return out
+            # PingReceived (h2 queued the ACK), SettingsAcknowledged, TrailersReceived (gRPC
+            # requests have none; StreamEnded follows), PriorityUpdated: nothing to do.
+        return out
+
+    def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:
+        """The socket closed or failed: every open call is CANCELLED (grpc-wire.md §5)."""
+        if self.closed:
+            return []
+        self.closed = True
+        self.close_reason = reason
+        return self._terminate_all(StatusCode.CANCELLED, reason)
+
+    def _connection_failed(self, reason: str) -> List[CallEvent]:
+        self.closed = True
+        self.close_reason = reason
+        return self._terminate_all(StatusCode.CANCELLED, reason)
+
+    def _terminate_all(self, code: StatusCode, details: str) -> List[CallEvent]:
+        events: List[CallEvent] = [
+            CallTerminated(call.stream_id, code, details)
+            for call in self._calls.values()
+            if not call.finished
+        ]
+        self._calls.clear()
+        self._blocked.clear()
+        return events
+
+    def _on_request(self, event: h2.events.RequestReceived, out: List[CallEvent]) -> None:
+        stream_id = event.stream_id
+        if stream_id > self._highest_stream_id:
+            self._highest_stream_id = stream_id
+        if self._drain_phase == 2 or len(self._calls) >= self.settings.max_concurrent_streams:
+            # Nothing was processed, so the client may retry elsewhere (§4.2, §7 Pitfall 4).
+            self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            return
+        headers: Headers = event.headers
+        request_open = event.stream_ended is None
+        method = path = content_type = timeout = encoding = accept = authority = None
+        for name, value in headers:
+            if name[:1] == b":":
+                if name == b":method":
+                    method = value
+                elif name == b":path":
+                    path = value
+                elif name == b":authority":
+                    authority = value
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"grpc-timeout":
+                timeout = value if timeout is None else min(timeout, value, key=_timeout_order)
+            elif name == b"grpc-encoding":
+                encoding = value
+            elif name == b"grpc-accept-encoding":
+                accept = value
+        size = _header_list_size(headers)
+        if size > self.settings.max_header_list_size:
+            self._reject(
+                stream_id,
+                request_open,
+                StatusCode.RESOURCE_EXHAUSTED,
+                f"request header list size {size} exceeds the limit "
+                f"{self.settings.max_header_list_size}",
+                http_status=431,
+            )
+            return
+        if method != b"POST":
+            shown = (method or b"").decode("ascii", "replace")
+            self._reject(
+                stream_id,
+                request_open,
+                StatusCode.INTERNAL,
+                f'Received a HEADERS frame with :method "{shown}" which should be POST',
+                http_status=405,
+            )
+            return
+        if content_type is None or not _is_grpc_content_type(content_type):
+            shown = (content_type or b"").decode("ascii", "replace")
+            self._reject(
+                stream_id,
+                request_open,
+                StatusCode.INVALID_ARGUMENT,
+                f'invalid gRPC request content-type "{shown}"',
+                http_status=415,
+            )
+            return
+        deadline: Optional[float] = None
+        if timeout is not None:
+            try:
+                seconds = wire.decode_timeout(timeout)
+            except ValueError as exc:
+                self._reject(
+                    stream_id, request_open, StatusCode.INTERNAL, str(exc), http_status=400
+                )
+                return
+            if seconds <= 0:
+                self._reject(
+                    stream_id, request_open, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"
+                )
+                return
+            deadline = self._clock() + seconds
+        encoding_name: Optional[str] = None
+        if encoding is not None:
+            encoding_name = encoding.decode("ascii", "replace").strip()
+            if encoding_name not in _SUPPORTED_REQUEST_ENCODINGS:
+                # §2: UNIMPLEMENTED, listing what we do support (grpc-go's wording).
+                self._reject(
+                    stream_id,
+                    request_open,
+                    StatusCode.UNIMPLEMENTED,
+                    f'grpc: Decompressor is not installed for grpc-encoding "{encoding_name}"',
+                    extra_headers=[(b"grpc-accept-encoding", _ACCEPT_ENCODING)],
+                )
+                return
+            if encoding_name == "identity":
+                encoding_name = None
+        call = _Call(
+            stream_id,
+            encoding_name,
+            wire.parse_accept_encoding(accept),
+            self.settings.max_receive_message_length,
+        )
+        self._calls[stream_id] = call
+        out.append(
+            CallStarted(
+                stream_id,
+                (path or b"").decode("utf-8", "replace"),
+                _call_metadata(headers),
+                deadline,
+                (authority or b"").decode("utf-8", "replace"),
+            )
+        )
+
+    def _on_data(self, event: h2.events.DataReceived, out: List[CallEvent]) -> None:
+        stream_id = event.stream_id
+        # Ack at once, also for calls we no longer track: h2 still credits the connection (§6).
+        if event.flow_controlled_length:
+            self._h2.acknowledge_received_data(event.flow_controlled_length, stream_id)
+        call = self._calls.get(stream_id)
+        if call is None or call.request_dispatched or call.finished or not event.data:
+            return
+        try:
+            messages = call.decoder.feed(event.data)
+        except wire.MessageTooLarge as exc:
+            self._fail_call(call, StatusCode.RESOURCE_EXHAUSTED, str(exc), out)
+            return
+        except wire.ProtocolViolation as exc:
+            self._fail_call(call, StatusCode.INTERNAL, str(exc), out)
+            return
+        if messages:
+            call.messages.extend(messages)
+            if len(call.messages) > 1:
+                self._fail_call(
+                    call,
+                    StatusCode.INTERNAL,
+                    "grpc: received more than one request message for a unary method",
+                    out,
+                )
+
+    def _on_stream_ended(self, stream_id: int, out: List[CallEvent]) -> None:
+        call = self._calls.get(stream_id)
+        if call is None:
+            return
+        call.request_closed = True
+        if call.finished:
+            # Our END_STREAM went out first; the stream is now fully closed.
+            self._forget(call)
+            return
+        if call.request_dispatched:
+            return
+        if len(call.messages) != 1 or not call.decoder.at_boundary:
+            got = (
+                "a partial message"
+                if not call.decoder.at_boundary
+                else f"{len(call.messages)} messages"
+            )
+            self._fail_call(
+                call,
+                StatusCode.INTERNAL,
+                f"grpc: a unary request must carry exactly one message, got {got}",
+                out,
+            )
+            return
+        compressed, payload = call.messages[0]
+        call.messages = []
+        if compressed:
+            if call.encoding is None:
+                self._fail_call(
+                    call,
+                    StatusCode.INTERNAL,
+                    "grpc: compressed flag set with identity or empty encoding",
+                    out,
+                )
+                return
+            try:
+                payload = wire.decompress(
+                    call.encoding, payload, self.settings.max_receive_message_length
+                )
+            except wire.MessageTooLarge as exc:
+                self._fail_call(call, StatusCode.RESOURCE_EXHAUSTED, str(exc), out)
+                return
+            except (wire.DecompressionError, wire.UnsupportedEncoding) as exc:
+                self._fail_call(call, StatusCode.INTERNAL, str(exc), out)
+                return
+        call.request_dispatched = True
+        out.append(RequestReady(stream_id, payload, call.encoding if compressed else None))
+
+    def _on_stream_reset(self, event: h2.events.StreamReset, out: List[CallEvent]) -> None:
+        call = self._calls.pop(event.stream_id, None)
+        self._blocked.discard(event.stream_id)
+        if call is None or call.finished:
+            return
+        call.finished = True
+        who = "client" if event.remote_reset else "HTTP/2 layer"
+        details = f"the {who} reset the stream ({http2_error_name(event.error_code)})"
+        out.append(CallTerminated(event.stream_id, StatusCode.CANCELLED, details))
+
+    # -- output ----------------------------------------------------------------------------------
+
+    def send_initial_metadata(
+        self, stream_id: int, metadata: Headers, encoding: Optional[str] = None
+    ) -> bool:
+        """Send the response headers now (``ServicerContext.send_initial_metadata``).
+
+        ``encoding`` is the compression wanted for the response message; it is honoured only if
+        the client listed it in ``grpc-accept-encoding`` (§2, Compression) and fixed from here on,
+        because ``grpc-encoding`` travels in these headers. Returns False if the call is gone.
+        """
+        call = self._calls.get(stream_id)
+        if call is None or call.finished or call.headers_sent:
+            return False
+        self._send_response_headers(call, metadata, encoding)
+        return True
+
+    def _send_response_headers(
+        self, call: _Call, metadata: Headers, encoding: Optional[str]
+    ) -> None:
+        if encoding is not None and encoding not in call.accept_encodings:
+            encoding = None
+        call.response_encoding = encoding
+        headers: Headers = [(b":status", b"200"), (b"content-type", _GRPC_CONTENT_TYPE)]
+        if encoding is not None:
+            headers.append((b"grpc-encoding", encoding.encode("ascii")))
+        headers.append((b"grpc-accept-encoding", _ACCEPT_ENCODING))
+        if metadata:
+            call.oversized = self._oversized(metadata, None)
+            if not call.oversized:
+                headers.extend(metadata)
+        call.headers_sent = True
+        self._h2.send_headers(call.stream_id, headers)
+
+    def finish_call(
+        self,
+        stream_id: int,
+        code: StatusCode,
+        details: str = "",
+        *,
+        message: Optional[bytes] = None,
+        initial_metadata: Optional[Headers] = None,
+        trailing_metadata: Optional[Headers] = None,
+        encoding: Optional[str] = None,
+        compress_message: bool = True,
+    ) -> bool:
+        """End a call with an optional response message and a status (§3).
+
+        With a message: headers (unless already sent), the message, then trailers.  Without one
+        and without sent headers: Trailers-Only, as for immediate errors.  ``encoding`` asks for
+        the message to be compressed (only if the client accepts it); ``compress_message=False``
+        is ``disable_next_message_compression``.  A message over ``max_send_message_length``
+        turns the call into RESOURCE_EXHAUSTED.  Returns False if the call is already gone
+        (reset by the client, expired, or the connection closed).
+        """
+        call = self._calls.get(stream_id)
+        if call is None or call.finished:
+            return False
+        if message is not None:
+            limit = self.settings.max_send_message_length
+            if limit is not None and len(message) > limit:
+                code = StatusCode.RESOURCE_EXHAUSTED
+                details = str(wire.MessageTooLarge(len(message), limit, sending=True))
+                message = None
+        trailers = _status_headers(code, details)
+        if trailing_metadata:
+            trailers.extend(trailing_metadata)
+        oversized = call.oversized or self._oversized(
+            trailers, initial_metadata if not call.headers_sent else None
+        )
+        if oversized:
+            # grpc-go resets such a stream; a status says why (grpc-wire.md §6, Header size).
+            trailers = _status_headers(StatusCode.INTERNAL, oversized)
+            initial_metadata = None
+            message = None
+        if message is None:
+            if call.headers_sent:
+                self._queue_trailers(call, trailers)
+            else:
+                self._send_trailers_only(call, trailers, initial_metadata)
+            return True
+        if not call.headers_sent:
+            self._send_response_headers(call, initial_metadata or [], encoding)
+        flag = False
+        if call.response_encoding is not None and compress_message:
+            message = wire.compress(call.response_encoding, message)
+            flag = True
+        call.pending = memoryview(wire.encode_message(message, flag))
+        call.pending_offset = 0
+        self._queue_trailers(call, trailers)
+        return True
+
+    def _oversized(self, block: Headers, more: Optional[Headers]) -> str:
+        """Why a header block exceeds the client's MAX_HEADER_LIST_SIZE, or "" if it fits.
+
+        h2 does not check the peer's limit when sending, and a client may treat an oversized
+        block as a connection error; so the check is ours (grpc-wire.md §6, Header size).
+        """
+        limit = self._h2.remote_settings.max_header_list_size
+        if limit is None:
+            return ""
+        size = _header_list_size(block) + (_header_list_size(more) if more else 0) + 64
+        if size <= limit:
+            return ""
+        return f"response metadata of {size} bytes exceeds the client's limit of {limit} bytes"
+
+    def reject_call(
+        self,
+        stream_id: int,
+        code: StatusCode,
+        details: str,
+        *,
+        trailing_metadata: Optional[Headers] = None,
+    ) -> bool:
+        """Trailers-Only error for a call the socket layer will not run (§3, §4.4).
+
+        Used for unknown methods (UNIMPLEMENTED) and the server-wide RPC limit. No
+        :class:`CallTerminated` follows: the caller knows the call ended.
+        """
+        return self.finish_call(stream_id, code, details, trailing_metadata=trailing_metadata)
+
+    def expire_call(self, stream_id: int) -> List[CallEvent]:
+        """The call's deadline passed: send DEADLINE_EXCEEDED trailers and end the call.
+
+        grpc-go resets the stream with CANCEL instead; trailers give every client, deadline-aware
+        or not, the same unambiguous status (grpc-wire.md §5, Cancellation).
+        """
+        call = self._calls.get(stream_id)
+        if call is None or call.finished:
+            return []
+        call.pending = None
+        self.finish_call(stream_id, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        return [CallTerminated(stream_id, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")]
+
+    def cancel_call(self, stream_id: int) -> List[CallEvent]:
+        """``ServicerContext.cancel()``: RST_STREAM(CANCEL); the client sees CANCELLED (§5)."""
+        call = self._calls.pop(stream_id, None)
+        self._blocked.discard(stream_id)
+        if call is None or call.finished:
+            return []
+        call.finished = True
+        self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
+        return [CallTerminated(stream_id, StatusCode.CANCELLED, "Cancelled by the server")]
+
+    def abort_all(self, details: str = "the server is shutting down") -> List[CallEvent]:
+        """``stop(0)`` or an expired grace: reset every call with CANCEL and close (§5)."""
+        if self.closed:
+            return []
+        events: List[CallEvent] = []
+        for stream_id in list(self._calls):
+            call = self._calls[stream_id]
+            if not call.finished:
+                events.append(CallTerminated(stream_id, StatusCode.CANCELLED, details))
+            self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
+        self._calls.clear()
+        self._blocked.clear()
+        self._flush_h2_into_raw()
+        self._raw_out.append(_goaway_frame(self._highest_stream_id))
+        self.closed = True
+        self.close_reason = details
+        return events
+
+    def start_drain(self) -> None:
+        """Graceful shutdown, step 1: GOAWAY(2^31-1) and a PING (grpc-wire.md §5, GOAWAY).
+
+        Streams the client opens before it sees the GOAWAY are still served; the PING's ACK
+        (or :meth:`send_final_goaway` called on a timer) moves to step 2.
+        """
+        if self.closed or self._drain_phase:
+            return
+        self._drain_phase = 1
+        self._flush_h2_into_raw()
+        self._raw_out.append(_goaway_frame(_MAX_STREAM_ID))
+        self._h2.ping(DRAIN_PING_PAYLOAD)
+
+    def send_final_goaway(self) -> None:
+        """Graceful shutdown, step 2: GOAWAY(highest stream seen); later streams are refused."""
+        if self.closed or self._drain_phase == 2:
+            return
+        self._drain_phase = 2
+        self._flush_h2_into_raw()
+        self._raw_out.append(_goaway_frame(self._highest_stream_id))
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _reset(self, stream_id: int, error_code: int) -> None:
+        stream = self._h2.streams.get(stream_id)
+        if stream is not None and not stream.closed:
+            self._h2.reset_stream(stream_id, error_code)
+
+    def _reject(
+        self,
+        stream_id: int,
+        request_open: bool,
+        code: StatusCode,
+        details: str,
+        *,
+        http_status: int = 200,
+        extra_headers: Sequence[Tuple[bytes, bytes]] = (),
+    ) -> None:
+        """Trailers-Only rejection of a stream that never became a call (§4.4)."""
+        headers: Headers = [
+            (b":status", str(http_status).encode("ascii")),
+            (b"content-type", _GRPC_CONTENT_TYPE),
+        ]
+        headers.extend(extra_headers)
+        headers.extend(_status_headers(code, details))
+        self._h2.send_headers(stream_id, headers, end_stream=True)
+        if request_open:
+            self._reset(stream_id, h2.errors.ErrorCodes.NO_ERROR)
+
+    def _fail_call(self, call: _Call, code: StatusCode, details: str, out: List[CallEvent]) -> None:
+        """End a started call with an error this layer detected; tell the socket layer."""
+        if call.finished:
+            return
+        call.pending = None
+        self.finish_call(call.stream_id, code, details)
+        out.append(CallTerminated(call.stream_id, code, details))
+
+    def _send_trailers_only(
+        self, call: _Call, trailers: Headers, initial_metadata: Optional[Headers]
+    ) -> None:
+        headers: Headers = [(b":status", b"200"), (b"content-type", _GRPC_CONTENT_TYPE)]
+        headers.extend(trailers)
+        if initial_metadata:
+            headers.extend(initial_metadata)
+        call.headers_sent = True
+        call.finished = True
+        self._h2.send_headers(call.stream_id, headers, end_stream=True)
+        self._after_end_stream(call)
+
+    def _queue_trailers(self, call: _Call, trailers: Headers) -> None:
+        call.trailers = trailers
+        self._pump_stream(call.stream_id)
+
+    def _after_end_stream(self, call: _Call) -> None:
+        """Early Server Closure (§3): END_STREAM while the request is open gets RST(NO_ERROR)."""
+        if not call.request_closed:
+            self._reset(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
+        self._forget(call)
+
+    def _forget(self, call: _Call) -> None:
+        self._calls.pop(call.stream_id, None)
+        self._blocked.discard(call.stream_id)
+
+    def _pump_blocked(self) -> None:
+        for stream_id in list(self._blocked):
+            self._pump_stream(stream_id)
+
+    def _pump_stream(self, stream_id: int) -> None:
+        """Hand h2 as much of the pending response as windows and output room allow (§6)."""
+        call = self._calls.get(stream_id)
+        if call is None or call.finished:
+            self._blocked.discard(stream_id)
+            return
+        pending = call.pending
+        if pending is not None:
+            total = len(pending)
+            offset = call.pending_offset
+            conn = self._h2
+            while offset < total:
+                size = min(
+                    conn.local_flow_control_window(stream_id),
+                    conn.max_outbound_frame_size,
+                    total - offset,
+                )
+                room = self._output_room
+                if room is not None and room < size:
+                    if room <= 0 < size:
+                        self._starved = True
+                    size = room
+                if size <= 0:
+                    call.pending_offset = offset
+                    self._blocked.add(stream_id)
+                    return
+                conn.send_data(stream_id, pending[offset : offset + size])
+                offset += size
+                if room is not None:
+                    self._output_room = room - size
+            call.pending = None
+            call.pending_offset = 0
+        self._blocked.discard(stream_id)
+        if call.trailers is not None:
+            trailers, call.trailers = call.trailers, None
+            call.finished = True
+            self._h2.send_headers(stream_id, trailers, end_stream=True)
+            self._after_end_stream(call)
+
+
+def _call_metadata(headers: Headers) -> Metadata:
+    """Application metadata: transport headers and every reserved ``grpc-*`` key removed."""
+    metadata = wire.decode_metadata(headers)
+    if any(key.startswith("grpc-") for key, _ in metadata):
+        metadata = tuple(item for item in metadata if not item[0].startswith("grpc-"))
+    return metadata
+
+
+def _status_headers(code: StatusCode, details: str) -> Headers:
+    """``grpc-status`` and ``grpc-message`` (always sent, empty on OK, like grpc-go; §3)."""
+    return [
+        (b"grpc-status", str(code.number).encode("ascii")),
+        (b"grpc-message", wire.percent_encode(details).encode("ascii")),
+    ]
+
+
+def _is_grpc_content_type(value: bytes) -> bool:
+    """``application/grpc`` optionally followed by ``+format`` or ``;params`` (§1.1)."""
+    if not value.startswith(_GRPC_CONTENT_TYPE):
+        return False
+    rest = value[len(_GRPC_CONTENT_TYPE) :]
+    return not rest or rest[:1] in (b"+", b";")
+
+
+def _timeout_order(value: bytes) -> float:
+    """Sort key for duplicate ``grpc-timeout`` headers: the shortest wins (§1.2)."""
+    try:
+        return wire.decode_timeout(value)
+    except ValueError:
+        return -1.0  # malformed sorts first, so it is reported

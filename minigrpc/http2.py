@@ -64,29 +64,32 @@ def start_connection(
     max_concurrent_streams: Optional[int] = None,
     max_header_list_size: int = CONNECTION_MAX_HEADER_LIST_SIZE,
 ) -> None:
-    """Queue the preface, our SETTINGS and the connection WINDOW_UPDATE.
+    """Queue the preface, one SETTINGS frame with our values and the connection WINDOW_UPDATE.
 
-    ``initiate_connection()`` must come first and the changes go through ``update_settings()``:
-    replacing ``local_settings`` beforehand advertises a MAX_FRAME_SIZE that h2 itself then does
-    not accept (grpc-wire.md §7, Settings). SETTINGS cannot change the connection window, hence
-    the WINDOW_UPDATE on stream 0 (RFC 9113 §6.9.2).
+    h2's own ``initiate_connection()`` advertises its defaults, and ``update_settings()`` would
+    then need a second SETTINGS frame that takes effect only on the peer's ACK. Instead our values
+    become h2's initial local settings, so the first (and only) SETTINGS frame states them
+    (RFC 9113 §3.4, §6.5). The three places where h2 copied its defaults at construction are
+    brought in line in this one function, which is what grpc-wire.md §7 warns about: the inbound
+    frame-size limit and the HPACK decoder's header-list limit. Accepting our advertised values
+    before the peer's ACK is always safe: it cannot send more before it has read our SETTINGS.
+    SETTINGS cannot change the connection window, hence the WINDOW_UPDATE on stream 0
+    (RFC 9113 §6.9.2).
     """
-    conn.initiate_connection()
-    settings: Dict[int, int] = {
+    values: Dict[int, int] = {
         h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: stream_window,
         h2.settings.SettingCodes.MAX_FRAME_SIZE: max_frame_size,
         h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: max_header_list_size,
     }
-    if conn.config.client_side:
-        settings[h2.settings.SettingCodes.ENABLE_PUSH] = 0
+    client_side = bool(conn.config.client_side)
+    if client_side:
+        values[h2.settings.SettingCodes.ENABLE_PUSH] = 0
     if max_concurrent_streams is not None:
-        settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = max_concurrent_streams
-    conn.update_settings(settings)
-    # h2 checks inbound frame sizes against the limit in force when receive_data() starts, so a
-    # SETTINGS ACK and a frame larger than 16 KiB arriving in one read would be refused with
-    # FRAME_SIZE_ERROR. Accepting our advertised size from the start is always safe: a
-    # well-behaved peer cannot send larger frames before it has seen our SETTINGS anyway.
-    conn.max_inbound_frame_size = max(conn.max_inbound_frame_size, max_frame_size)
+        values[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = max_concurrent_streams
+    conn.local_settings = h2.settings.Settings(client=client_side, initial_values=values)
+    conn.max_inbound_frame_size = max_frame_size
+    conn.decoder.max_header_list_size = max_header_list_size
+    conn.initiate_connection()
     increment = connection_window - conn.inbound_flow_control_window
     if increment > 0:
         conn.increment_flow_control_window(increment)

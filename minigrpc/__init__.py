@@ -28,6 +28,9 @@ _EXPORTS: Dict[str, str] = {
     "Channel": "channel",
     "Call": "channel",
     "UnaryUnaryMultiCallable": "channel",
+    "CallFuture": "channel",
+    "FutureTimeoutError": "channel",
+    "FutureCancelledError": "channel",
     # server
     "server": "server",
     "Server": "server",
@@ -52,7 +55,15 @@ _EXPORTS: Dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .channel import Call, Channel, UnaryUnaryMultiCallable, insecure_channel
+    from .channel import (
+        Call,
+        CallFuture,
+        Channel,
+        FutureCancelledError,
+        FutureTimeoutError,
+        UnaryUnaryMultiCallable,
+        insecure_channel,
+    )
     from .descriptors import add_servicer, stub
     from .handlers import (
         GenericRpcHandler,

@@ -76,7 +76,7 @@ def start_connection(
     SETTINGS cannot change the connection window, hence the WINDOW_UPDATE on stream 0
     (RFC 9113 §6.9.2).
     """
-    values: Dict[int, int] = {
+    values: Dict[h2.settings.SettingCodes, int] = {
         h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: stream_window,
         h2.settings.SettingCodes.MAX_FRAME_SIZE: max_frame_size,
         h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: max_header_list_size,

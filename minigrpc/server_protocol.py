@@ -419,11 +419,6 @@ class ServerConnection:
             max_concurrent_streams=self.settings.max_concurrent_streams,
             max_header_list_size=self.settings.max_header_list_size,
         )
-        # h2 checks frame sizes against the limit it had when receive_data() was *entered*, so a
-        # SETTINGS ACK and a large DATA frame in one read fail with FRAME_SIZE_ERROR although
-        # the ACK made the frame legal.  Accepting our advertised size from the start is lenient
-        # (a peer can never send more than our windows allow anyway) and avoids the race.
-        self._h2.max_inbound_frame_size = self.settings.max_frame_size
 
     @property
     def active_calls(self) -> int:

@@ -439,6 +439,8 @@ def decompress(encoding: str, data: bytes, max_length: Optional[int]) -> bytes:
     the receive limit (MessageTooLarge). A corrupt or truncated body is DecompressionError.
     """
     if encoding == "identity":
+        if max_length is not None and len(data) > max_length:
+            raise MessageTooLarge(len(data), max_length)
         return data
     decompressor = zlib.decompressobj(_codec_wbits(encoding))
     try:

@@ -533,17 +533,11 @@ def test_decompress_any_input(encoding: str, data: bytes, edits: List[Any], limi
         out = wire.decompress(encoding, mutate(data, edits), limit)
     except (wire.DecompressionError, wire.MessageTooLarge, wire.UnsupportedEncoding):
         return
-    if encoding != "identity":  # identity: see test_decompress_identity_respects_the_limit
-        assert limit is None or len(out) <= limit
+    assert limit is None or len(out) <= limit
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: wire.decompress('identity', data, max_length) returns data longer than"
-    " max_length instead of raising MessageTooLarge (found by test_decompress_any_input;"
-    " harmless today because callers reject flag 1 with identity first)",
-)
 def test_decompress_identity_respects_the_limit() -> None:
+    """Found by test_decompress_any_input: identity ignored max_length. Fixed in wire.decompress."""
     with pytest.raises(wire.MessageTooLarge):
         wire.decompress("identity", b"\x00\x01", 1)
 

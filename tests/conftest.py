@@ -20,6 +20,11 @@ import os
 import shutil
 from typing import Any, Callable, Dict, Iterator
 
+# The suite forks subprocesses (the plugin, agents) while grpcio peers run in this process.
+# grpcio's fork handlers then abort some children before exec with "epoll_wait error: Bad file
+# descriptor" (seen with grpcio 1.80 on Python 3.9); no child ever uses grpc. Set before grpc loads.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 import pytest
 
 from tests.peers import ADDRESS_KINDS, GrpcioServer, GrpcioServerPool, short_temp_dir

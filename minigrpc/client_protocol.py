@@ -209,7 +209,7 @@ class ClientConnectionProtocol:
         self._connection_window = connection_window
         self._max_frame_size = max_frame_size
         self._clock = clock
-        self._splitter = http2.FrameSplitter()
+        self._splitter = http2.FrameSplitter(max_frame_size=max_frame_size)
         #: Calls still running, by stream id.
         self.calls: Dict[int, ClientCall] = {}
         #: True once the server's first SETTINGS frame arrived (its stream limit is then known).
@@ -393,7 +393,17 @@ class ClientConnectionProtocol:
                 self.connection_lost(f'connection error: desc = "{failure}"', protocol_error=True)
             )
             return events
-        for chunk in self._splitter.feed(data):
+        try:
+            chunks = self._splitter.feed(data)
+        except http2.FrameSizeError as exc:  # RFC 9113 §4.2: a connection error
+            try:
+                self.conn.close_connection(error_code=h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
+            except h2.exceptions.ProtocolError:
+                pass
+            details = f'connection error: desc = "error reading from server: {exc}"'
+            events.extend(self.connection_lost(details, protocol_error=True))
+            return events
+        for chunk in chunks:
             try:
                 h2_events = self.conn.receive_data(chunk)
             except h2.exceptions.ProtocolError as exc:

@@ -9,7 +9,8 @@ one place:
   order h2 gets right (grpc-wire.md §7, Settings).
 * :class:`FrameSplitter`: cut the inbound byte stream right after every GOAWAY frame, so that a
   GOAWAY and the frame after it never reach h2 in one ``receive_data()`` call (otherwise h2 raises
-  and the ``ConnectionTerminated`` event is lost).
+  and the ``ConnectionTerminated`` event is lost); and reject an oversized frame or header block
+  from its 9-byte header, before h2 buffers its body.
 * :func:`reopen_after_goaway`: h2 enters its CLOSED state on GOAWAY and then refuses every frame,
   which would kill the calls the GOAWAY explicitly allows to finish (RFC 9113 §6.8; h2 issue #1181).
 """
@@ -43,6 +44,10 @@ DEFAULT_PEER_MAX_CONCURRENT_STREAMS = 100
 
 _FRAME_HEADER_LENGTH = 9
 _GOAWAY = 0x7
+_CONTINUATION = 0x9
+#: Frame types that carry a field block: HEADERS, PUSH_PROMISE, CONTINUATION (RFC 9113 §4.3).
+_HEADER_BLOCK_TYPES = (0x1, 0x5, _CONTINUATION)
+_END_HEADERS = 0x4
 
 
 def client_config() -> h2.config.H2Configuration:
@@ -99,29 +104,82 @@ class PrefaceError(ValueError):
     """The first bytes from a client are not the HTTP/2 connection preface."""
 
 
-class FrameSplitter:
-    """Cut an inbound byte stream into chunks that each end at most one GOAWAY frame.
+class FrameSizeError(ValueError):
+    """A frame header announced more than the MAX_FRAME_SIZE we advertised (RFC 9113 §4.2).
 
-    Only the 9-byte frame headers are read (RFC 9113 §4.1: 24-bit length, type, flags, stream
-    id); bodies pass through untouched and partial frames are handed on to h2, which buffers
-    them. In the common case a whole ``recv()`` therefore reaches h2 in one ``receive_data()``
-    call; only a chunk containing a GOAWAY is cut right after it, so the caller can handle
-    ``ConnectionTerminated`` (and :func:`reopen_after_goaway`) before h2 sees the next frame.
-
-    On the server side (``expect_preface=True``) the 24-byte client preface is checked first, so
-    that garbage is rejected before h2 is involved.
+    Raised as soon as the 9-byte header is in, before a byte of the body is buffered: h2 checks
+    the length only once the whole body has arrived, so a peer announcing 16 MiB would make us
+    hold up to 16 MiB and keep the connection open while waiting for it. It is a connection
+    error, answered with GOAWAY(FRAME_SIZE_ERROR) (RFC 9113 §4.2, §5.4.1).
     """
 
-    __slots__ = ("_ends_goaway", "_header", "_preface_left", "_remaining")
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(f"frame too large ({length} > {limit} bytes, FRAME_SIZE_ERROR)")
+        self.length = length
+        self.limit = limit
 
-    def __init__(self, expect_preface: bool = False) -> None:
+
+class HeaderBlockTooLarge(ValueError):
+    """HEADERS/PUSH_PROMISE plus CONTINUATION frames grew past the limit before END_HEADERS.
+
+    h2 collects a whole header block (up to 64 frames of our MAX_FRAME_SIZE) before it decodes
+    and size-checks it; failing on the encoded size as it grows stops a CONTINUATION flood
+    (CVE-2024-27316) without buffering it.
+    """
+
+
+class FrameSplitter:
+    """Walk the 9-byte frame headers of an inbound byte stream before h2 sees the bytes.
+
+    Only the frame headers are read (RFC 9113 §4.1: 24-bit length, type, flags, stream id);
+    bodies pass through untouched and partial frames are handed on to h2, which buffers them.
+    In the common case a whole ``recv()`` therefore reaches h2 in one ``receive_data()`` call;
+    only a chunk containing a GOAWAY is cut right after it, so the caller can handle
+    ``ConnectionTerminated`` (and :func:`reopen_after_goaway`) before h2 sees the next frame.
+
+    Since every header is parsed here anyway, the checks h2 makes too late happen here, at the
+    cost of one comparison per frame:
+
+    * ``expect_preface=True`` (server side): the 24-byte client preface is checked first, so that
+      garbage is rejected before h2 is involved (:class:`PrefaceError`).
+    * ``max_frame_size``: the MAX_FRAME_SIZE the caller advertised; a header announcing more
+      raises :class:`FrameSizeError` at once (RFC 9113 §4.2).
+    * ``max_header_block``: the largest encoded header block (HEADERS or PUSH_PROMISE plus its
+      CONTINUATION frames, padding included) accepted before END_HEADERS
+      (:class:`HeaderBlockTooLarge`).
+
+    After any of these errors the connection is broken and the splitter must not be fed again.
+    """
+
+    __slots__ = (
+        "_block_bytes",
+        "_ends_goaway",
+        "_header",
+        "_max_block",
+        "_max_frame",
+        "_preface_left",
+        "_remaining",
+    )
+
+    def __init__(
+        self,
+        expect_preface: bool = False,
+        max_frame_size: Optional[int] = None,
+        max_header_block: Optional[int] = None,
+    ) -> None:
         self._header = b""
         self._remaining = 0
         self._ends_goaway = False
         self._preface_left = len(CLIENT_PREFACE) if expect_preface else 0
+        self._max_frame = max_frame_size
+        self._max_block = max_header_block
+        self._block_bytes = 0
 
     def feed(self, data: bytes) -> List[bytes]:
-        """Return ``data`` as a list of chunks, split after each GOAWAY frame."""
+        """Return ``data`` as a list of chunks, split after each GOAWAY frame.
+
+        Raises :class:`PrefaceError`, :class:`FrameSizeError` or :class:`HeaderBlockTooLarge`.
+        """
         chunks: List[bytes] = []
         start = 0
         pos = 0
@@ -149,15 +207,33 @@ class FrameSplitter:
             if len(self._header) < _FRAME_HEADER_LENGTH:
                 break
             header, self._header = self._header, b""
-            self._remaining = int.from_bytes(header[:3], "big")
-            self._ends_goaway = header[3] == _GOAWAY
-            if not self._remaining and self._ends_goaway:
+            length = int.from_bytes(header[:3], "big")
+            if self._max_frame is not None and length > self._max_frame:
+                raise FrameSizeError(length, self._max_frame)
+            frame_type = header[3]
+            if self._max_block is not None and frame_type in _HEADER_BLOCK_TYPES:
+                self._count_header_block(frame_type, header[4], length)
+            self._remaining = length
+            self._ends_goaway = frame_type == _GOAWAY
+            if not length and self._ends_goaway:
                 chunks.append(data[start:pos])
                 start = pos
                 self._ends_goaway = False
         if start < size:
             chunks.append(data[start:] if start else data)
         return chunks
+
+    def _count_header_block(self, frame_type: int, flags: int, length: int) -> None:
+        if frame_type != _CONTINUATION:
+            self._block_bytes = 0  # HEADERS or PUSH_PROMISE start a new block
+        self._block_bytes += length
+        limit = self._max_block
+        if limit is not None and self._block_bytes > limit:
+            raise HeaderBlockTooLarge(
+                f"a header block exceeds {limit} bytes before END_HEADERS (CONTINUATION flood)"
+            )
+        if flags & _END_HEADERS:
+            self._block_bytes = 0
 
 
 def reopen_after_goaway(conn: h2.connection.H2Connection) -> None:

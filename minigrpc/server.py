@@ -42,8 +42,26 @@ key                                    default     meaning
 ``minigrpc.unix_socket_mode``          ``0o600``   permission bits of a unix socket file
 ``minigrpc.max_output_buffer``         2 MiB       unsent bytes per connection before backpressure
 ``grpc.server_handshake_timeout_ms``   120000      close a client that sends no preface+SETTINGS
-``grpc.max_connection_idle_ms``        never       GOAWAY a connection without calls this long
+``grpc.max_connection_idle_ms``        300000      GOAWAY a connection without calls this long
+``minigrpc.request_stall_timeout_ms``  30000       cancel a call whose request stops arriving
 =====================================  ==========  ==============================================
+
+For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
+
+Timeouts that bound what an idle or stalling client can hold (issue 5):
+
+* ``grpc.max_connection_idle_ms`` is grpc-go's ``keepalive.ServerParameters.MaxConnectionIdle``
+  under grpc-core's option name: a connection that has had no call for that long (counted, as in
+  grpc-go, from connection setup or from when its last call ended; PINGs do not count) gets the
+  graceful two-GOAWAY shutdown, and a client simply reconnects for its next call.  grpc-go
+  defaults it to infinity; minigrpc defaults to 5 minutes because a server without it keeps
+  every connection a client ever opened and left idle, and 1,000s of those cost 1,000s of file
+  descriptors.  5 minutes is long enough that a client making calls now and then keeps its
+  connection, and matches grpc-core's minimum ping interval without calls (grpc-wire.md §5).
+* ``minigrpc.request_stall_timeout_ms`` is slowloris protection that does not depend on the
+  client sending a deadline: a call whose request headers arrived but whose message or
+  END_STREAM has not, and which receives no request DATA for that long, is cancelled with
+  RST_STREAM(CANCEL).  Its handler never ran, so nothing else needs cancelling.
 
 Logging goes to the ``minigrpc.server`` logger; an exception in a handler is logged there with
 its traceback, and the client only sees ``Exception calling application: <message>``.
@@ -123,6 +141,10 @@ _DRAIN_PING_TIMEOUT = 1.0
 _ACCEPTS_PER_WAKEUP = 64
 #: grpc-core's default for ``grpc.server_handshake_timeout_ms``.
 _DEFAULT_HANDSHAKE_TIMEOUT = 120.0
+#: ``grpc.max_connection_idle_ms`` default: 5 minutes (see the module docstring for why).
+_DEFAULT_MAX_CONNECTION_IDLE = 300.0
+#: ``minigrpc.request_stall_timeout_ms`` default: a request that makes no progress for 30 s.
+_DEFAULT_REQUEST_STALL_TIMEOUT = 30.0
 #: Deadline timers kept before the heap is checked for timers of finished calls.
 _TIMER_COMPACT_MIN = 1024
 #: How long a connection that failed may take to flush its GOAWAY before it is closed anyway.
@@ -167,7 +189,8 @@ class _Options:
         self.max_output_buffer = _DEFAULT_MAX_OUTPUT_BUFFER
         self.compression: Optional[int] = None
         self.handshake_timeout: Optional[float] = _DEFAULT_HANDSHAKE_TIMEOUT
-        self.max_connection_idle: Optional[float] = None
+        self.max_connection_idle: Optional[float] = _DEFAULT_MAX_CONNECTION_IDLE
+        self.request_stall_timeout: Optional[float] = _DEFAULT_REQUEST_STALL_TIMEOUT
         for item in options or ():
             try:
                 key, value = item
@@ -208,6 +231,8 @@ class _Options:
             self.handshake_timeout = _milliseconds(value)
         elif key == "grpc.max_connection_idle_ms":
             self.max_connection_idle = _milliseconds(value)
+        elif key == "minigrpc.request_stall_timeout_ms":
+            self.request_stall_timeout = _milliseconds(value)
         elif key == "minigrpc.max_output_buffer":
             self.max_output_buffer = max(64 * 1024, int(value))
         else:
@@ -286,6 +311,7 @@ class ServicerContext:
         "_metadata",
         "_metadata_items",
         "_method",
+        "_request_complete",
         "_request_encoding",
         "_server",
         "_stream_id",
@@ -321,6 +347,7 @@ class ServicerContext:
         self._compression: Optional[int] = server._default_compression
         self._compress_next = True
         self._request_encoding: Optional[str] = None
+        self._request_complete = False
         self._aborted = False
         self._callbacks: Optional[List[Callable[[], Any]]] = None
         self._terminated = False
@@ -480,7 +507,7 @@ class _Connection:
         "calls",
         "close_when_flushed",
         "closed",
-        "last_read",
+        "idle_since",
         "output",
         "peer",
         "protocol",
@@ -502,7 +529,9 @@ class _Connection:
         self.writing = False
         self.closed = False
         self.close_when_flushed = False
-        self.last_read = time.monotonic()
+        #: When the connection last started or ended a call (or was accepted): its idleness
+        #: for ``grpc.max_connection_idle_ms`` counts from here, as grpc-go's does.
+        self.idle_since = time.monotonic()
         self.tracer = _tracer_for("server", peer) if _tracer_for is not None else None
 
 
@@ -895,6 +924,12 @@ class Server:
                 connection, context = args
                 if connection.calls.get(context._stream_id) is not context:
                     continue
+            elif function == self._check_stall:
+                connection, context = args
+                if context._request_complete:
+                    continue
+                if connection.calls.get(context._stream_id) is not context:
+                    continue
             elif function == self._check_handshake:
                 if args[0].closed or args[0].protocol.handshake_complete:
                     continue
@@ -999,7 +1034,7 @@ class Server:
             assert self._selector is not None
             self._selector.register(sock, selectors.EVENT_READ, connection)
             self._dirty.add(connection)
-            now = connection.last_read
+            now = connection.idle_since
             handshake = self._options.handshake_timeout
             if handshake is not None:
                 self._add_timer(now + handshake, self._check_handshake, connection)
@@ -1018,7 +1053,11 @@ class Server:
             self._close(connection)
 
     def _check_idle(self, connection: _Connection) -> None:
-        """``grpc.max_connection_idle_ms``: drain a connection without calls for that long."""
+        """``grpc.max_connection_idle_ms``: drain a connection without calls for that long.
+
+        Only calls count as activity, as in grpc-go's MaxConnectionIdle: a client that merely
+        pings, or sends SETTINGS, cannot keep an unused connection (and its socket) forever.
+        """
         idle = self._options.max_connection_idle
         if connection.closed or idle is None or connection.protocol.draining:
             return
@@ -1026,8 +1065,8 @@ class Server:
         if connection.calls or connection.protocol.active_calls:
             self._add_timer(now + idle, self._check_idle, connection)
             return
-        if now - connection.last_read < idle:
-            self._add_timer(connection.last_read + idle, self._check_idle, connection)
+        if now - connection.idle_since < idle:
+            self._add_timer(connection.idle_since + idle, self._check_idle, connection)
             return
         _LOGGER.debug("draining %s: idle for %.1f s", connection.peer, idle)
         connection.protocol.start_drain()
@@ -1052,7 +1091,6 @@ class Server:
         if not data:
             self._connection_lost(connection, "the client closed the connection")
             return
-        connection.last_read = time.monotonic()
         if connection.tracer is not None:
             connection.tracer.received(data)
         try:
@@ -1171,18 +1209,64 @@ class Server:
     # -- calls -----------------------------------------------------------------------------------
 
     def _handle_events(self, connection: _Connection, events: List[_protocol.CallEvent]) -> None:
+        started: Optional[List[ServicerContext]] = None
         for event in events:
             if isinstance(event, _protocol.RequestReady):
                 context = connection.calls.get(event.stream_id)
                 if context is not None:
                     context._request_encoding = event.encoding
+                    context._request_complete = True
                     self._dispatch(connection, context, event.message)
             elif isinstance(event, _protocol.CallStarted):
-                self._start_call(connection, event)
+                context = self._start_call(connection, event)
+                if context is not None:
+                    if started is None:
+                        started = []
+                    started.append(context)
             elif isinstance(event, _protocol.CallTerminated):
                 context = connection.calls.get(event.stream_id)
                 if context is not None:
                     self._end_call(connection, context, event.code)
+        stall = self._options.request_stall_timeout
+        if started and stall is not None:
+            # A request that arrived whole with its headers (the usual unary call) needs no
+            # timer; one still incomplete gets the slowloris check (module docstring).
+            due = time.monotonic() + stall
+            for context in started:
+                if not context._request_complete and (
+                    connection.calls.get(context._stream_id) is context
+                ):
+                    self._add_timer(due, self._check_stall, connection, context)
+
+    def _check_stall(self, connection: _Connection, context: ServicerContext) -> None:
+        """``minigrpc.request_stall_timeout_ms``: cancel a call whose request stopped arriving.
+
+        RST_STREAM(CANCEL) (grpc-wire.md §5, Cancellation); the handler never ran.
+        """
+        stall = self._options.request_stall_timeout
+        stream_id = context._stream_id
+        if (
+            stall is None
+            or context._request_complete
+            or connection.calls.get(stream_id) is not context
+        ):
+            return
+        progress = connection.protocol.request_progress(stream_id)
+        if progress is None:
+            return
+        due = progress + stall
+        if time.monotonic() < due:
+            self._add_timer(due, self._check_stall, connection, context)
+            return
+        _LOGGER.debug(
+            "cancelling stream %d from %s: its request made no progress for %.1f s",
+            stream_id,
+            connection.peer,
+            stall,
+        )
+        details = f"the request made no progress for {stall:g} s"
+        self._handle_events(connection, connection.protocol.cancel_call(stream_id, details))
+        self._dirty.add(connection)
 
     def _find_handler(self, method: str, metadata: Metadata) -> Optional[Any]:
         handler = self._registered.get(method)
@@ -1196,7 +1280,11 @@ class Server:
                     return handler
         return None
 
-    def _start_call(self, connection: _Connection, event: _protocol.CallStarted) -> None:
+    def _start_call(
+        self, connection: _Connection, event: _protocol.CallStarted
+    ) -> Optional[ServicerContext]:
+        """Find the handler and create the call's context; None if the call was rejected."""
+        connection.idle_since = time.monotonic()
         protocol = connection.protocol
         try:
             handler = self._find_handler(event.method, event.metadata)
@@ -1205,11 +1293,11 @@ class Server:
             protocol.reject_call(
                 event.stream_id, StatusCode.UNKNOWN, f"Exception servicing handler: {exc}"
             )
-            return
+            return None
         if handler is None:
             # grpcio's wording (grpc-wire.md §4.4); grpc-go names the service or method instead.
             protocol.reject_call(event.stream_id, StatusCode.UNIMPLEMENTED, "Method not found!")
-            return
+            return None
         if getattr(handler, "request_streaming", False) or getattr(
             handler, "response_streaming", False
         ):
@@ -1218,7 +1306,7 @@ class Server:
                 StatusCode.UNIMPLEMENTED,
                 f"{event.method} is a streaming method; minigrpc serves unary methods only",
             )
-            return
+            return None
         if (
             self._maximum_concurrent_rpcs is not None
             and self._active_rpcs >= self._maximum_concurrent_rpcs
@@ -1226,7 +1314,7 @@ class Server:
             protocol.reject_call(
                 event.stream_id, StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!"
             )
-            return
+            return None
         context = ServicerContext(
             self, connection, event.stream_id, event.method, event.metadata, event.deadline, handler
         )
@@ -1234,6 +1322,7 @@ class Server:
         self._active_rpcs += 1
         if event.deadline is not None:
             self._add_timer(event.deadline, self._expire_call, connection, context)
+        return context
 
     def _dispatch(self, connection: _Connection, context: ServicerContext, request: bytes) -> None:
         try:
@@ -1252,6 +1341,8 @@ class Server:
         if connection.calls.pop(context._stream_id, None) is None:
             return
         self._active_rpcs -= 1
+        if not connection.calls:
+            connection.idle_since = time.monotonic()
         callbacks = context._terminate(code)
         if callbacks:
             self._run_callbacks(callbacks)

@@ -11,13 +11,19 @@ What this layer decides (grpc-wire.md references):
 
 * Request validation, in the order grpc-go applies it (§4.4): a ``:method`` other than POST is
   405 + INTERNAL; a content-type that is not ``application/grpc*`` is 415 + INVALID_ARGUMENT; a
-  malformed ``grpc-timeout`` is 400 + INTERNAL; a request header list above the per-call limit
-  is 431 + RESOURCE_EXHAUSTED.  A missing ``te`` is accepted.  Every rejection is one HEADERS
-  frame with END_STREAM that carries ``content-type: application/grpc`` and a ``grpc-status``,
-  followed by RST_STREAM(NO_ERROR) while the request is still open (§3, Early Server Closure).
+  malformed ``grpc-timeout`` or a ``-bin`` value that is not base64 is 400 + INTERNAL; a request
+  header list above the per-call limit is 431 + RESOURCE_EXHAUSTED.  A missing ``te`` is
+  accepted.  Every rejection is one HEADERS frame with END_STREAM that carries
+  ``content-type: application/grpc`` and a ``grpc-status``, followed by RST_STREAM(NO_ERROR)
+  while the request is still open (§3, Early Server Closure).
 * Stream limits: we advertise MAX_CONCURRENT_STREAMS but refuse excess streams ourselves with
   RST_STREAM(REFUSED_STREAM), which clients retry; h2 would kill the whole connection instead
   (§7, Pitfall 4).  The same goes for the header-list limit (§6, Header size).
+* Frame sizes: every frame header is checked as soon as its 9 bytes arrive
+  (:class:`minigrpc.http2.FrameSplitter`): a frame longer than the MAX_FRAME_SIZE we advertise is
+  GOAWAY(FRAME_SIZE_ERROR) (RFC 9113 §4.2), and a header block that keeps growing through
+  CONTINUATION frames is GOAWAY(ENHANCE_YOUR_CALM) (CVE-2024-27316), in both cases before h2
+  buffers the body.  The same pass cuts the input after a client's GOAWAY (§7, GOAWAY in h2).
 * Messages: the receive limit is checked on the length prefix before the body is buffered
   (RESOURCE_EXHAUSTED); the compressed flag needs a supported ``grpc-encoding`` (INTERNAL
   otherwise); an unsupported encoding is UNIMPLEMENTED plus ``grpc-accept-encoding`` (§2); a
@@ -237,65 +243,6 @@ class _ServerH2Connection(h2.connection.H2Connection):
         return 0
 
 
-class _HeaderBlockGuard:
-    """Stop a header block that grows past any limit before h2 buffers it whole.
-
-    h2 collects HEADERS + CONTINUATION frames until END_HEADERS (up to 64 frames of the
-    MAX_FRAME_SIZE we advertise, 1 MiB: 64 MiB per connection) and only then decodes and checks
-    the size.  This scanner reads just the 9-byte frame headers (RFC 9113 §4.1) and fails the
-    connection as soon as one block's encoded bytes exceed the decoder's own limit, which the
-    decoded list would exceed too (CONTINUATION flood, CVE-2024-27316).
-    """
-
-    __slots__ = ("_block_bytes", "_header", "_preface_left", "_remaining", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._preface_left = len(http2.CLIENT_PREFACE)
-        self._header = b""
-        self._remaining = 0
-        self._block_bytes = 0
-
-    def check(self, data: bytes) -> str:
-        """Scan ``data``; return why the connection must fail, or "" when all is well."""
-        pos = 0
-        size = len(data)
-        if self._preface_left:
-            pos = min(self._preface_left, size)
-            self._preface_left -= pos
-        while pos < size:
-            if self._remaining:
-                take = min(self._remaining, size - pos)
-                pos += take
-                self._remaining -= take
-                continue
-            need = _FRAME_HEADER_LENGTH - len(self._header)
-            self._header += data[pos : pos + need]
-            pos += need
-            if len(self._header) < _FRAME_HEADER_LENGTH:
-                break
-            header, self._header = self._header, b""
-            length = int.from_bytes(header[:3], "big")
-            self._remaining = length
-            frame_type = header[3]
-            if frame_type in _HEADER_BLOCK_STARTS or frame_type == _CONTINUATION:
-                if frame_type != _CONTINUATION:
-                    self._block_bytes = 0
-                self._block_bytes += length
-                if self._block_bytes > self.limit:
-                    return (
-                        f"a header block exceeds {self.limit} bytes before END_HEADERS "
-                        "(CONTINUATION flood)"
-                    )
-                if header[4] & _END_HEADERS:
-                    self._block_bytes = 0
-        return ""
-
-
-_FRAME_HEADER_LENGTH = 9
-_HEADER_BLOCK_STARTS = (0x1, 0x5)  # HEADERS, PUSH_PROMISE
-_CONTINUATION = 0x9
-_END_HEADERS = 0x4
 #: Room for padding (at most 256 bytes per frame) above the decoder limit.
 _HEADER_BLOCK_SLACK = 64 * 256
 
@@ -326,6 +273,7 @@ class _Call:
         "encoding",
         "finished",
         "headers_sent",
+        "last_progress",
         "messages",
         "oversized",
         "pending",
@@ -343,6 +291,7 @@ class _Call:
         encoding: Optional[str],
         accept_encodings: FrozenSet[str],
         max_receive: Optional[int],
+        now: float,
     ) -> None:
         self.stream_id = stream_id
         self.encoding = encoding
@@ -351,6 +300,8 @@ class _Call:
         self.messages: List[Tuple[bool, bytes]] = []
         self.request_closed = False
         self.request_dispatched = False
+        #: When the request last made progress (its HEADERS, then each DATA with payload).
+        self.last_progress = now
         self.headers_sent = False
         self.response_encoding: Optional[str] = None
         self.pending: Optional[memoryview] = None  # response DATA not yet handed to h2
@@ -392,7 +343,14 @@ class ServerConnection:
             self.settings.max_header_list_size * _HPACK_LIMIT_FACTOR,
         )
         self._h2.decoder = _FloorDecoder(hpack_limit)
-        self._guard = _HeaderBlockGuard(hpack_limit + _HEADER_BLOCK_SLACK)
+        # Checks the preface, every frame's length against the MAX_FRAME_SIZE we advertise and
+        # the growth of header blocks, from the 9-byte frame headers, before h2 buffers a body;
+        # and cuts the input after a client's GOAWAY so that no event is lost (§7).
+        self._splitter = http2.FrameSplitter(
+            expect_preface=True,
+            max_frame_size=self.settings.max_frame_size,
+            max_header_block=hpack_limit + _HEADER_BLOCK_SLACK,
+        )
         self._calls: Dict[int, _Call] = {}
         self._blocked: Set[int] = set()  # streams waiting for window or output room
         self._raw_out: List[bytes] = []
@@ -476,16 +434,30 @@ class ServerConnection:
         """Feed bytes read from the socket; return the call events they complete."""
         if self.closed:
             return []
-        oversized = self._guard.check(data)
-        if oversized:
-            self._h2.close_connection(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
-            return self._connection_failed(oversized)
         try:
-            h2_events = self._h2.receive_data(data)
-        except h2.exceptions.ProtocolError as exc:
-            # h2 has queued a GOAWAY; events decoded earlier in this call are lost (§7).
-            return self._connection_failed(f"HTTP/2 protocol error: {exc}")
+            chunks = self._splitter.feed(data)
+        except http2.PrefaceError as exc:
+            return self._fail_connection(h2.errors.ErrorCodes.PROTOCOL_ERROR, str(exc))
+        except http2.FrameSizeError as exc:
+            # RFC 9113 §4.2; a connection error even on a DATA frame (§5.4: an endpoint may
+            # treat a stream error as a connection error), since its body must not be read.
+            return self._fail_connection(h2.errors.ErrorCodes.FRAME_SIZE_ERROR, str(exc))
+        except http2.HeaderBlockTooLarge as exc:
+            return self._fail_connection(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, str(exc))
         out: List[CallEvent] = []
+        for chunk in chunks:
+            try:
+                h2_events = self._h2.receive_data(chunk)
+            except h2.exceptions.ProtocolError as exc:
+                # h2 has queued a GOAWAY; events decoded earlier in this chunk are lost (§7).
+                out.extend(self._connection_failed(f"HTTP/2 protocol error: {exc}"))
+                return out
+            if self._handle_h2_events(h2_events, out):
+                return out
+        return out
+
+    def _handle_h2_events(self, h2_events: List[h2.events.Event], out: List[CallEvent]) -> bool:
+        """Turn one chunk's h2 events into call events; True once the connection is over."""
         for event in h2_events:
             if isinstance(event, h2.events.DataReceived):
                 self._on_data(event, out)
@@ -512,10 +484,10 @@ class ServerConnection:
                 # A client GOAWAY: it will open nothing new, and h2 is now CLOSED, so the
                 # responses we still owe could not be sent anyway.
                 out.extend(self._connection_failed("the client sent GOAWAY"))
-                return out
+                return True
             # PingReceived (h2 queued the ACK), SettingsAcknowledged, TrailersReceived (gRPC
             # requests have none; StreamEnded follows), PriorityUpdated: nothing to do.
-        return out
+        return False
 
     def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:
         """The socket closed or failed: every open call is CANCELLED (grpc-wire.md §5)."""
@@ -524,6 +496,14 @@ class ServerConnection:
         self.closed = True
         self.close_reason = reason
         return self._terminate_all(StatusCode.CANCELLED, reason)
+
+    def _fail_connection(self, error_code: h2.errors.ErrorCodes, reason: str) -> List[CallEvent]:
+        """A connection error we detected before h2: GOAWAY(``error_code``), then close (§5.4.1)."""
+        try:
+            self._h2.close_connection(error_code)
+        except h2.exceptions.ProtocolError:  # pragma: no cover - h2 already closed
+            pass
+        return self._connection_failed(reason)
 
     def _connection_failed(self, reason: str) -> List[CallEvent]:
         self.closed = True
@@ -551,6 +531,7 @@ class ServerConnection:
         headers: Headers = event.headers
         request_open = event.stream_ended is None
         method = path = content_type = timeout = encoding = accept = authority = None
+        binary = False
         for name, value in headers:
             if name[:1] == b":":
                 if name == b":method":
@@ -567,6 +548,8 @@ class ServerConnection:
                 encoding = value
             elif name == b"grpc-accept-encoding":
                 accept = value
+            elif name.endswith(b"-bin"):
+                binary = True
         size = _header_list_size(headers)
         if size > self.settings.max_header_list_size:
             self._reject(
@@ -613,6 +596,13 @@ class ServerConnection:
                 )
                 return
             deadline = self._clock() + seconds
+        if binary:
+            malformed = _malformed_binary_metadata(headers)
+            if malformed:
+                self._reject(
+                    stream_id, request_open, StatusCode.INTERNAL, malformed, http_status=400
+                )
+                return
         encoding_name: Optional[str] = None
         if encoding is not None:
             encoding_name = encoding.decode("ascii", "replace").strip()
@@ -633,6 +623,7 @@ class ServerConnection:
             encoding_name,
             wire.parse_accept_encoding(accept),
             self.settings.max_receive_message_length,
+            self._clock(),
         )
         self._calls[stream_id] = call
         out.append(
@@ -653,6 +644,7 @@ class ServerConnection:
         call = self._calls.get(stream_id)
         if call is None or call.request_dispatched or call.finished or not event.data:
             return
+        call.last_progress = self._clock()
         try:
             messages = call.decoder.feed(event.data)
         except wire.MessageTooLarge as exc:
@@ -863,15 +855,32 @@ class ServerConnection:
         self.finish_call(stream_id, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         return [CallTerminated(stream_id, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")]
 
-    def cancel_call(self, stream_id: int) -> List[CallEvent]:
-        """``ServicerContext.cancel()``: RST_STREAM(CANCEL); the client sees CANCELLED (§5)."""
+    def request_progress(self, stream_id: int) -> Optional[float]:
+        """When the call's still incomplete request last made progress, on the connection's clock.
+
+        That is when its HEADERS or its latest DATA with payload arrived; None once the request
+        is complete (message and END_STREAM) or the call is gone.  The socket layer cancels a
+        call whose request makes no progress for too long (slowloris; issue 5).
+        """
+        call = self._calls.get(stream_id)
+        if call is None or call.finished or call.request_dispatched or call.request_closed:
+            return None
+        return call.last_progress
+
+    def cancel_call(
+        self, stream_id: int, details: str = "Cancelled by the server"
+    ) -> List[CallEvent]:
+        """``ServicerContext.cancel()``: RST_STREAM(CANCEL); the client sees CANCELLED (§5).
+
+        Also used for a request that stalled; ``details`` is what the call's context reports.
+        """
         call = self._calls.pop(stream_id, None)
         self._blocked.discard(stream_id)
         if call is None or call.finished:
             return []
         call.finished = True
         self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
-        return [CallTerminated(stream_id, StatusCode.CANCELLED, "Cancelled by the server")]
+        return [CallTerminated(stream_id, StatusCode.CANCELLED, details)]
 
     def abort_all(self, details: str = "the server is shutting down") -> List[CallEvent]:
         """``stop(0)`` or an expired grace: reset every call with CANCEL and close (§5)."""
@@ -1024,6 +1033,26 @@ def _call_metadata(headers: Headers) -> Metadata:
     if any(key.startswith("grpc-") for key, _ in metadata):
         metadata = tuple(item for item in metadata if not item[0].startswith("grpc-"))
     return metadata
+
+
+def _malformed_binary_metadata(headers: Headers) -> str:
+    """Why a ``-bin`` header is not base64, in grpc-go's words, or "" if all decode (§1.3, §4.4).
+
+    grpc-go answers such a request with 400 + INTERNAL rather than dropping the value, so the
+    client learns its metadata did not arrive.  Each comma-separated part must decode (duplicate
+    keys may have been joined that way).  Reserved ``grpc-*`` keys are left to their own checks.
+    """
+    for name, value in headers:
+        if not name.endswith(b"-bin") or name.startswith(b"grpc-"):
+            continue
+        for part in value.split(b","):
+            try:
+                wire.b64decode_lenient(part)
+            except ValueError as exc:
+                shown = value[:100].decode("ascii", "replace")
+                key = name.decode("ascii", "replace")
+                return f'malformed binary metadata "{shown}" in header "{key}": {exc}'
+    return ""
 
 
 def _status_headers(code: StatusCode, details: str) -> Headers:

@@ -7,6 +7,7 @@ synchronise: handlers signal Events, and every wait has a timeout that fails the
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import socket
@@ -643,6 +644,108 @@ def test_max_connection_idle_drains_idle_connections() -> None:
         with grpc.insecure_channel(server.target) as channel:  # a new connection works
             empty, _ = interop_callables(channel)
             assert empty(empty_pb2.Empty(), timeout=WAIT) == empty_pb2.Empty()
+
+
+def test_pings_do_not_keep_an_idle_connection() -> None:
+    """Idleness counts from the last call, as grpc-go's MaxConnectionIdle: PINGs do not reset it,
+    so a client cannot hold an unused connection open by pinging (issue 5)."""
+    options = [("grpc.max_connection_idle_ms", 500)]
+    pace = threading.Event()  # never set: paces the pings, synchronises nothing
+    with MinigrpcServer("unix", options=options) as server, RawH2Client(server.target) as client:
+        with pytest.raises(ConnectionError):
+            for number in range(int(WAIT / 0.05)):
+                if not client.goaways:
+                    client.conn.ping(number.to_bytes(8, "big"))
+                    client.flush()
+                client.read_once()
+                pace.wait(0.05)
+        assert client.goaways and client.goaways[0].last_stream_id == 2**31 - 1
+
+
+def test_idle_and_stall_timeouts_have_protective_defaults() -> None:
+    """5 min without calls (grpc-go's MaxConnectionIdle, off by default there) and 30 s without
+    request progress; 0 turns either off (grpc-core's ``*_ms`` convention)."""
+    server_module = importlib.import_module("minigrpc.server")
+    defaults = server_module._Options(None)
+    assert defaults.max_connection_idle == 300.0
+    assert defaults.request_stall_timeout == 30.0
+    custom = server_module._Options(
+        [("grpc.max_connection_idle_ms", 0), ("minigrpc.request_stall_timeout_ms", 1500)]
+    )
+    assert custom.max_connection_idle is None and custom.request_stall_timeout == 1.5
+    with pytest.raises(ValueError, match="request_stall_timeout_ms"):
+        server_module._Options([("minigrpc.request_stall_timeout_ms", "soon")])
+
+
+def test_stalled_request_is_cancelled_and_its_handler_never_runs() -> None:
+    """Headers and part of a message, then nothing: RST_STREAM(CANCEL) after the stall timeout,
+    with or without a client deadline (slowloris, issue 5)."""
+    ran = threading.Event()
+
+    def record(request: bytes, context: Any) -> bytes:
+        ran.set()
+        return request
+
+    options = [("minigrpc.request_stall_timeout_ms", 300)]
+    handlers = [_bytes_handlers({"Record": record})]
+    with MinigrpcServer("tcp", handlers=handlers, options=options) as server, RawH2Client(
+        server.target
+    ) as client:
+        headers = grpc_request_headers("/test.Bytes/Record")
+        partial = client.send_request(headers, b"\0\0\0\0\x10" + b"x" * 4, end_stream=False)
+        complete_no_end = client.send_request(headers, b"\0\0\0\0\x01x", end_stream=False)
+        for stream_id in (partial, complete_no_end):
+            response = client.wait_response(stream_id, until_reset=True)
+            assert response.reset_code == h2.errors.ErrorCodes.CANCEL
+            assert response.headers == []
+        assert not ran.is_set()
+        # The connection is fine: the next call is served.
+        assert client.call(headers, b"\0\0\0\0\x01y").grpc_status == 0
+        assert ran.is_set()
+
+
+def test_request_making_progress_is_not_cancelled() -> None:
+    """A slow upload that keeps sending is not a stall: only a lack of progress is."""
+    options = [("minigrpc.request_stall_timeout_ms", 1000)]
+    pace = threading.Event()  # never set: paces the upload, synchronises nothing
+    handlers = [_bytes_handlers({"Echo": _echo})]
+    with MinigrpcServer("tcp", handlers=handlers, options=options) as server, RawH2Client(
+        server.target
+    ) as client:
+        body = b"\0\0\0\0\x0c" + b"0123456789ab"
+        stream_id = client.send_request(
+            grpc_request_headers("/test.Bytes/Echo"), body[:5], end_stream=False
+        )
+        for index in range(12):  # 12 x 0.15 s: longer than the stall timeout in total
+            pace.wait(0.15)
+            client.send_body(stream_id, body[5 + index : 6 + index], end_stream=index == 11)
+        response = client.wait_response(stream_id)
+        assert response.reset_code is None and response.grpc_status == 0
+        assert response.messages() == [(False, b"0123456789ab")]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message_start"),
+    [
+        ((b"grpc-timeout", b"soon"), "malformed grpc-timeout"),
+        ((b"x-md-bin", b"!!not base64!!"), 'malformed binary metadata "!!not base64!!"'),
+    ],
+)
+def test_malformed_timeout_or_bin_metadata_is_400_internal(
+    extra: Any, message_start: str
+) -> None:
+    """grpc-wire.md §4.4 (grpc-go): one HEADERS with END_STREAM carrying 400 + grpc-status 13,
+    then RST_STREAM(NO_ERROR) since the request is still open; the connection stays usable."""
+    with MinigrpcServer("tcp") as server, RawH2Client(server.target) as client:
+        stream_id = client.send_request(
+            grpc_request_headers(extra=[extra]), b"\0\0\0\0\0", end_stream=False
+        )
+        response = client.wait_response(stream_id, until_reset=True)
+        assert (response.http_status, response.grpc_status) == (400, 13)
+        assert response.trailers == [] and response.ended
+        assert (response.grpc_message or "").startswith(message_start)
+        assert response.reset_code == h2.errors.ErrorCodes.NO_ERROR
+        assert client.call(grpc_request_headers(), b"\0\0\0\0\0").grpc_status == 0
 
 
 @pytest.mark.timeout(120)

@@ -290,6 +290,9 @@ def test_initial_metadata_then_error_status_uses_trailers() -> None:
         ({"content_type": None}, 415, 3, "content-type"),
         ({"content_type": b"application/grpcfoo"}, 415, 3, "content-type"),
         ({"extra": [(b"grpc-timeout", b"1x")]}, 400, 13, "malformed grpc-timeout"),
+        ({"extra": [(b"x-md-bin", b"!!not base64!!")]}, 400, 13,
+         'malformed binary metadata "!!not base64!!" in header "x-md-bin"'),
+        ({"extra": [(b"x-md-bin", b"AAEC,%%")], "end": False}, 400, 13, "malformed binary"),
         ({"extra": [(b"grpc-timeout", b"0n")]}, 200, 4, "Deadline Exceeded"),
         ({"extra": [(b"grpc-encoding", b"snappy")]}, 200, 12, 'grpc-encoding "snappy"'),
     ],
@@ -311,6 +314,34 @@ def test_rejected_requests(
     again = pair.request()
     assert [type(e) for e in pair.settle()] == [CallStarted, RequestReady]
     assert again > stream_id
+
+
+def test_malformed_bin_metadata_is_one_headers_then_rst_no_error() -> None:
+    """grpc-wire.md §4.4: 400 + INTERNAL in one HEADERS with END_STREAM, then RST_STREAM(NO_ERROR)
+    because the request is still open; no call reaches the socket layer."""
+    pair = Pair()
+    stream_id = pair.request(extra=[(b"x-trace-bin", b"not*base64")], end=False)
+    assert pair.settle() == []
+    response = pair.response(stream_id)
+    assert response["headers"][b":status"] == b"400" and response["ended"]
+    assert status_of(response)[0] == StatusCode.INTERNAL.number
+    assert response["reset"] == h2.errors.ErrorCodes.NO_ERROR
+    frames = pair.frames_from_server()
+    kinds = [type(f).__name__ for f in frames if getattr(f, "stream_id", 0) == stream_id]
+    assert kinds == ["HeadersFrame", "RstStreamFrame"]
+
+
+def test_valid_bin_metadata_padded_unpadded_and_joined() -> None:
+    pair = Pair()
+    pair.request(extra=[(b"x-a-bin", b"AAEC"), (b"x-b-bin", b"AQ=="), (b"x-c-bin", b"AQ,Ag")])
+    started = pair.settle()[0]
+    assert isinstance(started, CallStarted)
+    assert started.metadata == (
+        ("x-a-bin", b"\x00\x01\x02"),
+        ("x-b-bin", b"\x01"),
+        ("x-c-bin", b"\x01"),
+        ("x-c-bin", b"\x02"),
+    )
 
 
 def test_oversized_headers_fail_the_call_not_the_connection() -> None:
@@ -552,6 +583,71 @@ def test_cancel_call_resets_with_cancel() -> None:
     assert [e.code for e in pair.server.cancel_call(stream_id)] == [StatusCode.CANCELLED]
     pair.settle()
     assert pair.response(stream_id)["reset"] == h2.errors.ErrorCodes.CANCEL
+
+
+def test_request_progress_tracks_an_incomplete_request() -> None:
+    """What the socket layer's stalled-request timeout reads (issue 5, slowloris)."""
+    pair = Pair()
+    stream_id = pair.request(body=wire.encode_message(b"x" * 100)[:20], end=False)
+    pair.settle()
+    assert pair.server.request_progress(stream_id) == 1000.0
+    pair.clock.now = 1007.0
+    pair.client.send_data(stream_id, b"y" * 10)
+    pair.settle()
+    assert pair.server.request_progress(stream_id) == 1007.0
+    pair.clock.now = 1040.0
+    events = pair.server.cancel_call(stream_id, "the request made no progress for 30 s")
+    assert [(e.code, e.details) for e in events] == [
+        (StatusCode.CANCELLED, "the request made no progress for 30 s")
+    ]
+    pair.settle()
+    assert pair.response(stream_id)["reset"] == h2.errors.ErrorCodes.CANCEL
+    assert pair.server.request_progress(stream_id) is None
+
+
+def test_request_progress_is_none_once_the_request_is_complete() -> None:
+    pair = Pair()
+    stream_id = pair.request()
+    pair.settle()
+    assert pair.server.request_progress(stream_id) is None
+    assert pair.server.request_progress(999) is None
+
+
+def test_frame_above_max_frame_size_is_a_connection_error_at_its_header() -> None:
+    """RFC 9113 §4.2: GOAWAY(FRAME_SIZE_ERROR) from the 9-byte header, before any body byte."""
+    pair = Pair()
+    stream_id = pair.request(end=False)
+    pair.settle()
+    header = struct.pack(">I", 2 * 1024 * 1024)[1:] + b"\x00\x00" + struct.pack(">I", stream_id)
+    events = pair.server.receive_data(header)
+    assert [(type(e), e.code) for e in events] == [(CallTerminated, StatusCode.CANCELLED)]
+    assert pair.server.closed and "frame too large" in pair.server.close_reason
+    goaway = [
+        f for f in _parse(pair.server.data_to_send()) if isinstance(f, hyperframe.frame.GoAwayFrame)
+    ]
+    assert goaway and goaway[0].error_code == h2.errors.ErrorCodes.FRAME_SIZE_ERROR
+    assert pair.server.receive_data(b"\0" * 100) == []  # nothing more is read
+
+
+def test_frame_at_max_frame_size_is_accepted() -> None:
+    pair = Pair(ServerSettings(max_frame_size=16384))
+    pair.client.max_outbound_frame_size = 16384
+    stream_id = pair.request(body=wire.encode_message(b"z" * (16384 - 5)))
+    events = pair.settle()
+    assert [type(e) for e in events] == [CallStarted, RequestReady]
+    assert not pair.server.closed and stream_id == 1
+
+
+def test_client_goaway_then_more_frames_in_one_read_keeps_earlier_events() -> None:
+    """The input is cut after a client's GOAWAY (§7): the call before it is seen, then ended."""
+    pair = Pair()
+    pair.request()
+    pair.client.close_connection()
+    data = pair.client.data_to_send()
+    data += hyperframe.frame.PingFrame(0, opaque_data=b"12345678").serialize()
+    events = pair.server.receive_data(data)
+    assert [type(e) for e in events] == [CallStarted, RequestReady, CallTerminated]
+    assert pair.server.closed and pair.server.close_reason == "the client sent GOAWAY"
 
 
 def test_graceful_drain_two_goaways_then_refuse() -> None:

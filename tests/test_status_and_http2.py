@@ -196,3 +196,52 @@ def test_frame_splitter_checks_preface() -> None:
     assert splitter.feed(http2.CLIENT_PREFACE[10:]) == [http2.CLIENT_PREFACE[10:]]
     with pytest.raises(http2.PrefaceError):
         http2.FrameSplitter(expect_preface=True).feed(b"GET / HTTP/1.1\r\n")
+
+
+def _frame_header(length: int, frame_type: int, flags: int = 0, stream_id: int = 1) -> bytes:
+    """A 9-byte frame header (RFC 9113 §4.1)."""
+    return length.to_bytes(3, "big") + bytes((frame_type, flags)) + stream_id.to_bytes(4, "big")
+
+
+def test_frame_splitter_rejects_an_oversized_frame_at_its_header() -> None:
+    """RFC 9113 §4.2: the length is known from the header; no body byte is needed to reject."""
+    splitter = http2.FrameSplitter(max_frame_size=16384)
+    ok = _frame_header(16384, 0x0) + b"\0" * 16384  # exactly the limit passes
+    assert b"".join(splitter.feed(ok)) == ok
+    header = _frame_header(16385, 0x0)
+    assert splitter.feed(header[:5]) == [header[:5]]  # an incomplete header decides nothing
+    with pytest.raises(http2.FrameSizeError) as caught:
+        splitter.feed(header[5:])
+    assert (caught.value.length, caught.value.limit) == (16385, 16384)
+    assert isinstance(caught.value, ValueError) and "frame too large" in str(caught.value)
+
+
+def test_frame_splitter_without_limits_accepts_any_length() -> None:
+    header = _frame_header(2**24 - 1, 0x0)
+    assert http2.FrameSplitter().feed(header) == [header]
+
+
+def test_frame_splitter_checks_frames_after_the_preface() -> None:
+    splitter = http2.FrameSplitter(expect_preface=True, max_frame_size=16384)
+    with pytest.raises(http2.FrameSizeError):
+        splitter.feed(http2.CLIENT_PREFACE + _frame_header(0, 0x4, stream_id=0)
+                      + _frame_header(1 << 20, 0x0))
+
+
+def test_frame_splitter_bounds_a_growing_header_block() -> None:
+    """HEADERS + CONTINUATION without END_HEADERS past the limit (CVE-2024-27316)."""
+    splitter = http2.FrameSplitter(max_header_block=250)
+    splitter.feed(_frame_header(100, 0x1) + b"h" * 100)  # HEADERS without END_HEADERS
+    splitter.feed(_frame_header(100, 0x9) + b"c" * 100)  # CONTINUATION: 200 so far
+    with pytest.raises(http2.HeaderBlockTooLarge, match="CONTINUATION"):
+        splitter.feed(_frame_header(100, 0x9))
+
+
+def test_frame_splitter_counts_each_header_block_separately() -> None:
+    splitter = http2.FrameSplitter(max_header_block=250)
+    for stream_id in (1, 3, 5):
+        block = _frame_header(200, 0x1, stream_id=stream_id) + b"h" * 200
+        block += _frame_header(50, 0x9, flags=0x4, stream_id=stream_id) + b"c" * 50
+        assert b"".join(splitter.feed(block)) == block
+    # DATA frames never count towards a header block.
+    assert splitter.feed(_frame_header(1000, 0x0)) == [_frame_header(1000, 0x0)]

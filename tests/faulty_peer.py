@@ -776,15 +776,20 @@ class FaultyServer:
         return self.request_received.wait(timeout)
 
     def hang(self, conn: RawConn) -> None:
-        """Do nothing until the test ends, :meth:`behave` or the other side goes away."""
+        """Do nothing until the test ends, :meth:`behave` or the other side goes away.
+
+        On :meth:`behave` the connection says GOAWAY naming the last stream it had when it began
+        to hang: a call the client opened on it in the meantime (the test's recovery call) was
+        never processed, so the client must retry it elsewhere rather than fail it.
+        """
+        with conn.cond:
+            last = max(conn.streams, default=0)
         while not (self.stop_event.is_set() or self.behaving.is_set() or conn.eof):
             conn.wait_for(
                 lambda: conn.eof or self.stop_event.is_set() or self.behaving.is_set(),
                 timeout=0.5,
             )
         if self.behaving.is_set() and not conn.eof and not self.stop_event.is_set():
-            with conn.cond:
-                last = max(conn.streams, default=0)
             conn.send_goaway(last)
 
 

@@ -149,6 +149,8 @@ _DEFAULT_REQUEST_STALL_TIMEOUT = 30.0
 _TIMER_COMPACT_MIN = 1024
 #: How long a connection that failed may take to flush its GOAWAY before it is closed anyway.
 _CLOSE_FLUSH_TIMEOUT = 5.0
+#: How long a drained connection waits, write side shut, for the client to close its end.
+_LINGER_TIMEOUT = 1.0
 #: Pending connections the kernel queues; as large as the system allows, like grpc-core.
 _LISTEN_BACKLOG = socket.SOMAXCONN
 _UNIX_DIR_MODE = 0o755
@@ -508,6 +510,7 @@ class _Connection:
         "close_when_flushed",
         "closed",
         "idle_since",
+        "lingering",
         "output",
         "peer",
         "protocol",
@@ -529,6 +532,8 @@ class _Connection:
         self.writing = False
         self.closed = False
         self.close_when_flushed = False
+        #: Our side is shut down for writing; we read (and drop) until the client closes.
+        self.lingering = False
         #: When the connection last started or ended a call (or was accepted): its idleness
         #: for ``grpc.max_connection_idle_ms`` counts from here, as grpc-go's does.
         self.idle_since = time.monotonic()
@@ -1091,6 +1096,8 @@ class Server:
         if not data:
             self._connection_lost(connection, "the client closed the connection")
             return
+        if connection.lingering:
+            return  # drained and shut for writing: nothing the client says matters any more
         if connection.tracer is not None:
             connection.tracer.received(data)
         try:
@@ -1146,12 +1153,35 @@ class Server:
             # Flush what h2 queued (its GOAWAY), but never wait long for a client that won't read.
             self._add_timer(time.monotonic() + _CLOSE_FLUSH_TIMEOUT, self._close, connection)
             connection.close_when_flushed = True
-        elif protocol.drained and not connection.calls:
-            connection.close_when_flushed = True
-        if connection.close_when_flushed and not output:
+        elif protocol.drained and not connection.calls and not connection.close_when_flushed:
+            if not output:
+                self._linger(connection)
+            if not connection.closed:
+                self._update_interest(connection, want_read=True)
+            return
+        if connection.close_when_flushed and not output and not connection.lingering:
             self._close(connection)
             return
         self._update_interest(connection, want_read=len(output) < limit and not protocol.closed)
+
+    def _linger(self, connection: _Connection) -> None:
+        """Close a drained connection gracefully: shut our write side, read until the client closes.
+
+        Closing outright while the client still writes (a WINDOW_UPDATE, the ACK of our PING)
+        makes its next ``send()`` fail with EPIPE or ECONNRESET, and grpcio then fails calls
+        whose trailers are already in its receive buffer ("Stream removed"). After
+        ``shutdown(SHUT_WR)`` the client reads everything, sees EOF and closes; we close on its
+        EOF or after :data:`_LINGER_TIMEOUT` (RFC 9113 §6.8: the sender of GOAWAY closes once the
+        streams it accepted are done).
+        """
+        connection.lingering = True
+        connection.close_when_flushed = True
+        try:
+            connection.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._close(connection)
+            return
+        self._add_timer(time.monotonic() + _LINGER_TIMEOUT, self._close, connection)
 
     def _update_interest(self, connection: _Connection, want_read: bool) -> None:
         want_write = bool(connection.output)

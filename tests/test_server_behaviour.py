@@ -800,8 +800,12 @@ def test_graceful_stop_with_calls_in_flight(kind: str) -> None:
         assert all(g.error_code == 0 for g in raw.goaways)
         # A call racing the shutdown on the old channel either runs or fails retryably.
         racing = _call(channel, "Hold").future(b"", timeout=WAIT)
-        # The listener is gone: a new connection fails UNAVAILABLE at once.
-        with grpc.insecure_channel(server.target) as late_channel:
+        # The listener is gone: a new connection fails UNAVAILABLE at once. (grpcio shares
+        # subchannels between channels to one target; without a local pool this "new" channel
+        # could reuse the draining connection, whose server may not have had the PING ACK yet and
+        # so still accepts, and runs, the Hold call.)
+        local_pool = [("grpc.use_local_subchannel_pool", 1)]
+        with grpc.insecure_channel(server.target, options=local_pool) as late_channel:
             with pytest.raises(grpc.RpcError) as excinfo:
                 _call(late_channel, "Hold")(b"", timeout=WAIT)
             assert excinfo.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -147,9 +147,22 @@ _ERROR_CODE_NAMES = {
 
 # statuscodes.md: the names behind grpc-status, so a learner needs no table at hand.
 _GRPC_STATUS_NAMES = (
-    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-    "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
     "UNAUTHENTICATED",
 )
 
@@ -228,7 +241,7 @@ class _MessageCursor:
             items.append(f"grpc-message continued: {pos} bytes, {rest}")
         while pos < size:
             began_earlier = bool(self.prefix)
-            taken = payload[pos:pos + _GRPC_PREFIX_LENGTH - len(self.prefix)]
+            taken = payload[pos : pos + _GRPC_PREFIX_LENGTH - len(self.prefix)]
             self.prefix += taken
             pos += len(taken)
             if len(self.prefix) < _GRPC_PREFIX_LENGTH:
@@ -239,7 +252,7 @@ class _MessageCursor:
                 break
             flag, length = struct.unpack(">BI", self.prefix)
             self.prefix = b""
-            body = payload[pos:pos + length]
+            body = payload[pos : pos + length]
             pos += len(body)
             self.remaining = length - len(body)
             text = f"grpc-message flag={flag} length={length}"
@@ -358,8 +371,8 @@ class FrameTracer:
         buffer += data
         pos = 0
         if way.at_start:
-            seen = bytes(buffer[:len(CLIENT_PREFACE)])
-            if seen == CLIENT_PREFACE[:len(seen)]:
+            seen = bytes(buffer[: len(CLIENT_PREFACE)])
+            if seen == CLIENT_PREFACE[: len(seen)]:
                 if len(seen) < len(CLIENT_PREFACE):
                     return  # maybe the preface, maybe not: wait for more bytes
                 pos = len(CLIENT_PREFACE)
@@ -370,7 +383,7 @@ class FrameTracer:
                 return
             way.at_start = False
         while len(buffer) - pos >= _FRAME_HEADER_LENGTH:
-            length = int.from_bytes(buffer[pos:pos + 3], "big")
+            length = int.from_bytes(buffer[pos : pos + 3], "big")
             end = pos + _FRAME_HEADER_LENGTH + length
             if len(buffer) < end:
                 break
@@ -452,8 +465,14 @@ class FrameTracer:
         details = ""
         extra: List[str] = []
         if isinstance(frame, DataFrame):
-            details, extra = self._data(way, frame.stream_id, frame.data, frame.pad_length,
-                                        "PADDED" in frame.flags, "END_STREAM" in frame.flags)
+            details, extra = self._data(
+                way,
+                frame.stream_id,
+                frame.data,
+                frame.pad_length,
+                "PADDED" in frame.flags,
+                "END_STREAM" in frame.flags,
+            )
         elif isinstance(frame, HeadersFrame):
             parts = []
             kind = self._block_kind(way, stream_id, "END_STREAM" in frame.flags)
@@ -464,8 +483,9 @@ class FrameTracer:
                 parts.append(f"padding={frame.pad_length}")
             if stream_id not in way.streams and "END_STREAM" not in frame.flags:
                 way.streams[stream_id] = _MessageCursor()
-            extra = self._header_fragment(way, stream_id, kind, frame.data,
-                                          "END_HEADERS" in frame.flags, parts)
+            extra = self._header_fragment(
+                way, stream_id, kind, frame.data, "END_HEADERS" in frame.flags, parts
+            )
             if "END_STREAM" in frame.flags:
                 self._end_stream(way, stream_id, extra)
             details = "  ".join(parts)
@@ -479,21 +499,25 @@ class FrameTracer:
             if "END_HEADERS" in frame.flags:
                 way.header_block = None
                 fragment_bytes = sum(len(f) for f in block.fragments)
-                parts.append(f"end of {block.kind}: {len(block.fragments)} frames, "
-                             f"{fragment_bytes} bytes of HPACK")
+                parts.append(
+                    f"end of {block.kind}: {len(block.fragments)} frames, "
+                    f"{fragment_bytes} bytes of HPACK"
+                )
                 extra = self._decode(way, b"".join(block.fragments))
             else:
                 parts.append(f"{block.kind} continue in the next CONTINUATION")
             details = "  ".join(parts)
         elif isinstance(frame, SettingsFrame):
             if "ACK" in frame.flags:
-                details = "(acknowledges " + ("the peer's SETTINGS)" if way is self._out
-                                              else "our SETTINGS)")
+                details = "(acknowledges " + (
+                    "the peer's SETTINGS)" if way is self._out else "our SETTINGS)"
+                )
             elif not frame.settings:
                 details = "(no changes: defaults stand)"
             else:
-                details = " ".join(f"{_SETTING_NAMES.get(k, f'0x{k:04X}')}={v}"
-                                   for k, v in frame.settings.items())
+                details = " ".join(
+                    f"{_SETTING_NAMES.get(k, f'0x{k:04X}')}={v}" for k, v in frame.settings.items()
+                )
                 max_frame = frame.settings.get(0x5)
                 if max_frame is not None:
                     # The sender will accept frames this large: they travel the other way.
@@ -520,8 +544,14 @@ class FrameTracer:
             parts = [f"promised_stream={frame.promised_stream_id}"]
             if "PADDED" in frame.flags:
                 parts.append(f"padding={frame.pad_length}")
-            extra = self._header_fragment(way, stream_id, "promised request headers", frame.data,
-                                          "END_HEADERS" in frame.flags, parts)
+            extra = self._header_fragment(
+                way,
+                stream_id,
+                "promised request headers",
+                frame.data,
+                "END_HEADERS" in frame.flags,
+                parts,
+            )
             details = "  ".join(parts)
         elif isinstance(frame, AltSvcFrame):
             details = f"origin={_quote(frame.origin)} field={_quote(frame.field)}"
@@ -614,6 +644,7 @@ class FrameTracer:
 
 
 # -- rendering helpers --------------------------------------------------------------------
+
 
 def _escape(data: bytes) -> str:
     """Printable ASCII as is, everything else as a Python-style escape."""

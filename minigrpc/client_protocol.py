@@ -224,6 +224,8 @@ class ClientConnectionProtocol:
         self.peer_accept_encodings: Optional[frozenset] = None
         self.bytes_received = 0
         self._frame_guard = FrameGuard(max_frame_size)
+        #: Output h2 queued before a GOAWAY in the same read (see :meth:`receive_data`).
+        self._saved_output = b""
         #: Largest response header block (or trailers) accepted per call (grpc-wire.md §6).
         self.max_header_list_size = max_header_list_size
 
@@ -244,6 +246,9 @@ class ClientConnectionProtocol:
 
     def data_to_send(self) -> bytes:
         """Everything h2 queued: frames for calls, ACKs, WINDOW_UPDATEs, PING replies (§7)."""
+        if self._saved_output:
+            saved, self._saved_output = self._saved_output, b""
+            return saved + self.conn.data_to_send()
         return self.conn.data_to_send()
 
     @property
@@ -403,7 +408,11 @@ class ClientConnectionProtocol:
             details = f'connection error: desc = "error reading from server: {exc}"'
             events.extend(self.connection_lost(details, protocol_error=True))
             return events
-        for chunk in chunks:
+        for index, chunk in enumerate(chunks):
+            if index:
+                # A later chunk may be a GOAWAY, on which h2 drops its queued output: keep the
+                # ACKs and WINDOW_UPDATEs the earlier chunks produced.
+                self._saved_output += self.conn.data_to_send()
             try:
                 h2_events = self.conn.receive_data(chunk)
             except h2.exceptions.ProtocolError as exc:

@@ -134,8 +134,10 @@ class FrameSplitter:
     Only the frame headers are read (RFC 9113 §4.1: 24-bit length, type, flags, stream id);
     bodies pass through untouched and partial frames are handed on to h2, which buffers them.
     In the common case a whole ``recv()`` therefore reaches h2 in one ``receive_data()`` call;
-    only a chunk containing a GOAWAY is cut right after it, so the caller can handle
-    ``ConnectionTerminated`` (and :func:`reopen_after_goaway`) before h2 sees the next frame.
+    a GOAWAY frame is cut out into a chunk of its own, so the caller can handle
+    ``ConnectionTerminated`` (and :func:`reopen_after_goaway`) before h2 sees the next frame,
+    and can collect what h2 queued for the frames before it (ACKs, WINDOW_UPDATEs): h2 empties
+    its output buffer when it receives a GOAWAY.
 
     Since every header is parsed here anyway, the checks h2 makes too late happen here, at the
     cost of one comparison per frame:
@@ -176,7 +178,7 @@ class FrameSplitter:
         self._block_bytes = 0
 
     def feed(self, data: bytes) -> List[bytes]:
-        """Return ``data`` as a list of chunks, split after each GOAWAY frame.
+        """Return ``data`` as a list of chunks, each GOAWAY frame in a chunk of its own.
 
         Raises :class:`PrefaceError`, :class:`FrameSizeError` or :class:`HeaderBlockTooLarge`.
         """
@@ -215,6 +217,9 @@ class FrameSplitter:
                 self._count_header_block(frame_type, header[4], length)
             self._remaining = length
             self._ends_goaway = frame_type == _GOAWAY
+            if self._ends_goaway and pos - take > start:
+                chunks.append(data[start : pos - take])  # the frames before the GOAWAY
+                start = pos - take
             if not length and self._ends_goaway:
                 chunks.append(data[start:pos])
                 start = pos

@@ -174,14 +174,21 @@ def tracer_for(role: str, peer: str) -> Optional[FrameTracer]:
     """A tracer for one connection, or None unless ``minigrpc.wire`` is enabled for DEBUG.
 
     Transports call this once per connection and skip every tracing call on None, so a
-    connection that is not traced pays one ``isEnabledFor`` check and nothing else.
+    connection that is not traced pays one ``isEnabledFor`` check and nothing else. The first
+    call also honours ``MINIGRPC_TRACE`` (:func:`enable_from_environment`), so the variable
+    works for clients and servers alike.
     """
+    global _environment_checked
+    if not _environment_checked:
+        _environment_checked = True
+        enable_from_environment()
     if not WIRE_LOGGER.isEnabledFor(logging.DEBUG):
         return None
     return FrameTracer(role, peer)
 
 
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+_environment_checked = False
 _enable_lock = threading.Lock()
 
 

@@ -167,7 +167,6 @@ def _make_tracer(peer: str) -> Any:
         from . import trace
     except ImportError:  # pragma: no cover - trace ships with minigrpc
         return None
-    trace.enable_from_environment()
     return trace.tracer_for("client", peer)
 
 

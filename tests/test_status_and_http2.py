@@ -245,3 +245,24 @@ def test_frame_splitter_counts_each_header_block_separately() -> None:
         assert b"".join(splitter.feed(block)) == block
     # DATA frames never count towards a header block.
     assert splitter.feed(_frame_header(1000, 0x0)) == [_frame_header(1000, 0x0)]
+
+
+def test_frame_splitter_isolates_goaway_in_its_own_chunk() -> None:
+    settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    goaway = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00"
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    assert http2.FrameSplitter().feed(settings + goaway + ping) == [settings, goaway, ping]
+
+
+def test_client_keeps_its_acks_when_goaway_arrives_in_the_same_read() -> None:
+    """h2 empties its output buffer on GOAWAY; the SETTINGS ACK queued just before must survive."""
+    from minigrpc.client_protocol import ClientConnectionProtocol
+
+    client = ClientConnectionProtocol()
+    client.initiate()
+    client.data_to_send()
+    server = h2.connection.H2Connection(http2.server_config())
+    server.initiate_connection()
+    goaway = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
+    client.receive_data(server.data_to_send() + goaway)
+    assert client.data_to_send().startswith(b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")  # SETTINGS ACK

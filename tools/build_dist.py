@@ -110,7 +110,7 @@ def distribution_metadata(dist_info: Optional[str]) -> Dict[str, str]:
             if line in ("\n", "\r\n"):
                 break  # end of the header block (continuation lines start with spaces)
             key, sep, value = line.partition(":")
-            if sep and key in ("Name", "Version", "Requires-Python"):
+            if sep and key in ("Name", "Version", "Requires-Python", "License", "Home-page"):
                 fields[key] = value.strip()
     return fields
 
@@ -185,9 +185,18 @@ def collect(site_dir: Optional[str]) -> Tuple[Dict[str, bytes], Tuple[int, int],
         metadata = distribution_metadata(dist_info)
         needed = parse_requires_python(metadata.get("Requires-Python", ""))
         min_python = max(min_python, needed)
-        for path in license_files(dist_info):
+        licenses = license_files(dist_info)
+        for path in licenses:
             with open(path, "rb") as handle:
                 members[f"LICENSES/{distribution}/{os.path.basename(path)}"] = handle.read()
+        if not licenses:
+            # Older wheels (protobuf 3.20, for one) ship no license file; record what the
+            # distribution's metadata declares so the bundle still says what it contains.
+            members[f"LICENSES/{distribution}/NOTICE"] = (
+                f"{distribution} {metadata.get('Version', '?')} ships no license file.\n"
+                f"Its metadata declares: License: {metadata.get('License', 'unknown')}\n"
+                f"Home page: {metadata.get('Home-page', 'unknown')}\n"
+            ).encode()
         report.append(f"{distribution} {metadata.get('Version', '?')}: {directory}"
                       f" (Requires-Python {metadata.get('Requires-Python', 'unknown')})")
     # protobuf 4+ makes "google" a namespace package; a regular one is simpler for zipimport

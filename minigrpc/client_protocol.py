@@ -28,8 +28,7 @@ What it implements (grpc-wire.md, from the client's side):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import h2.connection
 import h2.errors
@@ -110,37 +109,66 @@ def header_list_size(headers: Sequence[Header]) -> int:
     return sum(len(name) + len(value) + 32 for name, value in headers)
 
 
-@dataclass(eq=False)
 class ClientCall:
     """One unary call on one stream: what is left to send, and what has arrived.
 
     ``status`` is None while the call runs and set exactly once when it ends. ``retryable`` is
     True only when the server provably never processed the call (REFUSED_STREAM, or a stream above
     a GOAWAY's last-stream-id; grpc-wire.md §5), which is what makes a transparent retry safe.
+    A plain class with slots (not a dataclass): the one-shot CNI path avoids importing
+    ``dataclasses``.
     """
 
-    request: bytes
-    headers: List[Header]
-    deadline: Optional[float] = None
-    #: Rebuilds ``headers`` for the time left when the stream actually opens, so that
-    #: ``grpc-timeout`` is right even after waiting for a connection or a stream slot (§1.2).
-    header_factory: Optional[Callable[[Optional[float]], List[Header]]] = None
-    stream_id: int = 0
-    sent: int = 0
-    request_complete: bool = False
-    status: Optional[Status] = None
-    retryable: bool = False
-    http_status: Optional[int] = None
-    response_encoding: Optional[str] = None
-    response_accept_encoding: Optional[frozenset] = None
-    initial_metadata: Metadata = ()
-    trailing_metadata: Metadata = ()
-    messages: List[Tuple[bool, bytes]] = field(default_factory=list)
-    decoder: Optional[wire.MessageDecoder] = None
-    #: The response header block and the trailers as received (bytes pairs); a Trailers-Only
-    #: response sets both to its single block.
-    response_headers: Optional[List[Header]] = None
-    trailers: Optional[List[Header]] = None
+    __slots__ = (
+        "deadline",
+        "decoder",
+        "header_factory",
+        "headers",
+        "http_status",
+        "initial_metadata",
+        "messages",
+        "request",
+        "request_complete",
+        "response_accept_encoding",
+        "response_encoding",
+        "response_headers",
+        "retryable",
+        "sent",
+        "status",
+        "stream_id",
+        "trailers",
+        "trailing_metadata",
+    )
+
+    def __init__(
+        self,
+        request: bytes,
+        headers: List[Header],
+        deadline: Optional[float] = None,
+        header_factory: Optional[Callable[[Optional[float]], List[Header]]] = None,
+    ) -> None:
+        self.request = request
+        self.headers = headers
+        self.deadline = deadline
+        #: Rebuilds ``headers`` for the time left when the stream actually opens, so that
+        #: ``grpc-timeout`` is right even after waiting for a connection or a stream slot (§1.2).
+        self.header_factory = header_factory
+        self.stream_id = 0
+        self.sent = 0
+        self.request_complete = False
+        self.status: Optional[Status] = None
+        self.retryable = False
+        self.http_status: Optional[int] = None
+        self.response_encoding: Optional[str] = None
+        self.response_accept_encoding: Optional[frozenset] = None
+        self.initial_metadata: Metadata = ()
+        self.trailing_metadata: Metadata = ()
+        self.messages: List[Tuple[bool, bytes]] = []
+        self.decoder: Optional[wire.MessageDecoder] = None
+        #: The response header block and the trailers as received (bytes pairs); a
+        #: Trailers-Only response sets both to its single block.
+        self.response_headers: Optional[List[Header]] = None
+        self.trailers: Optional[List[Header]] = None
 
     @property
     def done(self) -> bool:
@@ -150,22 +178,19 @@ class ClientCall:
 # -- events handed to the transport ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CallFinished:
+class CallFinished(NamedTuple):
     """A call got its final status (trailers, a reset, a GOAWAY above it, or a local decision)."""
 
     call: ClientCall
 
 
-@dataclass(frozen=True)
-class WindowOpened:
+class WindowOpened(NamedTuple):
     """Send window may have grown: WINDOW_UPDATE on the stream or stream 0, or new SETTINGS."""
 
     stream_id: int
 
 
-@dataclass(frozen=True)
-class GoAwayReceived:
+class GoAwayReceived(NamedTuple):
     """The server will process nothing above ``last_stream_id``; open no new streams here."""
 
     last_stream_id: int
@@ -173,8 +198,7 @@ class GoAwayReceived:
     debug_data: bytes
 
 
-@dataclass(frozen=True)
-class ConnectionFailed:
+class ConnectionFailed(NamedTuple):
     """The HTTP/2 connection is unusable (protocol error or transport loss); every call ended."""
 
     details: str

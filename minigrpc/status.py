@@ -17,8 +17,7 @@ Codes and names follow ``doc/statuscodes.md``; :class:`StatusCode` mirrors grpci
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Mapping, Optional, Tuple, Union
+from typing import Mapping, NamedTuple, Optional, Tuple, Union
 
 #: Call metadata as grpcio exposes it: ``(key, value)`` pairs, ``bytes`` values for ``-bin`` keys.
 Metadata = Tuple[Tuple[str, Union[str, bytes]], ...]
@@ -103,14 +102,15 @@ def go_code_text(code: StatusCode, number: Optional[int] = None) -> str:
     return code.go_name
 
 
-@dataclass(frozen=True)
-class Status:
+class Status(NamedTuple):
     """The final outcome of one call: what the trailers (or the library) said.
 
     ``number`` keeps the wire integer when it was outside the enum (grpc-wire.md §3: a value
     outside 0–16 is reported as UNKNOWN, but the original is worth keeping for messages).
     ``details_bin`` is the raw ``grpc-status-details-bin`` trailer (a serialized
     ``google.rpc.Status``), left undecoded so that minigrpc needs no extra protos.
+    A NamedTuple rather than a dataclass: importing ``dataclasses`` (and ``inspect``) costs the
+    one-shot CNI plugin several milliseconds.
     """
 
     code: StatusCode

@@ -20,8 +20,7 @@ Over unix sockets grpc-go sends ``:authority: localhost``; we do the same (grpc-
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
-from typing import Tuple, Union
+from typing import NamedTuple, Tuple, Union
 
 #: Port used when a ``dns:`` or bare host target has none. grpc-go uses 443 for every channel;
 #: insecure channels in other implementations use 80. minigrpc is plaintext only, hence 80.
@@ -30,8 +29,7 @@ DEFAULT_PORT = 80
 SocketAddress = Union[str, bytes, Tuple[str, int]]
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A parsed target: what to pass to ``socket.socket()`` and ``connect()``/``bind()``."""
 
     family: int

@@ -31,8 +31,7 @@ import select
 import socket
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import http2, wire
 from .client_protocol import (
@@ -51,8 +50,7 @@ RECV_SIZE = 256 * 1024
 _LOG = logging.getLogger("minigrpc.transport")
 
 
-@dataclass(frozen=True)
-class TransportOptions:
+class TransportOptions(NamedTuple):
     """What a channel's options mean for its connections (see :mod:`minigrpc.channel`)."""
 
     max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH

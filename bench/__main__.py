@@ -1,0 +1,461 @@
+"""``python -m bench``: run every benchmark of issue 6 and write docs/benchmarks.md.
+
+Modes: the default (full, about 6 minutes on 2 cores), ``--quick`` (well under 2 minutes, for
+a smoke run by hand) and ``--tiny`` (seconds; what tests/test_bench_smoke.py runs).  Only the
+repetition counts differ between modes; every section, peer and code path is the same.
+
+The harness process itself imports no gRPC library: it starts servers (:mod:`bench.peers`) and
+clients (:mod:`bench.workloads`) as children, reads their JSON, and writes the report
+(:mod:`bench.report`).  A failing peer or client becomes a "failed" row with its reason; the
+harness carries on and always writes the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from bench import coldstart
+from bench.peers import PeerError, PeerProcess, bench_server
+from bench.report import write_report
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SECTIONS = ("cold", "latency", "large", "throughput")
+
+MIB = 1 << 20
+
+
+# Seconds one client child may run before it is killed and its row marked failed (full mode;
+# the other modes scale these down).
+CLIENT_TIMEOUT = {"latency": 120.0, "large": 300.0, "throughput": 120.0}
+
+
+class Mode:
+    """Repetition counts of one mode."""
+
+    def __init__(self, name: str, *, cold_runs: int, importtime_runs: int, latency_calls: int,
+                 latency_warmup: int, latency_rounds: int, large_sizes: Sequence[int],
+                 large_reps: Sequence[int], large_rounds: int, throughput_threads: int,
+                 throughput_calls: int, throughput_rounds: int,
+                 throughput_connections: Sequence[str], client_timeout_scale: float,
+                 profiles: bool) -> None:
+        self.name = name
+        self.profiles = profiles
+        self.client_timeouts = {workload: seconds * client_timeout_scale
+                                for workload, seconds in CLIENT_TIMEOUT.items()}
+        self.cold_runs = cold_runs
+        self.importtime_runs = importtime_runs
+        self.latency_calls = latency_calls
+        self.latency_warmup = latency_warmup
+        self.latency_rounds = latency_rounds
+        self.large_sizes = list(large_sizes)
+        self.large_reps = list(large_reps)
+        self.large_rounds = large_rounds
+        self.throughput_threads = throughput_threads
+        self.throughput_calls = throughput_calls
+        self.throughput_rounds = throughput_rounds
+        self.throughput_connections = list(throughput_connections)
+
+
+MODES: Dict[str, Mode] = {
+    # About 6 minutes on 2 cores; the rounds are there to spread other processes' load.
+    "full": Mode("full", cold_runs=60, importtime_runs=9, latency_calls=3000, latency_warmup=300,
+                 latency_rounds=5, large_sizes=(4 * MIB, 64 * MIB), large_reps=(10, 3),
+                 large_rounds=3, throughput_threads=8, throughput_calls=1000,
+                 throughput_rounds=5, throughput_connections=("shared", "per-thread"),
+                 client_timeout_scale=1.0, profiles=True),
+    "quick": Mode("quick", cold_runs=8, importtime_runs=3, latency_calls=500, latency_warmup=100,
+                  latency_rounds=1, large_sizes=(4 * MIB, 64 * MIB), large_reps=(3, 1),
+                  large_rounds=1, throughput_threads=8, throughput_calls=250,
+                  throughput_rounds=1, throughput_connections=("shared",),
+                  client_timeout_scale=0.4, profiles=True),
+    "tiny": Mode("tiny", cold_runs=1, importtime_runs=0, latency_calls=20, latency_warmup=5,
+                 latency_rounds=1, large_sizes=(4 * MIB,), large_reps=(1,), large_rounds=1,
+                 throughput_threads=2, throughput_calls=20, throughput_rounds=1,
+                 throughput_connections=("shared",), client_timeout_scale=0.05,
+                 profiles=False),
+}
+
+#: The request size of the latency and throughput workloads (issue 6: "~200-byte request").
+LATENCY_SIZE = 200
+
+
+
+def log(message: str) -> None:
+    sys.stderr.write(f"[bench {time.strftime('%H:%M:%S')}] {message}\n")
+    sys.stderr.flush()
+
+
+def minigrpc_parts() -> Tuple[bool, bool]:
+    """(client available, server available): rows for minigrpc appear only when it has them."""
+    def present(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ImportError:
+            return False
+
+    return present("minigrpc.channel"), present("minigrpc.server")
+
+
+def run_client(mode: Mode, workload: str, client: str, socket_path: str,
+               arguments: Sequence[str]) -> Dict[str, Any]:
+    """Run one :mod:`bench.workloads` child and return its JSON (or ``{"error": ...}``)."""
+    command = [sys.executable, "-m", "bench.workloads", workload, "--client", client,
+               "--socket", socket_path, *arguments]
+    try:
+        completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True,
+                                   timeout=mode.client_timeouts[workload])
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {mode.client_timeouts[workload]:.0f} s"}
+    lines = completed.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        result = json.loads(lines[-1])
+        if not isinstance(result, dict):
+            raise ValueError("not an object")
+        return result
+    except (IndexError, ValueError):
+        tail = completed.stderr.decode("utf-8", "replace").strip()[-300:]
+        return {"error": f"exit {completed.returncode}, no result: {tail}"}
+
+
+class Servers:
+    """The echo servers of one section, started together and always stopped together."""
+
+    def __init__(self, impls: Sequence[str], directory: str) -> None:
+        self.sockets = {impl: os.path.join(directory, f"{impl}.sock") for impl in impls}
+        self.errors: Dict[str, str] = {}
+        self._peers: List[PeerProcess] = []
+        self.peer: Dict[str, PeerProcess] = {}
+        for impl in impls:
+            peer = bench_server(impl, self.sockets[impl], REPO_ROOT)
+            try:
+                peer.start()
+            except PeerError as exc:
+                self.errors[impl] = str(exc)[:400]
+                log(f"{impl} server did not start: {exc}")
+                continue
+            self._peers.append(peer)
+            self.peer[impl] = peer
+
+    def run_client(self, mode: Mode, workload: str, client: str, server: str,
+                   arguments: Sequence[str], server_calls: int) -> Dict[str, Any]:
+        """Run one client child against ``server``; adds the server's CPU per call (its CPU
+        time during the run over ``server_calls``, warm-up calls included)."""
+        peer = self.peer[server]
+        cpu_before = peer.cpu_seconds()
+        result = run_client(mode, workload, client, self.sockets[server], arguments)
+        cpu_after = peer.cpu_seconds()
+        if "error" not in result and cpu_before is not None and cpu_after is not None:
+            result["server_cpu_us_per_call"] = (cpu_after - cpu_before) / server_calls * 1e6
+        return result
+
+    def stop(self) -> None:
+        for peer in self._peers:
+            peer.stop()
+        self._peers.clear()
+
+
+def _timed_out(row: Dict[str, Any]) -> bool:
+    return any(error.startswith("timed out") for error in row["errors"])
+
+
+def _pairs(clients: Sequence[str], servers: Sequence[str]) -> List[Tuple[str, str]]:
+    pairs = [(client, server) for server in servers for client in clients]
+    return [*pairs, ("raw", "raw")]
+
+
+def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
+                    ) -> List[Dict[str, Any]]:
+    pairs = _pairs(clients, servers)
+    rows: Dict[Tuple[str, str], Dict[str, Any]] = {
+        pair: {"client": pair[0], "server": pair[1], "samples_us": [], "errors": []}
+        for pair in pairs}
+    with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
+        running = Servers([*list(servers), "raw"], directory)
+        try:
+            for round_index in range(mode.latency_rounds):
+                log(f"latency round {round_index + 1}/{mode.latency_rounds}")
+                for client, server in pairs:
+                    row = rows[(client, server)]
+                    if server in running.errors:
+                        row["errors"] = [running.errors[server]]
+                        continue
+                    if _timed_out(row):
+                        continue  # a pair that hung once would only hang again
+                    result = running.run_client(
+                        mode, "latency", client, server,
+                        ["--size", str(LATENCY_SIZE), "--calls", str(mode.latency_calls),
+                         "--warmup", str(mode.latency_warmup)],
+                        mode.latency_calls + mode.latency_warmup)
+                    if "error" in result:
+                        row["errors"].append(result["error"])
+                        continue
+                    row["samples_us"].extend(result["samples_us"])
+                    for key in ("cpu_us_per_call", "server_cpu_us_per_call"):
+                        if key in result:
+                            row.setdefault(key, []).append(result[key])
+        finally:
+            running.stop()
+    return list(rows.values())
+
+
+def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
+                  ) -> List[Dict[str, Any]]:
+    pairs = _pairs(clients, servers)
+    rows: Dict[Tuple[str, str], Dict[str, Any]] = {
+        pair: {"client": pair[0], "server": pair[1], "mb_per_s": {}, "errors": []}
+        for pair in pairs}
+    sizes = ",".join(str(size) for size in mode.large_sizes)
+    reps = ",".join(str(count) for count in mode.large_reps)
+    with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
+        running = Servers([*list(servers), "raw"], directory)
+        try:
+            for round_index in range(mode.large_rounds):
+                log(f"large messages round {round_index + 1}/{mode.large_rounds}")
+                for client, server in pairs:
+                    row = rows[(client, server)]
+                    if server in running.errors:
+                        row["errors"] = [running.errors[server]]
+                        continue
+                    if _timed_out(row):
+                        continue  # a pair that hung once would only hang again
+                    result = running.run_client(mode, "large", client, server,
+                                                ["--sizes", sizes, "--reps", reps], 1)
+                    if "error" in result:
+                        row["errors"].append(result["error"])
+                        continue
+                    for size, rates in result["mb_per_s"].items():
+                        row["mb_per_s"].setdefault(size, []).extend(rates)
+        finally:
+            running.stop()
+    return list(rows.values())
+
+
+def throughput_section(mode: Mode, servers: Sequence[str]) -> List[Dict[str, Any]]:
+    client = "grpcio"
+    rows: Dict[Tuple[str, str], Dict[str, Any]] = {
+        (server, connections): {"server": server, "client": client, "connections": connections,
+                                "calls_per_s": [], "errors": []}
+        for connections in mode.throughput_connections for server in servers}
+    with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
+        running = Servers(servers, directory)
+        try:
+            for round_index in range(mode.throughput_rounds):
+                log(f"throughput round {round_index + 1}/{mode.throughput_rounds}")
+                for (server, connections), row in rows.items():
+                    if server in running.errors:
+                        row["errors"] = [running.errors[server]]
+                        continue
+                    if _timed_out(row):
+                        continue  # a pair that hung once would only hang again
+                    warmup = 20 * (mode.throughput_threads if connections == "per-thread"
+                                   else 1)
+                    result = running.run_client(
+                        mode, "throughput", client, server,
+                        ["--size", str(LATENCY_SIZE), "--threads", str(mode.throughput_threads),
+                         "--calls", str(mode.throughput_calls), "--connections", connections],
+                        mode.throughput_threads * mode.throughput_calls + warmup)
+                    if "error" in result:
+                        row["errors"].append(result["error"])
+                        continue
+                    row["calls_per_s"].append(result["calls_per_s"])
+                    if "server_cpu_us_per_call" in result:
+                        row.setdefault("server_cpu_us_per_call", []).append(
+                            result["server_cpu_us_per_call"])
+        finally:
+            running.stop()
+    return list(rows.values())
+
+
+def profile_section(mode: Mode, has_client: bool, has_server: bool) -> Dict[str, Any]:
+    """cProfile summaries of the minigrpc client and server (:mod:`bench.profiles`)."""
+    import pstats
+
+    from bench.profiles import summarize
+
+    runs: List[Tuple[str, str, str, str, List[str]]] = []  # (name, role, workload, client, args)
+    if has_client:
+        runs.append(("minigrpc client: warm unary calls to the grpcio server", "client",
+                     "latency", "minigrpc", ["--size", str(LATENCY_SIZE), "--calls", "2000",
+                                             "--warmup", "200"]))
+        runs.append(("minigrpc client: 4 MiB echo with the grpcio server", "client", "large",
+                     "minigrpc", ["--sizes", str(4 * MIB), "--reps", "5"]))
+    if has_server:
+        runs.append(("minigrpc server: 8 grpcio client threads × 500 calls", "server",
+                     "throughput", "grpcio", ["--size", str(LATENCY_SIZE), "--threads", "8",
+                                              "--calls", "500"]))
+    profiles: Dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
+        for index, (name, role, workload, client, arguments) in enumerate(runs):
+            log(f"profile: {name}")
+            path = os.path.join(directory, f"{index}.prof")
+            socket_path = os.path.join(directory, f"{index}.sock")
+            server_impl = "minigrpc" if role == "server" else "grpcio"
+            peer = bench_server(server_impl, socket_path, REPO_ROOT,
+                                profile_path=path if role == "server" else None)
+            try:
+                peer.start()
+                if role == "client":
+                    arguments = [*arguments, "--profile", path]
+                result = run_client(mode, workload, client, socket_path, arguments)
+            except PeerError as exc:
+                result = {"error": str(exc)[:300]}
+            finally:
+                peer.stop()
+            if "error" in result:
+                profiles[name] = {"error": result["error"]}
+            elif not os.path.exists(path):
+                profiles[name] = {"error": "no profile was written"}
+            else:
+                profiles[name] = summarize(pstats.Stats(path))
+    return profiles
+
+
+def _versions() -> Dict[str, str]:
+    from importlib import metadata
+
+    versions = {"python": f"{platform.python_implementation()} {platform.python_version()}"}
+    for name in ("minigrpc", "h2", "hpack", "hyperframe", "protobuf", "grpcio", "grpclib",
+                 "matplotlib"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+            if name == "minigrpc":
+                import minigrpc  # lazy package: this loads only its __init__
+
+                versions[name] = f"{minigrpc.__version__} (the checkout, not installed)"
+    try:
+        backend = subprocess.run(
+            [sys.executable, "-c", "from google.protobuf.internal import api_implementation"
+             " as a; print(a.Type())"], capture_output=True, timeout=60)
+        versions["protobuf"] += f" ({backend.stdout.decode().strip() or '?'} backend)"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return versions
+
+
+def _machine() -> Dict[str, str]:
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    memory = "?"
+    try:
+        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        memory = f"{pages * page_size / (1 << 30):.1f} GiB"
+    except (ValueError, OSError):
+        pass
+    return {"platform": platform.platform(), "CPU": cpu, "CPUs usable": str(usable),
+            "memory": memory}
+
+
+def _load() -> str:
+    try:
+        return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
+        notes: Sequence[str], json_path: Optional[str]) -> str:
+    started = time.monotonic()
+    has_client, has_server = minigrpc_parts()
+    clients = (["minigrpc"] if has_client else []) + ["grpcio", "grpclib"]
+    latency_servers = ["grpcio"] + (["minigrpc"] if has_server else [])
+    throughput_servers = (["minigrpc"] if has_server else []) + ["grpcio", "grpclib"]
+    results: Dict[str, Any] = {
+        "meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M UTC"), "mode": mode.name, "load_start": _load()},
+        "config": {
+            "latency_size": LATENCY_SIZE, "latency_calls": mode.latency_calls,
+            "latency_warmup": mode.latency_warmup, "latency_rounds": mode.latency_rounds,
+            "large_sizes": mode.large_sizes, "large_reps": mode.large_reps,
+            "large_rounds": mode.large_rounds, "throughput_threads": mode.throughput_threads,
+            "throughput_calls": mode.throughput_calls,
+            "throughput_rounds": mode.throughput_rounds,
+            "throughput_connections": mode.throughput_connections,
+        },
+        "notes": list(notes),
+    }
+    if not has_client:
+        results["notes"].append("minigrpc's client (minigrpc.channel) is not available: "
+                                "no minigrpc client rows.")
+    if not has_server:
+        results["notes"].append("minigrpc's server (minigrpc.server) is not available: "
+                                "no minigrpc server rows.")
+    actions: Dict[str, Callable[[], Any]] = {
+        "cold": lambda: coldstart.run_section(REPO_ROOT, mode.cold_runs, mode.importtime_runs, log),
+        "latency": lambda: latency_section(mode, clients, latency_servers),
+        "large": lambda: large_section(mode, clients, latency_servers),
+        "throughput": lambda: throughput_section(mode, throughput_servers),
+    }
+    for section in sections:
+        log(f"section {section}")
+        results[section] = actions[section]()
+    if mode.profiles and (has_client or has_server):
+        results["profiles"] = profile_section(mode, has_client, has_server)
+    results["meta"]["load_end"] = _load()
+    results["meta"]["duration_s"] = time.monotonic() - started
+    results["meta"]["machine"] = _machine()
+    results["meta"]["versions"] = _versions()
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as handle:
+            json.dump(results, handle)
+    path = write_report(results, output_dir, chart, log)
+    log(f"wrote {path} in {results['meta']['duration_s']:.0f} s")
+    return path
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--quick", action="store_true", help="fewer repetitions (< 2 minutes)")
+    group.add_argument("--tiny", action="store_true", help="a few seconds; for the smoke test")
+    parser.add_argument("--output-dir", default=os.path.join(REPO_ROOT, "docs"),
+                        help="where benchmarks.md/.png go (default: docs/)")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument("--no-chart", action="store_true", help="skip the PNG")
+    parser.add_argument("--note", action="append", default=[],
+                        help="a sentence for the report's noise section (repeatable)")
+    parser.add_argument("--json", help="also write the raw results to this file")
+    parser.add_argument("--render", metavar="JSON",
+                        help="measure nothing: write the report from results saved by --json")
+    options = parser.parse_args(argv)
+    if options.render:
+        with open(options.render, encoding="utf-8") as handle:
+            saved = json.load(handle)
+        log("wrote " + write_report(saved, options.output_dir, not options.no_chart, log))
+        return 0
+    sections = [part for part in options.sections.split(",") if part]
+    unknown = [part for part in sections if part not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    mode = MODES["tiny" if options.tiny else "quick" if options.quick else "full"]
+    try:
+        run(mode, sections, options.output_dir, not options.no_chart, options.note, options.json)
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""Client workloads, each run in a fresh child process that prints one JSON object.
+
+Why a child per measurement: importing grpcio starts its own threads and grpclib its event loop;
+running each client alone keeps one library's background work out of another's numbers, and
+keeps the harness (which forks the cold-start runs) small.  The harness runs::
+
+    python -m bench.workloads latency    --client minigrpc --socket PATH --calls N --size 200
+    python -m bench.workloads large      --client grpcio   --socket PATH --sizes 4194304 --reps 5
+    python -m bench.workloads throughput --client grpcio   --socket PATH --threads 8 --calls 1000
+
+and reads the JSON from stdout.  Every client calls ``/bench.Echo/Echo`` (:mod:`bench.peers`)
+with identity serializers and checks that the echo came back unchanged, so a broken library
+fails its row instead of producing a fast but meaningless number.
+
+Clients: ``grpcio``, ``minigrpc`` (same synchronous API), ``grpclib`` (asyncio), ``raw`` (the
+length-prefixed socket floor, only against the raw server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from bench.peers import ECHO_PATH, RAW_HEADER, UNLIMITED_MESSAGE_OPTIONS, RawCodec, recv_exactly
+
+CLIENT_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw")
+
+#: Calls made before timing starts: connection set-up, HPACK tables, windows, thread pools.
+DEFAULT_WARMUP = 200
+
+EchoCall = Callable[[bytes], bytes]
+
+
+def make_payload(size: int) -> bytes:
+    """``size`` bytes of a fixed, non-repeating-per-byte pattern (the same for every client)."""
+    pattern = bytes(range(256))
+    return (pattern * (size // 256 + 1))[:size]
+
+
+class EchoMismatch(RuntimeError):
+    """The server's reply was not the request: the row is reported as failed."""
+
+
+def _check_echo(sent: bytes, received: Any) -> None:
+    if len(received) != len(sent) or bytes(received) != sent:
+        raise EchoMismatch(f"echo mismatch: sent {len(sent)} bytes, got {len(received)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Synchronous clients (grpcio, minigrpc, raw).
+
+
+def _grpc_api_module(client: str) -> Any:
+    if client == "grpcio":
+        import grpc
+
+        return grpc
+    import minigrpc
+
+    return minigrpc
+
+
+def open_sync_client(
+    client: str, socket_path: str, *, unlimited: bool = False, separate_connection: bool = False
+) -> Tuple[EchoCall, Callable[[], None]]:
+    """Returns ``(echo, close)`` for a synchronous client of ``client``.
+
+    ``unlimited`` lifts the 4 MiB message limits; ``separate_connection`` asks grpcio for a
+    channel that does not share its connection with other channels of this process (grpcio
+    pools subchannels globally; minigrpc channels never share)."""
+    if client == "raw":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(socket_path)
+        lock = threading.Lock()
+
+        def raw_echo(payload: bytes) -> bytes:
+            with lock:
+                sock.sendall(len(payload).to_bytes(RAW_HEADER, "big") + payload)
+                header = recv_exactly(sock, RAW_HEADER)
+                if header is None:
+                    raise ConnectionError("raw echo server closed the connection")
+                body = recv_exactly(sock, int.from_bytes(header, "big"))
+                if body is None:
+                    raise ConnectionError("raw echo server closed the connection")
+                return bytes(body)
+
+        return raw_echo, sock.close
+
+    module = _grpc_api_module(client)
+    options: List[Tuple[str, Any]] = list(UNLIMITED_MESSAGE_OPTIONS) if unlimited else []
+    if separate_connection and client == "grpcio":
+        options.append(("grpc.use_local_subchannel_pool", 1))
+    channel = module.insecure_channel("unix:" + socket_path, options=options or None)
+    multicallable = channel.unary_unary(ECHO_PATH)
+    return multicallable, channel.close
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads.
+
+
+def latency(client: str, socket_path: str, size: int, calls: int, warmup: int) -> Dict[str, Any]:
+    """Per-call round trip in microseconds, one call at a time on one warm connection, and
+    the client process's CPU time per call (all its threads: grpcio's pollers count too)."""
+    payload = make_payload(size)
+    if client == "grpclib":
+        samples, cpu_seconds = _grpclib_run(
+            _grpclib_latency(socket_path, payload, calls, warmup))
+        return {"samples_us": samples, "cpu_us_per_call": cpu_seconds / calls * 1e6}
+    echo, close = open_sync_client(client, socket_path)
+    try:
+        for _ in range(warmup):
+            _check_echo(payload, echo(payload))
+        clock = time.perf_counter_ns
+        samples_ns: List[int] = []
+        append = samples_ns.append
+        reply = b""
+        cpu_started = time.process_time()
+        for _ in range(calls):
+            started = clock()
+            reply = echo(payload)
+            append(clock() - started)
+        cpu_seconds = time.process_time() - cpu_started
+        _check_echo(payload, reply)
+    finally:
+        close()
+    return {"samples_us": [value / 1000.0 for value in samples_ns],
+            "cpu_us_per_call": cpu_seconds / calls * 1e6}
+
+
+def large(client: str, socket_path: str, sizes: Sequence[int], reps: Sequence[int]
+          ) -> Dict[str, Any]:
+    """Echo throughput in MB/s (10**6 bytes of message per second of round trip) per size.
+
+    Each size is warmed by one untimed call (windows and buffers grow), then timed ``reps``
+    times; every reply is compared with the request."""
+    if client == "grpclib":
+        return {"mb_per_s": _grpclib_run(_grpclib_large(socket_path, sizes, reps))}
+    echo, close = open_sync_client(client, socket_path, unlimited=True)
+    results: Dict[str, List[float]] = {}
+    try:
+        for size, count in zip(sizes, reps):
+            payload = make_payload(size)
+            _check_echo(payload, echo(payload))
+            rates = []
+            for _ in range(count):
+                started = time.perf_counter()
+                reply = echo(payload)
+                elapsed = time.perf_counter() - started
+                _check_echo(payload, reply)
+                del reply
+                rates.append(size / 1e6 / elapsed)
+            results[str(size)] = rates
+    finally:
+        close()
+    return {"mb_per_s": results}
+
+
+def throughput(
+    client: str, socket_path: str, size: int, threads: int, calls: int, connections: str
+) -> Dict[str, Any]:
+    """``threads`` threads × ``calls`` calls each, all released together by a barrier.
+
+    ``connections``: ``shared`` (one channel for all threads, the usual way to use grpcio) or
+    ``per-thread`` (one channel, hence one HTTP/2 connection, per thread)."""
+    payload = make_payload(size)
+    if client == "grpclib":
+        result: Dict[str, Any] = _grpclib_run(
+            _grpclib_throughput(socket_path, payload, threads, calls))
+        return result
+    per_thread = connections == "per-thread"
+    clients = [
+        open_sync_client(client, socket_path, separate_connection=per_thread)
+        for _ in range(threads if per_thread else 1)
+    ]
+    for echo, _ in clients:
+        for _ in range(20):
+            _check_echo(payload, echo(payload))
+    barrier = threading.Barrier(threads + 1)
+    errors: List[str] = []
+
+    def worker(echo: EchoCall) -> None:
+        barrier.wait()
+        try:
+            reply = b""
+            for _ in range(calls):
+                reply = echo(payload)
+            _check_echo(payload, reply)
+        except Exception as exc:  # reported in the row, the harness carries on
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    workers = [
+        threading.Thread(target=worker, args=(clients[index % len(clients)][0],))
+        for index in range(threads)
+    ]
+    for thread in workers:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in workers:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    for _, close in clients:
+        close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} client threads failed; first: {errors[0]}")
+    total = threads * calls
+    return {"calls": total, "seconds": elapsed, "calls_per_s": total / elapsed}
+
+
+# ---------------------------------------------------------------------------------------------
+# grpclib (asyncio) versions of the same loops.
+
+
+def _grpclib_run(coroutine: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coroutine)
+
+
+def _grpclib_method(socket_path: str) -> Tuple[Any, Any]:
+    from grpclib.client import Channel, UnaryUnaryMethod
+
+    channel = Channel(path=socket_path, codec=RawCodec())  # type: ignore[arg-type]
+    return channel, UnaryUnaryMethod(channel, ECHO_PATH, bytes, bytes)
+
+
+async def _grpclib_latency(socket_path: str, payload: bytes, calls: int, warmup: int
+                           ) -> Tuple[List[float], float]:
+    channel, method = _grpclib_method(socket_path)
+    try:
+        for _ in range(warmup):
+            _check_echo(payload, await method(payload))
+        clock = time.perf_counter_ns
+        samples_ns: List[int] = []
+        reply = b""
+        cpu_started = time.process_time()
+        for _ in range(calls):
+            started = clock()
+            reply = await method(payload)
+            samples_ns.append(clock() - started)
+        cpu_seconds = time.process_time() - cpu_started
+        _check_echo(payload, reply)
+    finally:
+        channel.close()
+    return [value / 1000.0 for value in samples_ns], cpu_seconds
+
+
+async def _grpclib_large(
+    socket_path: str, sizes: Sequence[int], reps: Sequence[int]
+) -> Dict[str, List[float]]:
+    channel, method = _grpclib_method(socket_path)
+    results: Dict[str, List[float]] = {}
+    try:
+        for size, count in zip(sizes, reps):
+            payload = make_payload(size)
+            _check_echo(payload, await method(payload))
+            rates = []
+            for _ in range(count):
+                started = time.perf_counter()
+                reply = await method(payload)
+                elapsed = time.perf_counter() - started
+                _check_echo(payload, reply)
+                del reply
+                rates.append(size / 1e6 / elapsed)
+            results[str(size)] = rates
+    finally:
+        channel.close()
+    return results
+
+
+async def _grpclib_throughput(
+    socket_path: str, payload: bytes, tasks: int, calls: int
+) -> Dict[str, Any]:
+    """grpclib is single-threaded: ``tasks`` coroutines stand in for the client threads."""
+    import asyncio
+
+    channel, method = _grpclib_method(socket_path)
+    try:
+        for _ in range(20):
+            _check_echo(payload, await method(payload))
+
+        async def worker() -> None:
+            reply = b""
+            for _ in range(calls):
+                reply = await method(payload)
+            _check_echo(payload, reply)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(tasks)))
+        elapsed = time.perf_counter() - started
+    finally:
+        channel.close()
+    total = tasks * calls
+    return {"calls": total, "seconds": elapsed, "calls_per_s": total / elapsed}
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line.
+
+
+def _int_list(text: str) -> List[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.workloads")
+    parser.add_argument("workload", choices=("latency", "large", "throughput"))
+    parser.add_argument("--client", choices=CLIENT_IMPLS, required=True)
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--size", type=int, default=200, help="payload bytes (latency, throughput)")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
+    parser.add_argument("--sizes", type=_int_list, default=[4 << 20])
+    parser.add_argument("--reps", type=_int_list, default=[5])
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--connections", choices=("shared", "per-thread"), default="shared")
+    parser.add_argument("--profile", help="dump a cProfile of the workload (not its imports)")
+    options = parser.parse_args(argv)
+    profiler = None
+    if options.profile:
+        import cProfile
+
+        if options.client in ("grpcio", "minigrpc"):
+            module = _grpc_api_module(options.client)
+            module.insecure_channel  # noqa: B018 - load the client modules before profiling
+        profiler = cProfile.Profile()
+        profiler.enable()
+    try:
+        if options.workload == "latency":
+            result = latency(options.client, options.socket, options.size, options.calls,
+                             options.warmup)
+        elif options.workload == "large":
+            result = large(options.client, options.socket, options.sizes, options.reps)
+        else:
+            result = throughput(options.client, options.socket, options.size, options.threads,
+                                options.calls, options.connections)
+    except Exception as exc:  # one line for the report, never a traceback on the console
+        result = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(options.profile)
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -73,6 +73,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from .status import HTTP2_ERROR_NAMES, StatusCode
+
 if TYPE_CHECKING:  # pragma: no cover - typing only; the real imports are lazy (cheap import)
     from hpack import Decoder
 
@@ -127,44 +129,6 @@ _SETTING_NAMES = {
     0xFE03: "GRPC_ALLOW_TRUE_BINARY_METADATA",
 }
 
-# RFC 9113 §7: the codes of RST_STREAM and GOAWAY.
-_ERROR_CODE_NAMES = {
-    0x0: "NO_ERROR",
-    0x1: "PROTOCOL_ERROR",
-    0x2: "INTERNAL_ERROR",
-    0x3: "FLOW_CONTROL_ERROR",
-    0x4: "SETTINGS_TIMEOUT",
-    0x5: "STREAM_CLOSED",
-    0x6: "FRAME_SIZE_ERROR",
-    0x7: "REFUSED_STREAM",
-    0x8: "CANCEL",
-    0x9: "COMPRESSION_ERROR",
-    0xA: "CONNECT_ERROR",
-    0xB: "ENHANCE_YOUR_CALM",
-    0xC: "INADEQUATE_SECURITY",
-    0xD: "HTTP_1_1_REQUIRED",
-}
-
-# statuscodes.md: the names behind grpc-status, so a learner needs no table at hand.
-_GRPC_STATUS_NAMES = (
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-)
 
 # grpc-wire.md §1.2: grpc-timeout units, in seconds.
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
@@ -692,7 +656,7 @@ def _hex_start(data: bytes) -> str:
 
 
 def _error_name(code: int) -> str:
-    return f"{_ERROR_CODE_NAMES.get(code, 'unknown')}({code:#x})"
+    return f"{HTTP2_ERROR_NAMES.get(code, 'unknown')}({code:#x})"
 
 
 def _priority(depends_on: int, weight: int, exclusive: bool) -> str:
@@ -708,9 +672,9 @@ def _render_header(name: bytes, value: bytes) -> str:
     """
     line = f"{_escape(name)}: {_shorten(value)}"
     if name == b"grpc-message" and b"%" in value:
-        from urllib.parse import unquote
+        from .wire import percent_decode
 
-        decoded = unquote(value.decode("ascii", "replace"), errors="replace")
+        decoded = percent_decode(value)
         shown = repr(decoded[:_VALUE_CHARS_SHOWN])
         if len(decoded) > _VALUE_CHARS_SHOWN:
             shown += f"... ({len(decoded)} characters)"
@@ -718,8 +682,10 @@ def _render_header(name: bytes, value: bytes) -> str:
     elif name.endswith(b"-bin") and value.startswith(b"\x00"):
         # grpc core's "true binary" metadata, used only when both sides sent SETTINGS 0xFE03=1.
         line += f"  (true binary metadata: {len(value) - 1} raw bytes, not base64)"
-    elif name == b"grpc-status" and value.isdigit() and int(value) < len(_GRPC_STATUS_NAMES):
-        line += f"  ({_GRPC_STATUS_NAMES[int(value)]})"
+    elif name == b"grpc-status" and value.isdigit():
+        code = StatusCode.from_number(int(value))
+        if code is not None:
+            line += f"  ({code.name})"
     elif name == b"grpc-timeout" and 2 <= len(value) <= 9 and value[:-1].isdigit():
         unit = _TIMEOUT_UNITS.get(chr(value[-1]))
         if unit is not None:

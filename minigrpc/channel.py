@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 from . import __version__, wire
 from .client_protocol import ClientCall, Header, request_headers
-from .status import Metadata, RpcError, Status, StatusCode
+from .status import FinishedCall, Metadata, RpcError, Status, StatusCode
 from .targets import Target, parse_target
 from .transport import CallHandle, Transport, TransportOptions
 
@@ -108,39 +108,18 @@ class _ChannelConfig:
         self.transport = TransportOptions(max_receive_message_length=self.max_receive, **transport)
 
 
-class Call:
+class Call(FinishedCall):
     """A finished call, as ``with_call`` returns it (grpcio's ``grpc.Call`` for a unary call)."""
 
     def __init__(self, status: Status) -> None:
-        self._status = status
-
-    def code(self) -> StatusCode:
-        return self._status.code
-
-    def details(self) -> str:
-        return self._status.details
-
-    def initial_metadata(self) -> Metadata:
-        return self._status.initial_metadata
-
-    def trailing_metadata(self) -> Metadata:
-        return self._status.trailing_metadata
-
-    def is_active(self) -> bool:
-        return False
-
-    def time_remaining(self) -> Optional[float]:
-        return None
-
-    def cancel(self) -> bool:
-        return False
+        self.status = status
 
     def add_callback(self, callback: Callable[[], None]) -> bool:
         """grpcio returns False when the call has already ended, which a finished call has."""
         return False
 
     def __repr__(self) -> str:
-        return f"<minigrpc.Call code={self._status.code.name}>"
+        return f"<minigrpc.Call code={self.status.code.name}>"
 
 
 class FutureTimeoutError(Exception):
@@ -175,13 +154,13 @@ class CallFuture(Call):
             if isinstance(outcome, BaseException):
                 self._exception = outcome
                 if isinstance(outcome, RpcError):
-                    self._status = outcome.status
+                    self.status = outcome.status
                     self._cancelled = self._cancelled or (
                         outcome.code() is StatusCode.CANCELLED and self._handle.cancelled
                     )
             else:
                 self._response, call = outcome
-                self._status = call._status
+                self.status = call.status
             self._done.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:

@@ -124,18 +124,14 @@ class Status(NamedTuple):
         return f"rpc error: code = {go_code_text(self.code, self.number)} desc = {self.details}"
 
 
-class RpcError(Exception):
-    """Raised for every call that does not end with OK.
+class FinishedCall:
+    """The ``grpc.Call`` accessors of a call that has ended, read from :attr:`status`.
 
-    Like grpcio's ``_InactiveRpcError`` it is both the exception and the finished call, so
-    ``except grpc.RpcError as e: e.code()`` works unchanged. ``str(e)`` reads like grpc-go's
-    ``status.Error`` (``rpc error: code = Unavailable desc = ...``), which is what the CNI plugin
-    must print.
+    Shared by :class:`RpcError` (a failed call) and ``minigrpc.channel.Call`` (what
+    ``with_call`` returns), which grpcio also treats as one kind of object.
     """
 
-    def __init__(self, status: Status) -> None:
-        super().__init__(str(status))
-        self.status = status
+    status: Status
 
     def code(self) -> StatusCode:
         return self.status.code
@@ -149,14 +145,6 @@ class RpcError(Exception):
     def trailing_metadata(self) -> Metadata:
         return self.status.trailing_metadata
 
-    @property
-    def status_details_bin(self) -> Optional[bytes]:
-        """The raw ``grpc-status-details-bin`` bytes, or None (decode with google.rpc.Status)."""
-        return self.status.details_bin
-
-    def debug_error_string(self) -> str:
-        return str(self.status)
-
     def is_active(self) -> bool:
         return False
 
@@ -165,6 +153,28 @@ class RpcError(Exception):
 
     def cancel(self) -> bool:
         return False
+
+
+class RpcError(FinishedCall, Exception):
+    """Raised for every call that does not end with OK.
+
+    Like grpcio's ``_InactiveRpcError`` it is both the exception and the finished call, so
+    ``except grpc.RpcError as e: e.code()`` works unchanged. ``str(e)`` reads like grpc-go's
+    ``status.Error`` (``rpc error: code = Unavailable desc = ...``), which is what the CNI plugin
+    must print.
+    """
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(str(status))
+        self.status = status
+
+    @property
+    def status_details_bin(self) -> Optional[bytes]:
+        """The raw ``grpc-status-details-bin`` bytes, or None (decode with google.rpc.Status)."""
+        return self.status.details_bin
+
+    def debug_error_string(self) -> str:
+        return str(self.status)
 
     def __str__(self) -> str:
         return str(self.status)

@@ -266,3 +266,19 @@ def test_client_keeps_its_acks_when_goaway_arrives_in_the_same_read() -> None:
     goaway = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
     client.receive_data(server.data_to_send() + goaway)
     assert client.data_to_send().startswith(b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")  # SETTINGS ACK
+
+
+@given(
+    data=st.binary(max_size=40),
+    pad_length=st.one_of(st.none(), st.integers(min_value=0, max_value=255)),
+)
+def test_data_frame_repr_matches_hyperframe(data: bytes, pad_length: object) -> None:
+    """http2 replaces DataFrame's body repr by a cheap one; the text must stay hyperframe's."""
+    from hyperframe.frame import DataFrame, Frame
+
+    frame = DataFrame(1, data=data)
+    if pad_length is not None:
+        frame.flags.add("PADDED")
+        frame.pad_length = pad_length
+    assert frame._body_repr() == Frame._body_repr(frame)
+    assert repr(frame).endswith(Frame._body_repr(frame))

@@ -233,7 +233,9 @@ class ClientConnectionProtocol:
         self._connection_window = connection_window
         self._max_frame_size = max_frame_size
         self._clock = clock
-        self._splitter = http2.FrameSplitter(max_frame_size=max_frame_size)
+        self._splitter = http2.FrameSplitter(
+            max_frame_size=max_frame_size, expect_settings_first=True
+        )
         #: Calls still running, by stream id.
         self.calls: Dict[int, ClientCall] = {}
         #: True once the server's first SETTINGS frame arrived (its stream limit is then known).
@@ -247,7 +249,6 @@ class ClientConnectionProtocol:
         #: Encodings the server listed in grpc-accept-encoding, once a response told us.
         self.peer_accept_encodings: Optional[frozenset] = None
         self.bytes_received = 0
-        self._frame_guard = FrameGuard(max_frame_size)
         #: Output h2 queued before a GOAWAY in the same read (see :meth:`receive_data`).
         self._saved_output = b""
         #: Largest response header block (or trailers) accepted per call (grpc-wire.md §6).
@@ -409,27 +410,20 @@ class ClientConnectionProtocol:
         events: List[CallEvent] = []
         if self.failure is not None:
             return events
-        failure = self._frame_guard.feed(data)
-        if failure is not None:
+        try:
+            chunks = self._splitter.feed(data)
+        except (http2.ServerPrefaceError, http2.FrameSizeError) as exc:
+            # Connection errors (RFC 9113 §3.4, §4.2), caught on the 9-byte frame header before
+            # h2 would buffer the body.
+            if isinstance(exc, http2.FrameSizeError):
+                code, phase = h2.errors.ErrorCodes.FRAME_SIZE_ERROR, "error reading from server"
+            else:
+                code, phase = h2.errors.ErrorCodes.PROTOCOL_ERROR, "error reading server preface"
             try:  # tell the server why, if it can still hear it (RFC 9113 §5.4.1)
-                code = h2.errors.ErrorCodes.PROTOCOL_ERROR
-                if "too large" in failure:
-                    code = h2.errors.ErrorCodes.FRAME_SIZE_ERROR
                 self.conn.close_connection(error_code=code)
             except h2.exceptions.ProtocolError:
                 pass
-            events.extend(
-                self.connection_lost(f'connection error: desc = "{failure}"', protocol_error=True)
-            )
-            return events
-        try:
-            chunks = self._splitter.feed(data)
-        except http2.FrameSizeError as exc:  # RFC 9113 §4.2: a connection error
-            try:
-                self.conn.close_connection(error_code=h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
-            except h2.exceptions.ProtocolError:
-                pass
-            details = f'connection error: desc = "error reading from server: {exc}"'
+            details = f'connection error: desc = "{phase}: {exc}"'
             events.extend(self.connection_lost(details, protocol_error=True))
             return events
         for index, chunk in enumerate(chunks):
@@ -751,56 +745,6 @@ class ClientConnectionProtocol:
                 except h2.exceptions.ProtocolError:
                     pass
         return [CallFinished(call)]
-
-
-class FrameGuard:
-    """Checks every inbound frame header before h2 buffers the frame (RFC 9113 §3.4, §4.2).
-
-    h2 reads a frame's length but checks it only once the whole frame has arrived, so a peer
-    that is not HTTP/2 (``HTTP/1.1 400 ...`` reads as a 4.7 MB frame) or that sends an oversized
-    frame leaves the call waiting for bytes that never come. Here the first frame must be
-    SETTINGS (the server preface) and no frame may exceed the MAX_FRAME_SIZE we advertised; a
-    violation is a connection error, reported as soon as the 9-byte header is in.
-    """
-
-    __slots__ = ("_first", "_header", "_max", "_skip")
-
-    def __init__(self, max_frame_size: int) -> None:
-        self._max = max_frame_size
-        self._header = b""
-        self._skip = 0
-        self._first = True
-
-    def feed(self, data: bytes) -> Optional[str]:
-        """Walk the frame headers in ``data``; the reason the connection is broken, or None."""
-        pos, size = 0, len(data)
-        while pos < size:
-            if self._skip:
-                step = min(self._skip, size - pos)
-                self._skip -= step
-                pos += step
-                continue
-            need = 9 - len(self._header)
-            self._header += data[pos : pos + need]
-            pos += need
-            if len(self._header) < 9:
-                return None
-            header, self._header = self._header, b""
-            length = int.from_bytes(header[:3], "big")
-            if self._first:
-                self._first = False
-                if header[3] != 0x4 or length % 6:
-                    return (
-                        "error reading server preface: first frame received is not a "
-                        f"SETTINGS frame ({header!r})"
-                    )
-            if length > self._max:
-                return (
-                    f"error reading from server: frame too large ({length} > {self._max} "
-                    "bytes, FRAME_SIZE_ERROR)"
-                )
-            self._skip = length
-        return None
 
 
 def _find(headers: Sequence[Header], name: bytes) -> Optional[bytes]:

@@ -44,6 +44,7 @@ CALL_MAX_HEADER_LIST_SIZE = 16 * 1024
 DEFAULT_PEER_MAX_CONCURRENT_STREAMS = 100
 
 _FRAME_HEADER_LENGTH = 9
+_SETTINGS = 0x4
 _GOAWAY = 0x7
 _CONTINUATION = 0x9
 #: Frame types that carry a field block: HEADERS, PUSH_PROMISE, CONTINUATION (RFC 9113 §4.3).
@@ -105,6 +106,15 @@ class PrefaceError(ValueError):
     """The first bytes from a client are not the HTTP/2 connection preface."""
 
 
+class ServerPrefaceError(ValueError):
+    """The server's first frame is not SETTINGS (its connection preface, RFC 9113 §3.4).
+
+    A peer that is not HTTP/2 at all (``HTTP/1.1 400 ...`` reads as a 4.7 MB frame header) is
+    caught here on its first 9 bytes, instead of leaving a call waiting for a body that never
+    comes.
+    """
+
+
 class FrameSizeError(ValueError):
     """A frame header announced more than the MAX_FRAME_SIZE we advertised (RFC 9113 §4.2).
 
@@ -145,6 +155,8 @@ class FrameSplitter:
 
     * ``expect_preface=True`` (server side): the 24-byte client preface is checked first, so that
       garbage is rejected before h2 is involved (:class:`PrefaceError`).
+    * ``expect_settings_first=True`` (client side): the server's first frame must be a well-formed
+      SETTINGS frame (:class:`ServerPrefaceError`).
     * ``max_frame_size``: the MAX_FRAME_SIZE the caller advertised; a header announcing more
       raises :class:`FrameSizeError` at once (RFC 9113 §4.2).
     * ``max_header_block``: the largest encoded header block (HEADERS or PUSH_PROMISE plus its
@@ -157,6 +169,7 @@ class FrameSplitter:
     __slots__ = (
         "_block_bytes",
         "_ends_goaway",
+        "_expect_settings",
         "_header",
         "_max_block",
         "_max_frame",
@@ -169,8 +182,10 @@ class FrameSplitter:
         expect_preface: bool = False,
         max_frame_size: Optional[int] = None,
         max_header_block: Optional[int] = None,
+        expect_settings_first: bool = False,
     ) -> None:
         self._header = b""
+        self._expect_settings = expect_settings_first
         self._remaining = 0
         self._ends_goaway = False
         self._preface_left = len(CLIENT_PREFACE) if expect_preface else 0
@@ -181,7 +196,8 @@ class FrameSplitter:
     def feed(self, data: bytes) -> List[bytes]:
         """Return ``data`` as a list of chunks, each GOAWAY frame in a chunk of its own.
 
-        Raises :class:`PrefaceError`, :class:`FrameSizeError` or :class:`HeaderBlockTooLarge`.
+        Raises :class:`PrefaceError`, :class:`ServerPrefaceError`, :class:`FrameSizeError` or
+        :class:`HeaderBlockTooLarge`.
         """
         chunks: List[bytes] = []
         start = 0
@@ -211,6 +227,12 @@ class FrameSplitter:
                 break
             header, self._header = self._header, b""
             length = int.from_bytes(header[:3], "big")
+            if self._expect_settings:
+                self._expect_settings = False
+                if header[3] != _SETTINGS or length % 6:
+                    raise ServerPrefaceError(
+                        f"first frame received is not a SETTINGS frame ({header!r})"
+                    )
             if self._max_frame is not None and length > self._max_frame:
                 raise FrameSizeError(length, self._max_frame)
             frame_type = header[3]

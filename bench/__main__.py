@@ -13,6 +13,7 @@ harness carries on and always writes the report.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import importlib.util
 import json
@@ -176,52 +177,51 @@ def _pairs(clients: Sequence[str], servers: Sequence[str]) -> List[Tuple[str, st
 
 def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
                     ) -> List[Dict[str, Any]]:
-    pairs = _pairs(clients, servers)
-    rows: Dict[Tuple[str, str], Dict[str, Any]] = {
-        pair: {"client": pair[0], "server": pair[1], "samples_us": [], "errors": []}
-        for pair in pairs}
-    with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
-        running = Servers([*list(servers), "raw"], directory)
-        try:
-            for round_index in range(mode.latency_rounds):
-                log(f"latency round {round_index + 1}/{mode.latency_rounds}")
-                for client, server in pairs:
-                    row = rows[(client, server)]
-                    if server in running.errors:
-                        row["errors"] = [running.errors[server]]
-                        continue
-                    if _timed_out(row):
-                        continue  # a pair that hung once would only hang again
-                    result = running.run_client(
-                        mode, "latency", client, server,
-                        ["--size", str(LATENCY_SIZE), "--calls", str(mode.latency_calls),
-                         "--warmup", str(mode.latency_warmup)],
-                        mode.latency_calls + mode.latency_warmup)
-                    if "error" in result:
-                        row["errors"].append(result["error"])
-                        continue
-                    row["samples_us"].extend(result["samples_us"])
-                    for key in ("cpu_us_per_call", "server_cpu_us_per_call"):
-                        if key in result:
-                            row.setdefault(key, []).append(result[key])
-        finally:
-            running.stop()
-    return list(rows.values())
+    def record(row: Dict[str, Any], result: Dict[str, Any]) -> None:
+        row["samples_us"].extend(result["samples_us"])
+        for key in ("cpu_us_per_call", "server_cpu_us_per_call"):
+            if key in result:
+                row.setdefault(key, []).append(result[key])
+
+    args = ["--size", str(LATENCY_SIZE), "--calls", str(mode.latency_calls),
+            "--warmup", str(mode.latency_warmup)]
+    return _client_server_rounds(
+        mode, "latency", mode.latency_rounds, clients, servers, {"samples_us": []},
+        args, mode.latency_calls + mode.latency_warmup, record)
 
 
 def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
                   ) -> List[Dict[str, Any]]:
-    pairs = _pairs(clients, servers)
-    rows: Dict[Tuple[str, str], Dict[str, Any]] = {
-        pair: {"client": pair[0], "server": pair[1], "mb_per_s": {}, "errors": []}
-        for pair in pairs}
+    def record(row: Dict[str, Any], result: Dict[str, Any]) -> None:
+        for size, rates in result["mb_per_s"].items():
+            row["mb_per_s"].setdefault(size, []).extend(rates)
+
     sizes = ",".join(str(size) for size in mode.large_sizes)
     reps = ",".join(str(count) for count in mode.large_reps)
+    return _client_server_rounds(
+        mode, "large", mode.large_rounds, clients, servers, {"mb_per_s": {}},
+        ["--sizes", sizes, "--reps", reps], 1, record)
+
+
+def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Sequence[str],
+                          servers: Sequence[str], fields: Dict[str, Any], args: List[str],
+                          calls: int, record: Callable[[Dict[str, Any], Dict[str, Any]], None]
+                          ) -> List[Dict[str, Any]]:
+    """Run ``workload`` for every client/server pair, interleaved over ``rounds`` rounds.
+
+    Every round visits every pair once, so slow drifts of the machine hit all pairs alike. A
+    pair whose server failed to start, or that timed out once, is skipped from then on.
+    """
+    pairs = _pairs(clients, servers)
+    rows: Dict[Tuple[str, str], Dict[str, Any]] = {
+        pair: {"client": pair[0], "server": pair[1], **copy.deepcopy(fields), "errors": []}
+        for pair in pairs}
+    label = "large messages" if workload == "large" else workload
     with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
         running = Servers([*list(servers), "raw"], directory)
         try:
-            for round_index in range(mode.large_rounds):
-                log(f"large messages round {round_index + 1}/{mode.large_rounds}")
+            for round_index in range(rounds):
+                log(f"{label} round {round_index + 1}/{rounds}")
                 for client, server in pairs:
                     row = rows[(client, server)]
                     if server in running.errors:
@@ -229,13 +229,11 @@ def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
                         continue
                     if _timed_out(row):
                         continue  # a pair that hung once would only hang again
-                    result = running.run_client(mode, "large", client, server,
-                                                ["--sizes", sizes, "--reps", reps], 1)
+                    result = running.run_client(mode, workload, client, server, args, calls)
                     if "error" in result:
                         row["errors"].append(result["error"])
                         continue
-                    for size, rates in result["mb_per_s"].items():
-                        row["mb_per_s"].setdefault(size, []).extend(rates)
+                    record(row, result)
         finally:
             running.stop()
     return list(rows.values())

@@ -42,7 +42,7 @@ import time
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 from . import __version__, wire
-from .client_protocol import ClientCall, Header, request_headers
+from .client_protocol import ClientCall, Header, malformed_path, request_headers
 from .status import FinishedCall, Metadata, RpcError, Status, StatusCode
 from .targets import Target, parse_target
 from .transport import CallHandle, Transport, TransportOptions
@@ -342,6 +342,8 @@ class UnaryUnaryMultiCallable:
             raise ValueError("Cannot invoke RPC on closed channel!")
         if credentials is not None:
             raise ValueError("call credentials need a secure channel; minigrpc is insecure only")
+        if malformed_path(self._method):
+            raise _error(StatusCode.INTERNAL, f"malformed method name: {self._method!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         # Metadata is validated before anything is sent (grpc-wire.md §1.3). grpcio reports
         # invalid metadata as INTERNAL "Invalid metadata"; we add the reason.

@@ -70,6 +70,16 @@ def is_grpc_content_type(value: Optional[bytes]) -> bool:
     )
 
 
+def malformed_path(path: str) -> bool:
+    """True if ``path`` cannot be a ``:path`` value (RFC 9113 §8.3.1 and §8.2.1).
+
+    The method name is the one request header the application chooses freely, and h2's
+    outbound validation is off (:func:`minigrpc.http2.client_config`): an empty path is a
+    protocol error, and CR, LF or NUL would make an h2-based server kill the whole connection.
+    """
+    return not path or "\r" in path or "\n" in path or "\0" in path
+
+
 def request_headers(
     *,
     path: str,

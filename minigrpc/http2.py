@@ -4,7 +4,7 @@ h2 is a sans-IO HTTP/2 state machine, which is exactly the layer gRPC needs, but
 behaviours need care (grpc-wire.md §7). This module holds the workarounds so that each lives in
 one place:
 
-* :func:`client_config` / :func:`server_config`: header validation stays on; headers are bytes.
+* :func:`client_config` / :func:`server_config`: headers are bytes; h2 validates what arrives.
 * :func:`start_connection`: the preface, our SETTINGS and a large connection window, in the only
   order h2 gets right (grpc-wire.md §7, Settings).
 * :class:`FrameSplitter`: cut the inbound byte stream right after every GOAWAY frame, so that a
@@ -53,13 +53,35 @@ _END_HEADERS = 0x4
 
 
 def client_config() -> h2.config.H2Configuration:
-    """h2 settings for a client: bytes headers, validation and normalisation on (§7)."""
-    return h2.config.H2Configuration(client_side=True, header_encoding=None)
+    """h2 settings for a client: bytes headers (see :func:`_config`)."""
+    return _config(client_side=True)
 
 
 def server_config() -> h2.config.H2Configuration:
-    """h2 settings for a server: bytes headers, validation and normalisation on (§7)."""
-    return h2.config.H2Configuration(client_side=False, header_encoding=None)
+    """h2 settings for a server: bytes headers (see :func:`_config`)."""
+    return _config(client_side=False)
+
+
+def _config(client_side: bool) -> h2.config.H2Configuration:
+    """Inbound validation and both normalisations on; outbound *validation* off (§7; issue 6).
+
+    What a peer sends is checked by h2 as it arrives (upper-case names, connection-specific
+    fields, pseudo-header rules; RFC 9113 §8.2-8.3). Outbound validation checks only properties
+    of header lists that minigrpc builds itself: ``te: trailers`` and no connection-specific
+    field (application metadata may not use those keys, :func:`minigrpc.wire.is_reserved_key`),
+    pseudo-headers first and valid for a request or a response (fixed in ``request_headers``
+    and the server's response builders), ``:authority`` present and ``:path`` non-empty
+    (checked per call, :func:`minigrpc.client_protocol.malformed_path`). Re-checking them costs
+    about 7 µs per call on each side. tests/test_status_and_http2.py sends what our builders
+    produce through a validating H2Connection too and compares the bytes.
+
+    Outbound *normalisation* stays on, because it changes bytes: it strips surrounding
+    whitespace from values (RFC 9113 §8.2.1) and sends ``authorization`` and short ``cookie``
+    values as never-indexed (RFC 7541 §7.1.3), keeping credentials out of HPACK tables.
+    """
+    return h2.config.H2Configuration(
+        client_side=client_side, header_encoding=None, validate_outbound_headers=False
+    )
 
 
 def start_connection(

@@ -147,6 +147,19 @@ def test_invalid_target_fails_calls_unavailable() -> None:
     assert info.value.code() is StatusCode.UNAVAILABLE
 
 
+@pytest.mark.parametrize("method", ["", "/a.B/C\r\nx-injected: 1", "/a.B/\0"])
+def test_malformed_method_fails_before_sending(grpcio_server_factory: Any, method: str) -> None:
+    """An empty :path or one with CR/LF/NUL never goes out (an h2 server would kill the whole
+    connection); the call fails INTERNAL and the channel stays usable."""
+    server = grpcio_server_factory("unix")
+    with minigrpc.insecure_channel(server.target) as chan:
+        with pytest.raises(RpcError) as info:
+            chan.unary_unary(method)(b"", timeout=5)
+        assert info.value.code() is StatusCode.INTERNAL
+        assert info.value.details() == f"malformed method name: {method!r}"
+        assert isinstance(empty_call(chan)(empty_pb2.Empty(), timeout=10), empty_pb2.Empty)
+
+
 # -- reconnecting ----------------------------------------------------------------------------
 
 

@@ -884,3 +884,66 @@ def test_fuzz_requests_never_raise(
         if isinstance(event, CallStarted):
             server.finish_call(event.stream_id, StatusCode.OK, message=b"reply")
     server.data_to_send()
+
+
+# -- h2's outbound header validation is off (minigrpc.http2._config); prove nothing changes ------
+
+_METADATA_KEYS = st.from_regex(r"[0-9a-z_.-]{1,12}", fullmatch=True).filter(
+    lambda key: not wire.is_reserved_key(key) and not wire.is_binary_key(key)
+)
+_METADATA = st.lists(
+    st.one_of(
+        st.tuples(_METADATA_KEYS, st.from_regex(r"[ -~]{0,20}", fullmatch=True)),
+        st.tuples(_METADATA_KEYS.map(lambda key: key + "-bin"), st.binary(max_size=20)),
+    ),
+    max_size=4,
+)
+
+
+def _serve_one_call(
+    validate_outbound: bool,
+    initial: List[Tuple[str, Any]],
+    trailing: List[Tuple[str, Any]],
+    code: StatusCode,
+    details: str,
+    with_message: bool,
+) -> bytes:
+    """Run one call through a ServerConnection; return every byte the server wrote."""
+    pair = Pair()
+    # A real h2 flag on the real connection: h2 reads it on every send_headers().
+    pair.server._h2.config.validate_outbound_headers = validate_outbound
+    stream_id = pair.request()
+    pair.settle()
+    if initial:
+        pair.server.send_initial_metadata(stream_id, wire.encode_metadata(initial))
+    pair.server.finish_call(
+        stream_id,
+        code,
+        details,
+        message=b"reply" if with_message else None,
+        trailing_metadata=wire.encode_metadata(trailing),
+    )
+    pair.settle()
+    return bytes(pair.raw_from_server)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    initial=_METADATA,
+    trailing=_METADATA,
+    code=st.sampled_from(list(StatusCode)),
+    details=st.text(max_size=30),
+    with_message=st.booleans(),
+)
+def test_server_headers_pass_h2_outbound_validation_unchanged(
+    initial: List[Tuple[str, Any]],
+    trailing: List[Tuple[str, Any]],
+    code: StatusCode,
+    details: str,
+    with_message: bool,
+) -> None:
+    """Response headers, Trailers-Only and trailers, with any application metadata the API
+    accepts: a server validating its outbound headers writes exactly the same bytes."""
+    ours = _serve_one_call(False, initial, trailing, code, details, with_message)
+    validated = _serve_one_call(True, initial, trailing, code, details, with_message)
+    assert ours == validated

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minigrpc import http2, status, targets
+from minigrpc import client_protocol, http2, status, targets, wire
 from minigrpc.status import StatusCode
 
 # ---- status -----------------------------------------------------------------------------------
@@ -282,3 +282,53 @@ def test_data_frame_repr_matches_hyperframe(data: bytes, pad_length: object) -> 
         frame.pad_length = pad_length
     assert frame._body_repr() == Frame._body_repr(frame)
     assert repr(frame).endswith(Frame._body_repr(frame))
+
+
+# -- h2's outbound header validation is off (http2._config); prove nothing changes --------------
+
+_METADATA_KEYS = st.from_regex(r"[0-9a-z_.-]{1,12}", fullmatch=True).filter(
+    lambda key: not wire.is_reserved_key(key) and not wire.is_binary_key(key)
+)
+
+
+@given(
+    path=st.text(min_size=1, max_size=40).filter(lambda p: not client_protocol.malformed_path(p)),
+    timeout=st.one_of(st.none(), st.floats(min_value=0.001, max_value=1e6)),
+    encoding=st.sampled_from([None, "gzip", "deflate"]),
+    metadata=st.lists(
+        st.one_of(
+            st.tuples(_METADATA_KEYS, st.from_regex(r"[ -~]{0,20}", fullmatch=True)),
+            st.tuples(_METADATA_KEYS.map(lambda key: key + "-bin"), st.binary(max_size=20)),
+        ),
+        max_size=4,
+    ),
+)
+def test_request_headers_pass_h2_outbound_validation_unchanged(
+    path: str, timeout: object, encoding: object, metadata: list
+) -> None:
+    """Whatever request header block the API lets through, a validating h2 client accepts
+    and encodes to exactly the same bytes as ours."""
+    headers = client_protocol.request_headers(
+        path=path,
+        authority="localhost",
+        user_agent="grpc-python-minigrpc/test",
+        timeout=timeout,  # type: ignore[arg-type]
+        encoding=encoding,  # type: ignore[arg-type]
+        metadata=wire.encode_metadata(metadata),
+    )
+    written = []
+    for validate in (False, True):
+        config = http2.client_config()
+        assert config.validate_outbound_headers is False
+        config.validate_outbound_headers = validate
+        conn = h2.connection.H2Connection(config)
+        conn.initiate_connection()
+        conn.data_to_send()
+        conn.send_headers(conn.get_next_available_stream_id(), headers, end_stream=True)
+        written.append(conn.data_to_send())
+    assert written[0] == written[1]
+
+
+@pytest.mark.parametrize("path", ["", "/svc/a\r\nx", "/svc/\n", "/svc/\0"])
+def test_malformed_paths(path: str) -> None:
+    assert client_protocol.malformed_path(path)

@@ -130,8 +130,6 @@ __all__ = ["Metadatum", "Server", "ServicerContext", "server"]
 
 _LOGGER = logging.getLogger(__name__)
 
-#: Bytes read per ``recv()``: large enough that a 4 MiB message is a handful of reads.
-_READ_SIZE = 256 * 1024
 #: Unsent bytes per connection above which we stop reading from it and stop producing DATA.
 _DEFAULT_MAX_OUTPUT_BUFFER = 2 * 1024 * 1024
 #: How long to wait for the ACK of the drain PING before sending the final GOAWAY anyway
@@ -514,6 +512,7 @@ class _Connection:
         "output",
         "peer",
         "protocol",
+        "read_size",
         "reading",
         "sock",
         "tracer",
@@ -528,6 +527,8 @@ class _Connection:
         self.peer = peer
         self.output = bytearray()
         self.calls: Dict[int, ServicerContext] = {}
+        #: Size of the next ``recv()`` (:func:`minigrpc.http2.next_read_size`).
+        self.read_size = _protocol.http2.SMALL_READ
         self.reading = True
         self.writing = False
         self.closed = False
@@ -1087,7 +1088,7 @@ class Server:
         if connection.closed:
             return
         try:
-            data = connection.sock.recv(_READ_SIZE)
+            data = connection.sock.recv(connection.read_size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -1096,6 +1097,7 @@ class Server:
         if not data:
             self._connection_lost(connection, "the client closed the connection")
             return
+        connection.read_size = _protocol.http2.next_read_size(len(data))
         if connection.lingering:
             return  # drained and shut for writing: nothing the client says matters any more
         if connection.tracer is not None:

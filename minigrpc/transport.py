@@ -44,9 +44,6 @@ from .client_protocol import (
 from .status import Status, StatusCode
 from .targets import Target
 
-#: Bytes asked of the kernel per ``recv()``; large reads mean fewer trips through h2 per message.
-RECV_SIZE = 256 * 1024
-
 _LOG = logging.getLogger("minigrpc.transport")
 
 
@@ -193,6 +190,8 @@ class ClientConnection:
         self._closed = False
         self._tracer = _make_tracer(target.display)
         self._poller: Any = None
+        #: Size of the next ``recv()`` (:func:`minigrpc.http2.next_read_size`); reader role only.
+        self._read_size = http2.SMALL_READ
         #: The call and deadline of the thread inside run(), for deadline-bounded writes.
         self._local = threading.local()
 
@@ -319,9 +318,14 @@ class ClientConnection:
         try:
             if timeout is not None and not self._readable(timeout):
                 return None, None
-            return self._sock.recv(RECV_SIZE), None
+            return self._recv(), None
         except OSError as exc:
             return None, exc
+
+    def _recv(self) -> bytes:
+        data = self._sock.recv(self._read_size)
+        self._read_size = http2.next_read_size(len(data))
+        return data
 
     def _readable(self, timeout: float) -> bool:
         if hasattr(select, "poll"):
@@ -345,7 +349,7 @@ class ClientConnection:
             try:
                 if not self._readable(0):
                     return
-                data, error = self._sock.recv(RECV_SIZE), None
+                data, error = self._recv(), None
             except OSError as exc:
                 data, error = None, exc
             self._absorb(data, error)

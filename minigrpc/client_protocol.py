@@ -365,7 +365,8 @@ class ClientConnectionProtocol:
             if size <= 0 and remaining > 0:
                 return False
             end = call.sent + size
-            self.conn.send_data(stream_id, bytes(view[call.sent : end]), end_stream=end == total)
+            # A view, not a copy: http2's DATA serializer copies the payload exactly once.
+            self.conn.send_data(stream_id, view[call.sent : end], end_stream=end == total)
             call.sent = end
             if end == total:
                 call.request_complete = True

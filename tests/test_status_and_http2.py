@@ -284,6 +284,35 @@ def test_data_frame_repr_matches_hyperframe(data: bytes, pad_length: object) -> 
     assert repr(frame).endswith(Frame._body_repr(frame))
 
 
+@given(
+    data=st.binary(max_size=300),
+    as_view=st.booleans(),
+    pad_length=st.one_of(st.none(), st.integers(min_value=0, max_value=255)),
+    end_stream=st.booleans(),
+    stream_id=st.integers(min_value=1, max_value=2**31 - 1),
+)
+def test_data_frame_serialize_matches_hyperframe(
+    data: bytes, as_view: bool, pad_length: object, end_stream: bool, stream_id: int
+) -> None:
+    """http2 replaces DataFrame.serialize by a one-copy version; the bytes must stay
+    hyperframe's, for bytes and memoryview payloads alike."""
+    from hyperframe.frame import DataFrame, Frame
+
+    def make() -> DataFrame:
+        frame = DataFrame(stream_id, data=memoryview(data) if as_view else data)
+        if end_stream:
+            frame.flags.add("END_STREAM")
+        if pad_length is not None:
+            frame.flags.add("PADDED")
+            frame.pad_length = pad_length
+        return frame
+
+    ours, theirs = make(), make()
+    assert DataFrame.serialize is http2._data_frame_serialize
+    assert ours.serialize() == Frame.serialize(theirs)
+    assert ours.body_len == theirs.body_len
+
+
 # -- h2's outbound header validation is off (http2._config); prove nothing changes --------------
 
 _METADATA_KEYS = st.from_regex(r"[0-9a-z_.-]{1,12}", fullmatch=True).filter(

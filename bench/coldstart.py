@@ -187,7 +187,12 @@ def plugin_variants(repo_root: str, work_dir: str) -> Tuple[List[Variant], List[
     variants.append(Variant(
         "grpcio", "grpcio plugin (bench/grpcio_plugin.py)",
         [python, os.path.join(repo_root, "bench", "grpcio_plugin.py")],
-        "same skel and mapping, RPC on grpcio"))
+        "same skel, messages and mapping, RPC on grpcio"))
+    variants.append(Variant(
+        "grpcio-pb2", "grpcio plugin, generated cni_pb2",
+        [python, os.path.join(repo_root, "bench", "grpcio_plugin.py"), "--cni-pb2"],
+        "the same with the generated protobuf classes, as a grpcio plugin is usually written;"
+        " for information"))
     variants.append(Variant("floor", "import floor", [python, "-c", FLOOR_CODE],
                             f"`python -c '{FLOOR_CODE}'`, no RPC"))
     return variants, notes

@@ -3,10 +3,13 @@
 Why it exists: the issue compares the real plugin (``cni_client`` on minigrpc) with "the same
 plugin logic written on grpcio".  Everything but the transport is shared with the real plugin
 so the comparison isolates the gRPC library: the CNI shell (:mod:`cni_client.skel`: env, stdin,
-version gates, output), the request construction and the status-to-CNI mapping
-(:mod:`cni_client.client`, cni-plugin.md §6 "Mapping").  Only the call itself goes through
-``grpc.insecure_channel`` here: one connection, no deadline, no retry, closed afterwards,
-exactly as :func:`cni_client.client.request` does with minigrpc.
+version gates, output), the messages (:mod:`cni_client.messages`, no protobuf import) and the
+status-to-CNI mapping (:mod:`cni_client.client`, cni-plugin.md §6 "Mapping").  Only the call
+itself goes through ``grpc.insecure_channel`` here: one connection, no deadline, no retry,
+closed afterwards, exactly as :func:`cni_client.client.request` does with minigrpc.
+
+With the argument ``--cni-pb2`` it uses the generated protobuf classes instead, as a plugin on
+grpcio would usually be written; the benchmark reports that variant for information.
 
 Run it as a script (``python bench/grpcio_plugin.py``) with the environment and stdin a runtime
 would give the plugin.  It is a benchmark baseline, not a supported plugin.
@@ -46,15 +49,19 @@ def grpcio_request(action: str, args: CmdArgs) -> bytes:
     client._check_utf8_fields(args)
     import grpc
 
-    from cni_client import cni_pb2
+    if "--cni-pb2" in sys.argv[1:]:
+        from cni_client import cni_pb2
 
+        decode = cni_pb2.CniCmdResponse.FromString
+    else:
+        from cni_client import messages
+
+        decode = messages.decode_response
     message = client.build_request(args)
     channel = grpc.insecure_channel("unix:" + client.socket_path())
     try:
         call = channel.unary_unary(
-            f"/{client.CNI_SERVICE}/{action}",
-            request_serializer=cni_pb2.CniCmdRequest.SerializeToString,
-            response_deserializer=cni_pb2.CniCmdResponse.FromString,
+            f"/{client.CNI_SERVICE}/{action}", response_deserializer=decode
         )
         response = call(message)
     except grpc.RpcError as exc:
@@ -64,7 +71,9 @@ def grpcio_request(action: str, args: CmdArgs) -> bytes:
         raise client.rpc_failure_to_cni(name, text) from None
     finally:
         channel.close()
-    if response.HasField("error"):
+    has_error = (response.HasField("error") if hasattr(response, "HasField")
+                 else response.error is not None)
+    if has_error:
         from cni_client.skel import CniError
 
         raise CniError(int(response.error.code), response.error.message)

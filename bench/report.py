@@ -280,7 +280,7 @@ def _importtime_section(results: Dict[str, Any]) -> List[str]:
     if floor is None:
         return lines
     for key, profile in profiles.items():
-        if key in ("floor", "grpcio"):
+        if key in ("floor", "grpcio", "grpcio-pb2"):
             continue
         extra = {name: own for name, own in profile["self_us"].items()
                  if name not in floor["self_us"]}

@@ -5,8 +5,10 @@ the invocation, open one plaintext HTTP/2 connection to the agent's unix socket,
 ``CmdAdd``/``CmdCheck``/``CmdDel`` with no deadline and no retry, and turn the outcome into
 either the result bytes or a :class:`~cni_client.skel.CniError` (cni-plugin.md §6).
 
-minigrpc and the generated protobuf module are imported inside the functions that need them,
-so that importing this module (and running VERSION or an env error) stays cheap.
+minigrpc is imported inside the functions that need it, so that importing this module (and
+running VERSION or an env error) stays cheap.  The two messages go through
+:mod:`cni_client.messages`, a small codec tested byte for byte against the generated
+``cni_pb2``, because importing protobuf would cost a quarter of every run (issue 6).
 """
 
 from __future__ import annotations
@@ -84,18 +86,19 @@ def _check_utf8_fields(args: CmdArgs) -> None:
             ) from None
 
 
-def build_request(args: CmdArgs) -> Any:
-    """``CniCmdRequest{cni_args}`` with the invocation verbatim (cni-plugin.md §6 "Request")."""
-    from cni_client import cni_pb2
+def build_request(args: CmdArgs) -> bytes:
+    """``CniCmdRequest{cni_args}`` with the invocation verbatim (cni-plugin.md §6 "Request"),
+    serialized: the same bytes ``cni_pb2.CniCmdRequest.SerializeToString`` gives."""
+    from cni_client import messages
 
-    return cni_pb2.CniCmdRequest(cni_args=cni_pb2.CniCmdArgs(
+    return messages.encode_request(
         container_id=args.container_id,
         netns=args.netns,
         ifname=args.ifname,
         args=args.args,
         path=args.path,
         network_configuration=args.stdin_data,
-    ))
+    )
 
 
 def request(action: str, args: CmdArgs) -> bytes:
@@ -107,24 +110,22 @@ def request(action: str, args: CmdArgs) -> bytes:
     """
     _check_utf8_fields(args)
     import minigrpc
-    from cni_client import cni_pb2
+    from cni_client import messages
 
     message = build_request(args)
     channel = minigrpc.insecure_channel("unix:" + socket_path())
     try:
         call = channel.unary_unary(
-            f"/{CNI_SERVICE}/{action}",
-            request_serializer=cni_pb2.CniCmdRequest.SerializeToString,
-            response_deserializer=cni_pb2.CniCmdResponse.FromString,
+            f"/{CNI_SERVICE}/{action}", response_deserializer=messages.decode_response
         )
         response = call(message)
     except minigrpc.RpcError as exc:
         raise rpc_failure_to_cni(exc.code().name, str(exc)) from None
     finally:
         channel.close()
-    if response.HasField("error"):
-        raise CniError(int(response.error.code), response.error.message)
-    return bytes(response.cni_result)
+    if response.error is not None:
+        raise CniError(response.error.code, response.error.message)
+    return response.cni_result
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Each scenario runs in this process: the reference agent's ``Cni`` servicer served by
 ``minigrpc.server`` on a temporary unix socket, and a client call made the way the antrea-cni
-plugin makes it (``cni_client.client``, or a minigrpc channel with ``cni_pb2`` where the plugin
+plugin makes it (``cni_client.client``, or a minigrpc channel with its messages where the plugin
 offers no knob, e.g. a deadline).  The ``minigrpc.wire`` frame trace (``minigrpc.trace``) is
 captured with a logging handler, normalised, and written between markers in the doc::
 
@@ -599,7 +599,7 @@ def scenario_add(directory: str) -> Dict[str, str]:
     with plugin_and_agent(directory) as (_, capture):
         result = client.request(client.ACTION_ADD, args)
     listing = client_listing(capture)
-    request = wire.encode_message(client.build_request(args).SerializeToString())
+    request = wire.encode_message(client.build_request(args))
     response = wire.encode_message(cni_pb2.CniCmdResponse(cni_result=result).SerializeToString())
     _check_message_matches(listing, "-->", request)
     _check_message_matches(listing, "<--", response)
@@ -640,14 +640,13 @@ def scenario_unimplemented(directory: str) -> Dict[str, str]:
 def _call_with_deadline(target_path: str) -> Any:
     """CmdAdd as the plugin builds it, but with a deadline; returns the RpcError it ends with."""
     import minigrpc
-    from cni_client import client, cni_pb2
+    from cni_client import client, messages
 
     channel = minigrpc.insecure_channel("unix:" + target_path)
     try:
         add = channel.unary_unary(
             f"/{client.CNI_SERVICE}/{client.ACTION_ADD}",
-            request_serializer=cni_pb2.CniCmdRequest.SerializeToString,
-            response_deserializer=cni_pb2.CniCmdResponse.FromString,
+            response_deserializer=messages.decode_response,
         )
         add(client.build_request(_cmd_args()), timeout=DEADLINE_SECONDS)
     except minigrpc.RpcError as exc:

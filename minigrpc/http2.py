@@ -257,24 +257,32 @@ class FrameSplitter:
                     start = pos
                     self._ends_goaway = False
                 continue
-            take = min(_FRAME_HEADER_LENGTH - len(self._header), size - pos)
-            self._header += data[pos : pos + take]
-            pos += take
-            if len(self._header) < _FRAME_HEADER_LENGTH:
-                break
-            header, self._header = self._header, b""
-            length = int.from_bytes(header[:3], "big")
+            if not self._header and size - pos >= _FRAME_HEADER_LENGTH:
+                # The whole header is in this read (the common case): read it in place.
+                take = _FRAME_HEADER_LENGTH
+                length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
+                frame_type, flags = data[pos + 3], data[pos + 4]
+                header = data[pos : pos + take] if self._expect_settings else b""
+                pos += take
+            else:
+                take = min(_FRAME_HEADER_LENGTH - len(self._header), size - pos)
+                self._header += data[pos : pos + take]
+                pos += take
+                if len(self._header) < _FRAME_HEADER_LENGTH:
+                    break
+                header, self._header = self._header, b""
+                length = int.from_bytes(header[:3], "big")
+                frame_type, flags = header[3], header[4]
             if self._expect_settings:
                 self._expect_settings = False
-                if header[3] != _SETTINGS or length % 6:
+                if frame_type != _SETTINGS or length % 6:
                     raise ServerPrefaceError(
                         f"first frame received is not a SETTINGS frame ({header!r})"
                     )
             if self._max_frame is not None and length > self._max_frame:
                 raise FrameSizeError(length, self._max_frame)
-            frame_type = header[3]
             if self._max_block is not None and frame_type in _HEADER_BLOCK_TYPES:
-                self._count_header_block(frame_type, header[4], length)
+                self._count_header_block(frame_type, flags, length)
             self._remaining = length
             self._ends_goaway = frame_type == _GOAWAY
             if self._ends_goaway and pos - take > start:

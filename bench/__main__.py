@@ -203,6 +203,23 @@ def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
         ["--sizes", sizes, "--reps", reps], 1, record)
 
 
+def h2_floor(mode: Mode) -> Dict[str, Any]:
+    """h2's own work per call, client side and server side (:mod:`bench.h2floor`)."""
+    command = [sys.executable, "-m", "bench.h2floor", "--calls", str(mode.latency_calls),
+               "--rounds", str(mode.latency_rounds), "--size", str(LATENCY_SIZE)]
+    try:
+        completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after 600 s"}
+    lines = completed.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = completed.stderr.decode("utf-8", "replace").strip()[-300:]
+        return {"error": f"exit {completed.returncode}: {tail}"}
+    return result if isinstance(result, dict) else {"error": "not a JSON object"}
+
+
 def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Sequence[str],
                           servers: Sequence[str], fields: Dict[str, Any], args: List[str],
                           calls: int, record: Callable[[Dict[str, Any], Dict[str, Any]], None]
@@ -407,6 +424,9 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     for section in sections:
         log(f"section {section}")
         results[section] = actions[section]()
+    if has_client and ("latency" in sections or "throughput" in sections):
+        log("h2 alone, in memory (bench/h2floor.py)")
+        results["h2floor"] = h2_floor(mode)
     if mode.profiles and (has_client or has_server):
         results["profiles"] = profile_section(mode, has_client, has_server)
     results["meta"]["load_end"] = _load()

@@ -340,9 +340,32 @@ def _latency_section(results: Dict[str, Any]) -> List[str]:
             _fmt(median(server_cpu), 0) if server_cpu else "",
             str(len(samples)), "; ".join(row["errors"])[:200],
         ])
-    return lines + _table(("client", "server", "p50 µs", "p90 µs", "p99 µs", "IQR µs",
-                           "p50 vs grpcio", "client CPU µs/call", "server CPU µs/call",
-                           "calls", "errors"), rows)
+    lines += _table(("client", "server", "p50 µs", "p90 µs", "p99 µs", "IQR µs",
+                     "p50 vs grpcio", "client CPU µs/call", "server CPU µs/call",
+                     "calls", "errors"), rows)
+    floor = _h2_floor_text(results)
+    if floor:
+        reference = [row for row in rows_in if row.get("cpu_us_per_call")
+                     and (row["client"], row["server"]) == ("grpcio", "grpcio")]
+        if reference:
+            floor += (" On this run the grpcio client needed "
+                      f"{_fmt(median(reference[0]['cpu_us_per_call']), 0)} µs of CPU for the "
+                      "whole call (grpcio server row).")
+        lines += ["", floor]
+    return lines
+
+
+def _h2_floor_text(results: Dict[str, Any]) -> str:
+    """One sentence on h2's own cost per call (bench/h2floor.py), or "" if not measured."""
+    floor = results.get("h2floor")
+    if not floor:
+        return ""
+    if "error" in floor:
+        return f"**h2 alone** could not be measured: {floor['error']}"
+    return (f"**h2 alone** (`bench/h2floor.py`: h2 connections configured as minigrpc's, the "
+            "same call's bytes passed in memory, one thread, no socket, no gRPC layer) does "
+            f"{_fmt(floor['client_us'], 0)} µs of client-side and {_fmt(floor['server_us'], 0)} "
+            "µs of server-side work per call: the floor under minigrpc's CPU per call.")
 
 
 def _large_section(results: Dict[str, Any]) -> List[str]:
@@ -407,8 +430,19 @@ def _throughput_section(results: Dict[str, Any]) -> List[str]:
                      _fmt_ratio(ratio(median(values), reference)),
                      _fmt(median(server_cpu), 0) if server_cpu else "",
                      "; ".join(row["errors"])[:200]])
-    return lines + _table(("server", "client", "connections", "median calls/s", "min – max",
-                           "vs grpcio", "server CPU µs/call", "errors"), rows)
+    lines += _table(("server", "client", "connections", "median calls/s", "min – max",
+                     "vs grpcio", "server CPU µs/call", "errors"), rows)
+    floor = _h2_floor_text(results)
+    if floor:
+        grpclib = [row for row in rows_in if row["server"] == "grpclib"
+                   and row["connections"] == "shared" and row.get("server_cpu_us_per_call")]
+        if grpclib:
+            budget = median(grpclib[0]["server_cpu_us_per_call"]) / 1.5
+            floor += (" Serving 1.5× grpclib's calls/s would allow about "
+                      f"{_fmt(budget, 0)} µs of server CPU per call on this run (grpclib's, "
+                      "on the same h2 with its validation off, divided by 1.5), h2 included.")
+        lines += ["", floor]
+    return lines
 
 
 def _profiles_section(results: Dict[str, Any]) -> List[str]:

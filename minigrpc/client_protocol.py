@@ -75,9 +75,15 @@ def malformed_path(path: str) -> bool:
 
     The method name is the one request header the application chooses freely, and h2's
     outbound validation is off (:func:`minigrpc.http2.client_config`): an empty path is a
-    protocol error, and CR, LF or NUL would make an h2-based server kill the whole connection.
+    protocol error (h2's normalisation strips surrounding ASCII whitespace first, so a path of
+    only whitespace is empty too), and CR, LF or NUL would make an h2-based server kill the
+    whole connection.
     """
-    return not path or "\r" in path or "\n" in path or "\0" in path
+    return not path.strip(_ASCII_WHITESPACE) or "\r" in path or "\n" in path or "\0" in path
+
+
+#: What ``bytes.strip()`` removes, and so what h2's outbound normalisation strips from values.
+_ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
 
 
 def request_headers(

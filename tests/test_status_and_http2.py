@@ -7,7 +7,7 @@ import socket
 import h2.connection
 import h2.events
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from minigrpc import client_protocol, http2, status, targets, wire
@@ -320,6 +320,7 @@ _METADATA_KEYS = st.from_regex(r"[0-9a-z_.-]{1,12}", fullmatch=True).filter(
 )
 
 
+@example(path=" /svc/m\x0c", timeout=None, encoding=None, metadata=[("k", " v ")])
 @given(
     path=st.text(min_size=1, max_size=40).filter(lambda p: not client_protocol.malformed_path(p)),
     timeout=st.one_of(st.none(), st.floats(min_value=0.001, max_value=1e6)),
@@ -358,6 +359,6 @@ def test_request_headers_pass_h2_outbound_validation_unchanged(
     assert written[0] == written[1]
 
 
-@pytest.mark.parametrize("path", ["", "/svc/a\r\nx", "/svc/\n", "/svc/\0"])
+@pytest.mark.parametrize("path", ["", " ", "\x0c", " \t\x0b ", "/svc/a\r\nx", "/svc/\n", "/svc/\0"])
 def test_malformed_paths(path: str) -> None:
     assert client_protocol.malformed_path(path)

@@ -13,6 +13,10 @@ one place:
   from its 9-byte header, before h2 buffers its body.
 * :func:`reopen_after_goaway`: h2 enters its CLOSED state on GOAWAY and then refuses every frame,
   which would kill the calls the GOAWAY explicitly allows to finish (RFC 9113 §6.8; h2 issue #1181).
+* DATA frames (issue 6): hyperframe's ``repr`` of a received DATA frame hex-encodes the whole
+  payload even with logging off, and its serializer copies a sent payload twice; both are replaced
+  for :class:`hyperframe.frame.DataFrame` by versions that produce the same text and bytes.
+* :func:`next_read_size`: how much each ``recv()`` asks for, on both sides.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from minigrpc.server_protocol import (
     ServerSettings,
 )
 from minigrpc.status import StatusCode
+from tests.strategies import APPLICATION_METADATA
 
 
 class FakeClock:
@@ -888,16 +889,6 @@ def test_fuzz_requests_never_raise(
 
 # -- h2's outbound header validation is off (minigrpc.http2._config); prove nothing changes ------
 
-_METADATA_KEYS = st.from_regex(r"[0-9a-z_.-]{1,12}", fullmatch=True).filter(
-    lambda key: not wire.is_reserved_key(key) and not wire.is_binary_key(key)
-)
-_METADATA = st.lists(
-    st.one_of(
-        st.tuples(_METADATA_KEYS, st.from_regex(r"[ -~]{0,20}", fullmatch=True)),
-        st.tuples(_METADATA_KEYS.map(lambda key: key + "-bin"), st.binary(max_size=20)),
-    ),
-    max_size=4,
-)
 
 
 def _serve_one_call(
@@ -929,8 +920,8 @@ def _serve_one_call(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    initial=_METADATA,
-    trailing=_METADATA,
+    initial=APPLICATION_METADATA,
+    trailing=APPLICATION_METADATA,
     code=st.sampled_from(list(StatusCode)),
     details=st.text(max_size=30),
     with_message=st.booleans(),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from minigrpc import client_protocol, http2, status, targets, wire
 from minigrpc.status import StatusCode
+from tests.strategies import APPLICATION_METADATA
 
 # ---- status -----------------------------------------------------------------------------------
 
@@ -315,23 +316,12 @@ def test_data_frame_serialize_matches_hyperframe(
 
 # -- h2's outbound header validation is off (http2._config); prove nothing changes --------------
 
-_METADATA_KEYS = st.from_regex(r"[0-9a-z_.-]{1,12}", fullmatch=True).filter(
-    lambda key: not wire.is_reserved_key(key) and not wire.is_binary_key(key)
-)
-
-
 @example(path=" /svc/m\x0c", timeout=None, encoding=None, metadata=[("k", " v ")])
 @given(
     path=st.text(min_size=1, max_size=40).filter(lambda p: not client_protocol.malformed_path(p)),
     timeout=st.one_of(st.none(), st.floats(min_value=0.001, max_value=1e6)),
     encoding=st.sampled_from([None, "gzip", "deflate"]),
-    metadata=st.lists(
-        st.one_of(
-            st.tuples(_METADATA_KEYS, st.from_regex(r"[ -~]{0,20}", fullmatch=True)),
-            st.tuples(_METADATA_KEYS.map(lambda key: key + "-bin"), st.binary(max_size=20)),
-        ),
-        max_size=4,
-    ),
+    metadata=APPLICATION_METADATA,
 )
 def test_request_headers_pass_h2_outbound_validation_unchanged(
     path: str, timeout: object, encoding: object, metadata: list

@@ -28,6 +28,10 @@ if __name__ == "__main__":
 from cni_client.__main__ import about_text, ensure_foreign_netns
 from cni_client.skel import CmdArgs, CniFuncs, plugin_main
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cni_client.messages import CniCmdResponse
+
 # grpc-go's names for the codes (what ``rpc error: code = <Name>`` prints, cni-plugin.md §6);
 # the real plugin gets them from minigrpc.status, which this baseline must not import.
 _GO_CODE_NAMES = {
@@ -49,14 +53,9 @@ def grpcio_request(action: str, args: CmdArgs) -> bytes:
     client._check_utf8_fields(args)
     import grpc
 
-    if "--cni-pb2" in sys.argv[1:]:
-        from cni_client import cni_pb2
+    from cni_client import messages
 
-        decode = cni_pb2.CniCmdResponse.FromString
-    else:
-        from cni_client import messages
-
-        decode = messages.decode_response
+    decode = _decode_with_cni_pb2 if "--cni-pb2" in sys.argv[1:] else messages.decode_response
     message = client.build_request(args)
     channel = grpc.insecure_channel("unix:" + client.socket_path())
     try:
@@ -71,13 +70,22 @@ def grpcio_request(action: str, args: CmdArgs) -> bytes:
         raise client.rpc_failure_to_cni(name, text) from None
     finally:
         channel.close()
-    has_error = (response.HasField("error") if hasattr(response, "HasField")
-                 else response.error is not None)
-    if has_error:
+    if response.error is not None:
         from cni_client.skel import CniError
 
-        raise CniError(int(response.error.code), response.error.message)
-    return bytes(response.cni_result)
+        raise CniError(response.error.code, response.error.message)
+    return response.cni_result
+
+
+def _decode_with_cni_pb2(data: bytes) -> CniCmdResponse:
+    """The ``--cni-pb2`` variant: parse with the generated class, answer as cni_client.messages."""
+    from cni_client import cni_pb2, messages
+
+    parsed = cni_pb2.CniCmdResponse.FromString(data)
+    error = None
+    if parsed.HasField("error"):
+        error = messages.Error(int(parsed.error.code), parsed.error.message)
+    return messages.CniCmdResponse(bytes(parsed.cni_result), error)
 
 
 def _add(args: CmdArgs) -> bytes:

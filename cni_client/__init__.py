@@ -5,6 +5,4 @@ VERSION probe and the env/stdin checks never need gRPC (cni-plugin.md §1).  So 
 imported here; :mod:`cni_client.client` pulls in minigrpc and protobuf only when an RPC runs.
 """
 
-from __future__ import annotations
-
 __version__ = "0.1.0"

@@ -5,8 +5,6 @@ Antrea commands into the generic CNI shell (:mod:`cni_client.skel`) the way the 
 ``cmd/antrea-cni`` wires ``pkg/cni`` into ``skel.PluginMainFuncs``.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -21,8 +21,6 @@ real gRPC server cannot produce: closing mid-response, HTTP 503, a non-gRPC cont
 arbitrary ``grpc-status``...).  Once it listens it prints ``listening on <path>`` on stdout.
 """
 
-from __future__ import annotations
-
 import argparse
 import hashlib
 import ipaddress

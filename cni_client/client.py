@@ -11,8 +11,6 @@ running VERSION or an env error) stays cheap.  The two messages go through
 ``cni_pb2``, because importing protobuf would cost a quarter of every run (issue 6).
 """
 
-from __future__ import annotations
-
 import os
 
 from cni_client.skel import CmdArgs, CniError
@@ -47,7 +45,7 @@ PLUGIN_NOT_AVAILABLE = 50
 #: where ``{error}`` stands for the grpc-go style error text
 #: ``rpc error: code = <Name> desc = <message>``.  A call that succeeds at the gRPC level but
 #: carries ``CniCmdResponse.error`` yields that error's code and message (details dropped).
-RPC_FAILURE_TO_CNI: Dict[Optional[str], Tuple[int, str, str]] = {
+RPC_FAILURE_TO_CNI: "Dict[Optional[str], Tuple[int, str, str]]" = {
     "UNIMPLEMENTED": (
         INCOMPATIBLE_API_VERSION,
         "incompatible CNI API version between client (antrea-cni) and server (antrea-agent),"
@@ -144,7 +142,7 @@ _SETTINGS_ACK = b"\x00\x00\x00\x04\x01\x00\x00\x00\x00"
 _GOAWAY_NO_ERROR = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + bytes(8)
 
 
-def probe_agent(path: Optional[str] = None, timeout: float = PROBE_TIMEOUT_SECONDS) -> None:
+def probe_agent(path: "Optional[str]" = None, timeout: float = PROBE_TIMEOUT_SECONDS) -> None:
     """Open the agent socket and do the HTTP/2 connection preface exchange (RFC 9113 §3.4).
 
     The agent is available when its first frame is a SETTINGS frame on stream 0; we then
@@ -171,7 +169,7 @@ def probe_agent(path: Optional[str] = None, timeout: float = PROBE_TIMEOUT_SECON
         raise CniError(PLUGIN_NOT_AVAILABLE, "antrea-agent is not available", failure)
 
 
-def _exchange_preface(sock: Any, path: str) -> str:
+def _exchange_preface(sock: "Any", path: str) -> str:
     """Returns "" when the server answered with SETTINGS, else why it is not available."""
     import socket
 
@@ -194,7 +192,7 @@ def _exchange_preface(sock: Any, path: str) -> str:
     return ""
 
 
-def _recv_exactly(sock: Any, count: int) -> bytes:
+def _recv_exactly(sock: "Any", count: int) -> bytes:
     data = b""
     while len(data) < count:
         chunk = sock.recv(count - len(data))

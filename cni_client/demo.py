@@ -11,8 +11,6 @@ Every step prints the command, the exit status and the output, and says whether 
 as expected.  The demo exits 1 if any step misbehaved.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import shlex

@@ -47,8 +47,6 @@ Where other protobufs differ (the tests know each case, see tests/test_cni_messa
   key at the top level, and rejects field number 0 in a group.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterator, Optional, Tuple
@@ -111,7 +109,7 @@ class CniCmdResponse:
 
     __slots__ = ("cni_result", "error")
 
-    def __init__(self, cni_result: bytes = b"", error: Optional[Error] = None) -> None:
+    def __init__(self, cni_result: bytes = b"", error: "Optional[Error]" = None) -> None:
         self.cni_result = cni_result
         self.error = error
 
@@ -126,7 +124,7 @@ class CniCmdResponse:
         return f"CniCmdResponse(cni_result={self.cni_result!r}, error={self.error!r})"
 
     @staticmethod
-    def FromString(data: bytes) -> CniCmdResponse:
+    def FromString(data: bytes) -> "CniCmdResponse":
         """Alias of :func:`decode_response`, so the class can serve as a response deserializer
         the way a generated protobuf class does."""
         return decode_response(data)
@@ -186,7 +184,7 @@ def encode_request(
 # ================================================================================== decoding
 
 
-def _read_varint(data: bytes, pos: int, end: int) -> Tuple[int, int]:
+def _read_varint(data: bytes, pos: int, end: int) -> "Tuple[int, int]":
     """Decode the varint at ``pos``; return (value as uint64, position after it).
 
     Like upb, at most 10 bytes are read and bits beyond the 64th are dropped.
@@ -205,7 +203,7 @@ def _read_varint(data: bytes, pos: int, end: int) -> Tuple[int, int]:
     raise DecodeError(f"varint longer than {_MAX_VARINT_BYTES} bytes before offset {pos}")
 
 
-def _read_key(data: bytes, pos: int, end: int) -> Tuple[int, int, int]:
+def _read_key(data: bytes, pos: int, end: int) -> "Tuple[int, int, int]":
     """Decode a field key; return (field number, wire type, position after it).
 
     upb reads a key as a 32-bit varint of at most 5 bytes; redundant bytes are allowed.
@@ -220,7 +218,7 @@ def _read_key(data: bytes, pos: int, end: int) -> Tuple[int, int, int]:
     return key >> 3, key & 7, pos
 
 
-def _read_size(data: bytes, pos: int, end: int) -> Tuple[int, int]:
+def _read_size(data: bytes, pos: int, end: int) -> "Tuple[int, int]":
     """Decode a length prefix; return (length, position after it).
 
     upb (protobuf 7) reads a length as a varint of at most 5 bytes, redundant bytes allowed.
@@ -278,7 +276,7 @@ def _skip_group(data: bytes, pos: int, end: int, group_number: int, depth: int) 
     raise DecodeError(f"group {group_number} has no end-group key")
 
 
-def _fields(data: bytes, pos: int, end: int, depth: int) -> Iterator[Tuple[int, int, Any]]:
+def _fields(data: bytes, pos: int, end: int, depth: int) -> "Iterator[Tuple[int, int, Any]]":
     """Yield (field number, value) for each varint or length-delimited field of one message.
 
     Fields of the other wire types are validated and skipped here: none of the three messages

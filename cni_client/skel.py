@@ -11,8 +11,6 @@ standard library modules that the interpreter has already loaded at start-up are
 plus ``json`` on the paths that read a config: VERSION and env errors stay cheap (cold start).
 """
 
-from __future__ import annotations
-
 import codecs
 import os
 import sys
@@ -34,7 +32,7 @@ ERR_INVALID_NETWORK_CONFIG = 7
 ERR_INTERNAL = 999
 
 #: Versions the plugin accepts, in the order Go prints them (cni-plugin.md §4).
-SUPPORTED_VERSIONS: Tuple[str, ...] = (
+SUPPORTED_VERSIONS: "Tuple[str, ...]" = (
     "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 
 #: VERSION reply: compact JSON with the trailing newline of Go's json.Encoder (§5.1).
@@ -94,8 +92,8 @@ class CniFuncs:
 
     __slots__ = ("add", "check", "delete", "gc", "status")
 
-    def __init__(self, add: CmdFunc, check: CmdFunc, delete: CmdFunc, status: CmdFunc,
-                 gc: CmdFunc) -> None:
+    def __init__(self, add: "CmdFunc", check: "CmdFunc", delete: "CmdFunc", status: "CmdFunc",
+                 gc: "CmdFunc") -> None:
         self.add = add
         self.check = check
         self.delete = delete
@@ -135,7 +133,7 @@ def go_json_string(text: str) -> str:
     return "".join(out)
 
 
-_ASCII_ESCAPES: Dict[str, str] = {
+_ASCII_ESCAPES: "Dict[str, str]" = {
     '"': '\\"',
     "\\": "\\\\",
     "\b": "\\b",
@@ -230,7 +228,7 @@ def go_atoi(text: str) -> int:
     return -value if negative else value
 
 
-def parse_version(version: str) -> Tuple[int, int, int]:
+def parse_version(version: str) -> "Tuple[int, int, int]":
     """``version.ParseVersion`` from containernetworking/cni (§4, "Parsing rules")."""
     if version == "":
         return (0, 1, 0)
@@ -257,7 +255,7 @@ def version_at_least(version: str, other: str) -> bool:
 # Config JSON decoding with Go's encoding/json semantics (§3, §10).
 
 
-def _go_replace_invalid_utf8(exc: UnicodeError) -> Tuple[str, int]:
+def _go_replace_invalid_utf8(exc: UnicodeError) -> "Tuple[str, int]":
     """One U+FFFD per undecodable byte, as Go's ``utf8.DecodeRune`` yields (width 1)."""
     assert isinstance(exc, UnicodeDecodeError)
     return ("\ufffd", exc.start + 1)
@@ -484,10 +482,10 @@ def validate_ifname(ifname: str, raw: bytes) -> None:
 _ADD_CHECK_DEL = frozenset(("ADD", "CHECK", "DEL"))
 _ADD_CHECK = frozenset(("ADD", "CHECK"))
 _NEEDS_PATH = frozenset(("ADD", "CHECK", "DEL", "GC", "STATUS"))
-_NEVER: frozenset[str] = frozenset()
+_NEVER: "frozenset[str]" = frozenset()
 
 # (variable, commands that require it, validator), in skel's processing order (§2).
-_ENV_VARS: Sequence[Tuple[str, frozenset[str], Optional[Callable[[str, bytes], None]]]] = (
+_ENV_VARS: "Sequence[Tuple[str, frozenset[str], Optional[Callable[[str, bytes], None]]]]" = (
     ("CNI_COMMAND", _NEVER, None),
     ("CNI_CONTAINERID", _ADD_CHECK_DEL, validate_container_id),
     ("CNI_NETNS", _ADD_CHECK, None),
@@ -498,7 +496,7 @@ _ENV_VARS: Sequence[Tuple[str, frozenset[str], Optional[Callable[[str, bytes], N
 )
 
 
-def read_environment(environ: Mapping[bytes, bytes]) -> Tuple[str, Dict[str, str]]:
+def read_environment(environ: "Mapping[bytes, bytes]") -> "Tuple[str, Dict[str, str]]":
     """skel's ``getCmdArgsFromEnv`` up to stdin: collect, validate, list what is missing (§2).
 
     A validator failure is returned at once (it beats "missing"); an empty value counts as
@@ -593,7 +591,7 @@ def _check_version_gate(version: str, minimum: str, command: str) -> None:
 _GATE_MINIMUM = {"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
 
 
-def dispatch(funcs: CniFuncs, environ: Mapping[bytes, bytes], stdin_fd: int) -> bytes:
+def dispatch(funcs: CniFuncs, environ: "Mapping[bytes, bytes]", stdin_fd: int) -> bytes:
     """skel's ``pluginMain`` for everything but the about text: returns stdout bytes or raises
     :class:`CniError`."""
     command, env = read_environment(environ)
@@ -632,14 +630,14 @@ def _about_lines(about: str) -> bytes:
             .encode("utf-8", "surrogateescape"))
 
 
-def _write_all(stream: IO[bytes], data: bytes) -> None:
+def _write_all(stream: "IO[bytes]", data: bytes) -> None:
     stream.write(data)
     stream.flush()
 
 
-def plugin_main(funcs: CniFuncs, about: str, environ: Optional[Mapping[bytes, bytes]] = None,
-                stdin_fd: int = 0, stdout: Optional[IO[bytes]] = None,
-                stderr: Optional[IO[bytes]] = None) -> int:
+def plugin_main(funcs: CniFuncs, about: str, environ: "Optional[Mapping[bytes, bytes]]" = None,
+                stdin_fd: int = 0, stdout: "Optional[IO[bytes]]" = None,
+                stderr: "Optional[IO[bytes]]" = None) -> int:
     """Run one invocation; returns the exit status (0 success, 1 error; §1 "Outcome").
 
     stdout receives either the success bytes or exactly one error JSON, never both and
@@ -669,7 +667,7 @@ def plugin_main(funcs: CniFuncs, about: str, environ: Optional[Mapping[bytes, by
     return 0 if _safe_write(out, output, err) else 1
 
 
-def _std_stream(fd: int) -> IO[bytes]:
+def _std_stream(fd: int) -> "IO[bytes]":
     """The binary stdout/stderr.  If the fd is not even open, a sink that swallows the bytes:
     the exit status is then all the runtime can get."""
     stream = sys.stdout if fd == 1 else sys.stderr
@@ -683,7 +681,7 @@ def _std_stream(fd: int) -> IO[bytes]:
         return io.BytesIO()
 
 
-def _safe_write(stream: IO[bytes], data: bytes, stderr: Optional[IO[bytes]] = None) -> bool:
+def _safe_write(stream: "IO[bytes]", data: bytes, stderr: "Optional[IO[bytes]]" = None) -> bool:
     try:
         _write_all(stream, data)
         return True

@@ -15,9 +15,9 @@ Names are imported lazily (PEP 562): ``import minigrpc`` loads nothing but this 
 one-shot client such as the CNI plugin pays only for the modules it uses.
 """
 
-from __future__ import annotations
-
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any, Dict, List
 
 __version__ = "0.1.0"
@@ -88,3 +88,14 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> List[str]:
     return sorted(set(globals()) | set(_EXPORTS))
+
+
+if sys.version_info < (3, 7):  # noqa: UP036  # pragma: no cover - PEP 562 arrived in 3.7
+
+    class _LazyExports(types.ModuleType):
+        """Python 3.6 ignores a module-level ``__getattr__``; a module subclass does the same."""
+
+        def __getattr__(self, name: str) -> Any:
+            return __getattr__(name)
+
+    sys.modules[__name__].__class__ = _LazyExports

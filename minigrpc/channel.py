@@ -35,8 +35,6 @@ The windows are large because every DATA frame is acknowledged as soon as it is 
 pays per frame (grpc-wire.md §6).
 """
 
-from __future__ import annotations
-
 import threading
 import time
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
@@ -262,7 +260,7 @@ class UnaryUnaryMultiCallable:
 
     def __init__(
         self,
-        channel: Channel,
+        channel: "Channel",
         method: str,
         request_serializer: Serializer,
         response_deserializer: Deserializer,
@@ -506,7 +504,7 @@ class Channel:
         except Exception:  # pragma: no cover - interpreter shutdown
             pass
 
-    def __enter__(self) -> Channel:
+    def __enter__(self) -> "Channel":
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -25,8 +25,6 @@ What it implements (grpc-wire.md, from the client's side):
   then its MAX_CONCURRENT_STREAMS. The caller waits for a slot; nothing fails.
 """
 
-from __future__ import annotations
-
 import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 

@@ -16,8 +16,6 @@ minigrpc carries unary calls only (grpc-wire.md, Scope): streaming methods get a
 that raises ``NotImplementedError`` and are never registered on a server.
 """
 
-from __future__ import annotations
-
 import threading
 from typing import Any, Callable, Dict
 
@@ -65,7 +63,7 @@ def method_path(method_descriptor: Any) -> str:
     return f"/{method_descriptor.containing_service.full_name}/{method_descriptor.name}"
 
 
-def streaming_flags(method_descriptor: Any) -> tuple[bool, bool]:
+def streaming_flags(method_descriptor: Any) -> "tuple[bool, bool]":
     """``(client_streaming, server_streaming)`` of a method.
 
     protobuf 4.21's upb ``MethodDescriptor`` lacks both attributes (added in 4.22), so when they
@@ -142,7 +140,7 @@ def stub(service_descriptor: Any, channel: Any) -> Any:
     return ServiceStub(service_descriptor, channel)
 
 
-def add_servicer(server: Any, service_descriptor: Any, servicer: Any) -> list[str]:
+def add_servicer(server: Any, service_descriptor: Any, servicer: Any) -> "list[str]":
     """Register ``servicer``'s unary methods for ``service_descriptor`` on ``server``.
 
     A method is served when ``servicer`` has a callable attribute named like the RPC (e.g.

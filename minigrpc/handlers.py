@@ -9,8 +9,6 @@ minigrpc serves unary-unary methods only; the streaming fields exist so that the
 shape grpcio code expects, and the server answers a streaming method with UNIMPLEMENTED.
 """
 
-from __future__ import annotations
-
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
 from .status import Metadata

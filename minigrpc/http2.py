@@ -19,8 +19,6 @@ one place:
 * :func:`next_read_size`: how much each ``recv()`` asks for, on both sides.
 """
 
-from __future__ import annotations
-
 import struct
 from typing import Dict, List, Optional
 

@@ -84,8 +84,6 @@ its handlers and clients see what they expect:
 * ``grpc.StatusCode`` members from grpcio are accepted wherever a status code is expected.
 """
 
-from __future__ import annotations
-
 import collections
 import concurrent.futures
 import heapq
@@ -323,8 +321,8 @@ class ServicerContext:
 
     def __init__(
         self,
-        server: Server,
-        connection: _Connection,
+        server: "Server",
+        connection: "_Connection",
         stream_id: int,
         method: str,
         metadata: Metadata,

@@ -39,8 +39,6 @@ What this layer decides (grpc-wire.md references):
   past h2, and h2 keeps serving the streams that drain (§7, GOAWAY in h2).
 """
 
-from __future__ import annotations
-
 import struct
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Union
 

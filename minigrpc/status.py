@@ -14,8 +14,6 @@ Codes and names follow ``doc/statuscodes.md``; :class:`StatusCode` mirrors grpci
 ``import minigrpc as grpc`` keeps ``grpc.StatusCode.UNAVAILABLE`` working.
 """
 
-from __future__ import annotations
-
 import enum
 from typing import Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -62,7 +60,7 @@ class StatusCode(enum.Enum):
         return _GO_NAMES[self]
 
     @classmethod
-    def from_number(cls, number: int) -> Optional[StatusCode]:
+    def from_number(cls, number: int) -> "Optional[StatusCode]":
         """The code for a wire integer, or None when it is outside 0..16."""
         return _BY_NUMBER.get(number)
 
@@ -192,7 +190,7 @@ def parse_grpc_status(value: Union[bytes, str, None]) -> Tuple[StatusCode, Optio
     if value is None:
         return StatusCode.UNKNOWN, None
     text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
-    if not text.isascii() or not text.isdigit():
+    if not text or not all("0" <= char <= "9" for char in text):  # ASCII digits only
         return StatusCode.UNKNOWN, None
     number = int(text)
     code = StatusCode.from_number(number)

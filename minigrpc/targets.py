@@ -17,8 +17,6 @@ target                          socket address                              ``:a
 Over unix sockets grpc-go sends ``:authority: localhost``; we do the same (grpc-wire.md §1.1).
 """
 
-from __future__ import annotations
-
 import socket
 from typing import NamedTuple, Tuple, Union
 

@@ -64,8 +64,6 @@ stop making sense (no preface, a malformed frame), the trace says so once and st
 that direction; the connection itself is never touched.
 """  # noqa: E501
 
-from __future__ import annotations
-
 import logging
 import os
 import struct
@@ -134,7 +132,7 @@ _SETTING_NAMES = {
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 
 
-def tracer_for(role: str, peer: str) -> Optional[FrameTracer]:
+def tracer_for(role: str, peer: str) -> "Optional[FrameTracer]":
     """A tracer for one connection, or None unless ``minigrpc.wire`` is enabled for DEBUG.
 
     Transports call this once per connection and skip every tracing call on None, so a

@@ -22,8 +22,6 @@ backoff, ``doc/connection-backoff.md``), and retries a call once, transparently,
 provably never processed it (REFUSED_STREAM or above a GOAWAY's last-stream-id; grpc-wire.md §5).
 """
 
-from __future__ import annotations
-
 import logging
 import math
 import os
@@ -569,7 +567,7 @@ class Transport:
         make_headers: Callable[[Optional[float]], List[Header]],
         deadline: Optional[float],
         wait_for_ready: bool = False,
-        handle: Optional[CallHandle] = None,
+        handle: "Optional[CallHandle]" = None,
     ) -> ClientCall:
         """Run one unary call to its end; the returned call always has a status.
 
@@ -621,7 +619,7 @@ class Transport:
             return call
 
     def _back_off(
-        self, backoff: float, deadline: Optional[float], handle: Optional[CallHandle] = None
+        self, backoff: float, deadline: Optional[float], handle: "Optional[CallHandle]" = None
     ) -> bool:
         """Sleep one backoff step (connection-backoff.md); False if the deadline comes first."""
         import random  # only a waiting wait_for_ready call needs it

@@ -13,8 +13,6 @@ round-trips). The sections follow PROTOCOL-HTTP2.md:
   :func:`decompress`, :func:`parse_accept_encoding`.
 """
 
-from __future__ import annotations
-
 import base64
 import binascii
 import enum
@@ -175,7 +173,7 @@ def decode_timeout(value: Union[str, bytes]) -> float:
     if not 2 <= len(text) <= 9:
         raise ValueError(f"malformed grpc-timeout: {text!r}")
     digits, unit = text[:-1], text[-1]
-    if not (digits.isascii() and digits.isdigit()) or unit not in _UNIT_NANOS:
+    if not all("0" <= char <= "9" for char in digits) or unit not in _UNIT_NANOS:
         raise ValueError(f"malformed grpc-timeout: {text!r}")
     return int(digits) * _UNIT_NANOS[unit] / 1e9
 

@@ -276,15 +276,19 @@ def test_cni_service_round_trip_over_unix_socket(grpcio_server_factory: Any) -> 
 def test_grpcio_server_restarts_on_the_same_target(grpcio_server_factory: Any, kind: str) -> None:
     server = grpcio_server_factory(kind)
     target = server.target
-    with grpc.insecure_channel(target) as channel:
+    # Each channel gets its own subchannels: grpcio otherwise shares one per address across
+    # channels, and the one that saw "connection refused" stays in backoff for a second or more,
+    # so the first call after the restart could fail fast with UNAVAILABLE.
+    fresh = [("grpc.use_local_subchannel_pool", 1)]
+    with grpc.insecure_channel(target, options=fresh) as channel:
         assert stub(test_pb2.TEST_SERVICE, channel).EmptyCall(empty_pb2.Empty(), timeout=10)
     server.stop()
-    with grpc.insecure_channel(target) as channel:
+    with grpc.insecure_channel(target, options=fresh) as channel:
         with pytest.raises(grpc.RpcError) as caught:
             stub(test_pb2.TEST_SERVICE, channel).EmptyCall(empty_pb2.Empty(), timeout=10)
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert server.restart() == target
-    with grpc.insecure_channel(target) as channel:
+    with grpc.insecure_channel(target, options=fresh) as channel:
         assert stub(test_pb2.TEST_SERVICE, channel).EmptyCall(empty_pb2.Empty(), timeout=10)
 
 

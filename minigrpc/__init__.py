@@ -26,11 +26,15 @@ _EXPORTS: Dict[str, str] = {
     # client
     "insecure_channel": "channel",
     "Channel": "channel",
-    "Call": "channel",
-    "UnaryUnaryMultiCallable": "channel",
-    "CallFuture": "channel",
-    "FutureTimeoutError": "channel",
-    "FutureCancelledError": "channel",
+    "Call": "calls",
+    "CallFuture": "calls",
+    "StreamingCall": "calls",
+    "FutureTimeoutError": "calls",
+    "FutureCancelledError": "calls",
+    "UnaryUnaryMultiCallable": "multicallables",
+    "UnaryStreamMultiCallable": "multicallables",
+    "StreamUnaryMultiCallable": "multicallables",
+    "StreamStreamMultiCallable": "multicallables",
     # server
     "server": "server",
     "Server": "server",
@@ -55,15 +59,14 @@ _EXPORTS: Dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .channel import (
+    from .calls import (
         Call,
         CallFuture,
-        Channel,
         FutureCancelledError,
         FutureTimeoutError,
-        UnaryUnaryMultiCallable,
-        insecure_channel,
+        StreamingCall,
     )
+    from .channel import Channel, insecure_channel
     from .descriptors import add_servicer, stub
     from .handlers import (
         GenericRpcHandler,
@@ -71,6 +74,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         RpcMethodHandler,
         method_handlers_generic_handler,
         unary_unary_rpc_method_handler,
+    )
+    from .multicallables import (
+        StreamStreamMultiCallable,
+        StreamUnaryMultiCallable,
+        UnaryStreamMultiCallable,
+        UnaryUnaryMultiCallable,
     )
     from .server import Server, ServicerContext, server
     from .status import RpcError, Status, StatusCode

@@ -14,6 +14,7 @@ Codes and names follow ``doc/statuscodes.md``; :class:`StatusCode` mirrors grpci
 ``import minigrpc as grpc`` keeps ``grpc.StatusCode.UNAVAILABLE`` working.
 """
 
+import abc
 import enum
 from typing import Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -100,11 +101,24 @@ def go_code_text(code: StatusCode, number: Optional[int] = None) -> str:
     return code.go_name
 
 
-class Status(NamedTuple):
+class Status(abc.ABC):
+    """grpcio's ``grpc.Status``: what ``ServicerContext.abort_with_status`` takes.
+
+    An abstract class with three attributes, ``code``, ``details`` and ``trailing_metadata``,
+    exactly as in grpcio, so that libraries written for grpcio can subclass it; grpcio-status
+    does (``rpc_status.to_status`` returns a namedtuple that is also a ``grpc.Status``).
+    """
+
+    code: "StatusCode"
+    details: str
+    trailing_metadata: Metadata
+
+
+class CallStatus(NamedTuple):
     """The final outcome of one call: what the trailers (or the library) said.
 
-    ``number`` keeps the wire integer when it was outside the enum (grpc-wire.md §3: a value
-    outside 0–16 is reported as UNKNOWN, but the original is worth keeping for messages).
+    ``number`` keeps the wire integer when it was outside the enum (``doc/statuscodes.md``: a
+    value outside 0-16 is reported as UNKNOWN, but the original is worth keeping for messages).
     ``details_bin`` is the raw ``grpc-status-details-bin`` trailer (a serialized
     ``google.rpc.Status``), left undecoded so that minigrpc needs no extra protos.
     A NamedTuple rather than a dataclass: importing ``dataclasses`` (and ``inspect``) costs the
@@ -122,6 +136,10 @@ class Status(NamedTuple):
         return f"rpc error: code = {go_code_text(self.code, self.number)} desc = {self.details}"
 
 
+#: The details both sides report for a call whose deadline passed, in grpcio's words.
+DEADLINE_EXCEEDED_DETAILS = "Deadline Exceeded"
+
+
 class FinishedCall:
     """The ``grpc.Call`` accessors of a call that has ended, read from :attr:`status`.
 
@@ -129,7 +147,7 @@ class FinishedCall:
     ``with_call`` returns), which grpcio also treats as one kind of object.
     """
 
-    status: Status
+    status: CallStatus
 
     def code(self) -> StatusCode:
         return self.status.code
@@ -162,7 +180,7 @@ class RpcError(FinishedCall, Exception):
     must print.
     """
 
-    def __init__(self, status: Status) -> None:
+    def __init__(self, status: CallStatus) -> None:
         super().__init__(str(status))
         self.status = status
 
@@ -239,28 +257,19 @@ RST_STREAM_TO_GRPC: Mapping[int, StatusCode] = {
     0xD: StatusCode.INTERNAL,  # HTTP_1_1_REQUIRED
 }
 
-#: Readable names of the RST_STREAM / GOAWAY error codes (RFC 9113 §7), for messages and traces.
-HTTP2_ERROR_NAMES: Mapping[int, str] = {
-    0x0: "NO_ERROR",
-    0x1: "PROTOCOL_ERROR",
-    0x2: "INTERNAL_ERROR",
-    0x3: "FLOW_CONTROL_ERROR",
-    0x4: "SETTINGS_TIMEOUT",
-    0x5: "STREAM_CLOSED",
-    0x6: "FRAME_SIZE_ERROR",
-    0x7: "REFUSED_STREAM",
-    0x8: "CANCEL",
-    0x9: "COMPRESSION_ERROR",
-    0xA: "CONNECT_ERROR",
-    0xB: "ENHANCE_YOUR_CALM",
-    0xC: "INADEQUATE_SECURITY",
-    0xD: "HTTP_1_1_REQUIRED",
-}
-
 
 def http2_error_name(error_code: int) -> str:
-    """``CANCEL`` for 8, ``0x2a`` for an unknown code."""
-    return HTTP2_ERROR_NAMES.get(error_code, f"{error_code:#x}")
+    """``CANCEL`` for 8, ``0x2a`` for a code RFC 9113 §7 does not define (h2's names).
+
+    h2 is imported here, not at the top: :mod:`minigrpc.status` stays free of h2 for what
+    imports it without making calls (the frame tracer, the CNI plugin's error paths).
+    """
+    import h2.errors
+
+    try:
+        return h2.errors.ErrorCodes(error_code).name
+    except ValueError:
+        return f"{error_code:#x}"
 
 
 def status_from_rst_stream(error_code: int, past_deadline: bool = False) -> StatusCode:

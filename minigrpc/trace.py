@@ -71,7 +71,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
-from .status import HTTP2_ERROR_NAMES, StatusCode
+from .status import StatusCode, http2_error_name
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; the real imports are lazy (cheap import)
     from hpack import Decoder
@@ -216,7 +216,7 @@ class _MessageCursor:
             if len(self.prefix) < _GRPC_PREFIX_LENGTH:
                 items.append(
                     f"grpc-message prefix split: {len(self.prefix)} of 5 bytes here "
-                    f"[{self.prefix.hex(' ')}], the rest in the next frame"
+                    f"[{_spaced_hex(self.prefix)}], the rest in the next frame"
                 )
                 break
             flag, length = struct.unpack(">BI", self.prefix)
@@ -237,7 +237,7 @@ class _MessageCursor:
             shown = body[:_HEX_BYTES_SHOWN]
             if shown:
                 more = " ..." if length > len(shown) else ""
-                text += f" [{shown.hex(' ')}{more}]"
+                text += f" [{_spaced_hex(shown)}{more}]"
             items.append(text)
         return items
 
@@ -648,13 +648,19 @@ def _quote(data: bytes) -> str:
     return f'"{shown}..." ({len(data)} bytes)'
 
 
+def _spaced_hex(data: bytes) -> str:
+    """``0a 06 12`` (``bytes.hex(" ")`` needs Python 3.8)."""
+    return " ".join(f"{byte:02x}" for byte in data)
+
+
 def _hex_start(data: bytes) -> str:
-    shown = data[:_HEX_BYTES_SHOWN].hex(" ")
+    shown = _spaced_hex(data[:_HEX_BYTES_SHOWN])
     return shown + (" ..." if len(data) > _HEX_BYTES_SHOWN else "")
 
 
 def _error_name(code: int) -> str:
-    return f"{HTTP2_ERROR_NAMES.get(code, 'unknown')}({code:#x})"
+    name = http2_error_name(code)
+    return f"{'unknown' if name.startswith('0x') else name}({code:#x})"
 
 
 def _priority(depends_on: int, weight: int, exclusive: bool) -> str:

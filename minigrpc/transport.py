@@ -33,16 +33,24 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import http2, wire
 from .client_protocol import (
-    DEADLINE_EXCEEDED_DETAILS,
-    CallFinished,
+    CallEvent,
+    CallPhase,
     ClientCall,
     ClientConnectionProtocol,
+    ConnectionFailed,
+    GoAwayReceived,
     Header,
 )
-from .status import Status, StatusCode
+from .errors import os_error_text
+from .protocol import Message
+from .sockets import ConnectFailed, DeadlineReached, open_socket
+from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, StatusCode
 from .targets import Target
 
 _LOG = logging.getLogger("minigrpc.transport")
+
+#: What a call cancelled on the client reports, in grpcio's words.
+CANCELLED_DETAILS = "Locally cancelled by application!"
 
 
 class TransportOptions(NamedTuple):
@@ -73,83 +81,6 @@ class _WriteTimeout(OSError):
         self.unsent = unsent
 
 
-class ConnectFailed(Exception):
-    """The connection could not be established; ``details`` reads like grpc-go's."""
-
-    def __init__(self, details: str) -> None:
-        super().__init__(details)
-        self.details = details
-
-
-class DeadlineReached(Exception):
-    """The call's deadline passed before a connection was ready."""
-
-
-def os_error_text(error: BaseException) -> str:
-    """An OS error the way Go prints it: the lower-case C strerror (``connection refused``)."""
-    if isinstance(error, OSError) and error.errno:
-        text = os.strerror(error.errno)
-        return text[:1].lower() + text[1:]
-    if isinstance(error, socket.gaierror) and error.args:
-        return str(error.args[-1]).lower()
-    return str(error) or type(error).__name__
-
-
-def _dial_error(target: Target, error: BaseException, op: str = "connect") -> ConnectFailed:
-    """grpc-go's wording: ``connection error: desc = "transport: Error while dialing: …"``."""
-    return ConnectFailed(
-        'connection error: desc = "transport: Error while dialing: '
-        f'dial {target.dial_text}: {op}: {os_error_text(error)}"'
-    )
-
-
-def open_socket(target: Target, deadline: Optional[float]) -> socket.socket:
-    """Connect to ``target``; raise ConnectFailed (UNAVAILABLE) or DeadlineReached.
-
-    TCP targets may name a host: every address it resolves to is tried in order. The socket is
-    left blocking (writes are bounded by flow control; reads wait in ``poll()`` with the call's
-    deadline) and TCP_NODELAY is set, since gRPC writes whole frames and waits for answers.
-    """
-    candidates: List[Tuple[int, Any]]
-    if target.family == socket.AF_UNIX:
-        candidates = [(socket.AF_UNIX, target.address)]
-    else:
-        assert isinstance(target.address, tuple)
-        host, port = target.address
-        try:
-            infos = socket.getaddrinfo(host, port, target.family, socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise ConnectFailed(
-                'connection error: desc = "transport: Error while dialing: '
-                f'dial tcp: lookup {host}: {os_error_text(exc)}"'
-            ) from None
-        candidates = [(info[0], info[4]) for info in infos]
-    last_error: Optional[BaseException] = None
-    for family, address in candidates:
-        timeout = None
-        if deadline is not None:
-            timeout = deadline - time.monotonic()
-            if timeout <= 0:
-                raise DeadlineReached()
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(address)
-            sock.settimeout(None)
-        except socket.timeout:
-            sock.close()
-            raise DeadlineReached() from None
-        except OSError as exc:
-            sock.close()
-            last_error = exc
-            continue
-        if family != socket.AF_UNIX:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
-    assert last_error is not None
-    raise _dial_error(target, last_error)
-
-
 def _make_tracer(peer: str) -> Any:
     """The frame tracer for a new connection, or None; cheap when tracing is off (issue 2 §5)."""
     if not os.environ.get("MINIGRPC_TRACE") and not logging.getLogger("minigrpc.wire").isEnabledFor(
@@ -166,8 +97,16 @@ def _make_tracer(peer: str) -> Any:
 class ClientConnection:
     """One HTTP/2 connection: a socket, its protocol state, a lock and the reader/writer roles."""
 
-    def __init__(self, target: Target, sock: socket.socket, options: TransportOptions) -> None:
+    def __init__(
+        self,
+        target: Target,
+        sock: socket.socket,
+        options: TransportOptions,
+        watcher: Optional[Callable[[str], None]] = None,
+    ) -> None:
         self.target = target
+        #: Told "goaway" or "failed" when this connection can take no new calls.
+        self._watcher = watcher
         self._sock = sock
         self.protocol = ClientConnectionProtocol(
             max_receive_message_length=options.max_receive_message_length,
@@ -217,33 +156,119 @@ class ClientConnection:
     # -- the call -------------------------------------------------------------------------
 
     def run(self, call: ClientCall, deadline: Optional[float]) -> bool:
-        """Run ``call`` to its end on this connection; False if it could not start here.
+        """Run a unary call to its end on this connection; False if it could not start here.
 
         A call that could not start (the connection is draining or failed before the call got a
         stream) never reached the server; the transport moves it to a new connection. A call
-        above the peer's MAX_CONCURRENT_STREAMS waits here for a slot (grpc-wire.md §7, pitfall
-        3) up to its deadline.
+        above the peer's MAX_CONCURRENT_STREAMS waits here for a slot up to its deadline.
+        """
+        return self._operate(call, deadline, self._run_locked)
+
+    def open(self, call: ClientCall, deadline: Optional[float]) -> bool:
+        """Start a call on this connection and write what its request has queued.
+
+        False if it could not start here (see :meth:`run`); otherwise the call is open or, if
+        it ended already, has its status.
+        """
+        return self._operate(call, deadline, self._open_locked)
+
+    def send(self, call: ClientCall, framed: bytes, last: bool, deadline: Optional[float]) -> bool:
+        """Queue one request message and wait until h2 has taken all of it; False if it ended.
+
+        The wait bounds memory: a sender never gets ahead of the peer's flow-control window by
+        more than the message it is sending.
+        """
+
+        def send_locked(call: ClientCall, deadline: Optional[float]) -> bool:
+            self.protocol.send_message(call, framed, last)
+            self._settle([])
+            self._write_request_locked(call, deadline)
+            return not call.done
+
+        return self._operate(call, deadline, send_locked)
+
+    def close_request(self, call: ClientCall, deadline: Optional[float]) -> None:
+        """End the request stream (END_STREAM) after the messages already sent."""
+
+        def close_locked(call: ClientCall, deadline: Optional[float]) -> bool:
+            self.protocol.close_request(call)
+            self._settle([])
+            self._write_request_locked(call, deadline)
+            return True
+
+        self._operate(call, deadline, close_locked)
+
+    def receive(self, call: ClientCall, deadline: Optional[float]) -> Optional[Message]:
+        """The next response message, waiting for it; None once the call has ended."""
+        taken: List[Optional[Message]] = [None]
+
+        def receive_locked(call: ClientCall, deadline: Optional[float]) -> bool:
+            self._wait(lambda: call.done or bool(call.messages_waiting), deadline, call)
+            taken[0] = self.protocol.take_message(call)
+            self._settle([])
+            self._after_call_locked(call)
+            return True
+
+        self._operate(call, deadline, receive_locked)
+        return taken[0]
+
+    def wait_for_headers(self, call: ClientCall, deadline: Optional[float]) -> None:
+        """Wait until the response headers arrived or the call ended."""
+
+        def headers_locked(call: ClientCall, deadline: Optional[float]) -> bool:
+            self._wait(lambda: call.done or call.response_head is not None, deadline, call)
+            return True
+
+        self._operate(call, deadline, headers_locked)
+
+    def wait_done(
+        self, call: ClientCall, deadline: Optional[float], timeout: Optional[float] = None
+    ) -> None:
+        """Wait until the call has its status (messages not taken stay queued).
+
+        ``timeout`` bounds only this wait: unlike the call's ``deadline`` it does not end the
+        call when it passes.
+        """
+
+        def done_locked(call: ClientCall, deadline: Optional[float]) -> bool:
+            if timeout is not None:
+                until = time.monotonic() + timeout
+                if deadline is None or until < deadline:
+                    self._wait(lambda: call.done, until, None)
+                    return True
+            self._wait(lambda: call.done, deadline, call)
+            self._after_call_locked(call)
+            return True
+
+        self._operate(call, deadline, done_locked)
+
+    def _operate(
+        self,
+        call: ClientCall,
+        deadline: Optional[float],
+        operation: Callable[[ClientCall, Optional[float]], bool],
+    ) -> bool:
+        """Run ``operation`` under the lock, then write what it queued.
+
+        Whatever interrupts a waiting thread (KeyboardInterrupt and the like) cancels its call
+        first, so no stream is left open behind it (PROTOCOL-HTTP2.md, Errors).
         """
         self._local.call, self._local.deadline = call, deadline
         try:
             with self._lock:
                 try:
-                    if not self._run_locked(call, deadline):
-                        return False
+                    result = operation(call, deadline)
                 except BaseException:
-                    # KeyboardInterrupt and the like: do not leave the stream open (§5).
                     if not call.done:
-                        cancelled = Status(
-                            StatusCode.CANCELLED, "Locally cancelled by application!"
-                        )
+                        cancelled = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
                         self._settle(self.protocol.cancel(call, cancelled))
                     raise
             self._drain_outbox()
         finally:
             self._local.call = self._local.deadline = None
-        return True
+        return result
 
-    def _run_locked(self, call: ClientCall, deadline: Optional[float]) -> bool:
+    def _open_locked(self, call: ClientCall, deadline: Optional[float]) -> bool:
         if self._used and not self._reading and self.protocol.idle:
             self._peek()
         self._used = True
@@ -258,18 +283,30 @@ class ClientConnection:
                 return True
             return False
         self._settle(self.protocol.start_call(call))
-        while not call.done and not call.request_complete:
-            self._wait(lambda: call.done or self.protocol.window_available(call), deadline, call)
-            if not call.done:
-                self.protocol.send_request(call)
-                self._settle([])
-        self._wait(lambda: call.done, deadline, call)
-        if not self.usable and self.protocol.idle:
-            self._shutdown_locked()
         return True
 
-    def cancel(self, call: ClientCall, status: Status) -> None:
-        """End ``call`` from another thread: RST_STREAM(CANCEL) and ``status`` (grpc-wire.md §5).
+    def _run_locked(self, call: ClientCall, deadline: Optional[float]) -> bool:
+        if not self._open_locked(call, deadline):
+            return False
+        self._write_request_locked(call, deadline)
+        self._wait(lambda: call.done, deadline, call)
+        self._after_call_locked(call)
+        return True
+
+    def _write_request_locked(self, call: ClientCall, deadline: Optional[float]) -> None:
+        """Write the call's queued request, waiting for window while reading the socket."""
+        while not call.done and not self.protocol.write_request(call):
+            self._settle([])
+            self._wait(lambda: call.done or self.protocol.window_available(call), deadline, call)
+        self._settle([])
+
+    def _after_call_locked(self, call: ClientCall) -> None:
+        """Close a connection that can take no new call once its last call is over."""
+        if call.done and not self.usable and self.protocol.idle:
+            self._shutdown_locked()
+
+    def cancel(self, call: ClientCall, status: CallStatus) -> None:
+        """End ``call`` from another thread: RST_STREAM(CANCEL) and ``status``.
 
         The thread running the call wakes up; if it holds the reader role it leaves it after
         its next read, which any traffic on the connection provides.
@@ -278,6 +315,16 @@ class ClientConnection:
             if not call.done:
                 self._settle(self.protocol.abandon(call, status))
             self._changed.notify_all()
+        self._drain_outbox()
+
+    def expire_if_overdue(self, call: ClientCall) -> None:
+        """End ``call`` DEADLINE_EXCEEDED now if its deadline passed and nobody noticed yet."""
+        if call.done or not _expired(call.deadline):
+            return
+        with self._lock:
+            if not call.done:
+                self._settle(self.protocol.expire(call))
+        self._drain_outbox()
 
     def _wait(
         self, ready: Callable[[], bool], deadline: Optional[float], call: Optional[ClientCall]
@@ -285,8 +332,10 @@ class ClientConnection:
         """Wait (lock held) until ``ready()``, reading the socket if nobody else is.
 
         Reading while waiting is what lets WINDOW_UPDATEs, SETTINGS and PINGs arrive while a
-        sender is blocked on the window (grpc-wire.md §6, "Keep reading the socket"). When the
-        deadline passes the call is cancelled with RST_STREAM(CANCEL) (§5).
+        sender is blocked on the window; without it two peers that both wait for window would
+        deadlock. When the deadline passes the call is cancelled with RST_STREAM(CANCEL). The
+        thread that reads also enforces the deadlines of calls nobody is waiting on (a response
+        stream the application stopped reading), so their streams do not outlive them.
         """
         while not ready():
             if self.protocol.failure is not None or self._closed:
@@ -301,15 +350,23 @@ class ClientConnection:
             if self._reading:
                 self._changed.wait(timeout)
                 continue
+            others = self.protocol.next_deadline()
+            read_timeout = timeout
+            if others is not None:
+                until_others = max(0.0, others - time.monotonic())
+                read_timeout = until_others if timeout is None else min(timeout, until_others)
             self._reading = True
             self._lock.release()
             try:
                 self._drain_outbox()
-                data, error = self._read(timeout)
+                data, error = self._read(read_timeout)
             finally:
                 self._lock.acquire()
                 self._reading = False
             self._absorb(data, error)
+            if others is not None and others <= time.monotonic():
+                self._settle(self.protocol.expire_overdue())
+                self._changed.notify_all()
 
     def _read(self, timeout: Optional[float]) -> Any:
         """One ``recv()`` without the lock: (data, None); (None, None) on timeout; (None, error)."""
@@ -380,16 +437,32 @@ class ClientConnection:
             return "connection closed before the response was complete"
         return f"connection lost before the response was complete: {cause}"
 
-    def _settle(self, events: Sequence[object]) -> None:
-        """After protocol work (lock held): queue h2's output and wake waiters if a call ended."""
+    def _settle(self, events: Sequence[CallEvent]) -> None:
+        """After protocol work (lock held): queue h2's output and act on the protocol's events.
+
+        Every event wakes the threads waiting on this connection (for a call's headers, a
+        message, its end, or send window); a failed connection is shut down, and a GOAWAY or a
+        failure is reported to the channel's connectivity watcher.
+        """
         data = self.protocol.data_to_send()
         if data and self._write_error is None:
             self._outbox.append(data)
-        if events and any(isinstance(event, CallFinished) for event in events):
+        if events:
+            for event in events:
+                if isinstance(event, ConnectionFailed):
+                    self._shutdown_locked()
+                    self._report("failed")
+                elif isinstance(event, GoAwayReceived):
+                    _LOG.debug("%s sent GOAWAY %s", self.target.display, event)
+                    self._report("goaway")
             self._changed.notify_all()
         if self._outbox and not self._writing:
             # Write now; the lock is released during the send (writer role).
             self._write_locked()
+
+    def _report(self, what: str) -> None:
+        if self._watcher is not None:
+            self._watcher(what)
 
     def _write_locked(self) -> None:
         """Write the outbox with the lock released, keeping frame order (writer role)."""
@@ -483,7 +556,7 @@ class ClientConnection:
         if self._closed and not self._reading and not self._writing:
             self._sock.close()
 
-    def close(self, status: Optional[Status] = None) -> None:
+    def close(self, status: Optional[CallStatus] = None) -> None:
         """Close the connection; calls still running end with ``status`` (CANCELLED by default).
 
         A GOAWAY(NO_ERROR) goes out first when it can, so the server sees a clean close.
@@ -491,7 +564,7 @@ class ClientConnection:
         with self._lock:
             if self._closed:
                 return
-            ending = status or Status(StatusCode.CANCELLED, "Channel closed!")
+            ending = status or CallStatus(StatusCode.CANCELLED, "Channel closed!")
             for call in list(self.protocol.calls.values()):
                 self.protocol.cancel(call, ending)
             if self.protocol.failure is None:
@@ -516,8 +589,8 @@ def _expired(deadline: Optional[float]) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-def _deadline_status() -> Status:
-    return Status(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
+def _deadline_status() -> CallStatus:
+    return CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
 
 
 class Transport:
@@ -572,35 +645,79 @@ class Transport:
         """Run one unary call to its end; the returned call always has a status.
 
         ``make_headers(timeout)`` builds the header block for each attempt, so ``grpc-timeout``
-        carries the time left when the attempt starts (grpc-wire.md §1.2).
+        carries the time left when the attempt starts.
+        """
+
+        def make_call() -> ClientCall:
+            return ClientCall(request=request, deadline=deadline, header_factory=make_headers)
+
+        _connection, call = self._attempt(make_call, deadline, wait_for_ready, handle, True)
+        return call
+
+    def open_stream(
+        self,
+        make_call: Callable[[], ClientCall],
+        deadline: Optional[float],
+        wait_for_ready: bool = False,
+        handle: "Optional[CallHandle]" = None,
+    ) -> "Tuple[Optional[ClientConnection], ClientCall]":
+        """Open a streaming call: its HEADERS (and any request it queued) are sent.
+
+        Returns the connection the call runs on (None when it ended before it had one) and the
+        call, open or already ended.  Attempts are made as for :meth:`call`.
+        """
+        return self._attempt(make_call, deadline, wait_for_ready, handle, False)
+
+    def _attempt(
+        self,
+        make_call: Callable[[], ClientCall],
+        deadline: Optional[float],
+        wait_for_ready: bool,
+        handle: "Optional[CallHandle]",
+        to_the_end: bool,
+    ) -> "Tuple[Optional[ClientConnection], ClientCall]":
+        """Find a connection and start (``to_the_end``: run) a call on it, retrying when safe.
+
+        A call that provably never reached the server (the connection was draining before it
+        got a stream, REFUSED_STREAM, a stream above a GOAWAY's last-stream-id) is retried once on
+        a new connection, transparently. With ``wait_for_ready`` a failed connect, or a server
+        that closed before saying anything, waits and tries again with gRPC's connection backoff
+        (doc/connection-backoff.md) until the deadline.
         """
         retries_left = 1
         backoff = self.options.initial_backoff
         while True:
             if handle is not None and handle.cancelled:
-                return _finished(request, handle.status)
+                return None, _finished(make_call(), handle.status)
             if self._closed:
-                return _finished(request, Status(StatusCode.CANCELLED, "Channel closed!"))
+                return None, _finished(
+                    make_call(), CallStatus(StatusCode.CANCELLED, "Channel closed!")
+                )
             if _expired(deadline):
-                return _finished(request, _deadline_status())
+                return None, _finished(make_call(), _deadline_status())
             try:
                 connection = self._connection_for(deadline)
             except DeadlineReached:
-                return _finished(request, _deadline_status())
+                return None, _finished(make_call(), _deadline_status())
             except ConnectFailed as exc:
                 if not wait_for_ready or self._closed:
-                    return _finished(request, Status(StatusCode.UNAVAILABLE, exc.details))
+                    return None, _finished(
+                        make_call(), CallStatus(StatusCode.UNAVAILABLE, exc.details)
+                    )
                 if not self._back_off(backoff, deadline, handle):
-                    return _finished(request, _deadline_status())
+                    return None, _finished(make_call(), _deadline_status())
                 backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
                 continue
-            call = ClientCall(
-                request=request, headers=[], deadline=deadline, header_factory=make_headers
-            )
+            call = make_call()
             if handle is not None and not handle.attach(connection, call):
-                return _finished(request, handle.status)
-            if not connection.run(call, deadline):
+                return None, _finished(call, handle.status)
+            started = connection.run(call, deadline) if to_the_end else connection.open(
+                call, deadline
+            )
+            if not started:
                 continue  # never started here: the connection was draining; take a new one
+            if not call.done:
+                return connection, call
             assert call.status is not None
             if call.retryable and retries_left:
                 retries_left -= 1
@@ -611,12 +728,12 @@ class Transport:
                 and connection.protocol.bytes_received == 0
                 and not self._closed
             ):
-                # The server closed before saying anything: like a failed connect (§4).
+                # The server closed before saying anything: like a failed connect.
                 if not self._back_off(backoff, deadline, handle):
-                    return _finished(request, _deadline_status())
+                    return connection, _finished(make_call(), _deadline_status())
                 backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
                 continue
-            return call
+            return connection, call
 
     def _back_off(
         self, backoff: float, deadline: Optional[float], handle: "Optional[CallHandle]" = None
@@ -653,7 +770,7 @@ class CallHandle:
         self._lock = threading.Lock()
         self._connection: Optional[ClientConnection] = None
         self._call: Optional[ClientCall] = None
-        self.status: Status = Status(StatusCode.CANCELLED, "Locally cancelled by application!")
+        self.status = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
         self.cancelled = False
         #: Set on cancel, so a wait_for_ready backoff ends at once.
         self.wake = threading.Event()
@@ -675,8 +792,8 @@ class CallHandle:
             connection.cancel(call, self.status)
 
 
-def _finished(request: bytes, status: Status) -> ClientCall:
-    """A call that ended before it had a stream (deadline, connect failure)."""
-    call = ClientCall(request=request, headers=[])
+def _finished(call: ClientCall, status: CallStatus) -> ClientCall:
+    """End a call that never got a stream (deadline, connect failure, cancellation)."""
     call.status = status
+    call.phase = CallPhase.ENDED
     return call

@@ -21,6 +21,7 @@ import struct
 import zlib
 from typing import Any, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 
+from .errors import DecompressionError, MessageTooLarge, ProtocolViolation, UnsupportedEncoding
 from .status import Metadata
 
 # --------------------------------------------------------------------------------------------
@@ -41,27 +42,6 @@ def encode_message(payload: bytes, compressed: bool = False) -> bytes:
     An empty message is exactly ``00 00 00 00 00``; the empty_unary interop case checks it.
     """
     return _PREFIX.pack(1 if compressed else 0, len(payload)) + payload
-
-
-class ProtocolViolation(ValueError):
-    """The peer broke the gRPC framing rules (for example a flag byte that is neither 0 nor 1)."""
-
-
-class MessageTooLarge(Exception):
-    """A message exceeds the configured limit; its status is RESOURCE_EXHAUSTED.
-
-    The text is grpc-go's, so logs from both implementations read alike.
-    """
-
-    def __init__(self, length: int, limit: int, sending: bool = False) -> None:
-        self.length = length
-        self.limit = limit
-        self.sending = sending
-        if sending:
-            text = f"grpc: trying to send message larger than max ({length} vs. {limit})"
-        else:
-            text = f"grpc: received message larger than max ({length} vs. {limit})"
-        super().__init__(text)
 
 
 class MessageDecoder:
@@ -397,14 +377,6 @@ SUPPORTED_ENCODINGS: Tuple[str, ...] = ("identity", "deflate", "gzip")
 ACCEPT_ENCODING = ",".join(SUPPORTED_ENCODINGS)
 
 
-class UnsupportedEncoding(ValueError):
-    """A ``grpc-encoding`` we cannot decode: UNIMPLEMENTED on a server, INTERNAL on a client."""
-
-
-class DecompressionError(ValueError):
-    """A compressed message that does not decompress: INTERNAL (grpc-wire.md §2, Compression)."""
-
-
 def compression_name(compression: Optional[int]) -> Optional[str]:
     """``'gzip'``, ``'deflate'`` or None (no compression) for a :class:`Compression` value."""
     if compression is None:
@@ -419,7 +391,7 @@ def _codec_wbits(encoding: str) -> int:
         return 16 + zlib.MAX_WBITS
     if encoding == "deflate":
         return zlib.MAX_WBITS
-    raise UnsupportedEncoding(f"unsupported grpc-encoding {encoding!r}")
+    raise UnsupportedEncoding(f'grpc: Decompressor is not installed for grpc-encoding "{encoding}"')
 
 
 def compress(encoding: str, data: bytes) -> bytes:
@@ -464,3 +436,20 @@ def parse_accept_encoding(value: Union[str, bytes, None]) -> FrozenSet[str]:
         return frozenset()
     text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
     return frozenset(part.strip() for part in text.split(",") if part.strip())
+
+
+def decode_message(
+    compressed: bool, payload: bytes, encoding: Optional[str], max_length: Optional[int]
+) -> bytes:
+    """One received message as the application gets it: inflated when its flag says so.
+
+    The flag needs a ``grpc-encoding`` other than ``identity`` (doc/compression.md, test 6), and
+    the inflated size is bounded by ``max_length``.  Raises a
+    :class:`~minigrpc.errors.CallError`: INTERNAL for a flag without an encoding, an encoding this
+    side cannot decode or a corrupt body, RESOURCE_EXHAUSTED beyond the limit.
+    """
+    if not compressed:
+        return payload
+    if not encoding or encoding == "identity":
+        raise ProtocolViolation("grpc: compressed flag set with identity or empty encoding")
+    return decompress(encoding, payload, max_length)

@@ -27,7 +27,8 @@ import h2.events
 import h2.settings
 
 from minigrpc import wire
-from minigrpc.client_protocol import ClientCall, ClientConnectionProtocol, request_headers
+from minigrpc.client_protocol import ClientCall, ClientConnectionProtocol
+from minigrpc.headers import request_headers
 
 Header = Tuple[bytes, bytes]
 

@@ -19,10 +19,8 @@ from minigrpc.client_protocol import (
     ClientConnectionProtocol,
     ConnectionFailed,
     GoAwayReceived,
-    header_list_size,
-    is_grpc_content_type,
-    request_headers,
 )
+from minigrpc.headers import header_list_size, is_grpc_content_type, request_headers
 from minigrpc.http2 import reopen_after_goaway
 from minigrpc.status import StatusCode
 from tests.client_helpers import (
@@ -120,7 +118,7 @@ def test_large_request_is_chunked_by_peer_frame_size_and_window() -> None:
     for _ in range(20):
         peer.pump()
         if peer.client.window_available(call):
-            peer.client.send_request(call)
+            peer.client.write_request(call)
         if call.request_complete:
             break
     peer.pump()
@@ -353,7 +351,7 @@ def test_rst_no_error_after_trailers_is_ignored() -> None:
     # Early closure (grpc-wire §3): the client stops sending and resets with NO_ERROR.
     peer.to_server()
     assert peer.resets[sid] == h2.errors.ErrorCodes.NO_ERROR
-    assert peer.client.send_request(call)  # nothing more is sent for a finished call
+    assert peer.client.write_request(call)  # nothing more is sent for a finished call
 
 
 def test_local_deadline_sends_cancel_and_wins_over_arrived_data() -> None:
@@ -414,7 +412,7 @@ def test_receive_limit_is_checked_on_the_prefix_and_data_keeps_being_acked() -> 
     assert call.status is not None
     assert call.status.code is StatusCode.RESOURCE_EXHAUSTED
     assert call.status.details == "grpc: received message larger than max (50000 vs. 1000)"
-    assert call.decoder is not None and call.decoder.buffered == 0
+    assert call.response is not None and call.response.decoder.buffered == 0
     # The server sends the rest before it sees the RST: that data is still credited back.
     peer.conn.send_data(sid, framed[5:40_000])
     peer.to_client()
@@ -430,21 +428,21 @@ def test_window_negative_after_settings_then_recovers() -> None:
     peer.to_server()
     sid = call.stream_id
     # The server had already received ~ its 65,535 default window... lower the window now.
-    sent_before = call.sent
+    queued_before = call.request.queued_bytes
     assert not call.request_complete
     peer.conn.update_settings({INITIAL_WINDOW_SIZE: 0})
     peer.to_client()
     peer.to_server()
     assert peer.client.conn.local_flow_control_window(sid) <= 0
     assert not peer.client.window_available(call)
-    assert not peer.client.send_request(call)
-    assert call.sent == sent_before
+    assert not peer.client.write_request(call)
+    assert call.request.queued_bytes == queued_before
     # Raising the window again moves every stream's window without a WindowUpdated event.
     peer.conn.update_settings({INITIAL_WINDOW_SIZE: 8 * 1024 * 1024})
     peer.to_client()
     for _ in range(100):
         if peer.client.window_available(call):
-            peer.client.send_request(call)
+            peer.client.write_request(call)
         peer.pump()
         if call.request_complete:
             break

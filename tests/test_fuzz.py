@@ -42,7 +42,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from minigrpc import http2, status, wire  # noqa: E402
+from minigrpc import errors, headers, http2, status, wire  # noqa: E402
 from minigrpc.status import StatusCode  # noqa: E402
 from tests.faulty_peer import (  # noqa: E402
     CLIENT_PREFACE,
@@ -269,7 +269,7 @@ def _client_with_call() -> Tuple[Any, Any]:
     proto.initiate()
     call = client_protocol.ClientCall(
         request=wire.encode_message(b"\x08\x01"),
-        headers=client_protocol.request_headers(
+        headers=headers.request_headers(
             path="/f.S/M", authority="localhost", user_agent="fuzz/1"
         ),
     )
@@ -280,6 +280,8 @@ def _client_with_call() -> Tuple[Any, Any]:
 
 _CLIENT_EVENTS = (
     client_protocol.CallFinished,
+    client_protocol.ResponseStarted,
+    client_protocol.MessageReceived,
     client_protocol.WindowOpened,
     client_protocol.GoAwayReceived,
     client_protocol.ConnectionFailed,
@@ -460,7 +462,7 @@ def test_message_decoder_any_bytes(data: bytes, cuts: List[int], limit: Any) -> 
             for compressed, payload in decoder.feed(chunk):
                 assert isinstance(compressed, bool) and isinstance(payload, bytes)
                 assert limit is None or len(payload) <= limit
-    except (wire.ProtocolViolation, wire.MessageTooLarge):
+    except (errors.ProtocolViolation, errors.MessageTooLarge):
         pass
     assert decoder.buffered >= 0
 
@@ -531,14 +533,14 @@ def test_percent_round_trip(message: str) -> None:
 def test_decompress_any_input(encoding: str, data: bytes, edits: List[Any], limit: Any) -> None:
     try:
         out = wire.decompress(encoding, mutate(data, edits), limit)
-    except (wire.DecompressionError, wire.MessageTooLarge, wire.UnsupportedEncoding):
+    except (errors.DecompressionError, errors.MessageTooLarge, errors.UnsupportedEncoding):
         return
     assert limit is None or len(out) <= limit
 
 
 def test_decompress_identity_respects_the_limit() -> None:
     """Found by test_decompress_any_input: identity ignored max_length. Fixed in wire.decompress."""
-    with pytest.raises(wire.MessageTooLarge):
+    with pytest.raises(errors.MessageTooLarge):
         wire.decompress("identity", b"\x00\x01", 1)
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from minigrpc import client_protocol, http2, status, targets, wire
+from minigrpc import headers, http2, status, targets, wire
 from minigrpc.status import StatusCode
 from tests.strategies import APPLICATION_METADATA
 
@@ -35,10 +35,10 @@ def test_go_names() -> None:
 
 
 def test_rpc_error_reads_like_grpc_go() -> None:
-    err = status.RpcError(status.Status(StatusCode.UNAVAILABLE, "connection error"))
+    err = status.RpcError(status.CallStatus(StatusCode.UNAVAILABLE, "connection error"))
     assert str(err) == "rpc error: code = Unavailable desc = connection error"
     assert err.code() is StatusCode.UNAVAILABLE and err.details() == "connection error"
-    odd = status.RpcError(status.Status(StatusCode.UNKNOWN, "x", number=42))
+    odd = status.RpcError(status.CallStatus(StatusCode.UNKNOWN, "x", number=42))
     assert str(odd) == "rpc error: code = Code(42) desc = x"
 
 
@@ -318,7 +318,7 @@ def test_data_frame_serialize_matches_hyperframe(
 
 @example(path=" /svc/m\x0c", timeout=None, encoding=None, metadata=[("k", " v ")])
 @given(
-    path=st.text(min_size=1, max_size=40).filter(lambda p: not client_protocol.malformed_path(p)),
+    path=st.text(min_size=1, max_size=40).filter(lambda p: not headers.malformed_path(p)),
     timeout=st.one_of(st.none(), st.floats(min_value=0.001, max_value=1e6)),
     encoding=st.sampled_from([None, "gzip", "deflate"]),
     metadata=APPLICATION_METADATA,
@@ -328,7 +328,7 @@ def test_request_headers_pass_h2_outbound_validation_unchanged(
 ) -> None:
     """Whatever request header block the API lets through, a validating h2 client accepts
     and encodes to exactly the same bytes as ours."""
-    headers = client_protocol.request_headers(
+    block = headers.request_headers(
         path=path,
         authority="localhost",
         user_agent="grpc-python-minigrpc/test",
@@ -344,11 +344,11 @@ def test_request_headers_pass_h2_outbound_validation_unchanged(
         conn = h2.connection.H2Connection(config)
         conn.initiate_connection()
         conn.data_to_send()
-        conn.send_headers(conn.get_next_available_stream_id(), headers, end_stream=True)
+        conn.send_headers(conn.get_next_available_stream_id(), block, end_stream=True)
         written.append(conn.data_to_send())
     assert written[0] == written[1]
 
 
 @pytest.mark.parametrize("path", ["", " ", "\x0c", " \t\x0b ", "/svc/a\r\nx", "/svc/\n", "/svc/\0"])
 def test_malformed_paths(path: str) -> None:
-    assert client_protocol.malformed_path(path)
+    assert headers.malformed_path(path)

@@ -1,0 +1,74 @@
+"""Failures that end one call and already know their gRPC status code.
+
+Both sides meet the same failures while they decode what the peer sent: a malformed
+Length-Prefixed-Message, a message over the receive limit, a compressed message they cannot
+inflate, a second message where the method allows one.  Each failure is an exception class that
+carries its status code (``doc/statuscodes.md``), so a protocol layer catches :class:`CallError`
+once and ends the call with ``exc.code`` and ``str(exc)``, instead of mapping each exception by
+hand.  The texts are grpc-go's, so logs of both implementations read alike.
+"""
+
+import os
+import socket
+
+from .status import StatusCode
+
+
+class CallError(Exception):
+    """A failure that ends one call with :attr:`code` and ``str(self)`` as its details."""
+
+    code = StatusCode.INTERNAL
+
+
+class ProtocolViolation(CallError):
+    """The peer broke a gRPC framing rule, e.g. a flag byte that is neither 0 nor 1: INTERNAL."""
+
+
+class CardinalityViolation(CallError):
+    """More or fewer messages than the method's kind allows (PROTOCOL-HTTP2.md): INTERNAL.
+
+    ``doc/statuscodes.md`` lists UNIMPLEMENTED for this, but grpc-go answers INTERNAL, and so do
+    grpcio and minigrpc.
+    """
+
+
+class MessageTooLarge(CallError):
+    """A message exceeds the configured limit: RESOURCE_EXHAUSTED."""
+
+    code = StatusCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, length: int, limit: int, sending: bool = False) -> None:
+        self.length = length
+        self.limit = limit
+        self.sending = sending
+        if sending:
+            text = f"grpc: trying to send message larger than max ({length} vs. {limit})"
+        else:
+            text = f"grpc: received message larger than max ({length} vs. {limit})"
+        super().__init__(text)
+
+
+class UnsupportedEncoding(CallError, ValueError):
+    """A ``grpc-encoding`` this side cannot decode (doc/compression.md).
+
+    On a client that is INTERNAL.  A server never gets this far: it rejects the request's
+    headers with UNIMPLEMENTED and its own ``grpc-accept-encoding`` instead.
+    """
+
+
+class DecompressionError(CallError, ValueError):
+    """A compressed message that does not inflate: INTERNAL (doc/compression.md)."""
+
+
+def os_error_text(error: BaseException) -> str:
+    """An OS error the way Go prints it: the lower-case C strerror (``connection refused``).
+
+    Both sides report socket failures in grpc-go's words, because the CNI plugin's messages must
+    read like the Go plugin's.
+    """
+    if isinstance(error, OSError) and error.errno:
+        text = os.strerror(error.errno)
+        return text[:1].lower() + text[1:]
+    if isinstance(error, socket.gaierror) and error.args:
+        return str(error.args[-1]).lower()
+    return str(error) or type(error).__name__

@@ -1,0 +1,438 @@
+"""The header blocks of a gRPC call, built and read in one place for both sides.
+
+A gRPC call is three header blocks on one HTTP/2 stream (PROTOCOL-HTTP2.md, "Requests" and
+"Responses"): the client's request headers, the server's response headers, and the server's
+trailers, which carry the status.  A server that fails a call before sending anything merges
+the last two into one block, *Trailers-Only*.  Each block has a writer, used by the side that
+sends it, and a reader, used by the side that receives it; like h11's ``_readers`` and
+``_writers``, they sit next to each other so that a rule is stated once:
+
+==========================  ============================  ==================================
+block                       written by (the sender)        read by (the receiver)
+==========================  ============================  ==================================
+request headers             :func:`request_headers`        :func:`read_request_headers`
+response headers            :func:`response_headers`       :func:`read_response_headers`
+trailers / Trailers-Only    :func:`status_headers`,        :func:`read_status`
+                            :func:`trailers_only`
+==========================  ============================  ==================================
+
+Header names and values are bytes (h2 is configured with ``header_encoding=None``).  Application
+metadata arrives here already validated and encoded (:func:`minigrpc.wire.encode_metadata`).
+"""
+
+from typing import FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from . import wire
+from .status import (
+    DEADLINE_EXCEEDED_DETAILS,
+    CallStatus,
+    Metadata,
+    StatusCode,
+    parse_grpc_status,
+    status_from_http,
+)
+
+Header = Tuple[bytes, bytes]
+Headers = List[Header]
+
+#: The base content-type; ``+proto``, ``+json`` or ``;params`` may follow (PROTOCOL-HTTP2.md).
+GRPC_CONTENT_TYPE = b"application/grpc"
+_CONTENT_TYPE = (b"content-type", GRPC_CONTENT_TYPE)
+#: ``te: trailers`` "to detect incompatible proxies" (PROTOCOL-HTTP2.md, Requests).
+_TE = (b"te", b"trailers")
+_ACCEPT_ENCODING = (b"grpc-accept-encoding", wire.ACCEPT_ENCODING.encode("ascii"))
+#: The encodings a server accepts in a request's ``grpc-encoding``.
+_DECODABLE_ENCODINGS = frozenset(wire.SUPPORTED_ENCODINGS)
+#: What ``bytes.strip()`` removes, and so what h2's outbound normalisation strips from values.
+_ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
+
+
+def header_list_size(headers: Iterable[Header]) -> int:
+    """RFC 9113 §6.5.2: name + value + 32 octets per field, what MAX_HEADER_LIST_SIZE limits."""
+    return sum(len(name) + len(value) + 32 for name, value in headers)
+
+
+def is_grpc_content_type(value: Optional[bytes]) -> bool:
+    """``application/grpc``, optionally followed by ``+subtype`` or ``;params``.
+
+    Media types are case-insensitive (RFC 9110 §8.3.1), so both sides compare in lower case.
+    """
+    if value is None:
+        return False
+    value = value.lower()
+    if not value.startswith(GRPC_CONTENT_TYPE):
+        return False
+    rest = value[len(GRPC_CONTENT_TYPE) :]
+    return not rest or rest[:1] in (b"+", b";")
+
+
+def find_header(headers: Sequence[Header], name: bytes) -> Optional[bytes]:
+    """The first value of ``name`` in ``headers``, or None."""
+    for key, value in headers:
+        if key == name:
+            return value
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Request headers
+# ------------------------------------------------------------------------------------------------
+
+
+def malformed_path(path: str) -> bool:
+    """True if ``path`` cannot be a ``:path`` value (RFC 9113 §8.3.1 and §8.2.1).
+
+    The method name is the one request header the application chooses freely, and h2's outbound
+    validation is off (:func:`minigrpc.http2.client_config`): an empty path is a protocol error
+    (h2's normalisation strips surrounding ASCII whitespace first, so a path of only whitespace
+    is empty too), and CR, LF or NUL would make an h2-based server kill the whole connection.
+    """
+    return not path.strip(_ASCII_WHITESPACE) or "\r" in path or "\n" in path or "\0" in path
+
+
+def request_headers(
+    *,
+    path: str,
+    authority: str,
+    user_agent: str,
+    timeout: Optional[float] = None,
+    encoding: Optional[str] = None,
+    metadata: Sequence[Header] = (),
+    scheme: str = "http",
+) -> Headers:
+    """The request header block, in grpc-go's order (PROTOCOL-HTTP2.md, Requests).
+
+    ``:method :scheme :path :authority content-type user-agent te [grpc-encoding]
+    grpc-accept-encoding [grpc-timeout] <metadata>``.  Receivers must not depend on the order, but
+    pseudo-headers must come first (RFC 9113 §8.3) and a fixed order keeps traces comparable.
+    ``scheme`` is ``https`` over TLS.
+    """
+    headers: Headers = [
+        (b":method", b"POST"),
+        (b":scheme", scheme.encode("ascii")),
+        (b":path", path.encode("utf-8")),
+        (b":authority", authority.encode("utf-8")),
+        _CONTENT_TYPE,
+        (b"user-agent", user_agent.encode("utf-8")),
+        _TE,
+    ]
+    if encoding is not None:
+        headers.append((b"grpc-encoding", encoding.encode("ascii")))
+    headers.append(_ACCEPT_ENCODING)
+    if timeout is not None:
+        headers.append((b"grpc-timeout", wire.encode_timeout(timeout).encode("ascii")))
+    headers.extend(metadata)
+    return headers
+
+
+class RequestHead(NamedTuple):
+    """A request header block a server accepted (see :func:`read_request_headers`)."""
+
+    method: str
+    authority: str
+    #: Application metadata: ``user-agent`` included, transport and ``grpc-*`` headers left out,
+    #: as grpcio's ``invocation_metadata()`` shows it.
+    metadata: Metadata
+    #: Seconds from ``grpc-timeout`` (always positive), or None without one.
+    timeout: Optional[float]
+    #: The request messages' compression, or None for ``identity`` / no ``grpc-encoding``.
+    encoding: Optional[str]
+    #: What the client lists in ``grpc-accept-encoding``.
+    accept_encodings: FrozenSet[str]
+
+
+class Rejection(NamedTuple):
+    """Why a server refuses a request's headers, and the Trailers-Only answer that says so."""
+
+    http_status: int
+    code: StatusCode
+    details: str
+    extra_headers: Tuple[Header, ...] = ()
+
+
+def read_request_headers(
+    headers: Sequence[Header], max_header_list_size: int
+) -> Union[RequestHead, Rejection]:
+    """Check a request header block in the order grpc-go applies its checks.
+
+    * a header list above the per-call limit: 431 and RESOURCE_EXHAUSTED (RFC 9113 §6.5.2);
+    * ``:method`` other than POST: 405 and INTERNAL;
+    * a content-type that is not ``application/grpc*``: 415 and INVALID_ARGUMENT (the
+      PROTOCOL-HTTP2.md "SHOULD");
+    * a malformed ``grpc-timeout``, or a ``-bin`` value that is not base64: 400 and INTERNAL;
+    * a ``grpc-timeout`` that is already over: DEADLINE_EXCEEDED;
+    * a ``grpc-encoding`` we cannot decode: UNIMPLEMENTED plus our ``grpc-accept-encoding``
+      (doc/compression.md).
+
+    A missing ``te`` is accepted, as grpc-go does.  With duplicate ``grpc-timeout`` headers the
+    shortest wins.
+    """
+    method = path = content_type = timeout = encoding = accept = authority = None
+    binary = False
+    for name, value in headers:
+        if name[:1] == b":":
+            if name == b":method":
+                method = value
+            elif name == b":path":
+                path = value
+            elif name == b":authority":
+                authority = value
+        elif name == b"content-type":
+            content_type = value
+        elif name == b"grpc-timeout":
+            timeout = value if timeout is None else min(timeout, value, key=_timeout_order)
+        elif name == b"grpc-encoding":
+            encoding = value
+        elif name == b"grpc-accept-encoding":
+            accept = value
+        elif name.endswith(b"-bin"):
+            binary = True
+    size = header_list_size(headers)
+    if size > max_header_list_size:
+        return Rejection(
+            431,
+            StatusCode.RESOURCE_EXHAUSTED,
+            f"request header list size {size} exceeds the limit {max_header_list_size}",
+        )
+    if method != b"POST":
+        shown = (method or b"").decode("ascii", "replace")
+        return Rejection(
+            405,
+            StatusCode.INTERNAL,
+            f'Received a HEADERS frame with :method "{shown}" which should be POST',
+        )
+    if not is_grpc_content_type(content_type):
+        shown = (content_type or b"").decode("ascii", "replace")
+        return Rejection(
+            415, StatusCode.INVALID_ARGUMENT, f'invalid gRPC request content-type "{shown}"'
+        )
+    seconds: Optional[float] = None
+    if timeout is not None:
+        try:
+            seconds = wire.decode_timeout(timeout)
+        except ValueError as exc:
+            return Rejection(400, StatusCode.INTERNAL, str(exc))
+        if seconds <= 0:
+            return Rejection(200, StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
+    if binary:
+        malformed = _malformed_binary_metadata(headers)
+        if malformed:
+            return Rejection(400, StatusCode.INTERNAL, malformed)
+    encoding_name: Optional[str] = None
+    if encoding is not None:
+        encoding_name = encoding.decode("ascii", "replace").strip()
+        if encoding_name not in _DECODABLE_ENCODINGS:
+            return Rejection(
+                200,
+                StatusCode.UNIMPLEMENTED,
+                f'grpc: Decompressor is not installed for grpc-encoding "{encoding_name}"',
+                (_ACCEPT_ENCODING,),
+            )
+        if encoding_name == "identity":
+            encoding_name = None
+    return RequestHead(
+        (path or b"").decode("utf-8", "replace"),
+        (authority or b"").decode("utf-8", "replace"),
+        _call_metadata(headers),
+        seconds,
+        encoding_name,
+        wire.parse_accept_encoding(accept),
+    )
+
+
+def _timeout_order(value: bytes) -> float:
+    """Sort key for duplicate ``grpc-timeout`` headers: the shortest wins."""
+    try:
+        return wire.decode_timeout(value)
+    except ValueError:
+        return -1.0  # malformed sorts first, so it is reported
+
+
+def _call_metadata(headers: Sequence[Header]) -> Metadata:
+    """Application metadata: transport headers and every reserved ``grpc-*`` key removed."""
+    metadata = wire.decode_metadata(headers)
+    if any(key.startswith("grpc-") for key, _ in metadata):
+        metadata = tuple(item for item in metadata if not item[0].startswith("grpc-"))
+    return metadata
+
+
+def _malformed_binary_metadata(headers: Sequence[Header]) -> str:
+    """Why a ``-bin`` header is not base64, in grpc-go's words, or "" if all decode.
+
+    grpc-go answers such a request with 400 and INTERNAL rather than dropping the value, so the
+    client learns its metadata did not arrive.  Each comma-separated part must decode (duplicate
+    keys may have been joined that way).  Reserved ``grpc-*`` keys are left to their own checks.
+    """
+    for name, value in headers:
+        if not name.endswith(b"-bin") or name.startswith(b"grpc-"):
+            continue
+        for part in value.split(b","):
+            try:
+                wire.b64decode_lenient(part)
+            except ValueError as exc:
+                shown = value[:100].decode("ascii", "replace")
+                key = name.decode("ascii", "replace")
+                return f'malformed binary metadata "{shown}" in header "{key}": {exc}'
+    return ""
+
+
+# ------------------------------------------------------------------------------------------------
+# Response headers
+# ------------------------------------------------------------------------------------------------
+
+
+def response_headers(encoding: Optional[str], metadata: Sequence[Header] = ()) -> Headers:
+    """``:status 200``, content-type, [grpc-encoding], grpc-accept-encoding, metadata."""
+    headers: Headers = [(b":status", b"200"), _CONTENT_TYPE]
+    if encoding is not None:
+        headers.append((b"grpc-encoding", encoding.encode("ascii")))
+    headers.append(_ACCEPT_ENCODING)
+    headers.extend(metadata)
+    return headers
+
+
+class ResponseHead(NamedTuple):
+    """What a client reads from response headers (or a Trailers-Only block)."""
+
+    #: ``:status`` as a number; None when missing or not a number.
+    http_status: Optional[int]
+    content_type: Optional[bytes]
+    #: The response messages' compression (``grpc-encoding``), or None.
+    encoding: Optional[str]
+    #: What the server lists in ``grpc-accept-encoding``, or None when it sent none.
+    accept_encodings: Optional[FrozenSet[str]]
+
+    @property
+    def is_grpc(self) -> bool:
+        """A gRPC response: ``:status`` present and a gRPC content-type.
+
+        Anything else (a proxy's 404 page, an HTTP/1-ish server) is decided from ``:status``
+        alone, as grpc-go does.
+        """
+        return self.http_status is not None and is_grpc_content_type(self.content_type)
+
+
+def read_response_headers(headers: Sequence[Header]) -> ResponseHead:
+    """Read the fields of a response header block that the client acts on."""
+    status_text: Optional[bytes] = None
+    content_type: Optional[bytes] = None
+    encoding: Optional[bytes] = None
+    accept: Optional[bytes] = None
+    for name, value in headers:
+        if name == b":status":
+            status_text = value
+        elif name == b"content-type":
+            content_type = value
+        elif name == b"grpc-encoding":
+            encoding = value
+        elif name == b"grpc-accept-encoding":
+            accept = value
+    return ResponseHead(
+        int(status_text) if status_text is not None and status_text.isdigit() else None,
+        content_type,
+        encoding.decode("ascii", "replace").strip() if encoding is not None else None,
+        wire.parse_accept_encoding(accept) if accept is not None else None,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Trailers
+# ------------------------------------------------------------------------------------------------
+
+
+def status_headers(code: StatusCode, details: str) -> Headers:
+    """``grpc-status`` and ``grpc-message``; the message is sent even when empty, like grpc-go."""
+    return [
+        (b"grpc-status", str(code.number).encode("ascii")),
+        (b"grpc-message", wire.percent_encode(details).encode("ascii")),
+    ]
+
+
+def trailers_only(
+    code: StatusCode,
+    details: str,
+    metadata: Sequence[Header] = (),
+    *,
+    http_status: int = 200,
+    extra_headers: Sequence[Header] = (),
+) -> Headers:
+    """One block for a call that fails before its response headers (PROTOCOL-HTTP2.md).
+
+    ``:status``, content-type (also on the 4xx rejections, so that a client believes the
+    ``grpc-status`` in it), any extra headers, the status and then the metadata.
+    """
+    headers: Headers = [(b":status", str(http_status).encode("ascii")), _CONTENT_TYPE]
+    headers.extend(extra_headers)
+    headers.extend(status_headers(code, details))
+    headers.extend(metadata)
+    return headers
+
+
+def http_failure_status(http_status: Optional[int], content_type: Optional[bytes]) -> CallStatus:
+    """The status of a response that is not gRPC, from ``:status`` (http-grpc-status-mapping.md).
+
+    The details read like grpc-go's, naming both the HTTP status and the content-type.
+    """
+    parts = []
+    if http_status is None:
+        code = StatusCode.INTERNAL
+        parts.append("malformed header: missing HTTP status")
+    else:
+        code = status_from_http(http_status)
+        parts.append(
+            "unexpected HTTP status code received from server: "
+            f"{http_status} ({_reason(http_status)})"
+        )
+    if content_type is None:
+        parts.append("malformed header: missing HTTP content-type")
+    elif not is_grpc_content_type(content_type):
+        parts.append(
+            "transport: received unexpected content-type "
+            f'"{content_type.decode("ascii", "replace")}"'
+        )
+    return CallStatus(code, "; ".join(parts))
+
+
+def read_status(
+    head: Optional[ResponseHead],
+    trailers: Sequence[Header],
+    initial_metadata: Metadata,
+    trailing_metadata: Metadata,
+) -> CallStatus:
+    """The status a server's final block states (PROTOCOL-HTTP2.md, Responses).
+
+    ``head`` is what the response headers said (the Trailers-Only block is both).  A response
+    that is not gRPC, or has no ``grpc-status`` and a ``:status`` other than 200, is decided by
+    :func:`http_failure_status`; otherwise ``grpc-status`` decides, UNKNOWN when it is missing or
+    unparsable.  ``grpc-status-details-bin`` is kept undecoded, None when not base64.
+    """
+    grpc_status = find_header(trailers, b"grpc-status")
+    http_status = head.http_status if head is not None else None
+    content_type = head.content_type if head is not None else None
+    if not is_grpc_content_type(content_type) or (
+        grpc_status is None and http_status not in (None, 200)
+    ):
+        return http_failure_status(http_status, content_type)
+    code, number = parse_grpc_status(grpc_status)
+    message = find_header(trailers, b"grpc-message")
+    details = wire.percent_decode(message) if message is not None else ""
+    if grpc_status is None:
+        details = details or "server closed the stream without sending a grpc-status"
+    details_bin: Optional[bytes] = None
+    raw_details_bin = find_header(trailers, b"grpc-status-details-bin")
+    if raw_details_bin is not None:
+        try:
+            details_bin = wire.b64decode_lenient(raw_details_bin)
+        except ValueError:
+            details_bin = None
+    return CallStatus(code, details, initial_metadata, trailing_metadata, number, details_bin)
+
+
+def _reason(http_status: int) -> str:
+    """The HTTP reason phrase, as grpc-go's ``http.StatusText`` prints it."""
+    import http  # only on this error path
+
+    try:
+        return http.HTTPStatus(http_status).phrase
+    except ValueError:
+        return "unknown"

@@ -1,0 +1,277 @@
+"""What both sides of gRPC do with an HTTP/2 connection, as a sans-IO state machine.
+
+A gRPC call is one HTTP/2 stream.  Either side sends a sequence of Length-Prefixed-Messages on
+it (PROTOCOL-HTTP2.md, "Length-Prefixed-Message"): one for a unary request or response, any
+number for a streaming one.  Everything that is the same on both sides lives here, once:
+
+* :class:`Outbound`: the messages one side still has to write on a stream, cut into DATA frames
+  of ``min(stream window, connection window, peer's MAX_FRAME_SIZE, remaining)`` bytes (RFC 9113
+  §5.2, §6.9), resumed when the peer opens its window again.
+* :class:`Inbound`: the messages arriving on a stream, reassembled whatever the DATA frame
+  boundaries, with the receive limit checked on each 5-byte prefix before the body is buffered,
+  and with flow control that never lets a slow reader grow memory without bound (below).
+* :class:`ConnectionProtocol`: one ``H2Connection`` plus the :class:`minigrpc.http2.FrameSplitter`
+  in front of it, the connection-level flow-control credit, and the bytes to send.
+  :class:`minigrpc.client_protocol.ClientConnectionProtocol` and
+  :class:`minigrpc.server_protocol.ServerConnection` add what differs: who opens streams, which
+  header blocks go where, and how a call ends.
+
+Flow control, receiving.  Every DATA frame is acknowledged at once, with its
+``flow_controlled_length`` (padding included), while the stream holds fewer than
+``buffer_limit`` bytes of whole messages that the application has not taken yet; a unary call
+never gets near the limit, so it costs nothing.  Beyond the limit the stream's window is
+credited only as the application takes messages, which stops a peer that streams faster than
+the application reads.  The connection window is always credited at once, so one slow stream
+never stalls the others on its connection.  Bytes of a message still being assembled are always
+acknowledged: they are bounded by the receive limit, and holding them back could deadlock a
+message larger than the window.
+"""
+
+import collections
+import enum
+from typing import Deque, List, Optional, Tuple
+
+import h2.connection
+import h2.errors
+import h2.exceptions
+
+from . import http2, wire
+
+#: A message as it arrived: (compressed flag, payload).
+Message = Tuple[bool, bytes]
+
+#: Bytes of whole, untaken messages a stream may hold before its window is credited only as
+#: the application takes them (see the module docstring).
+DEFAULT_BUFFER_LIMIT = 1024 * 1024
+
+
+class SendState(enum.Enum):
+    """Where one side's half of a stream is."""
+
+    #: More messages may follow.
+    OPEN = "open"
+    #: The last message is queued; the stream ends once the queue is written (END_STREAM on the
+    #: client, the trailers on the server).
+    CLOSING = "closing"
+    #: This side's END_STREAM is out (or the stream is gone); nothing more is sent.
+    CLOSED = "closed"
+
+
+class Outbound:
+    """The messages one side still has to write on one stream."""
+
+    __slots__ = ("_offset", "_queue", "queued_bytes", "state")
+
+    def __init__(self) -> None:
+        self._queue: Deque[memoryview] = collections.deque()
+        self._offset = 0
+        #: Framed bytes queued and not yet handed to h2.
+        self.queued_bytes = 0
+        self.state = SendState.OPEN
+
+    @property
+    def empty(self) -> bool:
+        return not self._queue
+
+    def add(self, framed: bytes, last: bool = False) -> None:
+        """Queue one framed message; ``last`` also closes this side once it is written."""
+        if framed:
+            self._queue.append(memoryview(framed))
+            self.queued_bytes += len(framed)
+        if last:
+            self.state = SendState.CLOSING
+
+    def close(self) -> None:
+        """No more messages: end this side once the queue is written."""
+        if self.state is SendState.OPEN:
+            self.state = SendState.CLOSING
+
+    def discard(self) -> None:
+        """Drop what is queued; the stream is ending another way (reset, early trailers)."""
+        self._queue.clear()
+        self._offset = 0
+        self.queued_bytes = 0
+        self.state = SendState.CLOSED
+
+    def write(
+        self,
+        conn: h2.connection.H2Connection,
+        stream_id: int,
+        room: Optional[int] = None,
+        end_stream_on_last: bool = False,
+    ) -> int:
+        """Hand h2 as much as the windows (and ``room`` bytes, when given) allow; bytes written.
+
+        A window may be zero or negative (the peer lowered INITIAL_WINDOW_SIZE, RFC 9113
+        §6.9.2); nothing is written then and the caller waits for a WINDOW_UPDATE.  With
+        ``end_stream_on_last`` the last chunk carries END_STREAM once the side is CLOSING, so a
+        small unary request is one DATA frame.  Payloads are views, not copies: the DATA
+        serializer (:func:`minigrpc.http2.speed_up_data_frames`) copies each byte once.
+        """
+        written = 0
+        queue = self._queue
+        while queue:
+            head = queue[0]
+            remaining = len(head) - self._offset
+            size = min(
+                conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size, remaining
+            )
+            if room is not None:
+                size = min(size, room - written)
+            if size <= 0:
+                break
+            end = self._offset + size
+            last_chunk = end == len(head) and len(queue) == 1
+            end_stream = end_stream_on_last and last_chunk and self.state is SendState.CLOSING
+            conn.send_data(stream_id, head[self._offset : end], end_stream=end_stream)
+            written += size
+            self.queued_bytes -= size
+            if end == len(head):
+                queue.popleft()
+                self._offset = 0
+            else:
+                self._offset = end
+            if end_stream:
+                self.state = SendState.CLOSED
+        return written
+
+    def can_write(self, conn: h2.connection.H2Connection, stream_id: int) -> bool:
+        """True when :meth:`write` could make progress now (or nothing waits for a window)."""
+        if not self._queue:
+            return True
+        return min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size) > 0
+
+
+class Inbound:
+    """The messages arriving on one stream, and the flow-control credit they owe."""
+
+    __slots__ = ("_buffered", "_deferred", "decoder", "limit", "messages", "received")
+
+    def __init__(self, max_message_length: Optional[int], limit: int) -> None:
+        self.decoder = wire.MessageDecoder(max_message_length)
+        #: Whole messages not yet taken by the application.
+        self.messages: Deque[Message] = collections.deque()
+        #: Messages received so far, taken or not (for the unary cardinality checks).
+        self.received = 0
+        self.limit = limit
+        self._buffered = 0
+        self._deferred = 0
+
+    @property
+    def at_boundary(self) -> bool:
+        """No partial message is held (PROTOCOL-HTTP2.md: the stream must end on one)."""
+        return self.decoder.at_boundary
+
+    def data_received(
+        self, connection: "ConnectionProtocol", stream_id: int, data: bytes, flow_controlled: int
+    ) -> List[Message]:
+        """Credit the bytes (now or later, see the module docstring), decode, queue.
+
+        Returns the messages this DATA payload completed.  Raises
+        :class:`~minigrpc.errors.CallError` when the payload breaks the framing or the receive
+        limit; the stream is then ended by the caller.
+        """
+        if flow_controlled:
+            if self._buffered < self.limit:
+                connection.conn.acknowledge_received_data(flow_controlled, stream_id)
+            else:
+                self._deferred += flow_controlled
+                connection.credit_connection(flow_controlled)
+        if not data:
+            return []
+        complete = self.decoder.feed(data)
+        if complete:
+            self.messages.extend(complete)
+            self.received += len(complete)
+            self._buffered += sum(len(payload) for _, payload in complete)
+        return complete
+
+    def take(self, connection: "ConnectionProtocol", stream_id: int) -> Optional[Message]:
+        """The oldest untaken message, or None; credits deferred window once below the limit."""
+        if not self.messages:
+            return None
+        message = self.messages.popleft()
+        self._buffered -= len(message[1])
+        if self._deferred and self._buffered < self.limit:
+            deferred, self._deferred = self._deferred, 0
+            stream = connection.conn.streams.get(stream_id)
+            if stream is not None and stream.open:
+                connection.conn.increment_flow_control_window(deferred, stream_id)
+        return message
+
+
+class ConnectionProtocol:
+    """One HTTP/2 connection of either side: h2, the frame splitter and the bytes to send.
+
+    Not thread-safe: the socket layer serialises access (h2 is not thread-safe either).
+    """
+
+    def __init__(
+        self,
+        conn: h2.connection.H2Connection,
+        splitter: http2.FrameSplitter,
+        connection_window: int,
+    ) -> None:
+        http2.speed_up_data_frames()
+        self.conn = conn
+        self._splitter = splitter
+        #: Connection window owed for DATA whose stream window is held back, and the amount
+        #: from which it is returned in one WINDOW_UPDATE.
+        self._connection_credit = 0
+        self._credit_threshold = max(1, connection_window // 4)
+        #: Output h2 queued before a GOAWAY in the same read (see :meth:`_split`).
+        self._saved_output = b""
+
+    def data_to_send(self) -> bytes:
+        """Everything h2 queued: frames for calls, ACKs, WINDOW_UPDATEs, PING replies."""
+        if self._saved_output:
+            saved, self._saved_output = self._saved_output, b""
+            return saved + self.conn.data_to_send()
+        return self.conn.data_to_send()
+
+    def credit_connection(self, flow_controlled: int) -> None:
+        """Return connection window for DATA whose stream window :class:`Inbound` holds back."""
+        self._connection_credit += flow_controlled
+        if self._connection_credit >= self._credit_threshold:
+            credit, self._connection_credit = self._connection_credit, 0
+            self.conn.increment_flow_control_window(credit)
+
+    def _split(self, data: bytes) -> List[bytes]:
+        """Cut ``data`` after each GOAWAY frame (:class:`minigrpc.http2.FrameSplitter`).
+
+        Raises :class:`minigrpc.http2.ConnectionError` subclasses for what the frame headers
+        alone show to be a connection error.
+        """
+        return self._splitter.feed(data)
+
+    def _receive_chunk(self, index: int, chunk: bytes) -> list:
+        """Feed one chunk to h2 and return its events; h2's ``ProtocolError`` passes through.
+
+        A chunk after the first may be a GOAWAY, on which h2 drops its queued output: what the
+        earlier chunks produced (ACKs, WINDOW_UPDATEs) is kept aside first.
+        """
+        if index:
+            self._saved_output += self.conn.data_to_send()
+        return self.conn.receive_data(chunk)
+
+    def _close_with(self, error_code: int) -> None:
+        """Queue GOAWAY(``error_code``) if h2 can still send one (RFC 9113 §5.4.1)."""
+        try:
+            self.conn.close_connection(error_code=error_code)
+        except h2.exceptions.ProtocolError:
+            pass
+
+    def _reset(self, stream_id: int, error_code: int) -> None:
+        """RST_STREAM, unless h2 already closed or forgot the stream (then it would raise)."""
+        stream = self.conn.streams.get(stream_id)
+        if stream is not None and not stream.closed:
+            try:
+                self.conn.reset_stream(stream_id, error_code)
+            except h2.exceptions.ProtocolError:
+                pass
+
+
+#: RST_STREAM codes both sides send.
+NO_ERROR = int(h2.errors.ErrorCodes.NO_ERROR)
+CANCEL = int(h2.errors.ErrorCodes.CANCEL)
+REFUSED_STREAM = int(h2.errors.ErrorCodes.REFUSED_STREAM)

@@ -1,0 +1,253 @@
+"""Sockets for both sides: connecting a client, binding a server, naming a peer.
+
+The client connects to a :class:`minigrpc.targets.Target` (unix path, Linux abstract name, or a
+TCP host that may resolve to several addresses); the server binds the same kinds of target.  Both
+report failures in grpc-go's words, because the CNI plugin must read like the Go plugin.
+"""
+
+import os
+import socket
+import stat
+import time
+from typing import Any, List, Optional, Set, Tuple
+
+from .errors import os_error_text
+from .targets import Target
+
+#: Pending connections the kernel queues; as large as the system allows, like grpc-core.
+LISTEN_BACKLOG = socket.SOMAXCONN
+_UNIX_DIR_MODE = 0o755
+
+
+# ------------------------------------------------------------------------------------------------
+# Client
+# ------------------------------------------------------------------------------------------------
+
+
+class ConnectFailed(Exception):
+    """The connection could not be established; ``details`` reads like grpc-go's."""
+
+    def __init__(self, details: str) -> None:
+        super().__init__(details)
+        self.details = details
+
+
+class DeadlineReached(Exception):
+    """The call's deadline passed before a connection was ready."""
+
+
+def _dial_error(target: Target, error: BaseException, op: str = "connect") -> ConnectFailed:
+    """grpc-go's wording: ``connection error: desc = "transport: Error while dialing: …"``."""
+    return ConnectFailed(
+        'connection error: desc = "transport: Error while dialing: '
+        f'dial {target.dial_text}: {op}: {os_error_text(error)}"'
+    )
+
+
+def open_socket(target: Target, deadline: Optional[float]) -> socket.socket:
+    """Connect to ``target``; raise ConnectFailed (UNAVAILABLE) or DeadlineReached.
+
+    TCP targets may name a host: every address it resolves to is tried in order. The socket is
+    left blocking (writes are bounded by flow control; reads wait in ``poll()`` with the call's
+    deadline) and TCP_NODELAY is set, since gRPC writes whole frames and waits for answers.
+    """
+    candidates: List[Tuple[int, Any]]
+    if target.family == socket.AF_UNIX:
+        candidates = [(socket.AF_UNIX, target.address)]
+    else:
+        assert isinstance(target.address, tuple)
+        host, port = target.address
+        try:
+            infos = socket.getaddrinfo(host, port, target.family, socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise ConnectFailed(
+                'connection error: desc = "transport: Error while dialing: '
+                f'dial tcp: lookup {host}: {os_error_text(exc)}"'
+            ) from None
+        candidates = [(info[0], info[4]) for info in infos]
+    last_error: Optional[BaseException] = None
+    for family, address in candidates:
+        timeout = None
+        if deadline is not None:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                raise DeadlineReached()
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            sock.settimeout(None)
+        except socket.timeout:
+            sock.close()
+            raise DeadlineReached() from None
+        except OSError as exc:
+            sock.close()
+            last_error = exc
+            continue
+        if family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    assert last_error is not None
+    raise _dial_error(target, last_error)
+
+
+# ------------------------------------------------------------------------------------------------
+# Server
+# ------------------------------------------------------------------------------------------------
+
+
+class Listener:
+    """A listening socket, plus what is needed to remove its unix socket file on stop."""
+
+    __slots__ = ("display", "sock", "unix_identity", "unix_path")
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        display: str,
+        unix_path: Optional[str] = None,
+        unix_identity: Optional[Tuple[int, int]] = None,
+    ) -> None:
+        self.sock = sock
+        self.display = display
+        self.unix_path = unix_path
+        self.unix_identity = unix_identity
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:  # pragma: no cover - close of a listening socket does not fail
+            pass
+        if self.unix_path is not None:
+            _remove_our_socket(self.unix_path, self.unix_identity)
+
+
+def peer_name(sock: socket.socket) -> str:
+    """grpcio's peer strings: ``ipv4:h:p``, ``ipv6:[h]:p``, ``unix:<path>`` (grpcio: ``unix:``)."""
+    try:
+        address = sock.getpeername()
+    except OSError:
+        address = None
+    family = sock.family
+    if family == socket.AF_UNIX:
+        if isinstance(address, bytes):
+            if address.startswith(b"\0"):
+                return "unix-abstract:" + address[1:].decode("utf-8", "replace")
+            address = address.decode("utf-8", "replace")
+        return "unix:" + (address or "")
+    if not isinstance(address, tuple):
+        return "unknown"
+    host, port = address[0], address[1]
+    if family == socket.AF_INET6:
+        if host.startswith("::ffff:") and "." in host:
+            return f"ipv4:{host[7:]}:{port}"
+        return f"ipv6:[{host}]:{port}"
+    return f"ipv4:{host}:{port}"
+
+
+def _prepare_unix_path(path: str) -> None:
+    """Unix socket hygiene before bind (issue 3).
+
+    Missing parent directories are created.  An existing path is replaced only when ``lstat``
+    shows a socket (never a symlink, never a regular file) that nobody listens on any more.
+    """
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, mode=_UNIX_DIR_MODE, exist_ok=True)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise RuntimeError(f"refusing to bind {path!r}: it is a symbolic link")
+    if not stat.S_ISSOCK(info.st_mode):
+        raise RuntimeError(f"refusing to bind {path!r}: it exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        os.unlink(path)  # a stale socket left by a process that is gone
+        return
+    except OSError as exc:
+        raise RuntimeError(f"refusing to bind {path!r}: it may be in use ({exc})") from None
+    finally:
+        probe.close()
+    raise RuntimeError(f"refusing to bind {path!r}: another server is listening on it")
+
+
+def _remove_our_socket(path: str, identity: Optional[Tuple[int, int]]) -> None:
+    """Remove the socket file on stop, unless something else has replaced it since."""
+    try:
+        info = os.lstat(path)
+        if stat.S_ISSOCK(info.st_mode) and (
+            identity is None or (info.st_dev, info.st_ino) == identity
+        ):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def bind_unix(target: Target, mode: int) -> Listener:
+    address = target.address
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if isinstance(address, bytes):  # abstract: no file, no permissions
+            sock.bind(address)
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+            return Listener(sock, target.display)
+        assert isinstance(address, str)
+        path = address
+        _prepare_unix_path(path)
+        sock.bind(path)
+        # Nobody can connect before listen(), so setting the mode in between leaves no window.
+        info = os.lstat(path)
+        if not stat.S_ISSOCK(info.st_mode):  # pragma: no cover - replaced under our feet
+            raise RuntimeError(f"{path!r} changed while binding")
+        os.chmod(path, mode)
+        sock.listen(LISTEN_BACKLOG)
+        sock.setblocking(False)
+        return Listener(sock, target.display, path, (info.st_dev, info.st_ino))
+    except BaseException:
+        sock.close()
+        raise
+
+
+def bind_tcp(target: Target) -> List[Listener]:
+    """Bind every address ``host`` resolves to, on one port (port 0: the first one's)."""
+    assert isinstance(target.address, tuple)
+    host, port = target.address
+    if host in ("", "*"):
+        host = "::"
+    infos = socket.getaddrinfo(
+        host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE
+    )
+    listeners: List[Listener] = []
+    errors: List[str] = []
+    seen: Set[Tuple[int, Any]] = set()
+    for family, kind, proto, _, address in infos:
+        if (family, address[0]) in seen:
+            continue
+        seen.add((family, address[0]))
+        if port == 0 and listeners:
+            address = (address[0], listeners[0].sock.getsockname()[1], *address[2:])
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                # '[::]' serves IPv4 too, as in grpcio; a specific v6 address stays v6.
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind(address)
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            errors.append(f"{address[0]}: {exc}")
+            continue
+        listeners.append(Listener(sock, target.display))
+        if family == socket.AF_INET6 and address[0] == "::":
+            break  # the dual-stack socket already covers 0.0.0.0
+    if not listeners:
+        raise RuntimeError(f"failed to bind to address {target.display}: {'; '.join(errors)}")
+    return listeners

@@ -3,21 +3,21 @@
 Why no protoc plugin: grpcio's ``*_pb2_grpc.py`` files (written by the grpc_tools plugin) hold
 nothing that is not already in the ``ServiceDescriptor`` of the ordinary ``*_pb2.py`` module:
 the service's full name, each method's name (together they form the HTTP/2 ``:path``
-``/<package>.<Service>/<Method>``, grpc-wire.md §1.1), its request and response message types,
-and whether either side streams.  Reading those at run time means
+``/<package>.<Service>/<Method>``, PROTOCOL-HTTP2.md, Requests), its request and response
+message types, and whether either side streams.  Reading those at run time means
 
 * no second generated file per ``.proto`` that must be kept in sync with the first;
 * no dependency on ``grpc_tools`` or on the grpcio version that generated the code; and
 * the same helpers work with a minigrpc channel/server *and* with a grpcio one, because they
-  only use the API the two share (``channel.unary_unary`` and
+  only use the API the two share (the channel's four multi-callable factories and
   ``server.add_generic_rpc_handlers``), which the test suite relies on.
 
-minigrpc carries unary calls only (grpc-wire.md, Scope): streaming methods get a stub attribute
-that raises ``NotImplementedError`` and are never registered on a server.
+Each method maps to the multi-callable and handler of its shape, as in grpcio's generated code:
+``unary_unary``, ``unary_stream``, ``stream_unary`` or ``stream_stream``.
 """
 
 import threading
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 from google.protobuf import message_factory as _message_factory
 from google.protobuf import symbol_database as _symbol_database
@@ -56,7 +56,9 @@ def message_class(descriptor: Any) -> Any:
 
 
 def method_path(method_descriptor: Any) -> str:
-    """The HTTP/2 ``:path`` of a method: ``/<full service name>/<method name>`` (grpc-wire.md §1.1).
+    """The HTTP/2 ``:path`` of a method: ``/<full service name>/<method name>``.
+
+    PROTOCOL-HTTP2.md, Requests: ``Path → ":path" "/" Service-Name "/" {method name}``.
 
     Both parts keep their case; servers match the path exactly.
     """
@@ -80,52 +82,32 @@ def streaming_flags(method_descriptor: Any) -> "tuple[bool, bool]":
     return bool(client), bool(server)
 
 
-def _streaming_kind(method_descriptor: Any) -> str:
+def _shape(method_descriptor: Any) -> str:
+    """``unary_unary``, ``unary_stream``, ``stream_unary`` or ``stream_stream``: the name of the
+    channel's multi-callable factory and (with ``_rpc_method_handler``) of the handler."""
     client, server = streaming_flags(method_descriptor)
-    if client and server:
-        return "bidirectional-streaming"
-    if client:
-        return "client-streaming"
-    if server:
-        return "server-streaming"
-    return ""
-
-
-class _StreamingNotSupported:
-    """Stands in for a streaming method on a stub, so the attribute exists but fails clearly."""
-
-    def __init__(self, path: str, kind: str) -> None:
-        self._message = f"{path} is a {kind} method; minigrpc implements unary calls only"
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(self._message)
-
-    def __repr__(self) -> str:
-        return f"<unsupported: {self._message}>"
+    return f"{'stream' if client else 'unary'}_{'stream' if server else 'unary'}"
 
 
 class ServiceStub:
     """A client for one service: one attribute per RPC, named exactly like the proto method.
 
-    Each unary attribute is whatever ``channel.unary_unary`` returns (a multi-callable taking
-    ``request, timeout=None, metadata=None, ...``), already set up to serialize the request
-    and parse the response with the method's message classes.
+    Each attribute is whatever the channel's factory for the method's shape returns (for a
+    unary method ``channel.unary_unary(...)``, a multi-callable taking ``request, timeout=None,
+    metadata=None, ...``), already set up to serialize the requests and parse the responses
+    with the method's message classes.
     """
 
     def __init__(self, service_descriptor: Any, channel: Any) -> None:
         self._service_name: str = service_descriptor.full_name
         for method in service_descriptor.methods:
-            path = method_path(method)
-            kind = _streaming_kind(method)
-            if kind:
-                callable_: Any = _StreamingNotSupported(path, kind)
-            else:
-                callable_ = channel.unary_unary(
-                    path,
-                    request_serializer=message_class(method.input_type).SerializeToString,
-                    response_deserializer=message_class(method.output_type).FromString,
-                )
-            setattr(self, method.name, callable_)
+            factory = getattr(channel, _shape(method))
+            multicallable = factory(
+                method_path(method),
+                request_serializer=message_class(method.input_type).SerializeToString,
+                response_deserializer=message_class(method.output_type).FromString,
+            )
+            setattr(self, method.name, multicallable)
 
     def __repr__(self) -> str:
         return f"<ServiceStub {self._service_name}>"
@@ -141,14 +123,13 @@ def stub(service_descriptor: Any, channel: Any) -> Any:
 
 
 def add_servicer(server: Any, service_descriptor: Any, servicer: Any) -> "list[str]":
-    """Register ``servicer``'s unary methods for ``service_descriptor`` on ``server``.
+    """Register ``servicer``'s methods for ``service_descriptor`` on ``server``.
 
     A method is served when ``servicer`` has a callable attribute named like the RPC (e.g.
-    ``CmdAdd``) taking ``(request, context)``, as with grpcio.  Methods it lacks, and all
-    streaming methods, stay unregistered, so calls to them end with UNIMPLEMENTED
-    (grpc-wire.md §4.4, "unknown service / method").  Works with any server offering
-    ``add_generic_rpc_handlers`` (minigrpc's and grpcio's): the handler objects come from
-    ``minigrpc.handlers``, whose API is grpcio's.
+    ``CmdAdd``) with the signature of its shape, as with grpcio (see :mod:`minigrpc.handlers`).
+    Methods it lacks stay unregistered, so calls to them end with UNIMPLEMENTED.  Works with
+    any server offering ``add_generic_rpc_handlers`` (minigrpc's and grpcio's): the handler
+    objects come from ``minigrpc.handlers``, whose API is grpcio's.
 
     Returns the names of the registered methods.
     """
@@ -156,12 +137,11 @@ def add_servicer(server: Any, service_descriptor: Any, servicer: Any) -> "list[s
 
     method_handlers: Dict[str, Any] = {}
     for method in service_descriptor.methods:
-        if _streaming_kind(method):
-            continue
-        behaviour: Callable[..., Any] | None = getattr(servicer, method.name, None)
+        behaviour: Optional[Callable[..., Any]] = getattr(servicer, method.name, None)
         if not callable(behaviour):
             continue
-        method_handlers[method.name] = handlers.unary_unary_rpc_method_handler(
+        make_handler = getattr(handlers, f"{_shape(method)}_rpc_method_handler")
+        method_handlers[method.name] = make_handler(
             behaviour,
             request_deserializer=message_class(method.input_type).FromString,
             response_serializer=message_class(method.output_type).SerializeToString,

@@ -5,11 +5,20 @@ path; the answer is an :class:`RpcMethodHandler` (or None). grpcio-generated
 ``add_*Servicer_to_server`` functions build exactly these objects, so keeping the same names
 and fields lets them, and handlers written for grpcio, run unchanged on :func:`minigrpc.server`.
 
-minigrpc serves unary-unary methods only; the streaming fields exist so that the tuple has the
-shape grpcio code expects, and the server answers a streaming method with UNIMPLEMENTED.
+The four ``*_rpc_method_handler`` functions build the handler of each call shape; the shape
+decides how the server calls ``behavior``:
+
+=================  ==========================================  ============================
+shape              behavior(...)                               returns
+=================  ==========================================  ============================
+unary_unary        ``(request, context)``                      the response
+unary_stream       ``(request, context)``                      an iterator of responses
+stream_unary       ``(request_iterator, context)``             the response
+stream_stream      ``(request_iterator, context)``             an iterator of responses
+=================  ==========================================  ============================
 """
 
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterator, Mapping, NamedTuple, Optional
 
 from .status import Metadata
 
@@ -73,6 +82,46 @@ def unary_unary_rpc_method_handler(
     return RpcMethodHandler(
         False, False, request_deserializer, response_serializer, behavior, None, None, None
     )
+
+
+def unary_stream_rpc_method_handler(
+    behavior: Callable[[Any, Any], Iterator[Any]],
+    request_deserializer: Deserializer = None,
+    response_serializer: Serializer = None,
+) -> RpcMethodHandler:
+    """Wrap ``behavior(request, context) -> iterator of responses`` (a server stream)."""
+    return RpcMethodHandler(
+        False, True, request_deserializer, response_serializer, None, behavior, None, None
+    )
+
+
+def stream_unary_rpc_method_handler(
+    behavior: Callable[[Iterator[Any], Any], Any],
+    request_deserializer: Deserializer = None,
+    response_serializer: Serializer = None,
+) -> RpcMethodHandler:
+    """Wrap ``behavior(request_iterator, context) -> response`` (a client stream)."""
+    return RpcMethodHandler(
+        True, False, request_deserializer, response_serializer, None, None, behavior, None
+    )
+
+
+def stream_stream_rpc_method_handler(
+    behavior: Callable[[Iterator[Any], Any], Iterator[Any]],
+    request_deserializer: Deserializer = None,
+    response_serializer: Serializer = None,
+) -> RpcMethodHandler:
+    """Wrap ``behavior(request_iterator, context) -> iterator of responses`` (both stream)."""
+    return RpcMethodHandler(
+        True, True, request_deserializer, response_serializer, None, None, None, behavior
+    )
+
+
+def handler_behavior(handler: RpcMethodHandler) -> Optional[Callable[..., Any]]:
+    """The callable of the handler's own shape (``unary_unary`` for a unary handler, ...)."""
+    if handler.request_streaming:
+        return handler.stream_stream if handler.response_streaming else handler.stream_unary
+    return handler.unary_stream if handler.response_streaming else handler.unary_unary
 
 
 def method_handlers_generic_handler(

@@ -13,12 +13,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from concurrent import futures
-from typing import Any, Iterator
+from typing import Any, Dict, Iterator
 
 import pytest
 
 from cni_client import cni_pb2
-from minigrpc.descriptors import add_servicer, message_class, method_path, stub
+from minigrpc.descriptors import add_servicer, message_class, method_path, streaming_flags, stub
 from tests.interop import empty_pb2, messages_pb2, test_pb2
 from tests.interop.servicer import ECHO_INITIAL_KEY, ECHO_TRAILING_KEY, SLEEP_KEY
 from tests.peers import GrpcioServer
@@ -62,13 +62,20 @@ def test_method_path_is_full_service_name_and_method() -> None:
     ]
 
 
-def test_stub_has_one_attribute_per_rpc_and_streaming_ones_refuse() -> None:
+def test_stub_has_the_multicallable_of_each_methods_shape() -> None:
+    shapes = {
+        "EmptyCall": grpc.UnaryUnaryMultiCallable,
+        "UnaryCall": grpc.UnaryUnaryMultiCallable,
+        "UnimplementedCall": grpc.UnaryUnaryMultiCallable,
+        "StreamingOutputCall": grpc.UnaryStreamMultiCallable,
+        "StreamingInputCall": grpc.StreamUnaryMultiCallable,
+        "FullDuplexCall": grpc.StreamStreamMultiCallable,
+        "HalfDuplexCall": grpc.StreamStreamMultiCallable,
+    }
     with grpc.insecure_channel("unix-abstract:minigrpc-test-never-connected") as channel:
         service_stub = stub(test_pb2.TEST_SERVICE, channel)
-        for name in ("EmptyCall", "UnaryCall", "UnimplementedCall", "FullDuplexCall"):
-            assert callable(getattr(service_stub, name))
-        with pytest.raises(NotImplementedError, match=r"FullDuplexCall.*unary calls only"):
-            service_stub.FullDuplexCall(iter(()))
+        for name, multicallable in shapes.items():
+            assert isinstance(getattr(service_stub, name), multicallable), name
 
 
 # -- calls through a real grpcio server --------------------------------------------------------
@@ -233,7 +240,7 @@ def test_add_servicer_registers_only_callable_methods(grpcio_server_factory: Any
         assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
-def test_add_servicer_returns_registered_names_and_skips_streaming() -> None:
+def test_add_servicer_registers_every_method_the_servicer_has() -> None:
     class EveryMethod:
         def __getattr__(self, name: str) -> Any:
             return lambda request, context: None
@@ -243,7 +250,29 @@ def test_add_servicer_returns_registered_names_and_skips_streaming() -> None:
         names = add_servicer(server, test_pb2.TEST_SERVICE, EveryMethod())
     finally:
         server.stop(None)
-    assert names == ["EmptyCall", "UnaryCall", "UnimplementedCall"]
+    assert names == [m.name for m in test_pb2.TEST_SERVICE.methods]
+
+
+def test_add_servicer_builds_the_handler_of_each_shape() -> None:
+    class Recorder:
+        def __init__(self) -> None:
+            self.handlers: Dict[str, Any] = {}
+
+        def add_generic_rpc_handlers(self, generic_handlers: Any) -> None:
+            for generic in generic_handlers:
+                self.handlers.update(generic.method_paths())
+
+    class EveryMethod:
+        def __getattr__(self, name: str) -> Any:
+            return lambda request, context: None
+
+    server = Recorder()
+    add_servicer(server, test_pb2.TEST_SERVICE, EveryMethod())
+    flags = {
+        path.rsplit("/", 1)[1]: (h.request_streaming, h.response_streaming)
+        for path, h in server.handlers.items()
+    }
+    assert flags == {m.name: streaming_flags(m) for m in test_pb2.TEST_SERVICE.methods}
 
 
 class _Agent:

@@ -176,7 +176,10 @@ def test_interop_paths_and_streaming_flags() -> None:
         "EmptyCall": (False, False),
         "UnaryCall": (False, False),
         "UnimplementedCall": (False, False),
+        "StreamingOutputCall": (False, True),
+        "StreamingInputCall": (True, False),
         "FullDuplexCall": (True, True),
+        "HalfDuplexCall": (True, True),
     }
     assert test_pb2.UNIMPLEMENTED_SERVICE.full_name == "grpc.testing.UnimplementedService"
     assert [m.name for m in test_pb2.UNIMPLEMENTED_SERVICE.methods] == ["UnimplementedCall"]

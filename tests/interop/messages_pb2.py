@@ -27,14 +27,17 @@ _SERIALIZED_FILE = (
     b"\x0a\x08username\x18\x02 \x01(\x09\x12\x13\x0a\x0boauth_scope\x18\x03 \x01(\x09\x12\x11\x0a\x09server_id\x18\x04 \x01(\x09\x128\x0a\x11grpc"
     b"lb_route_type\x18\x05 \x01(\x0e2\x1d.grpc.testing.GrpclbRouteType\x12\x10\x0a\x08hostname\x18\x06"
     b" \x01(\x09\x22d\x0a\x12ResponseParameters\x12\x0c\x0a\x04size\x18\x01 \x01(\x05\x12\x13\x0a\x0binterval_us\x18\x02 \x01(\x05\x12+\x0a"
-    b"\x0acompressed\x18\x03 \x01(\x0b2\x17.grpc.testing.BoolValue\x22\xe8\x01\x0a\x1aStreamingOutputCa"
-    b"llRequest\x120\x0a\x0dresponse_type\x18\x01 \x01(\x0e2\x19.grpc.testing.PayloadType\x12=\x0a\x13r"
-    b"esponse_parameters\x18\x02 \x03(\x0b2 .grpc.testing.ResponseParameters\x12&\x0a\x07pa"
-    b"yload\x18\x03 \x01(\x0b2\x15.grpc.testing.Payload\x121\x0a\x0fresponse_status\x18\x07 \x01(\x0b2\x18.gr"
-    b"pc.testing.EchoStatus\x22E\x0a\x1bStreamingOutputCallResponse\x12&\x0a\x07payload\x18"
-    b"\x01 \x01(\x0b2\x15.grpc.testing.Payload*\x1f\x0a\x0bPayloadType\x12\x10\x0a\x0cCOMPRESSABLE\x10\x00*o\x0a"
-    b"\x0fGrpclbRouteType\x12\x1d\x0a\x19GRPCLB_ROUTE_TYPE_UNKNOWN\x10\x00\x12\x1e\x0a\x1aGRPCLB_ROUTE_"
-    b"TYPE_FALLBACK\x10\x01\x12\x1d\x0a\x19GRPCLB_ROUTE_TYPE_BACKEND\x10\x02b\x06proto3"
+    b"\x0acompressed\x18\x03 \x01(\x0b2\x17.grpc.testing.BoolValue\x22w\x0a\x19StreamingInputCall"
+    b"Request\x12&\x0a\x07payload\x18\x01 \x01(\x0b2\x15.grpc.testing.Payload\x122\x0a\x11expect_compre"
+    b"ssed\x18\x02 \x01(\x0b2\x17.grpc.testing.BoolValue\x22=\x0a\x1aStreamingInputCallRespons"
+    b"e\x12\x1f\x0a\x17aggregated_payload_size\x18\x01 \x01(\x05\x22\xe8\x01\x0a\x1aStreamingOutputCallReques"
+    b"t\x120\x0a\x0dresponse_type\x18\x01 \x01(\x0e2\x19.grpc.testing.PayloadType\x12=\x0a\x13response_"
+    b"parameters\x18\x02 \x03(\x0b2 .grpc.testing.ResponseParameters\x12&\x0a\x07payload\x18\x03 "
+    b"\x01(\x0b2\x15.grpc.testing.Payload\x121\x0a\x0fresponse_status\x18\x07 \x01(\x0b2\x18.grpc.testi"
+    b"ng.EchoStatus\x22E\x0a\x1bStreamingOutputCallResponse\x12&\x0a\x07payload\x18\x01 \x01(\x0b2\x15."
+    b"grpc.testing.Payload*\x1f\x0a\x0bPayloadType\x12\x10\x0a\x0cCOMPRESSABLE\x10\x00*o\x0a\x0fGrpclbR"
+    b"outeType\x12\x1d\x0a\x19GRPCLB_ROUTE_TYPE_UNKNOWN\x10\x00\x12\x1e\x0a\x1aGRPCLB_ROUTE_TYPE_FAL"
+    b"LBACK\x10\x01\x12\x1d\x0a\x19GRPCLB_ROUTE_TYPE_BACKEND\x10\x02b\x06proto3"
 )
 
 DESCRIPTOR: Any = _descriptor_pool.Default().AddSerializedFile(_SERIALIZED_FILE)
@@ -52,5 +55,7 @@ TestOrcaReport: Any = globals()["TestOrcaReport"]
 SimpleRequest: Any = globals()["SimpleRequest"]
 SimpleResponse: Any = globals()["SimpleResponse"]
 ResponseParameters: Any = globals()["ResponseParameters"]
+StreamingInputCallRequest: Any = globals()["StreamingInputCallRequest"]
+StreamingInputCallResponse: Any = globals()["StreamingInputCallResponse"]
 StreamingOutputCallRequest: Any = globals()["StreamingOutputCallRequest"]
 StreamingOutputCallResponse: Any = globals()["StreamingOutputCallResponse"]

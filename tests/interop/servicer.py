@@ -2,9 +2,9 @@
 
 It implements "What a test server must do" of grpc-wire.md §9 for the unary methods, so the
 same instance can be served by ``grpc.server`` (a real grpcio peer for minigrpc's client) and by
-minigrpc's own server.  Register it with :func:`minigrpc.descriptors.add_servicer`; the streaming
-``FullDuplexCall`` is deliberately not implemented (minigrpc is unary only), and
-``UnimplementedCall`` is absent so that calling it yields UNIMPLEMENTED.
+minigrpc's own server.  Register it with :func:`minigrpc.descriptors.add_servicer`;
+``UnimplementedCall`` is absent so that calling it yields UNIMPLEMENTED.  The streaming methods
+follow grpc's interop test descriptions (doc/interop-test-descriptions.md in grpc/grpc).
 
 Two things a real interop server lacks, added for minigrpc's tests:
 
@@ -29,7 +29,7 @@ import importlib
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
 
 from tests.interop import empty_pb2, messages_pb2
 
@@ -132,6 +132,10 @@ class TestServiceServicer:
             seconds = max(0.0, int(values[0]) / 1000.0)
         except ValueError:
             return
+        self._wait(seconds, context)
+
+    def _wait(self, seconds: float, context: Any) -> None:
+        """Wait ``seconds``, or less if the call ends first or the test releases sleepers."""
         ended = threading.Event()
         with self._lock:
             self._sleepers.add(ended)
@@ -230,3 +234,52 @@ class TestServiceServicer:
         if request.fill_server_id:
             response.server_id = self.server_id
         return response
+
+    # -- streaming RPCs --------------------------------------------------------------------------
+
+    def _streamed_responses(self, request: Any, context: Any) -> Iterator[Any]:
+        """One response per ``response_parameters`` entry, each after its ``interval_us``."""
+        api = self._status_api(context)
+        if request.HasField("response_status") and request.response_status.code != 0:
+            context.abort(api.code(request.response_status.code), request.response_status.message)
+        for parameters in request.response_parameters:
+            if parameters.size < 0:
+                context.abort(api.status_code.INVALID_ARGUMENT, "negative size")
+            if parameters.interval_us > 0:
+                self._wait(parameters.interval_us / 1e6, context)
+            yield messages_pb2.StreamingOutputCallResponse(
+                payload=messages_pb2.Payload(
+                    type=messages_pb2.COMPRESSABLE, body=bytes(parameters.size)
+                )
+            )
+
+    def StreamingOutputCall(self, request: Any, context: Any) -> Iterator[Any]:
+        """server_streaming: the responses that ``response_parameters`` asks for."""
+        metadata = self._record("StreamingOutputCall", context)
+        self._wait_if_asked(metadata, context)
+        self._echo_metadata(metadata, context)
+        yield from self._streamed_responses(request, context)
+
+    def StreamingInputCall(self, request_iterator: Iterator[Any], context: Any) -> Any:
+        """client_streaming: the sum of the request payloads' sizes."""
+        metadata = self._record("StreamingInputCall", context)
+        self._wait_if_asked(metadata, context)
+        self._echo_metadata(metadata, context)
+        total = sum(len(request.payload.body) for request in request_iterator)
+        return messages_pb2.StreamingInputCallResponse(aggregated_payload_size=total)
+
+    def FullDuplexCall(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
+        """ping_pong and friends: each request answered as soon as it arrives."""
+        metadata = self._record("FullDuplexCall", context)
+        self._wait_if_asked(metadata, context)
+        self._echo_metadata(metadata, context)
+        for request in request_iterator:
+            yield from self._streamed_responses(request, context)
+
+    def HalfDuplexCall(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
+        """Every request read first, then all of them answered in order."""
+        metadata = self._record("HalfDuplexCall", context)
+        self._echo_metadata(metadata, context)
+        requests = list(request_iterator)
+        for request in requests:
+            yield from self._streamed_responses(request, context)

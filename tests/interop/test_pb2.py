@@ -16,13 +16,18 @@ from tests.interop import messages_pb2 as _dependency1  # noqa: F401
 # The FileDescriptorProto of grpc/testing/test.proto, serialized.
 _SERIALIZED_FILE = (
     b"\x0a\x17grpc/testing/test.proto\x12\x0cgrpc.testing\x1a\x18grpc/testing/empty.prot"
-    b"o\x1a\x1bgrpc/testing/messages.proto2\xb6\x02\x0a\x0bTestService\x125\x0a\x09EmptyCall\x12\x13.gr"
+    b"o\x1a\x1bgrpc/testing/messages.proto2\xfa\x04\x0a\x0bTestService\x125\x0a\x09EmptyCall\x12\x13.gr"
     b"pc.testing.Empty\x1a\x13.grpc.testing.Empty\x12F\x0a\x09UnaryCall\x12\x1b.grpc.testin"
-    b"g.SimpleRequest\x1a\x1c.grpc.testing.SimpleResponse\x12i\x0a\x0eFullDuplexCall\x12"
-    b"(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.Streami"
-    b"ngOutputCallResponse(\x010\x01\x12=\x0a\x11UnimplementedCall\x12\x13.grpc.testing.Emp"
-    b"ty\x1a\x13.grpc.testing.Empty2U\x0a\x14UnimplementedService\x12=\x0a\x11Unimplemented"
-    b"Call\x12\x13.grpc.testing.Empty\x1a\x13.grpc.testing.Emptyb\x06proto3"
+    b"g.SimpleRequest\x1a\x1c.grpc.testing.SimpleResponse\x12l\x0a\x13StreamingOutput"
+    b"Call\x12(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.St"
+    b"reamingOutputCallResponse0\x01\x12i\x0a\x12StreamingInputCall\x12'.grpc.testing"
+    b".StreamingInputCallRequest\x1a(.grpc.testing.StreamingInputCallResp"
+    b"onse(\x01\x12i\x0a\x0eFullDuplexCall\x12(.grpc.testing.StreamingOutputCallReque"
+    b"st\x1a).grpc.testing.StreamingOutputCallResponse(\x010\x01\x12i\x0a\x0eHalfDuplexC"
+    b"all\x12(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.Str"
+    b"eamingOutputCallResponse(\x010\x01\x12=\x0a\x11UnimplementedCall\x12\x13.grpc.testing"
+    b".Empty\x1a\x13.grpc.testing.Empty2U\x0a\x14UnimplementedService\x12=\x0a\x11Unimpleme"
+    b"ntedCall\x12\x13.grpc.testing.Empty\x1a\x13.grpc.testing.Emptyb\x06proto3"
 )
 
 DESCRIPTOR: Any = _descriptor_pool.Default().AddSerializedFile(_SERIALIZED_FILE)

@@ -29,8 +29,8 @@ _EXPORTS: Dict[str, str] = {
     "Call": "calls",
     "CallFuture": "calls",
     "StreamingCall": "calls",
-    "FutureTimeoutError": "calls",
-    "FutureCancelledError": "calls",
+    "FutureTimeoutError": "errors",
+    "FutureCancelledError": "errors",
     "UnaryUnaryMultiCallable": "multicallables",
     "UnaryStreamMultiCallable": "multicallables",
     "StreamUnaryMultiCallable": "multicallables",
@@ -81,16 +81,11 @@ _EXPORTS: Dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .calls import (
-        Call,
-        CallFuture,
-        FutureCancelledError,
-        FutureTimeoutError,
-        StreamingCall,
-    )
+    from .calls import Call, CallFuture, StreamingCall
     from .channel import Channel, insecure_channel, secure_channel
     from .connectivity import ChannelConnectivity, channel_ready_future
     from .descriptors import add_servicer, stub
+    from .errors import FutureCancelledError, FutureTimeoutError
     from .handlers import (
         GenericRpcHandler,
         HandlerCallDetails,

@@ -21,19 +21,11 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from . import wire
 from .client_protocol import ClientCall
-from .errors import CallError
+from .errors import CallError, FutureCancelledError, FutureTimeoutError
 from .status import CallStatus, FinishedCall, Metadata, RpcError, StatusCode
 from .transport import CANCELLED_DETAILS, CallHandle, ClientConnection
 
 Deserializer = Optional[Callable[[bytes], Any]]
-
-
-class FutureTimeoutError(Exception):
-    """``result()``/``exception()`` timed out (grpcio's ``grpc.FutureTimeoutError``)."""
-
-
-class FutureCancelledError(Exception):
-    """``result()`` of a cancelled call (grpcio's ``grpc.FutureCancelledError``)."""
 
 
 class Call(FinishedCall):

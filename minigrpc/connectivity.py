@@ -24,6 +24,8 @@ import logging
 import threading
 from typing import Any, Callable, Deque, List, Optional, Tuple
 
+from .errors import FutureCancelledError, FutureTimeoutError
+
 __all__ = ["ChannelConnectivity", "ChannelReadyFuture", "ConnectivityWatch"]
 
 _LOGGER = logging.getLogger(__name__)
@@ -179,8 +181,6 @@ class ChannelReadyFuture:
 
     def result(self, timeout: Optional[float] = None) -> None:
         """None once READY; raises ``FutureTimeoutError`` or ``FutureCancelledError``."""
-        from .calls import FutureCancelledError, FutureTimeoutError
-
         with self._done:
             if not self._done.wait_for(lambda: self._ready or self._cancelled, timeout):
                 raise FutureTimeoutError()

@@ -72,3 +72,15 @@ def os_error_text(error: BaseException) -> str:
     if isinstance(error, socket.gaierror) and error.args:
         return str(error.args[-1]).lower()
     return str(error) or type(error).__name__
+
+
+class FutureTimeoutError(Exception):
+    """``result()``/``exception()`` timed out (grpcio's ``grpc.FutureTimeoutError``).
+
+    Not a call failure: the call may still succeed; only the wait ended.
+    """
+
+
+class FutureCancelledError(Exception):
+    """``result()`` of a cancelled future (grpcio's ``grpc.FutureCancelledError``)."""
+

@@ -7,8 +7,9 @@ Every Markdown file under ``docs/`` (and README.md) may hold generated regions::
     <!-- /generated:http-to-grpc -->
 
 ``python tools/render_docs.py`` rewrites them from the tables in :mod:`minigrpc.status` and
-:mod:`cni_client.client`; ``--check`` exits 1 (and prints the first difference) when a file is
-stale, which ``tests/test_docs.py`` runs.
+:mod:`cni_client.client`, and the module graph and table from ``tools/architecture.py``;
+``--check`` exits 1 (and prints the first difference) when a file is stale, which
+``tests/test_docs.py`` runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from typing import Callable, Dict, List
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import architecture  # noqa: E402  (tools/architecture.py, beside this script)
 
 from cni_client import client as cni_client_module  # noqa: E402
 from minigrpc import status  # noqa: E402
@@ -84,6 +88,8 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "http-to-grpc": http_to_grpc,
     "rst-stream-to-grpc": rst_stream_to_grpc,
     "grpc-to-cni": grpc_to_cni,
+    "module-graph": architecture.mermaid,
+    "module-table": architecture.table,
 }
 
 

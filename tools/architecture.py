@@ -1,0 +1,201 @@
+"""minigrpc's layout as data: each module's layer and concern, and the imports between them.
+
+docs/architecture.md shows this as a picture (a Mermaid graph of the real imports, which GitHub
+and most Markdown viewers draw) and as a table; ``tools/render_docs.py`` renders both from here,
+and ``tests/test_architecture.py`` enforces the rules:
+
+* a module imports only modules of its own layer or of a lower one (so the sans-IO protocols
+  never import a transport, and no codec imports a protocol);
+* nothing in minigrpc imports cni_client;
+* every module in ``minigrpc/`` is listed below, so a new file must be given a layer and a
+  concern before the tests pass.
+
+Imports inside ``if TYPE_CHECKING:`` blocks are annotations only and do not count.
+"""
+
+import ast
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Set, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "minigrpc"
+
+
+class Layer(NamedTuple):
+    number: int
+    name: str
+    rule: str
+
+
+LAYERS = (
+    Layer(1, "codecs", "pure functions and small classes on bytes; no connection state, no I/O"),
+    Layer(2, "protocols", "sans-IO state machines over h2: bytes in, call events out"),
+    Layer(3, "transports", "sockets, threads and clocks; move bytes to and from the protocols"),
+    Layer(4, "API", "grpcio's names and semantics"),
+)
+
+
+class Module(NamedTuple):
+    layer: int
+    concern: str
+
+
+#: Every module of the package: its layer and its one concern.
+MODULES: Dict[str, Module] = {
+    "wire": Module(1, "length-prefixed messages, grpc-timeout, metadata, percent-encoding, "
+                      "compression"),
+    "status": Module(1, "status codes, RpcError, grpcio's Status, the mapping tables"),
+    "errors": Module(1, "failures that carry their own status code"),
+    "headers": Module(1, "every header block of both sides, built and read"),
+    "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
+    "targets": Module(1, "target strings to socket addresses and :authority"),
+    "protocol": Module(2, "what both sides share: outbound and inbound messages, flow control"),
+    "client_protocol": Module(2, "the client's calls as a state machine"),
+    "server_protocol": Module(2, "the server's calls as a state machine"),
+    "trace": Module(3, "the frame trace of the bytes a socket carries"),
+    "sockets": Module(3, "dialling and binding, shared by client and server"),
+    "tls": Module(3, "TLS in memory (ssl.MemoryBIO) and grpcio's credentials"),
+    "connectivity": Module(3, "channel connectivity states and channel_ready_future"),
+    "transport": Module(3, "the client's connections: threads, waits, reconnects, retries"),
+    "handlers": Module(3, "grpcio's handler types, shared by registration and the loop"),
+    "interceptors": Module(3, "grpcio's client and server interceptors"),
+    "server_call": Module(3, "bounded hand-over of a stream between I/O and handler threads"),
+    "servicer_context": Module(3, "the handler's context: grpcio's ServicerContext"),
+    "server_options": Module(3, "the server's options, parsed once"),
+    "server_loop": Module(3, "the server's I/O thread: connections, calls, timers, stop"),
+    "calls": Module(4, "call objects: futures, the streaming rendezvous, request senders"),
+    "multicallables": Module(4, "grpcio's four multi-callables"),
+    "channel": Module(4, "insecure_channel and secure_channel"),
+    "server_api": Module(4, "grpcio's Server and server()"),
+    "descriptors": Module(4, "stubs and servicer registration from protobuf descriptors"),
+    "__init__": Module(4, "the package: grpcio's names, loaded on first use"),
+}
+
+
+def module_names() -> List[str]:
+    """The modules that exist in ``minigrpc/``."""
+    return sorted(path.stem for path in PACKAGE.glob("*.py"))
+
+
+def _type_checking_lines(tree: ast.Module) -> Set[int]:
+    lines: Set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
+            if name == "TYPE_CHECKING":
+                for child in node.body:
+                    for inner in ast.walk(child):
+                        if hasattr(inner, "lineno"):
+                            lines.add(inner.lineno)
+    return lines
+
+
+def imports_of(module: str) -> Tuple[Set[str], Set[str]]:
+    """(minigrpc modules, other top-level packages) that ``module`` imports at run time."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    skip = _type_checking_lines(tree)
+    inside: Set[str] = set()
+    outside: Set[str] = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.module:
+                    inside.add(node.module.split(".")[0])
+                else:
+                    inside.update(alias.name for alias in node.names)
+            elif node.module:
+                top = node.module.split(".")[0]
+                if top == "minigrpc":
+                    parts = node.module.split(".")
+                    if len(parts) > 1:
+                        inside.add(parts[1])
+                    else:
+                        inside.update(alias.name for alias in node.names)
+                else:
+                    outside.add(top)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "minigrpc" and len(parts) > 1:
+                    inside.add(parts[1])
+                else:
+                    outside.add(parts[0])
+    inside = {name for name in inside if name in MODULES and name != module}
+    return inside, outside
+
+
+def import_graph() -> Dict[str, Set[str]]:
+    return {module: imports_of(module)[0] for module in module_names() if module in MODULES}
+
+
+def violations() -> List[str]:
+    """Every broken rule, as a sentence; empty when the layout holds."""
+    found = []
+    for module in module_names():
+        if module not in MODULES:
+            found.append(f"minigrpc/{module}.py is not listed in tools/architecture.py MODULES")
+    for module in MODULES:
+        if module not in module_names():
+            found.append(f"tools/architecture.py lists {module}, which minigrpc/ does not have")
+    for module in module_names():
+        if module not in MODULES:
+            continue
+        inside, outside = imports_of(module)
+        if "cni_client" in outside:
+            found.append(f"minigrpc/{module}.py imports cni_client")
+        layer = MODULES[module].layer
+        for imported in sorted(inside):
+            if MODULES[imported].layer > layer:
+                found.append(
+                    f"{module} (layer {layer}) imports {imported} "
+                    f"(layer {MODULES[imported].layer}): imports go down the layers only"
+                )
+    return found
+
+
+def mermaid() -> str:
+    """The import graph as a Mermaid flowchart, one box per layer, top layer first."""
+    graph = import_graph()
+    lines = ["```mermaid", "flowchart TB"]
+    for layer in sorted(LAYERS, reverse=True):
+        lines.append(f'  subgraph L{layer.number}["{layer.number}. {layer.name}"]')
+        members = sorted(name for name, info in MODULES.items() if info.layer == layer.number)
+        for name in members:
+            if name in graph:
+                lines.append(f"    {_node(name)}[{name}]")
+        lines.append("  end")
+    for module in sorted(graph):
+        for imported in sorted(graph[module]):
+            lines.append(f"  {_node(module)} --> {_node(imported)}")
+    lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+def _node(name: str) -> str:
+    return "pkg_init" if name == "__init__" else name
+
+
+def table() -> str:
+    """file | layer | its one concern | what it may import (from minigrpc)."""
+    graph = import_graph()
+    rows = ["| file | layer | its one concern | imports (minigrpc) |", "|---|---|---|---|"]
+    for layer in LAYERS:
+        for name in sorted(n for n, info in MODULES.items() if info.layer == layer.number):
+            if name not in graph:
+                continue
+            imported = ", ".join(f"`{m}`" for m in sorted(graph[name])) or "none"
+            rows.append(
+                f"| `{name}.py` | {layer.number} {layer.name} | {MODULES[name].concern} "
+                f"| {imported} |"
+            )
+    rules = "\n".join(f"{layer.number}. **{layer.name}**: {layer.rule}." for layer in LAYERS)
+    return (
+        rules
+        + "\n\nA module imports only its own layer and the layers below "
+        "(`tests/test_architecture.py`), and nothing in minigrpc imports cni_client.\n\n"
+        + "\n".join(rows)
+        + "\n"
+    )

@@ -41,6 +41,7 @@ What this layer decides (grpc-wire.md references):
   past h2, and h2 keeps serving the streams that drain (§7, GOAWAY in h2).
 """
 
+import enum
 import struct
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
@@ -77,6 +78,17 @@ _HPACK_LIMIT_FACTOR = 4
 _GRPC_CONTENT_TYPE = b"application/grpc"
 _ACCEPT_ENCODING = wire.ACCEPT_ENCODING.encode("ascii")
 _SUPPORTED_REQUEST_ENCODINGS = frozenset(("identity", "gzip", "deflate"))
+
+
+class DrainPhase(enum.Enum):
+    """Where a graceful shutdown of one connection is (PROTOCOL-HTTP2.md, GOAWAY; RFC 9113 §6.8)."""
+
+    #: Taking new streams.
+    SERVING = "serving"
+    #: GOAWAY(2^31-1) and a PING sent: streams the client opened before it saw them still count.
+    ANNOUNCED = "announced"
+    #: GOAWAY(highest stream seen) sent: later streams are refused; the calls left finish.
+    CLOSED_TO_NEW = "closed to new streams"
 
 
 class ServerSettings:
@@ -404,7 +416,7 @@ class ServerConnection(ConnectionProtocol):
         self._output_room: Optional[int] = None  # None: unlimited
         self._starved = False  # a stream stopped for lack of output room, not of window
         self._highest_stream_id = 0
-        self._drain_phase = 0  # 0 serving, 1 first GOAWAY+PING sent, 2 final GOAWAY sent
+        self._drain_phase = DrainPhase.SERVING
         #: True once the connection is unusable: the socket layer flushes and closes it.
         self.closed = False
         #: Why the connection closed, for logs.
@@ -432,12 +444,12 @@ class ServerConnection(ConnectionProtocol):
 
     @property
     def draining(self) -> bool:
-        return self._drain_phase > 0
+        return self._drain_phase is not DrainPhase.SERVING
 
     @property
     def drained(self) -> bool:
         """The final GOAWAY went out and no call is left: the socket can be closed."""
-        return self._drain_phase == 2 and not self._calls
+        return self._drain_phase is DrainPhase.CLOSED_TO_NEW and not self._calls
 
     @property
     def highest_stream_id(self) -> int:
@@ -525,7 +537,10 @@ class ServerConnection(ConnectionProtocol):
                 if self._blocked:
                     self._pump_blocked()
             elif isinstance(event, h2.events.PingAckReceived):
-                if self._drain_phase == 1 and event.ping_data == DRAIN_PING_PAYLOAD:
+                if (
+                    self._drain_phase is DrainPhase.ANNOUNCED
+                    and event.ping_data == DRAIN_PING_PAYLOAD
+                ):
                     self.send_final_goaway()
             elif isinstance(event, h2.events.ConnectionTerminated):
                 # A client GOAWAY: it will open nothing new, and h2 is now CLOSED, so the
@@ -571,7 +586,10 @@ class ServerConnection(ConnectionProtocol):
         stream_id = event.stream_id
         if stream_id > self._highest_stream_id:
             self._highest_stream_id = stream_id
-        if self._drain_phase == 2 or len(self._calls) >= self.settings.max_concurrent_streams:
+        if (
+            self._drain_phase is DrainPhase.CLOSED_TO_NEW
+            or len(self._calls) >= self.settings.max_concurrent_streams
+        ):
             # Nothing was processed, so the client may retry elsewhere (§4.2, §7 Pitfall 4).
             self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
@@ -1073,18 +1091,18 @@ class ServerConnection(ConnectionProtocol):
         Streams the client opens before it sees the GOAWAY are still served; the PING's ACK
         (or :meth:`send_final_goaway` called on a timer) moves to step 2.
         """
-        if self.closed or self._drain_phase:
+        if self.closed or self._drain_phase is not DrainPhase.SERVING:
             return
-        self._drain_phase = 1
+        self._drain_phase = DrainPhase.ANNOUNCED
         self._flush_h2_into_raw()
         self._raw_out.append(_goaway_frame(_MAX_STREAM_ID))
         self._h2.ping(DRAIN_PING_PAYLOAD)
 
     def send_final_goaway(self) -> None:
         """Graceful shutdown, step 2: GOAWAY(highest stream seen); later streams are refused."""
-        if self.closed or self._drain_phase == 2:
+        if self.closed or self._drain_phase is DrainPhase.CLOSED_TO_NEW:
             return
-        self._drain_phase = 2
+        self._drain_phase = DrainPhase.CLOSED_TO_NEW
         self._flush_h2_into_raw()
         self._raw_out.append(_goaway_frame(self._highest_stream_id))
 

@@ -133,13 +133,9 @@ def request(action: str, args: CmdArgs) -> bytes:
 #: agent answers at once; runtimes call STATUS periodically and must not hang on it.
 PROBE_TIMEOUT_SECONDS = 5.0
 
+#: RFC 9113 §3.4.  Written here rather than imported from minigrpc.http2, which loads h2: STATUS
+#: runs often and needs only hyperframe's three frames.
 _CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-_FRAME_SETTINGS = 0x4
-_FRAME_GOAWAY = 0x7
-_FLAG_ACK = 0x1
-_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-_SETTINGS_ACK = b"\x00\x00\x00\x04\x01\x00\x00\x00\x00"
-_GOAWAY_NO_ERROR = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + bytes(8)
 
 
 def probe_agent(path: "Optional[str]" = None, timeout: float = PROBE_TIMEOUT_SECONDS) -> None:
@@ -173,8 +169,10 @@ def _exchange_preface(sock: "Any", path: str) -> str:
     """Returns "" when the server answered with SETTINGS, else why it is not available."""
     import socket
 
+    from hyperframe.frame import Frame, GoAwayFrame, SettingsFrame
+
     try:
-        sock.sendall(_CLIENT_PREFACE + _EMPTY_SETTINGS)
+        sock.sendall(_CLIENT_PREFACE + SettingsFrame(0).serialize())
         header = _recv_exactly(sock, 9)
     except OSError as exc:
         if isinstance(exc, socket.timeout):  # TimeoutError from Python 3.10 on
@@ -182,11 +180,14 @@ def _exchange_preface(sock: "Any", path: str) -> str:
         return f"HTTP/2 handshake on {path} failed: {_os_error_text(exc)}"
     if len(header) < 9:
         return f"{path} closed the connection during the HTTP/2 handshake"
-    frame_type, flags, stream_id = header[3], header[4], int.from_bytes(header[5:9], "big")
-    if frame_type != _FRAME_SETTINGS or flags & _FLAG_ACK or stream_id & 0x7FFFFFFF:
+    try:
+        frame, _length = Frame.parse_frame_header(memoryview(header))
+    except Exception:  # hyperframe's errors for an unknown or malformed header
+        frame = None
+    if not isinstance(frame, SettingsFrame) or "ACK" in frame.flags or frame.stream_id:
         return f"{path} did not answer the HTTP/2 handshake with SETTINGS"
     try:
-        sock.sendall(_SETTINGS_ACK + _GOAWAY_NO_ERROR)
+        sock.sendall(SettingsFrame(0, flags=["ACK"]).serialize() + GoAwayFrame(0).serialize())
     except OSError:
         pass  # the answer is in; how the server handles our goodbye does not matter
     return ""

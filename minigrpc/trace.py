@@ -77,7 +77,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; the real imports are lazy (
     from hpack import Decoder
 
 __all__ = [
-    "CLIENT_PREFACE",
     "WIRE_LOGGER",
     "FrameTracer",
     "enable_from_environment",
@@ -87,7 +86,6 @@ __all__ = [
 WIRE_LOGGER = logging.getLogger("minigrpc.wire")
 
 #: RFC 9113 §3.4: the first bytes a client sends on an HTTP/2 connection.
-CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 _FRAME_HEADER_LENGTH = 9
 _GRPC_PREFIX_LENGTH = 5  # grpc-wire.md §2: 1-byte flag + 4-byte big-endian length
@@ -97,35 +95,41 @@ _VALUE_CHARS_SHOWN = 100
 _MIN_PEER_WIDTH = 15
 _HUGE = 1 << 31  # limits for the mirror HPACK decoder: it must accept whatever the real one did
 
-# RFC 9113 §6 and §11.2 (plus RFC 7838 ALTSVC, RFC 8336 ORIGIN, RFC 9218 PRIORITY_UPDATE).
-_FRAME_TYPE_NAMES = {
-    0x0: "DATA",
-    0x1: "HEADERS",
-    0x2: "PRIORITY",
-    0x3: "RST_STREAM",
-    0x4: "SETTINGS",
-    0x5: "PUSH_PROMISE",
-    0x6: "PING",
-    0x7: "GOAWAY",
-    0x8: "WINDOW_UPDATE",
-    0x9: "CONTINUATION",
-    0xA: "ALTSVC",
-    0xC: "ORIGIN",
-    0x10: "PRIORITY_UPDATE",
-}
+#: Frame types hyperframe does not know, by their registered names (RFC 8336 ORIGIN,
+#: RFC 9218 PRIORITY_UPDATE); hyperframe's classes name the others (see :func:`_frame_names`).
+_EXTRA_FRAME_TYPE_NAMES = {0xC: "ORIGIN", 0x10: "PRIORITY_UPDATE"}
 
-# RFC 9113 §6.5.2, RFC 8441 §3, RFC 9218 §2.1; 0xFE03 is grpc core's own (grpc-wire.md §10).
-_SETTING_NAMES = {
-    0x1: "HEADER_TABLE_SIZE",
-    0x2: "ENABLE_PUSH",
-    0x3: "MAX_CONCURRENT_STREAMS",
-    0x4: "INITIAL_WINDOW_SIZE",
-    0x5: "MAX_FRAME_SIZE",
-    0x6: "MAX_HEADER_LIST_SIZE",
-    0x8: "ENABLE_CONNECT_PROTOCOL",
-    0x9: "NO_RFC7540_PRIORITIES",
-    0xFE03: "GRPC_ALLOW_TRUE_BINARY_METADATA",
-}
+#: Settings h2 does not name: RFC 9218 §2.1, and grpc core's own "true binary metadata".
+_EXTRA_SETTING_NAMES = {0x9: "NO_RFC7540_PRIORITIES", 0xFE03: "GRPC_ALLOW_TRUE_BINARY_METADATA"}
+
+
+def _frame_names() -> "dict[int, str]":
+    """Frame type code to its RFC name, from hyperframe's frame classes.
+
+    ``RstStreamFrame`` becomes ``RST_STREAM``; the RFCs write two names as one word
+    (RFC 9113 §6.8 ``GOAWAY``, RFC 7838 ``ALTSVC``).
+    """
+    import re
+
+    from hyperframe.frame import FRAMES
+
+    one_word = {"GoAway": "GOAWAY", "AltSvc": "ALTSVC"}
+    names = dict(_EXTRA_FRAME_TYPE_NAMES)
+    for code, frame_class in FRAMES.items():
+        assert code is not None
+        stem = frame_class.__name__[: -len("Frame")]
+        words = re.findall("[A-Z][a-z]*", stem)
+        names[code] = one_word.get(stem) or "_".join(words).upper()
+    return names
+
+
+def _setting_names() -> "dict[int, str]":
+    """SETTINGS identifier to its RFC name, from h2's ``SettingCodes``."""
+    from h2.settings import SettingCodes
+
+    names = dict(_EXTRA_SETTING_NAMES)
+    names.update((int(code), code.name) for code in SettingCodes)
+    return names
 
 
 # grpc-wire.md §1.2: grpc-timeout units, in seconds.
@@ -294,6 +298,8 @@ class FrameTracer:
         import hpack  # noqa: F401
         import hyperframe.frame  # noqa: F401
 
+        self._frame_type_names = _frame_names()
+        self._setting_names = _setting_names()
         self._logger = logger
         self._lock = threading.Lock()
         known_role = role in ("client", "server")
@@ -340,6 +346,8 @@ class FrameTracer:
         buffer += data
         pos = 0
         if way.at_start:
+            from .http2 import CLIENT_PREFACE  # loaded by now: a connection is being traced
+
             seen = bytes(buffer[: len(CLIENT_PREFACE)])
             if seen == CLIENT_PREFACE[: len(seen)]:
                 if len(seen) < len(CLIENT_PREFACE):
@@ -407,7 +415,7 @@ class FrameTracer:
 
         length = len(raw) - _FRAME_HEADER_LENGTH
         type_code, flag_byte = raw[3], raw[4]
-        type_name = _FRAME_TYPE_NAMES.get(type_code, f"0x{type_code:02x}")
+        type_name = self._frame_type_names.get(type_code, f"0x{type_code:02x}")
         stream_id = int.from_bytes(raw[5:9], "big") & 0x7FFFFFFF
         view = memoryview(raw)
         try:
@@ -485,7 +493,8 @@ class FrameTracer:
                 details = "(no changes: defaults stand)"
             else:
                 details = " ".join(
-                    f"{_SETTING_NAMES.get(k, f'0x{k:04X}')}={v}" for k, v in frame.settings.items()
+                    f"{self._setting_names.get(k, f'0x{k:04X}')}={v}"
+                    for k, v in frame.settings.items()
                 )
                 max_frame = frame.settings.get(0x5)
                 if max_frame is not None:

@@ -27,7 +27,8 @@ from hyperframe.frame import DataFrame, HeadersFrame, PingFrame, SettingsFrame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minigrpc.trace import CLIENT_PREFACE, WIRE_LOGGER, FrameTracer, tracer_for
+from minigrpc.http2 import CLIENT_PREFACE
+from minigrpc.trace import WIRE_LOGGER, FrameTracer, tracer_for
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PEER = "localhost:50051"
@@ -433,12 +434,13 @@ def run_python(code: str, trace_env: str | None) -> subprocess.CompletedProcess[
 TRACE_SCRIPT = """
 import minigrpc.trace as trace
 from hyperframe.frame import SettingsFrame
+from minigrpc.http2 import CLIENT_PREFACE
 trace.enable_from_environment()
 trace.enable_from_environment()  # idempotent: still one line per frame
 tracer = trace.tracer_for('client', 'unix:/run/x.sock')
 print(tracer is not None)
 if tracer is not None:
-    tracer.sent(trace.CLIENT_PREFACE + SettingsFrame(0, {4: 4194304}).serialize())
+    tracer.sent(CLIENT_PREFACE + SettingsFrame(0, {4: 4194304}).serialize())
 """
 
 

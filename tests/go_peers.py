@@ -190,6 +190,11 @@ def _build(work: Path, gocache: Path) -> None:
 _built: Optional[GoPeers] = None
 
 
+def built_this_session() -> Optional[GoPeers]:
+    """The peers :func:`build_go_peers` returned in this process, if it was called."""
+    return _built
+
+
 def build_go_peers() -> GoPeers:
     """The Go peers, built now or taken from the cache; :class:`GoUnavailable` when not possible.
 
@@ -250,7 +255,7 @@ class GoServer:
     addresses: Sequence[str]
     plain: bool = False
     targets: List[str] = field(default_factory=list)
-    process: Optional["subprocess.Popen[bytes]"] = None
+    process: Optional[subprocess.Popen[bytes]] = None
     _stderr: Optional[IO[bytes]] = None
 
     def start(self) -> GoServer:
@@ -326,7 +331,7 @@ class GoServer:
 
 
 def run_interop_case(peers: GoPeers, target: str, case: str, *, unary_only: bool = False,
-                     timeout: float = 60.0) -> "subprocess.CompletedProcess[str]":
+                     timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run the Go interop client's ``case`` against ``target``; exit status 0 means passed."""
     command = [peers.binary("interop_client"), "-target", target, "-case", case]
     if unary_only:

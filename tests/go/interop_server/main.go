@@ -142,17 +142,24 @@ func requestEncoding(ctx context.Context) string {
 }
 
 // waitIfAsked honours x-test-sleep-ms: the handler waits that long or until the call ends.
-func waitIfAsked(ctx context.Context) {
+// A call that ended (deadline, cancellation) gets its status back, which the handler returns:
+// grpc-go would otherwise send whatever the handler returns even after the deadline, and the
+// client's own deadline would race with that late answer.
+func waitIfAsked(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	values := md.Get(sleepKey)
 	if len(values) == 0 {
-		return
+		return nil
 	}
 	ms, err := strconv.Atoi(values[0])
 	if err != nil || ms <= 0 {
-		return
+		return nil
 	}
 	wait(ctx, time.Duration(ms)*time.Millisecond)
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
 }
 
 func wait(ctx context.Context, d time.Duration) {
@@ -198,7 +205,9 @@ func echoedStatus(s *testpb.EchoStatus) error {
 }
 
 func (testServer) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty, error) {
-	waitIfAsked(ctx)
+	if err := waitIfAsked(ctx); err != nil {
+		return nil, err
+	}
 	if err := unaryEcho(ctx); err != nil {
 		return nil, err
 	}
@@ -206,7 +215,9 @@ func (testServer) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty
 }
 
 func (testServer) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-	waitIfAsked(ctx)
+	if err := waitIfAsked(ctx); err != nil {
+		return nil, err
+	}
 	if err := unaryEcho(ctx); err != nil {
 		return nil, err
 	}
@@ -265,7 +276,9 @@ func sendResponses(ctx context.Context, in *testpb.StreamingOutputCallRequest,
 
 func (testServer) StreamingOutputCall(in *testpb.StreamingOutputCallRequest,
 	stream testpb.TestService_StreamingOutputCallServer) error {
-	waitIfAsked(stream.Context())
+	if err := waitIfAsked(stream.Context()); err != nil {
+		return err
+	}
 	if err := streamEcho(stream); err != nil {
 		return err
 	}
@@ -273,7 +286,9 @@ func (testServer) StreamingOutputCall(in *testpb.StreamingOutputCallRequest,
 }
 
 func (testServer) StreamingInputCall(stream testpb.TestService_StreamingInputCallServer) error {
-	waitIfAsked(stream.Context())
+	if err := waitIfAsked(stream.Context()); err != nil {
+		return err
+	}
 	if err := streamEcho(stream); err != nil {
 		return err
 	}
@@ -291,7 +306,9 @@ func (testServer) StreamingInputCall(stream testpb.TestService_StreamingInputCal
 }
 
 func (testServer) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
-	waitIfAsked(stream.Context())
+	if err := waitIfAsked(stream.Context()); err != nil {
+		return err
+	}
 	if err := streamEcho(stream); err != nil {
 		return err
 	}

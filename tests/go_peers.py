@@ -54,6 +54,9 @@ BINARIES = ("interop_server", "interop_client", "bench_client")
 #: Part of the cache key: bump when this module changes what it builds or how.
 BUILDER_VERSION = "1"
 
+#: Build directories unused for this long are removed when another is built.
+STALE_BUILD_SECONDS = 7 * 24 * 3600
+
 #: How long a Go server may take to print its READY lines.
 READY_TIMEOUT = 30.0
 
@@ -187,6 +190,16 @@ def _build(work: Path, gocache: Path) -> None:
           *(f"{GO_ROOT_PACKAGE}/{name}" for name in BINARIES)], cwd=work, env=env)
 
 
+def _remove_stale_builds(root: Path, keep: Path) -> None:
+    """Remove other builds (older sources) unused for :data:`STALE_BUILD_SECONDS`."""
+    now = time.time()
+    for entry in root.iterdir():
+        if entry == keep or not entry.is_dir() or entry.name in ("gocache",):
+            continue
+        if now - entry.stat().st_mtime > STALE_BUILD_SECONDS:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 _built: Optional[GoPeers] = None
 
 
@@ -228,6 +241,8 @@ def build_go_peers() -> GoPeers:
                 (work / "bin-done").rename(final / "bin")
             finally:
                 shutil.rmtree(work, ignore_errors=True)
+            _remove_stale_builds(root, keep=final)
+        os.utime(final)  # marks the build as in use, for _remove_stale_builds
     _built = GoPeers(
         directory=final / "bin",
         go_version=versions["go"],

@@ -409,6 +409,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     throughput_servers = (["minigrpc"] if has_server else []) + ["grpcio", "grpclib"]
     throughput_clients = ["grpcio"]
     notes = list(notes)
+    extra_versions: Dict[str, str] = {}
     if any(section in sections for section in ("latency", "large", "throughput")):
         go_peers, why_not = loadgen.go_peers_or_reason()
         if go_peers is None:
@@ -416,6 +417,8 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
             log(f"no grpc-go rows: {why_not}")
         else:
             log(f"grpc-go peers: {go_peers.describe()}")
+            extra_versions["grpc-go"] = (f"{go_peers.grpc_go_version} (Debian; "
+                                         f"{go_peers.go_version})")
             latency_servers.append(GO_SERVER_IMPL)
             throughput_servers.append(GO_SERVER_IMPL)
             throughput_clients.append(loadgen.GO_CLIENT)
@@ -426,6 +429,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         else:
             throughput_clients.append(loadgen.H2LOAD_CLIENT)
             LOAD_GENERATORS[loadgen.H2LOAD_CLIENT] = h2load
+            extra_versions["h2load"] = loadgen.h2load_version(h2load)
     results: Dict[str, Any] = {
         "meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime(
             "%Y-%m-%d %H:%M UTC"), "mode": mode.name, "load_start": _load()},
@@ -463,7 +467,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     results["meta"]["load_end"] = _load()
     results["meta"]["duration_s"] = time.monotonic() - started
     results["meta"]["machine"] = _machine()
-    results["meta"]["versions"] = _versions()
+    results["meta"]["versions"] = {**_versions(), **extra_versions}
     if json_path:
         with open(json_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle)

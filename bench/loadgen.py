@@ -49,8 +49,26 @@ def h2load_or_reason() -> Tuple[Optional[str], str]:
     """``(path of h2load, "")`` or ``(None, why not)``."""
     path = shutil.which("h2load")
     if path is None:
-        return None, "h2load is not installed (Debian package nghttp2-client)"
+        try:
+            from tests.go_peers import install_packages
+        except ImportError:
+            return None, "h2load is not installed (Debian package nghttp2-client)"
+        why_not = install_packages("nghttp2-client")
+        path = shutil.which("h2load")
+        if path is None:
+            return None, ("h2load is not installed (Debian package nghttp2-client)"
+                          + (f": {why_not}" if why_not else ""))
     return path, ""
+
+
+def h2load_version(binary: str) -> str:
+    """``nghttp2/1.52.0``, as ``h2load --version`` says it."""
+    try:
+        completed = subprocess.run([binary, "--version"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    words = completed.stdout.decode("utf-8", "replace").split()
+    return words[-1] if words else "?"
 
 
 def _error(completed: subprocess.CompletedProcess[bytes]) -> Dict[str, Any]:

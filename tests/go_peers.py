@@ -93,15 +93,18 @@ def _missing_tools() -> List[str]:
     return missing
 
 
-def _install_toolchain() -> Optional[str]:
-    """Run the install script when allowed; returns why not, or None when it succeeded."""
+def install_packages(*extra: str) -> Optional[str]:
+    """Run tools/install_go_peers.sh (with ``extra`` Debian packages) when allowed.
+
+    Returns why it was not run or failed, or None when it succeeded."""
     if os.environ.get("MINIGRPC_GO_NO_INSTALL"):
         return "MINIGRPC_GO_NO_INSTALL is set"
     if shutil.which("apt-get") is None:
         return "no apt-get on this machine"
     if os.geteuid() != 0 and shutil.which("sudo") is None:
         return "not root and no sudo to run apt-get"
-    completed = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, timeout=900)
+    completed = subprocess.run(["bash", str(INSTALL_SCRIPT), *extra], capture_output=True,
+                               timeout=900)
     if completed.returncode != 0:
         tail = completed.stderr.decode("utf-8", "replace").strip()[-400:]
         return f"{INSTALL_SCRIPT.name} failed: {tail}"
@@ -217,7 +220,7 @@ def build_go_peers() -> GoPeers:
         return _built
     missing = _missing_tools()
     if missing:
-        why_not = _install_toolchain()
+        why_not = install_packages()
         missing = _missing_tools()
         if missing:
             raise GoUnavailable(f"Go peers need {', '.join(missing)}"

@@ -216,9 +216,7 @@ func customMetadata(c testpb.TestServiceClient) error {
 	ctx = metadata.AppendToOutgoingContext(ctx, echoInitialKey, initialValue,
 		echoTrailingKey, trailingValue)
 	var header, trailer metadata.MD
-	request := largeRequest()
-	request.Payload = payload(271828)
-	reply, err := c.UnaryCall(ctx, request, grpc.Header(&header), grpc.Trailer(&trailer))
+	reply, err := c.UnaryCall(ctx, largeRequest(), grpc.Header(&header), grpc.Trailer(&trailer))
 	if err != nil {
 		return failf("UnaryCall: %v", err)
 	}

@@ -25,8 +25,8 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import coldstart
-from bench.peers import PeerError, PeerProcess, bench_server
+from bench import coldstart, loadgen
+from bench.peers import GO_SERVER_IMPL, PeerError, PeerProcess, bench_server
 from bench.report import write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,6 +90,10 @@ MODES: Dict[str, Mode] = {
 #: The request size of the latency and throughput workloads (issue 6: "~200-byte request").
 LATENCY_SIZE = 200
 
+#: Clients that are not Python (:mod:`bench.loadgen`): name -> executable, filled by :func:`run`
+#: with what this machine has.
+LOAD_GENERATORS: Dict[str, str] = {}
+
 
 
 def log(message: str) -> None:
@@ -138,10 +142,10 @@ class Servers:
         self._peers: List[PeerProcess] = []
         self.peer: Dict[str, PeerProcess] = {}
         for impl in impls:
-            peer = bench_server(impl, self.sockets[impl], REPO_ROOT)
             try:
+                peer = bench_server(impl, self.sockets[impl], REPO_ROOT)
                 peer.start()
-            except PeerError as exc:
+            except (PeerError, RuntimeError) as exc:  # GoUnavailable is a RuntimeError
                 self.errors[impl] = str(exc)[:400]
                 log(f"{impl} server did not start: {exc}")
                 continue
@@ -154,7 +158,11 @@ class Servers:
         time during the run over ``server_calls``, warm-up calls included)."""
         peer = self.peer[server]
         cpu_before = peer.cpu_seconds()
-        result = run_client(mode, workload, client, self.sockets[server], arguments)
+        if client in LOAD_GENERATORS:
+            result = loadgen.run_load(client, LOAD_GENERATORS[client], self.sockets[server],
+                                      arguments, mode.client_timeouts[workload])
+        else:
+            result = run_client(mode, workload, client, self.sockets[server], arguments)
         cpu_after = peer.cpu_seconds()
         if "error" not in result and cpu_before is not None and cpu_after is not None:
             result["server_cpu_us_per_call"] = (cpu_after - cpu_before) / server_calls * 1e6
@@ -256,25 +264,29 @@ def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Seque
     return list(rows.values())
 
 
-def throughput_section(mode: Mode, servers: Sequence[str]) -> List[Dict[str, Any]]:
-    client = "grpcio"
-    rows: Dict[Tuple[str, str], Dict[str, Any]] = {
-        (server, connections): {"server": server, "client": client, "connections": connections,
-                                "calls_per_s": [], "errors": []}
-        for connections in mode.throughput_connections for server in servers}
+def throughput_section(mode: Mode, servers: Sequence[str],
+                       clients: Sequence[str] = ("grpcio",)) -> List[Dict[str, Any]]:
+    """Calls/s of every server under every load generator in ``clients`` (grpcio first)."""
+    rows: Dict[Tuple[str, str, str], Dict[str, Any]] = {
+        (server, connections, client): {"server": server, "client": client,
+                                        "connections": connections, "calls_per_s": [],
+                                        "errors": []}
+        for client in clients for connections in mode.throughput_connections
+        for server in servers}
     with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
         running = Servers(servers, directory)
         try:
             for round_index in range(mode.throughput_rounds):
                 log(f"throughput round {round_index + 1}/{mode.throughput_rounds}")
-                for (server, connections), row in rows.items():
+                for (server, connections, client), row in rows.items():
                     if server in running.errors:
                         row["errors"] = [running.errors[server]]
                         continue
                     if _timed_out(row):
                         continue  # a pair that hung once would only hang again
-                    warmup = 20 * (mode.throughput_threads if connections == "per-thread"
-                                   else 1)
+                    # Untimed calls per connection first (h2load makes none).
+                    warmup = 0 if client == loadgen.H2LOAD_CLIENT else 20 * (
+                        mode.throughput_threads if connections == "per-thread" else 1)
                     result = running.run_client(
                         mode, "throughput", client, server,
                         ["--size", str(LATENCY_SIZE), "--threads", str(mode.throughput_threads),
@@ -395,6 +407,29 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     clients = (["minigrpc"] if has_client else []) + ["grpcio", "grpclib"]
     latency_servers = ["grpcio"] + (["minigrpc"] if has_server else [])
     throughput_servers = (["minigrpc"] if has_server else []) + ["grpcio", "grpclib"]
+    throughput_clients = ["grpcio"]
+    notes = list(notes)
+    extra_versions: Dict[str, str] = {}
+    if any(section in sections for section in ("latency", "large", "throughput")):
+        go_peers, why_not = loadgen.go_peers_or_reason()
+        if go_peers is None:
+            notes.append(f"No grpc-go rows: {why_not}.")
+            log(f"no grpc-go rows: {why_not}")
+        else:
+            log(f"grpc-go peers: {go_peers.describe()}")
+            extra_versions["grpc-go"] = (f"{go_peers.grpc_go_version} (Debian; "
+                                         f"{go_peers.go_version})")
+            latency_servers.append(GO_SERVER_IMPL)
+            throughput_servers.append(GO_SERVER_IMPL)
+            throughput_clients.append(loadgen.GO_CLIENT)
+            LOAD_GENERATORS[loadgen.GO_CLIENT] = go_peers.binary("bench_client")
+        h2load, why_not = loadgen.h2load_or_reason()
+        if h2load is None:
+            notes.append(f"No h2load rows: {why_not}.")
+        else:
+            throughput_clients.append(loadgen.H2LOAD_CLIENT)
+            LOAD_GENERATORS[loadgen.H2LOAD_CLIENT] = h2load
+            extra_versions["h2load"] = loadgen.h2load_version(h2load)
     results: Dict[str, Any] = {
         "meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime(
             "%Y-%m-%d %H:%M UTC"), "mode": mode.name, "load_start": _load()},
@@ -419,7 +454,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         "cold": lambda: coldstart.run_section(REPO_ROOT, mode.cold_runs, mode.importtime_runs, log),
         "latency": lambda: latency_section(mode, clients, latency_servers),
         "large": lambda: large_section(mode, clients, latency_servers),
-        "throughput": lambda: throughput_section(mode, throughput_servers),
+        "throughput": lambda: throughput_section(mode, throughput_servers, throughput_clients),
     }
     for section in sections:
         log(f"section {section}")
@@ -432,7 +467,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     results["meta"]["load_end"] = _load()
     results["meta"]["duration_s"] = time.monotonic() - started
     results["meta"]["machine"] = _machine()
-    results["meta"]["versions"] = _versions()
+    results["meta"]["versions"] = {**_versions(), **extra_versions}
     if json_path:
         with open(json_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle)

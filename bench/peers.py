@@ -419,10 +419,25 @@ class PeerProcess:
         self.stop()
 
 
+#: The Go echo server: tests/go/interop_server, run by its binary rather than by this module.
+GO_SERVER_IMPL = "grpc-go"
+
+
 def bench_server(impl: str, socket_path: str, repo_root: str,
                  env: Optional[Dict[str, str]] = None,
                  profile_path: Optional[str] = None) -> PeerProcess:
-    """A (not yet started) echo server of ``impl`` listening on ``socket_path``."""
+    """A (not yet started) echo server of ``impl`` listening on ``socket_path``.
+
+    ``grpc-go`` is the Go interop server with grpc-go's default options (``-plain``), built
+    on first use by tests/go_peers.py; :class:`tests.go_peers.GoUnavailable` when it cannot be.
+    """
+    if impl == GO_SERVER_IMPL:
+        from tests.go_peers import build_go_peers
+
+        binary = build_go_peers().binary("interop_server")
+        return PeerProcess("grpc-go server", [binary, "-plain", "-stop-on-stdin-eof",
+                                              "-listen", "unix:" + socket_path],
+                           cwd=repo_root, env=env)
     command = [sys.executable, "-m", "bench.peers", "--impl", impl, "--socket", socket_path]
     if profile_path is not None:
         command += ["--profile", profile_path]

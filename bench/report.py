@@ -74,10 +74,11 @@ def latency_cpu(results: Dict[str, Any], client: str, server: str, key: str
     return None
 
 
-def throughput_cpu(results: Dict[str, Any], server: str, connections: str) -> Optional[float]:
+def throughput_cpu(results: Dict[str, Any], server: str, connections: str,
+                   client: str = "grpcio") -> Optional[float]:
     for row in results.get("throughput", []):
         if (row["server"] == server and row["connections"] == connections
-                and row.get("server_cpu_us_per_call")):
+                and row.get("client", "grpcio") == client and row.get("server_cpu_us_per_call")):
             return median(row["server_cpu_us_per_call"])
     return None
 
@@ -94,9 +95,11 @@ def large_median(results: Dict[str, Any], client: str, server: str, size: int) -
     return median(rates) if rates else None
 
 
-def throughput_median(results: Dict[str, Any], server: str, connections: str) -> Optional[float]:
+def throughput_median(results: Dict[str, Any], server: str, connections: str,
+                      client: str = "grpcio") -> Optional[float]:
     for row in results.get("throughput", []):
-        if row["server"] == server and row["connections"] == connections and row["calls_per_s"]:
+        if (row["server"] == server and row["connections"] == connections
+                and row.get("client", "grpcio") == client and row["calls_per_s"]):
             return median(row["calls_per_s"])
     return None
 
@@ -165,6 +168,13 @@ def targets(results: Dict[str, Any]) -> List[Target]:
         latency_p50(results, "grpcio", "minigrpc"), latency_p50(results, "grpcio", "grpcio"),
         "<=", 1.0, ratio(latency_cpu(results, "grpcio", "minigrpc", server_cpu),
                          latency_cpu(results, "grpcio", "grpcio", server_cpu))))
+    if latency_p50(results, "grpcio", "grpc-go") is not None:
+        found.append(Target(
+            "warm", "p50: minigrpc client / grpcio client (grpc-go server)",
+            latency_p50(results, "minigrpc", "grpc-go"), latency_p50(results, "grpcio", "grpc-go"),
+            "<=", 1.0, ratio(latency_cpu(results, "minigrpc", "grpc-go", client_cpu),
+                             latency_cpu(results, "grpcio", "grpc-go", client_cpu)),
+            informational=True))
     found.append(Target(
         "warm", "p50: minigrpc↔minigrpc / grpcio↔grpcio",
         latency_p50(results, "minigrpc", "minigrpc"), latency_p50(results, "grpcio", "grpcio"),
@@ -182,6 +192,11 @@ def targets(results: Dict[str, Any]) -> List[Target]:
         found.append(Target("large", f"{label}: minigrpc server / grpcio server (grpcio client)",
                             large_median(results, "grpcio", "minigrpc", size),
                             large_median(results, "grpcio", "grpcio", size), ">=", 0.8))
+        if large_median(results, "grpcio", "grpc-go", size) is not None:
+            found.append(Target("large", f"{label}: minigrpc client / grpcio client (grpc-go "
+                                "server)", large_median(results, "minigrpc", "grpc-go", size),
+                                large_median(results, "grpcio", "grpc-go", size), ">=", 0.8,
+                                informational=True))
     for connections in results.get("config", {}).get("throughput_connections", []):
         mine = throughput_median(results, "minigrpc", connections)
         note = "1 connection" if connections == "shared" else "a connection per thread"
@@ -192,6 +207,16 @@ def targets(results: Dict[str, Any]) -> List[Target]:
         found.append(Target("server", f"calls/s: minigrpc / grpcio server ({note})", mine,
                             throughput_median(results, "grpcio", connections), ">=", 0.7,
                             ratio(mine_cpu, throughput_cpu(results, "grpcio", connections))))
+        for client in ("grpc-go", "h2load"):
+            reference = throughput_median(results, "grpcio", connections, client)
+            if reference is None:
+                continue
+            found.append(Target(
+                "server", f"calls/s: minigrpc / grpcio server ({client} client, {note})",
+                throughput_median(results, "minigrpc", connections, client), reference, ">=",
+                0.7, ratio(throughput_cpu(results, "minigrpc", connections, client),
+                           throughput_cpu(results, "grpcio", connections, client)),
+                informational=True))
     return found
 
 
@@ -220,7 +245,10 @@ def _targets_section(found: Sequence[Target]) -> List[str]:
             "other processes load the machine. The grpcio plugin of the cold rows shares the "
             "real plugin's skel, mapping and protobuf-free messages, so that only the RPC "
             "library differs; the row marked *for information* compares with the same plugin "
-            "on the generated `cni_pb2`, as a grpcio plugin is usually written.", "",
+            "on the generated `cni_pb2`, as a grpcio plugin is usually written. The other "
+            "rows *for information* are the same comparisons with grpc-go (antrea-agent's "
+            "library) as the peer, or with grpc-go or h2load as the load, which issue 6 did "
+            "not name.", "",
             *_table(("area", "measure", "target", "measured", "verdict", "CPU ratio"), rows)]
 
 
@@ -410,11 +438,15 @@ def _throughput_section(results: Dict[str, Any]) -> List[str]:
              f"{config.get('throughput_threads', '?')} client threads × "
              f"{config.get('throughput_calls', '?')} calls of the {config.get('latency_size', '?')}"
              "-byte echo, released together by a barrier; calls/s = all calls / wall time. The "
-             "load comes from the grpcio client for every server (its I/O runs in C outside "
+             "main load comes from the grpcio client for every server (its I/O runs in C outside "
              "the GIL, so the client costs each server the same); grpclib is served by its "
-             "single asyncio thread, grpcio and minigrpc by 8-thread pools. "
-             f"{config.get('throughput_rounds', '?')} round(s), interleaved. Ratio: over the "
-             "grpcio server.", ""]
+             "single asyncio thread, grpcio and minigrpc by 8-thread pools, grpc-go by a "
+             "goroutine per call. Where built, grpc-go's client (`tests/go/bench_client`: as "
+             "many goroutines as threads, on one connection or one each) and h2load "
+             "(nghttp2's C load generator: as many streams in flight as threads, on one "
+             "connection or one each; it checks HTTP 200 and the echoed bytes) load every "
+             f"server too. {config.get('throughput_rounds', '?')} round(s), interleaved. "
+             "Ratio: over the grpcio server under the same client.", ""]
     rows = []
     for row in rows_in:
         values = row["calls_per_s"]
@@ -423,7 +455,8 @@ def _throughput_section(results: Dict[str, Any]) -> List[str]:
             rows.append([row["server"], row["client"], note, "failed", "", "", "",
                          "; ".join(row["errors"])[:200]])
             continue
-        reference = throughput_median(results, "grpcio", row["connections"])
+        reference = throughput_median(results, "grpcio", row["connections"],
+                                      row.get("client", "grpcio"))
         server_cpu = row.get("server_cpu_us_per_call")
         rows.append([row["server"], row["client"], note, _fmt(median(values), 0),
                      f"{_fmt(min(values), 0)} – {_fmt(max(values), 0)}",
@@ -435,6 +468,7 @@ def _throughput_section(results: Dict[str, Any]) -> List[str]:
     floor = _h2_floor_text(results)
     if floor:
         grpclib = [row for row in rows_in if row["server"] == "grpclib"
+                   and row.get("client", "grpcio") == "grpcio"
                    and row["connections"] == "shared" and row.get("server_cpu_us_per_call")]
         if grpclib:
             budget = median(grpclib[0]["server_cpu_us_per_call"]) / 1.5
@@ -499,6 +533,11 @@ def _method_section(results: Dict[str, Any]) -> List[str]:
         "hook of the venv (an editable install's finder) is paid by all of them.",
         "- **CPU per call** is read from `/proc/<pid>/stat` for servers and "
         "`time.process_time()` for clients; it counts all threads of the process.",
+        "- **grpc-go** is Debian's (`golang-google-grpc-dev`), built on first use by "
+        "`tests/go_peers.py` (the same binaries the interop tests use): the server is "
+        "`tests/go/interop_server -plain` (grpc-go's default options, message limits lifted, "
+        "a pass-through codec for the echo), the client `tests/go/bench_client`. Both run "
+        "with Go's default GOMAXPROCS (every CPU), as antrea-agent does.",
     ]
 
 
@@ -519,7 +558,7 @@ def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
     meta = results.get("meta", {})
     lines = [
         "<!-- Generated by `make bench` (python -m bench). Do not edit by hand. -->",
-        "# Benchmarks: minigrpc beside grpcio and grpclib", "",
+        "# Benchmarks: minigrpc beside grpcio, grpclib and grpc-go", "",
         f"Generated {meta.get('date', '?')} in {meta.get('mode', '?')} mode in "
         f"{meta.get('duration_s', 0):.0f} s. Every peer runs in its own process (the "
         "harness starts them), clients and servers never share a GIL. Every RPC is the same "
@@ -599,11 +638,16 @@ def write_chart(results: Dict[str, Any], path: str) -> Optional[str]:
                               "minigrpc" in (row["client"], row["server"])))
     panels.append(("Large message echo: median (min – max)", "MB/s", large))
     throughput = [(f"{r['server']} server, "
-                   f"{'1 connection' if r['connections'] == 'shared' else '1 per thread'}",
+                   f"{'1 connection' if r['connections'] == 'shared' else '1 per thread'}"
+                   + ("" if r.get("client", "grpcio") == "grpcio" else f", {r['client']}"),
                    median(r["calls_per_s"]), min(r["calls_per_s"]), max(r["calls_per_s"]),
                    r["server"] == "minigrpc")
-                  for r in results.get("throughput", []) if r["calls_per_s"]]
-    panels.append(("Server throughput, grpcio client: median (min – max)", "calls/s", throughput))
+                  for r in results.get("throughput", [])
+                  if r["calls_per_s"] and r["server"] != "grpc-go"]
+    # grpc-go's server is several times faster than any Python server: on the same axis it
+    # would flatten every other bar, so it stays in the table only.
+    panels.append(("Server throughput: median (min – max), grpc-go server in the table",
+                   "calls/s", throughput))
     figure, axes = pyplot.subplots(2, 2, figsize=(12, 9))
     for axis, (title, unit, bars) in zip(axes.flat, panels):
         _bar_panel(axis, title, unit, bars)

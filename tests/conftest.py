@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from typing import Any, Callable, Dict, Iterator
 
 # The suite forks subprocesses (the plugin, agents) while grpcio peers run in this process.
@@ -36,6 +37,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "grpcio_peer: the test talks to a real grpcio server from tests/peers.py"
     )
+    config.addinivalue_line(
+        "markers", "go_peer: the test talks to grpc-go built by tests/go_peers.py"
+    )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which grpc-go the Go peer tests ran against and how long its build took."""
+    go_peers = sys.modules.get("tests.go_peers")
+    built = getattr(go_peers, "built_this_session", lambda: None)()
+    if built is not None:
+        terminalreporter.write_line(f"Go peers: {built.describe()}")
 
 
 class _SessionServers:

@@ -6,7 +6,7 @@ one h2 client connection and one h2 server connection, configured exactly as min
 them (:func:`minigrpc.http2.client_config`, :func:`minigrpc.http2.start_connection`), pass the
 bytes of the benchmark's echo call to each other in memory, in one thread, with no socket, no
 lock and no gRPC layer. Per call, the client sends minigrpc's request headers
-(:func:`minigrpc.client_protocol.request_headers`) and the length-prefixed message, and takes in
+(:func:`minigrpc.headers.request_headers`) and the length-prefixed message, and takes in
 the response; the server takes in the request and sends response headers, the message and the
 trailers; each side acknowledges the DATA it received, as minigrpc does.
 
@@ -32,7 +32,7 @@ import h2.events
 from bench.peers import ECHO_PATH
 from bench.workloads import make_payload
 from minigrpc import http2, wire
-from minigrpc.client_protocol import request_headers
+from minigrpc.headers import request_headers
 
 _RESPONSE_HEADERS = [
     (b":status", b"200"),

@@ -446,12 +446,6 @@ def test_grpc_go_client_against_grpcio_server(
 # -- what grpc-go's client showed about minigrpc's server -------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "minigrpc's server answers INTERNAL 'grpc: a unary request must carry exactly one message, "
-    "got 0 messages' instead of UNIMPLEMENTED when a request for a method it does not serve "
-    "ends with no message in the same read as its HEADERS (grpc-go's CloseSend with no Send "
-    "before it); with the HEADERS alone it answers UNIMPLEMENTED, so the status depends on "
-    "frame timing"))
 def test_unserved_method_with_no_message_is_unimplemented() -> None:
     """grpc-go and grpc-core answer UNIMPLEMENTED from the :path alone, whatever follows.
 

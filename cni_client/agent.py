@@ -32,11 +32,8 @@ import threading
 from concurrent import futures
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from cni_client.skel import (
-    SUPPORTED_VERSIONS,
-    decode_json_document,
-    go_json_string,
-)
+from cni_client.go_compat import decode_json_document, go_json_indent
+from cni_client.skel import SUPPORTED_VERSIONS
 
 CNI_SERVICE = "antrea_io.antrea.pkg.apis.cni.v1beta1.Cni"
 READY_LINE_PREFIX = "listening on "
@@ -69,32 +66,6 @@ class AgentError(Exception):
 
 # --------------------------------------------------------------------------------------------
 # Go's json.MarshalIndent(v, "", "    ") for the values results are made of.
-
-def go_json_indent(value: Any, level: int = 0) -> str:
-    """Go's ``MarshalIndent`` with a 4-space indent: HTML-escaped strings, ``{}``/``[]`` for
-    empty containers, keys in the order given (dicts keep insertion order)."""
-    pad, inner = "    " * level, "    " * (level + 1)
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        items = [f"{inner}{go_json_string(key)}: {go_json_indent(item, level + 1)}"
-                 for key, item in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(value, list):
-        if not value:
-            return "[]"
-        items = [inner + go_json_indent(item, level + 1) for item in value]
-        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
-    if isinstance(value, str):
-        return go_json_string(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if value is None:
-        return "null"
-    raise TypeError(f"cannot encode {type(value).__name__}")
-
 
 def _sorted_keys(value: Any) -> Any:
     """1.x results are built from Go maps/structs whose JSON has alphabetical keys (§7)."""

@@ -11,9 +11,18 @@ standard library modules that the interpreter has already loaded at start-up are
 plus ``json`` on the paths that read a config: VERSION and env errors stay cheap (cold start).
 """
 
-import codecs
 import os
 import sys
+
+from cni_client.go_compat import (
+    GoParseError,
+    JsonInputError,
+    decode_json_document,
+    go_atoi,
+    go_json_string,
+    go_quote,
+    go_string_field,
+)
 
 # typing costs ~5 ms of import time (it pulls in re and enum); annotations are strings here.
 TYPE_CHECKING = False
@@ -101,52 +110,6 @@ class CniFuncs:
         self.gc = gc
 
 
-# --------------------------------------------------------------------------------------------
-# Output encoding (§5.2): Go's encoding/json with HTML escaping, then MarshalIndent.
-
-
-def go_json_string(text: str) -> str:
-    """Quote ``text`` as Go's ``encoding/json`` does (escapeHTML on; cni-plugin.md §5.2).
-
-    ``<``, ``>``, ``&``, U+2028 and U+2029 are escaped; \\b \\f \\n \\r \\t use short forms; other
-    C0 controls become lowercase ``\\u00xx``; everything else stays raw.  Surrogates (our
-    stand-ins for bytes that were not UTF-8) become the literal escape ``\\ufffd`` like Go's
-    encoder writes for invalid UTF-8.
-    """
-    out: List[str] = ['"']
-    for ch in text:
-        code = ord(ch)
-        if code >= 0x80:
-            if 0xD800 <= code <= 0xDFFF:
-                out.append("\\ufffd")
-            elif code == 0x2028 or code == 0x2029:
-                out.append(f"\\u{code:04x}")
-            else:
-                out.append(ch)
-        elif ch in _ASCII_ESCAPES:
-            out.append(_ASCII_ESCAPES[ch])
-        elif code < 0x20:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-_ASCII_ESCAPES: "Dict[str, str]" = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-}
-
-
 def encode_error_json(code: int, msg: str, details: str = "") -> bytes:
     """``json.MarshalIndent(types.Error, "", "    ")``: key order code/msg/details, ``details``
     omitted when empty (omitempty), ``msg`` always present, no trailing newline (§5.2).
@@ -160,72 +123,6 @@ def encode_error_json(code: int, msg: str, details: str = "") -> bytes:
         lines.append(f'    "details": {go_json_string(details)}')
     lines.append("}")
     return "\n".join(lines).encode("utf-8")
-
-
-# --------------------------------------------------------------------------------------------
-# Go value formatting and parsing helpers used in messages (§4).
-
-
-def go_quote(text: str) -> str:
-    """``strconv.Quote`` / ``%q``: Go escapes for quotes, backslash and non-printable runes.
-
-    Go's ``IsPrint`` (letters, marks, numbers, punctuation, symbols, ASCII space) is the same
-    set as Python's ``str.isprintable``.  Surrogates stand for undecodable bytes: ``\\xNN``."""
-    out: List[str] = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch == '"' or ch == "\\":
-            out.append("\\" + ch)
-        elif 0xDC80 <= code <= 0xDCFF:
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\\ufffd")
-        elif ch.isprintable():
-            out.append(ch)
-        elif ch in _GO_QUOTE_SHORT:
-            out.append(_GO_QUOTE_SHORT[ch])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-_GO_QUOTE_SHORT = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
-                   "\v": "\\v"}
-
-
-class GoParseError(ValueError):
-    """A parse failure carrying Go's error text."""
-
-
-def go_atoi(text: str) -> int:
-    """``strconv.Atoi`` on a 64-bit platform: optional sign then ASCII digits only.
-
-    A syntax error is reported at the first non-digit, a range error as soon as the value
-    stops fitting in uint64 (even if junk follows), then the int64 bounds are checked:
-    exactly the order of Go's ParseUint/ParseInt."""
-    body, negative = text, False
-    if body[:1] in ("+", "-"):
-        negative = body[0] == "-"
-        body = body[1:]
-    syntax = GoParseError(f"strconv.Atoi: parsing {go_quote(text)}: invalid syntax")
-    out_of_range = GoParseError(f"strconv.Atoi: parsing {go_quote(text)}: value out of range")
-    if not body:
-        raise syntax
-    value = 0
-    for ch in body:
-        if not "0" <= ch <= "9":
-            raise syntax
-        value = value * 10 + (ord(ch) - 48)
-        if value > 0xFFFFFFFFFFFFFFFF:
-            raise out_of_range
-    if value > (1 << 63) - (0 if negative else 1):
-        raise out_of_range
-    return -value if negative else value
 
 
 def parse_version(version: str) -> "Tuple[int, int, int]":
@@ -249,200 +146,6 @@ def parse_version(version: str) -> "Tuple[int, int, int]":
 def version_at_least(version: str, other: str) -> bool:
     """``version.GreaterThanOrEqualTo``; raises :class:`GoParseError` like Go returns err."""
     return parse_version(version) >= parse_version(other)
-
-
-# --------------------------------------------------------------------------------------------
-# Config JSON decoding with Go's encoding/json semantics (§3, §10).
-
-
-def _go_replace_invalid_utf8(exc: UnicodeError) -> "Tuple[str, int]":
-    """One U+FFFD per undecodable byte, as Go's ``utf8.DecodeRune`` yields (width 1)."""
-    assert isinstance(exc, UnicodeDecodeError)
-    return ("\ufffd", exc.start + 1)
-
-
-codecs.register_error("cni-go-replace", _go_replace_invalid_utf8)
-
-
-class _JsonObject(list):  # type: ignore[type-arg,unused-ignore]
-    """A decoded JSON object as its key/value pairs, in order, duplicates kept (Go sees all)."""
-
-
-class _JsonInputError(ValueError):
-    """JSON that Go's ``json.Unmarshal`` would reject; str() is the description."""
-
-
-def _reject_constant(name: str) -> object:
-    raise _JsonInputError(f"invalid character {name[0]!r} looking for beginning of value"
-                          f" ({name} is not JSON)")
-
-
-def decode_json_document(data: bytes) -> object:
-    """Parse ``data`` as strict JSON the way Go accepts it.
-
-    Differences from ``json.loads(bytes)`` that matter (§10): UTF-8 only (no BOM stripping,
-    no UTF-16 detection), bytes that are not UTF-8 become U+FFFD (so they are fine inside
-    strings and a syntax error elsewhere), NaN/Infinity are rejected, numbers are never
-    converted (no int digit limit), and objects keep every key in order.
-    """
-    text = data.decode("utf-8", "cni-go-replace")
-    if not text.strip(" \t\r\n"):
-        raise _JsonInputError("unexpected end of JSON input")
-    import json  # not needed by VERSION or env errors
-
-    decoder = json.JSONDecoder(
-        object_pairs_hook=_JsonObject,
-        parse_constant=_reject_constant,
-        parse_int=lambda _text: 0,
-        parse_float=lambda _text: 0.0,
-    )
-    try:
-        return decoder.decode(text)
-    except RecursionError:
-        pass  # nested deeper than Python's recursion allows, but Go accepts up to 10000
-    except ValueError as exc:  # json.JSONDecodeError and _JsonInputError
-        raise _JsonInputError(str(exc)) from None
-    return _decode_deep_document(text)
-
-
-#: encoding/json's scanner limit (``maxNestingDepth``): deeper input is a syntax error.
-GO_MAX_NESTING_DEPTH = 10000
-
-
-def _decode_deep_document(text: str) -> object:
-    """An iterative JSON parser for documents too deep for the recursive ``json`` decoder.
-
-    Same results as :func:`decode_json_document` (objects as pair lists, numbers as 0, strings
-    decoded by ``json``) and Go's nesting limit; only reached for absurdly nested input."""
-    import json
-    import re
-
-    token = re.compile(
-        r'[ \t\n\r]*(?:("(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")'
-        r"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)|(true|false|null)|([{}\[\]:,]))")
-    literals = {"true": True, "false": False, "null": None}
-    stack: List[Tuple[object, List[str]]] = []  # (container, [pending object key])
-    state = "value"  # value | value_or_close | key | key_or_close | colon | after | end
-    root: object = None
-    position = 0
-
-    def fail(what: str) -> _JsonInputError:
-        return _JsonInputError(f"{what} at offset {position}")
-
-    def add(value: object) -> str:
-        nonlocal root
-        if not stack:
-            root = value
-            return "end"
-        container, key = stack[-1]
-        if isinstance(container, _JsonObject):
-            container.append((key[0], value))
-        else:
-            assert isinstance(container, list)
-            container.append(value)
-        return "after"
-
-    while state != "end":
-        match = token.match(text, position)
-        if match is None:
-            raise fail("invalid character" if text[position:].strip(" \t\r\n")
-                       else "unexpected end of JSON input")
-        position = match.end()
-        string, number, literal, punct = match.groups()
-        if state in ("value", "value_or_close"):
-            if punct in ("{", "["):
-                if len(stack) >= GO_MAX_NESTING_DEPTH:
-                    raise fail("exceeded max depth")
-                stack.append((_JsonObject() if punct == "{" else [], [""]))
-                state = "key_or_close" if punct == "{" else "value_or_close"
-            elif punct == "]" and state == "value_or_close":
-                state = add(stack.pop()[0])
-            elif string is not None:
-                state = add(json.loads(string))
-            elif number is not None:
-                state = add(0)
-            elif literal is not None:
-                state = add(literals[literal])
-            else:
-                raise fail("invalid character looking for beginning of value")
-        elif state in ("key", "key_or_close"):
-            if string is not None:
-                stack[-1][1][0] = json.loads(string)
-                state = "colon"
-            elif punct == "}" and state == "key_or_close":
-                state = add(stack.pop()[0])
-            else:
-                raise fail("invalid character looking for beginning of object key string")
-        elif state == "colon":
-            if punct != ":":
-                raise fail("invalid character after object key")
-            state = "value"
-        else:  # after a value inside a container
-            is_object = isinstance(stack[-1][0], _JsonObject)
-            if punct == ",":
-                state = "key" if is_object else "value"
-            elif punct == ("}" if is_object else "]"):
-                state = add(stack.pop()[0])
-            else:
-                raise fail("invalid character after value")
-    if text[position:].strip(" \t\r\n"):
-        raise fail("invalid character after top-level value")
-    return root
-
-
-def _go_json_kind(value: object) -> str:
-    if isinstance(value, _JsonObject):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    return "number"
-
-
-# bytes.EqualFold maps these two non-ASCII runes onto ASCII letters; nothing else can fold onto
-# an ASCII key such as "name" or "cniVersion".
-_GO_FOLD_SPECIAL = {"\u017f": "S", "\u212a": "K"}
-
-
-def _go_fold(key: str) -> str:
-    return "".join(ch.upper() if ch < "\x80" else _GO_FOLD_SPECIAL.get(ch, ch) for ch in key)
-
-
-def _without_lone_surrogates(text: str) -> str:
-    """Go's decoder turns a lone ``\\udXXX`` escape into U+FFFD; Python keeps the surrogate."""
-    if not any("\ud800" <= ch <= "\udfff" for ch in text):
-        return text
-    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
-
-
-def go_string_field(document: object, field: str, struct_desc: str) -> str:
-    """Unmarshal ``document`` into ``struct { X string `json:"<field>"` }`` and return X.
-
-    Keys match case-insensitively and the last match wins; ``null`` leaves the value alone;
-    a non-string value is an error but decoding goes on and the first error is reported,
-    all as Go's ``encoding/json`` does (§10)."""
-    if document is None:
-        return ""
-    if not isinstance(document, _JsonObject):
-        raise _JsonInputError(f"json: cannot unmarshal {_go_json_kind(document)}"
-                              f" into Go value of type {struct_desc}")
-    folded_field = _go_fold(field)
-    value = ""
-    first_error = ""
-    for key, item in document:
-        if _go_fold(key) != folded_field or item is None:
-            continue
-        if isinstance(item, str):
-            value = _without_lone_surrogates(item)
-        elif not first_error:
-            first_error = (f"json: cannot unmarshal {_go_json_kind(item)}"
-                           f" into Go struct field .{field} of type string")
-    if first_error:
-        raise _JsonInputError(first_error)
-    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,7 +249,7 @@ def validate_network_config(document: object) -> None:
     """skel's ``validateConfig`` after parsing: name present and well-formed (§3)."""
     try:
         name = go_string_field(document, "name", _NAME_STRUCT)
-    except _JsonInputError as exc:
+    except JsonInputError as exc:
         raise CniError(ERR_DECODING_FAILURE, f"error unmarshall network config: {exc}") from None
     if not name:
         raise CniError(ERR_INVALID_NETWORK_CONFIG, "missing network name")
@@ -559,7 +262,7 @@ def config_version(document: object) -> str:
     """``version.ConfigDecoder.Decode``: cniVersion as a string, absent or empty = 0.1.0."""
     try:
         version = go_string_field(document, "cniVersion", _VERSION_STRUCT)
-    except _JsonInputError as exc:
+    except JsonInputError as exc:
         raise CniError(ERR_DECODING_FAILURE,
                        f"decoding version from network config: {exc}") from None
     return version or "0.1.0"
@@ -600,7 +303,7 @@ def dispatch(funcs: CniFuncs, environ: "Mapping[bytes, bytes]", stdin_fd: int) -
     stdin_data = read_stdin(stdin_fd)
     try:
         document = decode_json_document(stdin_data)
-    except _JsonInputError as exc:
+    except JsonInputError as exc:
         raise CniError(ERR_DECODING_FAILURE, f"error unmarshall network config: {exc}") from None
     validate_network_config(document)
 

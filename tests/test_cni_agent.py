@@ -14,7 +14,7 @@ from typing import Any, List, Optional
 
 import pytest
 
-from cni_client import agent, cni_pb2
+from cni_client import agent, cni_pb2, go_compat
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -173,7 +173,7 @@ def test_html_in_ifname_is_escaped_like_go() -> None:
                                                              '    "x"\n]'),
 ])
 def test_go_json_indent(value: Any, expected: str) -> None:
-    assert agent.go_json_indent(value) == expected
+    assert go_compat.go_json_indent(value) == expected
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Dict, Optional
 
 import pytest
 
-from cni_client import skel
+from cni_client import go_compat, skel
 from tests.cni_helpers import (
     VERSION_BYTES,
     EnvValue,
@@ -529,7 +529,7 @@ def test_internal_error_is_code_999(tmp_path: os.PathLike[str]) -> None:
     ("é☺😈", '"é☺😈"'), ("\udcff", '"\\ufffd"'), ("\ud800", '"\\ufffd"'), ("/", '"/"'),
 ])
 def test_go_json_string(text: str, expected: str) -> None:
-    assert skel.go_json_string(text) == expected
+    assert go_compat.go_json_string(text) == expected
 
 
 def test_go_json_string_matches_contract_recipe_for_all_bmp() -> None:
@@ -537,7 +537,7 @@ def test_go_json_string_matches_contract_recipe_for_all_bmp() -> None:
     from tests.cni_helpers import go_escape
 
     text = "".join(chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF)
-    assert skel.go_json_string(text) == go_escape(text)
+    assert go_compat.go_json_string(text) == go_escape(text)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -547,7 +547,7 @@ def test_go_json_string_matches_contract_recipe_for_all_bmp() -> None:
     ("\udcff", '"\\xff"'), (" ", '" "'),
 ])
 def test_go_quote(text: str, expected: str) -> None:
-    assert skel.go_quote(text) == expected
+    assert go_compat.go_quote(text) == expected
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -555,7 +555,7 @@ def test_go_quote(text: str, expected: str) -> None:
     ("9223372036854775807", 2**63 - 1), ("-9223372036854775808", -(2**63)),
 ])
 def test_go_atoi_values(text: str, expected: int) -> None:
-    assert skel.go_atoi(text) == expected
+    assert go_compat.go_atoi(text) == expected
 
 
 @pytest.mark.parametrize(("text", "error"), [
@@ -568,9 +568,9 @@ def test_go_atoi_values(text: str, expected: int) -> None:
     ("9x9999999999999999999999", "invalid syntax"),
 ])
 def test_go_atoi_errors(text: str, error: str) -> None:
-    with pytest.raises(skel.GoParseError) as caught:
-        skel.go_atoi(text)
-    assert str(caught.value) == f"strconv.Atoi: parsing {skel.go_quote(text)}: {error}"
+    with pytest.raises(go_compat.GoParseError) as caught:
+        go_compat.go_atoi(text)
+    assert str(caught.value) == f"strconv.Atoi: parsing {go_compat.go_quote(text)}: {error}"
 
 
 @pytest.mark.parametrize(("version", "parsed"), [
@@ -598,12 +598,12 @@ BAD_DOCUMENTS = ["{", "[1,]", '{"a" 1}', '{"a":1,}', "[1 2]", "01", "tru", '"\\x
 @pytest.mark.parametrize("text", DOCUMENTS)
 def test_deep_fallback_parser_agrees_with_json(text: str) -> None:
     """The iterative parser (used beyond Python's recursion limit) decodes like the main one."""
-    assert skel._decode_deep_document(text) == skel.decode_json_document(text.encode())
+    assert go_compat._decode_deep_document(text) == go_compat.decode_json_document(text.encode())
 
 
 @pytest.mark.parametrize("text", BAD_DOCUMENTS)
 def test_deep_fallback_parser_rejects_what_json_rejects(text: str) -> None:
     with pytest.raises(ValueError):
-        skel.decode_json_document(text.encode())
+        go_compat.decode_json_document(text.encode())
     with pytest.raises(ValueError):
-        skel._decode_deep_document(text)
+        go_compat._decode_deep_document(text)

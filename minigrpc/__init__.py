@@ -41,7 +41,11 @@ _EXPORTS: Dict[str, str] = {
     "ServicerContext": "server",
     # handlers
     "unary_unary_rpc_method_handler": "handlers",
+    "unary_stream_rpc_method_handler": "handlers",
+    "stream_unary_rpc_method_handler": "handlers",
+    "stream_stream_rpc_method_handler": "handlers",
     "method_handlers_generic_handler": "handlers",
+    "ServiceRpcHandler": "handlers",
     "RpcMethodHandler": "handlers",
     "GenericRpcHandler": "handlers",
     "HandlerCallDetails": "handlers",
@@ -54,6 +58,8 @@ _EXPORTS: Dict[str, str] = {
     # descriptors
     "stub": "descriptors",
     "add_servicer": "descriptors",
+    # `import grpc` without grpcio
+    "install_as_grpc": "grpc_alias",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -68,11 +74,16 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .channel import Channel, insecure_channel
     from .descriptors import add_servicer, stub
+    from .grpc_alias import install_as_grpc
     from .handlers import (
         GenericRpcHandler,
         HandlerCallDetails,
         RpcMethodHandler,
+        ServiceRpcHandler,
         method_handlers_generic_handler,
+        stream_stream_rpc_method_handler,
+        stream_unary_rpc_method_handler,
+        unary_stream_rpc_method_handler,
         unary_unary_rpc_method_handler,
     )
     from .multicallables import (
@@ -87,6 +98,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 
 
 def __getattr__(name: str) -> Any:
+    if name == "experimental":  # a submodule, as grpc.experimental is grpcio's
+        return importlib.import_module(".experimental", __name__)
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'minigrpc' has no attribute {name!r}")

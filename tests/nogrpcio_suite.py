@@ -186,9 +186,9 @@ def test_grpc_aio_imports_as_a_placeholder_and_other_submodules_do_not() -> None
     from grpc.experimental import aio
 
     assert aio is grpc.aio
-    with pytest.raises(NotImplementedError, match="grpc.aio.insecure_channel is not supported"):
+    with pytest.raises(NotImplementedError, match=r"grpc\.aio\.insecure_channel is not supported"):
         grpc.aio.insecure_channel("127.0.0.1:1")
-    with pytest.raises(ModuleNotFoundError, match="'grpc.channelz'"):
+    with pytest.raises(ModuleNotFoundError, match=r"'grpc\.channelz'"):
         importlib.import_module("grpc.channelz")
 
 
@@ -277,7 +277,7 @@ def test_streaming_calls_through_generated_stubs(served: Tuple[str, Any, Any, st
 
 
 def test_experimental_static_unary_calls(served: Tuple[str, Any, Any, str]) -> None:
-    version, test_grpc, cni_grpc, target = served
+    _, test_grpc, cni_grpc, target = served
     service = test_grpc.TestService
     assert service.EmptyCall(empty_pb2.Empty(), target, insecure=True, timeout=10) == (
         empty_pb2.Empty()
@@ -424,10 +424,9 @@ def test_grpc_health_watch_on_minigrpc_client_and_server(
 
 def _rich_status(code: int, message: str) -> Any:
     from google.rpc import status_pb2
-    from tests.interop import messages_pb2 as detail_module
 
     status = status_pb2.Status(code=code, message=message)
-    status.details.add().Pack(detail_module.Payload(body=b"why"))
+    status.details.add().Pack(messages_pb2.Payload(body=b"why"))
     return status
 
 

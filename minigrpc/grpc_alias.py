@@ -291,19 +291,31 @@ _EXPERIMENTAL: Dict[str, ApiName] = {
 class _GrpcModule(types.ModuleType):
     """The ``grpc`` module of the alias: grpcio's names, looked up lazily in minigrpc."""
 
+    #: The names this module serves (``experimental.X`` entries are served by a subclass).
+    _names: Dict[str, ApiName] = _TOP_LEVEL
+
     def __getattr__(self, name: str) -> Any:
-        entry = _TOP_LEVEL.get(name)
+        entry = self._names.get(name)
         if entry is None:
             raise AttributeError(
-                f"module 'grpc' (minigrpc's alias of grpcio {GRPCIO_VERSION}) has no "
+                f"module {self.__name__!r} (minigrpc's alias of grpcio {GRPCIO_VERSION}) has no "
                 f"attribute {name!r}"
             )
-        value = _resolve(entry) if entry.supported else _placeholder(f"grpc.{name}", entry.note)
+        if entry.supported:
+            value = _resolve(entry)
+        else:
+            value = _placeholder(f"{self.__name__}.{name}", entry.note)
         setattr(self, name, value)
         return value
 
     def __dir__(self) -> List[str]:
-        return sorted(set(super().__dir__()) | set(_TOP_LEVEL))
+        return sorted(set(super().__dir__()) | set(self._names))
+
+
+class _ExperimentalModule(_GrpcModule):
+    """``grpc.experimental``: :mod:`minigrpc.experimental`'s functions, grpcio's other names."""
+
+    _names = _EXPERIMENTAL
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
@@ -337,7 +349,10 @@ def _new_module(cls: type, name: str, doc: str) -> Any:
 
 def _build() -> Dict[str, types.ModuleType]:
     """The alias's modules, by the names they take in ``sys.modules``."""
-    experimental = importlib.import_module(".experimental", __package__)
+    experimental = _new_module(
+        _ExperimentalModule, "grpc.experimental", "grpcio's experimental API, on minigrpc."
+    )
+    experimental.__all__ = sorted(_EXPERIMENTAL)
     grpc = _new_module(
         _GrpcModule,
         "grpc",
@@ -350,10 +365,7 @@ def _build() -> Dict[str, types.ModuleType]:
     utilities.first_version_is_lower = first_version_is_lower
     aio = _UnsupportedModule("grpc.aio", "minigrpc has no asyncio API; use the blocking one")
     aio.__spec__ = importlib.machinery.ModuleSpec("grpc.aio", None, is_package=True)
-    for name, entry in _EXPERIMENTAL.items():
-        if not entry.supported:
-            setattr(experimental, name, _placeholder(f"grpc.experimental.{name}", entry.note))
-    experimental.aio = aio  # type: ignore[attr-defined]
+    experimental.aio = aio
     grpc._utilities = utilities
     grpc.experimental = experimental
     grpc.aio = aio

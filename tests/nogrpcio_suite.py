@@ -188,6 +188,12 @@ def test_unsupported_names_still_work_as_base_classes_and_annotations() -> None:
         _ = grpc.ChannelConnectivity.READY
 
 
+def test_channel_connectivity_calls_say_what_is_unsupported() -> None:
+    with grpc.insecure_channel("127.0.0.1:1") as channel:
+        with pytest.raises(NotImplementedError, match=r"Channel\.subscribe\(\) is not supported"):
+            channel.subscribe(lambda state: None)
+
+
 def test_grpc_aio_imports_as_a_placeholder_and_other_submodules_do_not() -> None:
     import grpc.aio
     from grpc.experimental import aio

@@ -113,6 +113,37 @@ def test_install_wins_over_an_installed_but_not_imported_grpcio() -> None:
     assert result.stdout.strip() == grpc_alias.GRPCIO_VERSION
 
 
+def test_readme_opt_in_line_makes_generated_code_run_without_grpcio() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text("utf-8"), re.S)
+    (line,) = [block for block in blocks if "install_as_grpc" in block]
+    result = _run(
+        "import tests.block_grpcio\n"
+        + line
+        + textwrap.dedent(
+            """
+            from concurrent import futures
+            import grpc
+            from cni_client import cni_pb2
+            from tests.generated_stubs.v1_85_1 import cni_pb2_grpc
+
+            class Cni(cni_pb2_grpc.CniServicer):
+                def CmdAdd(self, request, context):
+                    return cni_pb2.CniCmdResponse(cni_result=b"ok")
+
+            server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+            cni_pb2_grpc.add_CniServicer_to_server(Cni(), server)
+            port = server.add_insecure_port("127.0.0.1:0")
+            server.start()
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                print(cni_pb2_grpc.CniStub(channel).CmdAdd(cni_pb2.CniCmdRequest()).cni_result)
+            server.stop(None)
+            """
+        )
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "b'ok'"
+
+
 # -- the table ---------------------------------------------------------------------------------
 
 

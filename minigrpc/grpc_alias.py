@@ -69,7 +69,7 @@ class ApiName(NamedTuple):
 
 
 _TLS = (
-    "no TLS yet: minigrpc channels and servers are plaintext (`insecure_channel`, "
+    "no TLS yet; minigrpc channels and servers are plaintext (`insecure_channel`, "
     "`add_insecure_port`)"
 )
 _CALL_CREDS = "per-call credentials need a secure channel, and minigrpc has no TLS yet"
@@ -360,8 +360,9 @@ def _build() -> Dict[str, types.ModuleType]:
     )
     grpc.__version__ = GRPCIO_VERSION
     grpc.__all__ = sorted(name for name in _TOP_LEVEL if not name.startswith("_"))
-    utilities = _new_module(types.ModuleType, "grpc._utilities", "first_version_is_lower")
-    utilities.__path__ = None
+    utilities: Any = types.ModuleType("grpc._utilities", "grpcio's helpers for generated code.")
+    utilities.__spec__ = importlib.machinery.ModuleSpec("grpc._utilities", None)
+    utilities.__package__ = "grpc"
     utilities.first_version_is_lower = first_version_is_lower
     aio = _UnsupportedModule("grpc.aio", "minigrpc has no asyncio API; use the blocking one")
     aio.__spec__ = importlib.machinery.ModuleSpec("grpc.aio", None, is_package=True)

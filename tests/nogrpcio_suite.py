@@ -289,6 +289,44 @@ def test_streaming_calls_through_generated_stubs(served: Tuple[str, Any, Any, st
         assert both == [5, 6]
 
 
+@pytest.mark.parametrize("package", VERSIONS)
+def test_server_stream_through_generated_stub_and_static_call_from_an_h2_peer(
+    package: str,
+) -> None:
+    """The client half of streaming, whatever minigrpc's server can do: a scripted HTTP/2 peer
+    answers StreamingOutputCall with the messages the request asks for."""
+    from minigrpc import wire
+    from tests.client_helpers import ScriptedServer
+
+    test_grpc, _ = _stubs(package)
+
+    def answer(request: Any) -> None:
+        asked = messages_pb2.StreamingOutputCallRequest.FromString(request.message)
+        request.respond_raw(
+            b"".join(
+                wire.encode_message(
+                    messages_pb2.StreamingOutputCallResponse(
+                        payload=messages_pb2.Payload(body=bytes(parameters.size))
+                    ).SerializeToString()
+                )
+                for parameters in asked.response_parameters
+            )
+        )
+
+    with ScriptedServer(answer) as server:
+        with grpc.insecure_channel(server.target) as channel:
+            stub = test_grpc.TestServiceStub(channel)
+            responses = stub.StreamingOutputCall(_output_request(3, 0, 2), timeout=10)
+            assert _sizes(responses) == [3, 0, 2]
+        static = test_grpc.TestService.StreamingOutputCall(
+            _output_request(1, 4), server.target, insecure=True, timeout=10
+        )
+        assert _sizes(static) == [1, 4]
+        assert [r.path for r in server.requests] == [
+            "/grpc.testing.TestService/StreamingOutputCall"
+        ] * 2
+
+
 def test_experimental_static_unary_calls(served: Tuple[str, Any, Any, str]) -> None:
     _, test_grpc, cni_grpc, target = served
     service = test_grpc.TestService
@@ -312,15 +350,19 @@ def test_experimental_static_streaming_calls(served: Tuple[str, Any, Any, str]) 
     _, test_grpc, _, target = served
     service = test_grpc.TestService
     total = _served(
-        lambda: service.StreamingInputCall(_input_requests(2, 2), target, insecure=True)
+        lambda: service.StreamingInputCall(_input_requests(2, 2), target, insecure=True, timeout=10)
     )
     assert total.aggregated_payload_size == 4
     sizes = _served(
-        lambda: _sizes(service.StreamingOutputCall(_output_request(4, 1), target, insecure=True))
+        lambda: _sizes(
+            service.StreamingOutputCall(_output_request(4, 1), target, insecure=True, timeout=10)
+        )
     )
     assert sizes == [4, 1]
     echoed = _served(
-        lambda: _sizes(service.FullDuplexCall(iter([_output_request(2)]), target, insecure=True))
+        lambda: _sizes(
+            service.FullDuplexCall(iter([_output_request(2)]), target, insecure=True, timeout=10)
+        )
     )
     assert echoed == [2]
 
@@ -336,7 +378,8 @@ def test_experimental_calls_share_one_cached_channel_per_target(
     for _ in range(3):
         cni_grpc.Cni.CmdAdd(request, target, insecure=True, timeout=10)
     assert len(experimental._CACHE._channels) == 1
-    cni_grpc.Cni.CmdAdd(request, target, options=[("grpc.primary_user_agent", "x")], insecure=True)
+    options = [("grpc.primary_user_agent", "x")]
+    cni_grpc.Cni.CmdAdd(request, target, options=options, insecure=True, timeout=10)
     assert len(experimental._CACHE._channels) == 2
     experimental._CACHE.close()
 

@@ -41,6 +41,15 @@ _EXPORTS: Dict[str, str] = {
     "ServicerContext": "server",
     # handlers
     "unary_unary_rpc_method_handler": "handlers",
+    "ClientCallDetails": "interceptors",
+    "ServerInterceptor": "interceptors",
+    "StreamStreamClientInterceptor": "interceptors",
+    "StreamUnaryClientInterceptor": "interceptors",
+    "UnaryStreamClientInterceptor": "interceptors",
+    "UnaryUnaryClientInterceptor": "interceptors",
+    "intercept_channel": "interceptors",
+    "ChannelConnectivity": "connectivity",
+    "channel_ready_future": "connectivity",
     "unary_stream_rpc_method_handler": "handlers",
     "stream_unary_rpc_method_handler": "handlers",
     "stream_stream_rpc_method_handler": "handlers",
@@ -73,6 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StreamingCall,
     )
     from .channel import Channel, insecure_channel
+    from .connectivity import ChannelConnectivity, channel_ready_future
     from .descriptors import add_servicer, stub
     from .grpc_alias import install_as_grpc
     from .handlers import (
@@ -85,6 +95,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         stream_unary_rpc_method_handler,
         unary_stream_rpc_method_handler,
         unary_unary_rpc_method_handler,
+    )
+    from .interceptors import (
+        ClientCallDetails,
+        ServerInterceptor,
+        StreamStreamClientInterceptor,
+        StreamUnaryClientInterceptor,
+        UnaryStreamClientInterceptor,
+        UnaryUnaryClientInterceptor,
+        intercept_channel,
     )
     from .multicallables import (
         StreamStreamMultiCallable,

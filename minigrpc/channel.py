@@ -39,6 +39,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from . import __version__, wire
 from .calls import Call, CallFuture, FutureCancelledError, FutureTimeoutError, StreamingCall
+from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .multicallables import (
     StreamStreamMultiCallable,
     StreamUnaryMultiCallable,
@@ -155,6 +156,10 @@ class Channel:
         self.transport: Optional[Transport] = None
         if self._target is not None:
             self.transport = self._make_transport(self._target)
+            self._connectivity = self.transport.connectivity
+        else:
+            self._connectivity = ConnectivityWatch(lambda: None)
+            self._connectivity.set(ChannelConnectivity.TRANSIENT_FAILURE)
 
     def _make_transport(self, target: Target) -> Transport:
         return Transport(target, self.config.transport)
@@ -223,21 +228,20 @@ class Channel:
         return StreamStreamMultiCallable(self, method, request_serializer, response_deserializer)
 
     def subscribe(self, callback: Callable[..., None], try_to_connect: bool = False) -> None:
-        raise NotImplementedError(
-            "Channel.subscribe() is not supported by minigrpc: channels do not report connectivity"
-        )
+        """Call ``callback(ChannelConnectivity)`` now and on every change (see
+        :mod:`minigrpc.connectivity`); ``try_to_connect`` dials an idle channel."""
+        self._connectivity.subscribe(callback, try_to_connect)
 
     def unsubscribe(self, callback: Callable[..., None]) -> None:
-        raise NotImplementedError(
-            "Channel.unsubscribe() is not supported by minigrpc: channels do not report "
-            "connectivity"
-        )
+        self._connectivity.unsubscribe(callback)
 
     def close(self) -> None:
         """Close the connection; running calls end CANCELLED ("Channel closed!")."""
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+        else:
+            self._connectivity.set(ChannelConnectivity.SHUTDOWN)
 
     def __del__(self) -> None:
         # Like grpcio: a channel dropped without close() still releases its socket. Nothing else

@@ -73,7 +73,6 @@ _TLS = (
     "`add_insecure_port`)"
 )
 _CALL_CREDS = "per-call credentials need a secure channel, and minigrpc has no TLS yet"
-_CLIENT_INTERCEPTORS = "client interceptors are not implemented"
 _GOOGLE = "Google Cloud / xDS credentials are out of scope"
 _RUNTIME_PROTOS = (
     "loads `.proto` files at run time through grpcio-tools' protoc; use generated modules, or "
@@ -86,7 +85,7 @@ _RUNTIME_PROTOS = (
 GRPCIO_NAMES: Tuple[ApiName, ...] = (
     # -- client ---------------------------------------------------------------------------------
     ApiName("insecure_channel", True, "targets: `unix:`, `unix-abstract:`, `host:port`, `dns:///`"),
-    ApiName("Channel", True, "`subscribe`/`unsubscribe` raise: no connectivity reports"),
+    ApiName("Channel", True, ""),
     ApiName("UnaryUnaryMultiCallable", True, "`__call__`, `with_call`, `future`"),
     ApiName("UnaryStreamMultiCallable", True, ""),
     ApiName("StreamUnaryMultiCallable", True, ""),
@@ -105,20 +104,16 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
         False,
         "abstract base only; minigrpc's calls and `ServicerContext` have its methods without it",
     ),
-    ApiName(
-        "ChannelConnectivity", False, "minigrpc channels do not report connectivity"
-    ),
-    ApiName(
-        "channel_ready_future", False, "minigrpc channels do not report connectivity"
-    ),
-    ApiName("ClientCallDetails", False, _CLIENT_INTERCEPTORS),
-    ApiName("UnaryUnaryClientInterceptor", False, _CLIENT_INTERCEPTORS),
-    ApiName("UnaryStreamClientInterceptor", False, _CLIENT_INTERCEPTORS),
-    ApiName("StreamUnaryClientInterceptor", False, _CLIENT_INTERCEPTORS),
-    ApiName("StreamStreamClientInterceptor", False, _CLIENT_INTERCEPTORS),
-    ApiName("intercept_channel", False, _CLIENT_INTERCEPTORS),
+    ApiName("ChannelConnectivity", True, "`Channel.subscribe` reports it"),
+    ApiName("channel_ready_future", True, ""),
+    ApiName("ClientCallDetails", True, ""),
+    ApiName("UnaryUnaryClientInterceptor", True, "grpcio's order and short-circuit rules"),
+    ApiName("UnaryStreamClientInterceptor", True, ""),
+    ApiName("StreamUnaryClientInterceptor", True, ""),
+    ApiName("StreamStreamClientInterceptor", True, ""),
+    ApiName("intercept_channel", True, ""),
     # -- server ---------------------------------------------------------------------------------
-    ApiName("server", True, "`interceptors` and `xds` are refused with ValueError"),
+    ApiName("server", True, "`xds=True` is refused with ValueError"),
     ApiName("Server", True, "`add_secure_port` raises: no TLS yet"),
     ApiName("ServicerContext", True, "no auth context (plaintext only)"),
     ApiName("Status", True, "for `abort_with_status`"),
@@ -128,10 +123,10 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("RpcMethodHandler", True, "the same named tuple"),
     ApiName("method_handlers_generic_handler", True, ""),
     ApiName("unary_unary_rpc_method_handler", True, ""),
-    ApiName("unary_stream_rpc_method_handler", True, "served once the server streams"),
-    ApiName("stream_unary_rpc_method_handler", True, "served once the server streams"),
-    ApiName("stream_stream_rpc_method_handler", True, "served once the server streams"),
-    ApiName("ServerInterceptor", False, "server interceptors are not implemented"),
+    ApiName("unary_stream_rpc_method_handler", True, ""),
+    ApiName("stream_unary_rpc_method_handler", True, ""),
+    ApiName("stream_stream_rpc_method_handler", True, ""),
+    ApiName("ServerInterceptor", True, "`server(interceptors=...)`"),
     # -- credentials ----------------------------------------------------------------------------
     ApiName("ChannelCredentials", False, _TLS),
     ApiName("CallCredentials", False, _CALL_CREDS),

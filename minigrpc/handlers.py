@@ -58,9 +58,11 @@ class ServiceRpcHandler(GenericRpcHandler):
 
     def __init__(self, service: str, method_handlers: Mapping[str, RpcMethodHandler]) -> None:
         self._name = service
-        self._method_handlers: Dict[str, RpcMethodHandler] = {
-            f"/{service}/{method}": handler for method, handler in method_handlers.items()
-        }
+        self._method_handlers: Dict[str, RpcMethodHandler] = {}
+        for method, handler in method_handlers.items():
+            path = f"/{service}/{method}"
+            check_handler(path, handler)
+            self._method_handlers[path] = handler
 
     def service_name(self) -> str:
         return self._name
@@ -117,11 +119,31 @@ def stream_stream_rpc_method_handler(
     )
 
 
+def handler_shape(handler: RpcMethodHandler) -> str:
+    """``unary_unary``, ``unary_stream``, ``stream_unary`` or ``stream_stream``."""
+    requests = "stream" if handler.request_streaming else "unary"
+    responses = "stream" if handler.response_streaming else "unary"
+    return f"{requests}_{responses}"
+
+
 def handler_behavior(handler: RpcMethodHandler) -> Optional[Callable[..., Any]]:
     """The callable of the handler's own shape (``unary_unary`` for a unary handler, ...)."""
-    if handler.request_streaming:
-        return handler.stream_stream if handler.response_streaming else handler.stream_unary
-    return handler.unary_stream if handler.response_streaming else handler.unary_unary
+    behavior: Optional[Callable[..., Any]] = getattr(handler, handler_shape(handler), None)
+    return behavior
+
+
+def check_handler(path: str, handler: Any) -> None:
+    """Refuse, at registration, a handler the server could not run; the error names the gap."""
+    for field in ("request_streaming", "response_streaming"):
+        if not hasattr(handler, field):
+            raise TypeError(
+                f"the handler for {path} is not an RpcMethodHandler: it has no {field!r} field"
+            )
+    if not callable(handler_behavior(handler)):
+        raise TypeError(
+            f"the handler for {path} is {handler_shape(handler)} but its "
+            f"{handler_shape(handler)!r} callable is missing"
+        )
 
 
 def method_handlers_generic_handler(

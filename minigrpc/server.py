@@ -113,10 +113,12 @@ from typing import (
     Union,
 )
 
+from . import errors, wire
 from . import handlers as _handlers
 from . import server_protocol as _protocol
 from . import targets as _targets
-from . import wire
+from .interceptors import intercept_handler_lookup
+from .server_call import CallEndedError, RequestStream, ResponseCredit
 from .status import Metadata, StatusCode
 
 try:
@@ -152,6 +154,8 @@ _LISTEN_BACKLOG = socket.SOMAXCONN
 _UNIX_DIR_MODE = 0o755
 
 _NEW, _STARTED, _STOPPING, _STOPPED = range(4)
+#: Reserved keys a handler may still put in its trailing metadata (grpcio allows the same).
+_TRAILER_ONLY_KEYS = frozenset((wire.STATUS_DETAILS_KEY,))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -309,8 +313,11 @@ class ServicerContext:
         "_metadata",
         "_metadata_items",
         "_method",
+        "_request_closed",
         "_request_complete",
         "_request_encoding",
+        "_requests",
+        "_response_credit",
         "_server",
         "_stream_id",
         "_terminated",
@@ -346,6 +353,12 @@ class ServicerContext:
         self._compress_next = True
         self._request_encoding: Optional[str] = None
         self._request_complete = False
+        #: The request iterator of a request-streaming method, and whether the client has
+        #: half-closed it (its last messages may still wait in the connection).
+        self._requests: Optional[RequestStream] = None
+        self._request_closed = False
+        #: Send backpressure of a response-streaming method.
+        self._response_credit: Optional[ResponseCredit] = None
         self._aborted = False
         self._callbacks: Optional[List[Callable[[], Any]]] = None
         self._terminated = False
@@ -422,9 +435,13 @@ class ServicerContext:
         self._server._post(self._server._send_initial_metadata, self, headers, encoding)
 
     def set_trailing_metadata(self, trailing_metadata: Iterable[Tuple[str, Any]]) -> None:
-        """Metadata for the trailers; invalid keys or values raise ValueError here."""
+        """Metadata for the trailers; invalid keys or values raise ValueError here.
+
+        ``grpc-status-details-bin`` is allowed, as in grpcio: it carries a serialized
+        ``google.rpc.Status`` (what grpcio-status's ``abort_with_status`` sends).
+        """
         pairs = tuple(trailing_metadata or ())
-        self._trailing_headers = wire.encode_metadata(pairs)
+        self._trailing_headers = wire.encode_metadata(pairs, _TRAILER_ONLY_KEYS)
         self._trailing_metadata = pairs
 
     def trailing_metadata(self) -> Metadata:
@@ -487,6 +504,11 @@ class ServicerContext:
             self._terminated = True
             self._termination_code = code
             callbacks, self._callbacks = self._callbacks, None
+        # Wake a handler blocked on the request iterator or on sending.
+        if self._requests is not None:
+            self._requests.terminate(code)
+        if self._response_credit is not None:
+            self._response_credit.end()
         return callbacks
 
     def __repr__(self) -> str:
@@ -512,6 +534,7 @@ class _Connection:
         "protocol",
         "read_size",
         "reading",
+        "senders",
         "sock",
         "tracer",
         "writing",
@@ -525,6 +548,8 @@ class _Connection:
         self.peer = peer
         self.output = bytearray()
         self.calls: Dict[int, ServicerContext] = {}
+        #: Calls streaming responses: their handlers learn after each flush what was written.
+        self.senders: Set[ServicerContext] = set()
         #: Size of the next ``recv()`` (:func:`minigrpc.http2.next_read_size`).
         self.read_size = _protocol.http2.SMALL_READ
         self.reading = True
@@ -736,6 +761,8 @@ class Server:
         self._maximum_concurrent_rpcs = maximum_concurrent_rpcs
         self._default_compression = options.compression if compression is None else int(compression)
         self._generic_handlers: List[Any] = []
+        #: ``ServerInterceptor`` objects around the handler lookup (see :func:`server`).
+        self._interceptors: Tuple[Any, ...] = ()
         self._registered: Dict[str, _handlers.RpcMethodHandler] = {}
         if handlers:
             self.add_generic_rpc_handlers(handlers)
@@ -782,7 +809,9 @@ class Server:
     ) -> None:
         """Register ``{method: RpcMethodHandler}`` for a service (grpcio >= 1.62 generated code)."""
         for method, handler in method_handlers.items():
-            self._registered[f"/{service_name}/{method}"] = handler
+            path = f"/{service_name}/{method}"
+            _handlers.check_handler(path, handler)
+            self._registered[path] = handler
 
     # -- ports -----------------------------------------------------------------------------------
 
@@ -1053,7 +1082,7 @@ class Server:
             sock.setblocking(False)
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            protocol = _protocol.ServerConnection(self._settings)
+            protocol = _protocol.ServerConnection(self._settings, shape_from_handler=True)
             connection = _Connection(sock, protocol, _peer_name(sock))
             protocol.initiate()
             protocol.set_output_room(self._options.max_output_buffer)
@@ -1172,6 +1201,10 @@ class Server:
             protocol.set_output_room(max(room, 0))
             if room <= 0 or not starved:
                 break
+        for context in connection.senders:
+            credit = context._response_credit
+            if credit is not None:
+                credit.written(protocol.queued_response_bytes(context._stream_id))
         if protocol.closed and not connection.close_when_flushed:
             # Flush what h2 queued (its GOAWAY), but never wait long for a client that won't read.
             self._add_timer(time.monotonic() + _CLOSE_FLUSH_TIMEOUT, self._close, connection)
@@ -1280,6 +1313,12 @@ class Server:
                 context = connection.calls.get(event.stream_id)
                 if context is not None:
                     self._end_call(connection, context, event.code)
+            elif isinstance(event, (_protocol.RequestMessage, _protocol.RequestEnded)):
+                context = connection.calls.get(event.stream_id)
+                if context is not None:
+                    if isinstance(event, _protocol.RequestEnded):
+                        context._request_closed = True
+                    self._pull_requests(connection, context)
         stall = self._options.request_stall_timeout
         if started and stall is not None:
             # A request that arrived whole with its headers (the usual unary call) needs no
@@ -1322,6 +1361,15 @@ class Server:
         self._dirty.add(connection)
 
     def _find_handler(self, method: str, metadata: Metadata) -> Optional[Any]:
+        if self._interceptors:
+            return intercept_handler_lookup(
+                self._interceptors,
+                lambda details: self._lookup(details.method, details.invocation_metadata),
+                _handlers.HandlerCallDetails(method, metadata),
+            )
+        return self._lookup(method, metadata)
+
+    def _lookup(self, method: str, metadata: Metadata) -> Optional[Any]:
         handler = self._registered.get(method)
         if handler is not None:
             return handler
@@ -1348,16 +1396,17 @@ class Server:
             )
             return None
         if handler is None:
-            # grpcio's wording (grpc-wire.md §4.4); grpc-go names the service or method instead.
+            # grpcio's wording; grpc-go names the service or method instead.
             protocol.reject_call(event.stream_id, StatusCode.UNIMPLEMENTED, "Method not found!")
             return None
-        if getattr(handler, "request_streaming", False) or getattr(
-            handler, "response_streaming", False
-        ):
+        if _handlers.handler_behavior(handler) is None:
+            # A handler whose flags name a shape it has no callable for: a registration bug.
+            _LOGGER.error("%s: the handler has no callable for its shape", event.method)
             protocol.reject_call(
                 event.stream_id,
                 StatusCode.UNIMPLEMENTED,
-                f"{event.method} is a streaming method; minigrpc serves unary methods only",
+                f"{event.method}: the registered handler has no "
+                f"{_handlers.handler_shape(handler)} callable",
             )
             return None
         if (
@@ -1375,9 +1424,61 @@ class Server:
         self._active_rpcs += 1
         if event.deadline is not None:
             self._add_timer(event.deadline, self._expire_call, connection, context)
+        request_streaming = bool(handler.request_streaming)
+        if handler.response_streaming:
+            context._response_credit = ResponseCredit()
+            connection.senders.add(context)
+        if request_streaming:
+            # The handler starts now and reads requests as they come (no stall timer: a stream
+            # may pause, and its handler decides how long to wait).
+            context._request_complete = True
+            context._request_encoding = protocol.request_compressed_with(event.stream_id)
+            context._requests = RequestStream(
+                handler.request_deserializer,
+                lambda: self._post(self._pull_requests, connection, context),
+                lambda: self._bad_request_message(context),
+            )
+            self._dispatch(connection, context, None)
+        accepted = protocol.accept_call(event.stream_id, request_streaming)
+        if accepted:
+            self._handle_events(connection, accepted)
         return context
 
-    def _dispatch(self, connection: _Connection, context: ServicerContext, request: bytes) -> None:
+    def _pull_requests(self, connection: _Connection, context: ServicerContext) -> None:
+        """Move waiting request messages into the handler's iterator while it has room."""
+        requests = context._requests
+        if requests is None or connection.calls.get(context._stream_id) is not context:
+            return
+        protocol = connection.protocol
+        while requests.has_room:
+            try:
+                message = protocol.take_request(context._stream_id)
+            except errors.CallError as exc:
+                self._handle_events(
+                    connection, protocol.fail_call(context._stream_id, exc.code, str(exc))
+                )
+                self._dirty.add(connection)
+                return
+            if message is None:
+                if context._request_closed:
+                    requests.end()
+                break
+            requests.put(message)
+        else:
+            requests.stall()
+        self._dirty.add(connection)  # taking messages may have returned window
+
+    def _bad_request_message(self, context: ServicerContext) -> BaseException:
+        """A streamed request that does not deserialize ends the call (grpcio: INTERNAL)."""
+        _LOGGER.exception("%s: exception deserializing request", context._method)
+        context._code = StatusCode.INTERNAL
+        context._details = "Exception deserializing request!"
+        context._aborted = True
+        return _Abort()
+
+    def _dispatch(
+        self, connection: _Connection, context: ServicerContext, request: Optional[bytes]
+    ) -> None:
         try:
             self._executor.submit(self._run_handler, context, context._handler, request)
         except RuntimeError:  # the executor was shut down
@@ -1393,6 +1494,7 @@ class Server:
     ) -> None:
         if connection.calls.pop(context._stream_id, None) is None:
             return
+        connection.senders.discard(context)
         self._active_rpcs -= 1
         if not connection.calls:
             connection.idle_since = time.monotonic()
@@ -1497,43 +1599,39 @@ class Server:
         self._end_call(connection, context, code)
         self._dirty.add(connection)
 
-    def _run_handler(self, context: ServicerContext, handler: Any, request_bytes: bytes) -> None:
-        """Executor thread: deserialize, call the behaviour, serialize (grpcio's semantics)."""
+    def _run_handler(
+        self, context: ServicerContext, handler: Any, request_bytes: Optional[bytes]
+    ) -> None:
+        """Executor thread: deserialize, call the behaviour, serialize (grpcio's semantics).
+
+        ``request_bytes`` is the unary request, or None for a request-streaming method, whose
+        handler reads ``context._requests`` instead.
+        """
         if context._terminated:
             return  # cancelled or expired while queued: do not start work nobody awaits
-        deserializer = handler.request_deserializer
-        try:
-            request = deserializer(request_bytes) if deserializer is not None else request_bytes
-        except Exception:
-            _LOGGER.exception("%s: exception deserializing request", context._method)
-            self._complete(context, StatusCode.INTERNAL, "Exception deserializing request!", None)
-            return
-        try:
-            response = handler.unary_unary(request, context)
-        except Exception as exc:
-            if context._aborted:
-                code = context._code or StatusCode.UNKNOWN
-                details = context._details or ""
-            else:
-                message = f"Exception calling application: {exc}"
-                _LOGGER.exception("%s: %s", context._method, message)
-                code = context._code or StatusCode.UNKNOWN
-                details = context._details if context._details is not None else message
-            self._complete(context, code, details, None)
-            return
-        serialized: Optional[bytes] = None
-        if response is not None:
-            serializer = handler.response_serializer
+        argument: Any = context._requests
+        if request_bytes is not None:
+            deserializer = handler.request_deserializer
             try:
-                serialized = serializer(response) if serializer is not None else response
-                if not isinstance(serialized, (bytes, bytearray, memoryview)):
-                    raise TypeError(
-                        f"a response must serialize to bytes, got {type(serialized).__name__}"
-                    )
-                serialized = bytes(serialized)
+                argument = (
+                    deserializer(request_bytes) if deserializer is not None else request_bytes
+                )
             except Exception:
-                _LOGGER.exception("%s: exception serializing response", context._method)
-                serialized = None
+                _LOGGER.exception("%s: exception deserializing request", context._method)
+                self._complete(
+                    context, StatusCode.INTERNAL, "Exception deserializing request!", None
+                )
+                return
+        behavior: Any = _handlers.handler_behavior(handler)
+        if handler.response_streaming:
+            self._stream_responses(context, handler, behavior, argument)
+            return
+        try:
+            response = behavior(argument, context)
+        except Exception as exc:
+            self._complete_after_exception(context, exc)
+            return
+        serialized = self._serialize(context, handler, response) if response is not None else None
         set_code = context._code
         if serialized is None:
             # grpcio: a code the handler set wins; otherwise INTERNAL.
@@ -1550,6 +1648,96 @@ class Server:
         code = StatusCode.OK if set_code is None else set_code
         details = context._details or ""
         self._complete(context, code, details, serialized if code is StatusCode.OK else None)
+
+    def _complete_after_exception(self, context: ServicerContext, exc: Exception) -> None:
+        """The handler raised: ``abort()``'s status, or UNKNOWN as grpcio reports it."""
+        if context._aborted:
+            code = context._code or StatusCode.UNKNOWN
+            details = context._details or ""
+        elif context._terminated or isinstance(exc, CallEndedError):
+            return  # the call ended first (the request iterator said so): nobody waits
+        else:
+            message = f"Exception calling application: {exc}"
+            _LOGGER.exception("%s: %s", context._method, message)
+            code = context._code or StatusCode.UNKNOWN
+            details = context._details if context._details is not None else message
+        self._complete(context, code, details, None)
+
+    @staticmethod
+    def _serialize(context: ServicerContext, handler: Any, response: Any) -> Optional[bytes]:
+        """The response's bytes, or None (logged) when the serializer fails."""
+        serializer = handler.response_serializer
+        try:
+            serialized = serializer(response) if serializer is not None else response
+            if not isinstance(serialized, (bytes, bytearray, memoryview)):
+                raise TypeError(
+                    f"a response must serialize to bytes, got {type(serialized).__name__}"
+                )
+            return bytes(serialized)
+        except Exception:
+            _LOGGER.exception("%s: exception serializing response", context._method)
+            return None
+
+    def _stream_responses(
+        self, context: ServicerContext, handler: Any, behavior: Any, argument: Any
+    ) -> None:
+        """Executor thread: send each response the handler yields, then the status.
+
+        The handler waits (in :meth:`ResponseCredit.acquire`) while too much of what it sent is
+        unwritten; a call that ends meanwhile stops the iteration and closes the generator.
+        """
+        credit = context._response_credit
+        assert credit is not None
+        responses: Any = None
+        try:
+            responses = behavior(argument, context)
+            for response in responses:
+                serialized = self._serialize(context, handler, response)
+                if serialized is None:
+                    set_code = context._code
+                    failed: StatusCode = (
+                        set_code
+                        if set_code is not None and set_code is not StatusCode.OK
+                        else StatusCode.INTERNAL
+                    )
+                    details = context._details or "Failed to serialize response!"
+                    self._complete(context, failed, details, None)
+                    return
+                if not credit.acquire(len(serialized)):
+                    return  # the call ended: nobody reads further responses
+                compress = context._compress_next
+                context._compress_next = True  # disable_next_message_compression is per message
+                self._post(self._send_response, context, serialized, compress)
+        except Exception as exc:
+            self._complete_after_exception(context, exc)
+            return
+        finally:
+            close = getattr(responses, "close", None)
+            if close is not None:
+                close()
+        code = StatusCode.OK if context._code is None else context._code
+        self._complete(context, code, context._details or "", None)
+
+    def _send_response(self, context: ServicerContext, message: bytes, compress: bool) -> None:
+        """I/O thread: queue one streamed response message on the connection."""
+        connection = context._connection
+        credit = context._response_credit
+        if connection.calls.get(context._stream_id) is not context or credit is None:
+            return
+        try:
+            connection.protocol.send_message(
+                context._stream_id,
+                message,
+                encoding=wire.compression_name(context._compression),
+                compress_message=compress,
+            )
+        except errors.MessageTooLarge as exc:
+            self._finish_call(context, exc.code, str(exc), None)
+            return
+        credit.handed_over(
+            len(message), connection.protocol.queued_response_bytes(context._stream_id)
+        )
+        self._dirty.add(connection)
 
     # -- stop ------------------------------------------------------------------------------------
 
@@ -1643,24 +1831,31 @@ def server(
     """Create a server, as ``grpc.server()``.
 
     ``thread_pool`` runs the handlers (an executor of up to 32 threads is created when None).
-    ``interceptors`` and ``xds`` are not supported and are rejected rather than ignored.
+    ``interceptors`` (``ServerInterceptor`` objects) wrap the handler lookup of every call, the
+    first one outermost (:mod:`minigrpc.interceptors`).  ``xds`` is not supported and is
+    rejected rather than ignored.
     ``maximum_concurrent_rpcs`` bounds the calls in progress; more get RESOURCE_EXHAUSTED.
     ``compression`` compresses every response the client accepts compressed.
     """
-    if interceptors:
-        raise ValueError("minigrpc.server() does not support interceptors")
+    for interceptor in interceptors or ():
+        if not callable(getattr(interceptor, "intercept_service", None)):
+            raise TypeError(
+                f"{interceptor!r} is not a server interceptor: it has no intercept_service()"
+            )
     if xds:
         raise ValueError("minigrpc.server() does not support xDS")
     if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
         raise ValueError("maximum_concurrent_rpcs must be at least 1")
     parsed = _Options(options)
-    return Server(
+    created = Server(
         thread_pool,
         handlers,
         parsed,
         maximum_concurrent_rpcs,
         None if compression is None else int(wire.Compression(compression)),
     )
+    created._interceptors = tuple(interceptors or ())
+    return created
 
 
 class _CallableModule(types.ModuleType):

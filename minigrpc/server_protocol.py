@@ -48,12 +48,15 @@ import h2.events
 import h2.exceptions
 import hpack
 
-from . import http2, wire
+from . import errors, http2, wire
+from .protocol import DEFAULT_BUFFER_LIMIT, ConnectionProtocol, Inbound, Outbound, SendState
 from .status import Metadata, StatusCode, http2_error_name
 
 __all__ = [
     "CallStarted",
     "CallTerminated",
+    "RequestEnded",
+    "RequestMessage",
     "RequestReady",
     "ServerConnection",
     "ServerSettings",
@@ -174,6 +177,37 @@ class RequestReady:
         return f"RequestReady(stream_id={self.stream_id}, {len(self.message)} bytes)"
 
 
+class RequestMessage:
+    """Messages of a streaming request are waiting: take them with ``take_request``.
+
+    Sent once per DATA frame that completed at least one message, only for calls accepted as
+    request-streaming (:meth:`ServerConnection.accept_call`).  Pulling instead of pushing lets
+    the socket layer take messages only as fast as the handler reads them: what it leaves in
+    the connection holds back the stream's window (PROTOCOL-HTTP2.md leaves flow control to
+    HTTP/2; RFC 9113 §5.2), so a client cannot make the server buffer without bound.
+    """
+
+    __slots__ = ("stream_id",)
+
+    def __init__(self, stream_id: int) -> None:
+        self.stream_id = stream_id
+
+    def __repr__(self) -> str:
+        return f"RequestMessage(stream_id={self.stream_id})"
+
+
+class RequestEnded:
+    """The client half-closed a streaming request on a message boundary: no more messages."""
+
+    __slots__ = ("stream_id",)
+
+    def __init__(self, stream_id: int) -> None:
+        self.stream_id = stream_id
+
+    def __repr__(self) -> str:
+        return f"RequestEnded(stream_id={self.stream_id})"
+
+
 class CallTerminated:
     """A started call ended without the handler's answer: mark its context inactive.
 
@@ -193,7 +227,7 @@ class CallTerminated:
         return f"CallTerminated(stream_id={self.stream_id}, code={self.code.name})"
 
 
-CallEvent = Union[CallStarted, RequestReady, CallTerminated]
+CallEvent = Union[CallStarted, RequestReady, RequestMessage, RequestEnded, CallTerminated]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -267,17 +301,16 @@ class _Call:
 
     __slots__ = (
         "accept_encodings",
-        "decoder",
         "encoding",
         "finished",
         "headers_sent",
+        "inbound",
         "last_progress",
-        "messages",
+        "outbound",
         "oversized",
-        "pending",
-        "pending_offset",
         "request_closed",
         "request_dispatched",
+        "request_streaming",
         "response_encoding",
         "stream_id",
         "trailers",
@@ -290,21 +323,24 @@ class _Call:
         accept_encodings: FrozenSet[str],
         max_receive: Optional[int],
         now: float,
+        request_streaming: Optional[bool],
     ) -> None:
         self.stream_id = stream_id
         self.encoding = encoding
         self.accept_encodings = accept_encodings
-        self.decoder = wire.MessageDecoder(max_receive)
-        self.messages: List[Tuple[bool, bytes]] = []
+        self.inbound = Inbound(max_receive, DEFAULT_BUFFER_LIMIT)
+        #: The method's request shape: False for one message, True for a stream, None until
+        #: the socket layer has found the handler (:meth:`ServerConnection.accept_call`).
+        self.request_streaming = request_streaming
         self.request_closed = False
+        #: A unary request was handed over (RequestReady); later DATA is ignored.
         self.request_dispatched = False
         #: When the request last made progress (its HEADERS, then each DATA with payload).
         self.last_progress = now
         self.headers_sent = False
         self.response_encoding: Optional[str] = None
-        self.pending: Optional[memoryview] = None  # response DATA not yet handed to h2
-        self.pending_offset = 0
-        self.trailers: Optional[Headers] = None  # trailers to send once ``pending`` is out
+        self.outbound = Outbound()  # response messages not yet handed to h2
+        self.trailers: Optional[Headers] = None  # trailers to send once ``outbound`` is out
         self.finished = False  # our final frame is queued (or the stream is gone)
         self.oversized = ""  # why initial metadata was not sent (too large for the client)
 
@@ -319,22 +355,29 @@ def _header_list_size(headers: Iterable[Tuple[bytes, bytes]]) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-class ServerConnection:
+class ServerConnection(ConnectionProtocol):
     """One client connection: h2 plus the gRPC server rules (see the module docstring).
 
     Use: :meth:`initiate` once, then :meth:`receive_data` for every chunk read (it returns the
     call events), and after every batch of calls :meth:`data_to_send` for the bytes to write.
+
+    ``shape_from_handler``: when True, each call waits for :meth:`accept_call` to learn whether
+    its method streams requests before the one-message rules apply (the socket layer finds the
+    handler only after :class:`CallStarted`); when False every call is unary, which is what the
+    protocol tests drive.
     """
 
     def __init__(
         self,
         settings: Optional[ServerSettings] = None,
         clock: Optional[Callable[[], float]] = None,
+        shape_from_handler: bool = False,
     ) -> None:
         import time
 
         self.settings = settings or ServerSettings()
         self._clock = clock or time.monotonic
+        self._initial_shape: Optional[bool] = None if shape_from_handler else False
         self._h2 = _ServerH2Connection(config=http2.server_config())
         hpack_limit = max(
             http2.CONNECTION_MAX_HEADER_LIST_SIZE,
@@ -344,10 +387,14 @@ class ServerConnection:
         # Checks the preface, every frame's length against the MAX_FRAME_SIZE we advertise and
         # the growth of header blocks, from the 9-byte frame headers, before h2 buffers a body;
         # and cuts the input after a client's GOAWAY so that no event is lost (§7).
-        self._splitter = http2.FrameSplitter(
-            expect_preface=True,
-            max_frame_size=self.settings.max_frame_size,
-            max_header_block=hpack_limit + _HEADER_BLOCK_SLACK,
+        super().__init__(
+            self._h2,
+            http2.FrameSplitter(
+                expect_preface=True,
+                max_frame_size=self.settings.max_frame_size,
+                max_header_block=hpack_limit + _HEADER_BLOCK_SLACK,
+            ),
+            self.settings.connection_window,
         )
         self._calls: Dict[int, _Call] = {}
         self._blocked: Set[int] = set()  # streams waiting for window or output room
@@ -622,6 +669,7 @@ class ServerConnection:
             wire.parse_accept_encoding(accept),
             self.settings.max_receive_message_length,
             self._clock(),
+            self._initial_shape,
         )
         self._calls[stream_id] = call
         out.append(
@@ -636,30 +684,37 @@ class ServerConnection:
 
     def _on_data(self, event: h2.events.DataReceived, out: List[CallEvent]) -> None:
         stream_id = event.stream_id
-        # Ack at once, also for calls we no longer track: h2 still credits the connection (§6).
-        if event.flow_controlled_length:
-            self._h2.acknowledge_received_data(event.flow_controlled_length, stream_id)
         call = self._calls.get(stream_id)
-        if call is None or call.request_dispatched or call.finished or not event.data:
+        if call is None or call.request_dispatched or call.finished:
+            # Ack at once for calls we no longer read: h2 still credits the connection (§6).
+            if event.flow_controlled_length:
+                self._h2.acknowledge_received_data(event.flow_controlled_length, stream_id)
             return
-        call.last_progress = self._clock()
+        if event.data:
+            call.last_progress = self._clock()
         try:
-            messages = call.decoder.feed(event.data)
-        except wire.MessageTooLarge as exc:
-            self._fail_call(call, StatusCode.RESOURCE_EXHAUSTED, str(exc), out)
+            # Credits the window now, or (for a streaming request whose handler lags) as the
+            # messages are taken.
+            completed = call.inbound.data_received(
+                self, stream_id, event.data, event.flow_controlled_length
+            )
+        except errors.CallError as exc:
+            self._fail_call(call, exc.code, str(exc), out)
             return
-        except wire.ProtocolViolation as exc:
-            self._fail_call(call, StatusCode.INTERNAL, str(exc), out)
+        if not completed:
             return
-        if messages:
-            call.messages.extend(messages)
-            if len(call.messages) > 1:
-                self._fail_call(
-                    call,
-                    StatusCode.INTERNAL,
-                    "grpc: received more than one request message for a unary method",
-                    out,
-                )
+        if call.request_streaming:
+            out.append(RequestMessage(stream_id))
+        elif call.request_streaming is False and call.inbound.received > 1:
+            self._fail_more_than_one(call, out)
+
+    def _fail_more_than_one(self, call: _Call, out: List[CallEvent]) -> None:
+        self._fail_call(
+            call,
+            StatusCode.INTERNAL,
+            "grpc: received more than one request message for a unary method",
+            out,
+        )
 
     def _on_stream_ended(self, stream_id: int, out: List[CallEvent]) -> None:
         call = self._calls.get(stream_id)
@@ -670,13 +725,32 @@ class ServerConnection:
             # Our END_STREAM went out first; the stream is now fully closed.
             self._forget(call)
             return
+        if call.request_streaming is None:
+            return  # the rules apply once accept_call() tells the request's shape
+        self._request_complete(call, out)
+
+    def _request_complete(self, call: _Call, out: List[CallEvent]) -> None:
+        """The request's END_STREAM: a unary request is handed over, a stream is ended."""
+        stream_id = call.stream_id
+        inbound = call.inbound
+        if call.request_streaming:
+            if not inbound.at_boundary:
+                self._fail_call(
+                    call,
+                    StatusCode.INTERNAL,
+                    "grpc: the request stream ended inside a message",
+                    out,
+                )
+            else:
+                out.append(RequestEnded(stream_id))
+            return
         if call.request_dispatched:
             return
-        if len(call.messages) != 1 or not call.decoder.at_boundary:
+        if inbound.received != 1 or not inbound.at_boundary:
             got = (
                 "a partial message"
-                if not call.decoder.at_boundary
-                else f"{len(call.messages)} messages"
+                if not inbound.at_boundary
+                else f"{inbound.received} messages"
             )
             self._fail_call(
                 call,
@@ -685,8 +759,7 @@ class ServerConnection:
                 out,
             )
             return
-        compressed, payload = call.messages[0]
-        call.messages = []
+        compressed, payload = call.inbound.messages.popleft()
         if compressed:
             if call.encoding is None:
                 self._fail_call(
@@ -806,8 +879,7 @@ class ServerConnection:
         if call.response_encoding is not None and compress_message:
             message = wire.compress(call.response_encoding, message)
             flag = True
-        call.pending = memoryview(wire.encode_message(message, flag))
-        call.pending_offset = 0
+        call.outbound.add(wire.encode_message(message, flag))
         self._queue_trailers(call, trailers)
         return True
 
@@ -840,6 +912,95 @@ class ServerConnection:
         """
         return self.finish_call(stream_id, code, details, trailing_metadata=trailing_metadata)
 
+    def accept_call(self, stream_id: int, request_streaming: bool) -> List[CallEvent]:
+        """The handler is found: apply the rules of its request shape to what already arrived.
+
+        Only with ``shape_from_handler``.  A unary request gets its one-message checks (and
+        :class:`RequestReady` if it is already complete); a streaming one reports the messages
+        and the END_STREAM that arrived with its headers.
+        """
+        call = self._calls.get(stream_id)
+        if call is None or call.finished or call.request_streaming is not None:
+            return []
+        call.request_streaming = request_streaming
+        out: List[CallEvent] = []
+        if request_streaming:
+            if call.inbound.messages:
+                out.append(RequestMessage(stream_id))
+        elif call.inbound.received > 1:
+            self._fail_more_than_one(call, out)
+            return out
+        if call.request_closed:
+            self._request_complete(call, out)
+        return out
+
+    def take_request(self, stream_id: int) -> Optional[bytes]:
+        """The next message of a streaming request, inflated; None when none is waiting.
+
+        Taking a message returns its bytes to the stream's flow-control window once fewer than
+        :data:`~minigrpc.protocol.DEFAULT_BUFFER_LIMIT` bytes wait.  Raises
+        :class:`~minigrpc.errors.CallError` for a message that cannot be inflated; end the call
+        with :meth:`fail_call` then.
+        """
+        call = self._calls.get(stream_id)
+        if call is None or call.finished:
+            return None
+        message = call.inbound.take(self, stream_id)
+        if message is None:
+            return None
+        compressed, payload = message
+        return wire.decode_message(
+            compressed, payload, call.encoding, self.settings.max_receive_message_length
+        )
+
+    def request_compressed_with(self, stream_id: int) -> Optional[str]:
+        """The request's ``grpc-encoding`` (None for identity), for ``request_compression()``."""
+        call = self._calls.get(stream_id)
+        return None if call is None else call.encoding
+
+    def send_message(
+        self,
+        stream_id: int,
+        message: bytes,
+        *,
+        encoding: Optional[str] = None,
+        compress_message: bool = True,
+    ) -> bool:
+        """Queue one message of a streaming response (headers first, if not sent yet).
+
+        ``encoding`` as for :meth:`finish_call`; it only counts for the first message, which
+        sends the headers.  Raises :class:`~minigrpc.errors.MessageTooLarge` above
+        ``max_send_message_length`` (nothing is queued).  Returns False if the call is gone.
+        """
+        call = self._calls.get(stream_id)
+        if call is None or call.finished or call.outbound.state is not SendState.OPEN:
+            return False
+        limit = self.settings.max_send_message_length
+        if limit is not None and len(message) > limit:
+            raise errors.MessageTooLarge(len(message), limit, sending=True)
+        if not call.headers_sent:
+            self._send_response_headers(call, [], encoding)
+        flag = False
+        if call.response_encoding is not None and compress_message:
+            message = wire.compress(call.response_encoding, message)
+            flag = True
+        call.outbound.add(wire.encode_message(message, flag))
+        self._pump_stream(stream_id)
+        return True
+
+    def queued_response_bytes(self, stream_id: int) -> int:
+        """Response bytes of the call still waiting for window or output room (0 when gone)."""
+        call = self._calls.get(stream_id)
+        return 0 if call is None else call.outbound.queued_bytes
+
+    def fail_call(self, stream_id: int, code: StatusCode, details: str) -> List[CallEvent]:
+        """End a started call with an error status (trailers); its :class:`CallTerminated`."""
+        call = self._calls.get(stream_id)
+        out: List[CallEvent] = []
+        if call is not None:
+            self._fail_call(call, code, details, out)
+        return out
+
     def expire_call(self, stream_id: int) -> List[CallEvent]:
         """The call's deadline passed: send DEADLINE_EXCEEDED trailers and end the call.
 
@@ -849,7 +1010,7 @@ class ServerConnection:
         call = self._calls.get(stream_id)
         if call is None or call.finished:
             return []
-        call.pending = None
+        call.outbound.discard()
         self.finish_call(stream_id, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         return [CallTerminated(stream_id, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")]
 
@@ -861,7 +1022,13 @@ class ServerConnection:
         call whose request makes no progress for too long (slowloris; issue 5).
         """
         call = self._calls.get(stream_id)
-        if call is None or call.finished or call.request_dispatched or call.request_closed:
+        if (
+            call is None
+            or call.finished
+            or call.request_dispatched
+            or call.request_closed
+            or call.request_streaming  # a stream may pause; its handler decides
+        ):
             return None
         return call.last_progress
 
@@ -951,7 +1118,7 @@ class ServerConnection:
         """End a started call with an error this layer detected; tell the socket layer."""
         if call.finished:
             return
-        call.pending = None
+        call.outbound.discard()
         self.finish_call(call.stream_id, code, details)
         out.append(CallTerminated(call.stream_id, code, details))
 
@@ -991,32 +1158,18 @@ class ServerConnection:
         if call is None or call.finished:
             self._blocked.discard(stream_id)
             return
-        pending = call.pending
-        if pending is not None:
-            total = len(pending)
-            offset = call.pending_offset
-            conn = self._h2
-            while offset < total:
-                size = min(
-                    conn.local_flow_control_window(stream_id),
-                    conn.max_outbound_frame_size,
-                    total - offset,
-                )
-                room = self._output_room
-                if room is not None and room < size:
-                    if room <= 0 < size:
-                        self._starved = True
-                    size = room
-                if size <= 0:
-                    call.pending_offset = offset
-                    self._blocked.add(stream_id)
-                    return
-                conn.send_data(stream_id, pending[offset : offset + size])
-                offset += size
-                if room is not None:
-                    self._output_room = room - size
-            call.pending = None
-            call.pending_offset = 0
+        outbound = call.outbound
+        if not outbound.empty:
+            room = self._output_room
+            written = outbound.write(self._h2, stream_id, room)
+            if room is not None:
+                room -= written
+                self._output_room = room
+            if not outbound.empty:
+                if room is not None and room <= 0 and outbound.can_write(self._h2, stream_id):
+                    self._starved = True  # the window allows more; only the socket is full
+                self._blocked.add(stream_id)
+                return
         self._blocked.discard(stream_id)
         if call.trailers is not None:
             trailers, call.trailers = call.trailers, None

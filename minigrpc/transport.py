@@ -41,6 +41,7 @@ from .client_protocol import (
     GoAwayReceived,
     Header,
 )
+from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .errors import os_error_text
 from .protocol import Message
 from .sockets import ConnectFailed, DeadlineReached, open_socket
@@ -602,6 +603,7 @@ class Transport:
         self._lock = threading.Lock()
         self._connection: Optional[ClientConnection] = None
         self._closed = False
+        self.connectivity = ConnectivityWatch(self._connect_until_ready)
 
     @property
     def closed(self) -> bool:
@@ -627,12 +629,37 @@ class Transport:
                 return connection
             if connection is not None and connection.protocol.idle:
                 connection.close()
-            sock = open_socket(self.target, deadline)
-            connection = ClientConnection(self.target, sock, self.options)
+            self.connectivity.set(ChannelConnectivity.CONNECTING)
+            try:
+                sock = open_socket(self.target, deadline)
+            except ConnectFailed:
+                self.connectivity.set(ChannelConnectivity.TRANSIENT_FAILURE)
+                raise
+            except DeadlineReached:
+                self.connectivity.set(ChannelConnectivity.IDLE)
+                raise
+            connection = ClientConnection(self.target, sock, self.options, self._connection_ended)
             self._connection = connection
+            self.connectivity.set(ChannelConnectivity.READY)
             return connection
         finally:
             self._lock.release()
+
+    def _connection_ended(self, what: str) -> None:
+        """A connection took its last call (GOAWAY) or failed: the channel is IDLE again."""
+        self.connectivity.set(ChannelConnectivity.IDLE)
+
+    def _connect_until_ready(self) -> None:
+        """``try_to_connect``: dial, backing off between failures, until READY or closed."""
+        backoff = self.options.initial_backoff
+        while not self._closed:
+            try:
+                self._connection_for(None)
+                return
+            except (ConnectFailed, DeadlineReached):
+                pass
+            self._back_off(backoff, None)
+            backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
 
     def call(
         self,
@@ -761,6 +788,7 @@ class Transport:
             connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
+        self.connectivity.set(ChannelConnectivity.SHUTDOWN)
 
 
 class CallHandle:

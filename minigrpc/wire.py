@@ -215,12 +215,21 @@ def is_reserved_key(key: str) -> bool:
     return key.startswith(":") or key.startswith("grpc-") or key in RESERVED_HEADERS
 
 
-def validate_metadata(metadata: MetadataLike) -> List[Tuple[str, MetadataValue]]:
+#: The one reserved key an application may send, in trailers only: a serialized
+#: ``google.rpc.Status`` with error details (grpcio-status's ``abort_with_status`` sets it; the
+#: richer error model of gRPC's doc/statuscodes.md and google.rpc.Status).
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def validate_metadata(
+    metadata: MetadataLike, allowed_reserved: FrozenSet[str] = frozenset()
+) -> List[Tuple[str, MetadataValue]]:
     """Check application metadata before anything is sent; return it normalised.
 
     Raises ValueError naming the offending key. Keys must match ``[0-9a-z_.-]+`` and not be
     reserved; ``-bin`` values must be bytes (str is encoded as UTF-8); other values must be
-    printable ASCII (PROTOCOL-HTTP2.md, "Custom-Metadata"; grpc-wire.md §1.3). Upper-case keys are
+    printable ASCII (PROTOCOL-HTTP2.md, "Custom-Metadata"). ``allowed_reserved`` names reserved
+    keys the caller may set anyway (:data:`STATUS_DETAILS_KEY` in trailers). Upper-case keys are
     rejected rather than folded, because h2 treats an upper-case name from a peer as a connection
     error and the caller would never learn why.
     """
@@ -236,7 +245,7 @@ def validate_metadata(metadata: MetadataLike) -> List[Tuple[str, MetadataValue]]
             key = key.decode("ascii", "replace")
         if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
             raise ValueError(f"metadata key {key!r} is invalid: keys must match [0-9a-z_.-]+")
-        if is_reserved_key(key):
+        if is_reserved_key(key) and key not in allowed_reserved:
             raise ValueError(f"metadata key {key!r} is reserved for the gRPC library")
         if is_binary_key(key):
             if isinstance(value, str):
@@ -279,10 +288,12 @@ def b64decode_lenient(data: bytes) -> bytes:
         raise ValueError(f"malformed base64: {exc}") from None
 
 
-def encode_metadata(metadata: MetadataLike) -> List[Tuple[bytes, bytes]]:
+def encode_metadata(
+    metadata: MetadataLike, allowed_reserved: FrozenSet[str] = frozenset()
+) -> List[Tuple[bytes, bytes]]:
     """Validate and encode metadata into HTTP/2 header fields, one field per value."""
     headers = []
-    for key, value in validate_metadata(metadata):
+    for key, value in validate_metadata(metadata, allowed_reserved):
         if isinstance(value, bytes):
             headers.append((key.encode("ascii"), b64encode_unpadded(value)))
         else:

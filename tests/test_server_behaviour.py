@@ -401,16 +401,28 @@ def test_maximum_concurrent_rpcs() -> None:
         assert first.result(timeout=WAIT) == b"held"
 
 
-def test_streaming_handler_is_unimplemented() -> None:
+def test_handler_without_the_callable_of_its_shape_is_refused_at_registration() -> None:
+    missing = mg_handlers.RpcMethodHandler(False, True, None, None, _echo, None, None, None)
+    with pytest.raises(TypeError, match=r"/test\.Stream/S is unary_stream.*'unary_stream'"):
+        mg_handlers.method_handlers_generic_handler("test.Stream", {"S": missing})
+    server = minigrpc.server()
+    with pytest.raises(TypeError, match="unary_stream"):
+        server.add_registered_method_handlers("test.Stream", {"S": missing})
+    with pytest.raises(TypeError, match="not an RpcMethodHandler"):
+        server.add_registered_method_handlers("test.Stream", {"S": object()})
+
+
+def test_server_streaming_handler_of_bytes() -> None:
+    def three(request: bytes, context: Any) -> Any:
+        return iter([request, request * 2, request * 3])
+
     generic = mg_handlers.method_handlers_generic_handler(
-        "test.Stream",
-        {"S": mg_handlers.RpcMethodHandler(False, True, None, None, None, _echo, None, None)},
+        "test.Stream", {"S": mg_handlers.unary_stream_rpc_method_handler(three)}
     )
     with MinigrpcServer("tcp", handlers=[generic]) as server:
         with grpc.insecure_channel(server.target) as channel:
-            with pytest.raises(grpc.RpcError) as excinfo:
-                channel.unary_unary("/test.Stream/S")(b"", timeout=WAIT)
-    assert excinfo.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            responses = list(channel.unary_stream("/test.Stream/S")(b"ab", timeout=WAIT))
+    assert responses == [b"ab", b"abab", b"ababab"]
 
 
 def test_registered_method_handlers() -> None:
@@ -428,7 +440,7 @@ def test_registered_method_handlers() -> None:
 
 
 def test_api_misuse_is_reported_clearly() -> None:
-    with pytest.raises(ValueError, match="interceptors"):
+    with pytest.raises(TypeError, match="not a server interceptor"):
         minigrpc.server(interceptors=[object()])
     with pytest.raises(ValueError, match=r"grpc\.max_concurrent_streams"):
         minigrpc.server(options=[("grpc.max_concurrent_streams", "many")])

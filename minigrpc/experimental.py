@@ -208,9 +208,7 @@ def unary_unary(
     _registered_method: Optional[bool] = False,
 ) -> Any:
     """Call a unary method of ``target`` on a cached channel; returns the response."""
-    channel = _CACHE.get(
-        "unary_unary", target, options, channel_credentials, insecure, compression
-    )
+    channel = _CACHE.get("unary_unary", target, options, channel_credentials, insecure, compression)
     multicallable = channel.unary_unary(method, request_serializer, response_deserializer)
     return multicallable(
         request,

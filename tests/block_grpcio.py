@@ -27,8 +27,9 @@ class GrpcioBlocker(importlib.abc.MetaPathFinder):
         target: Optional[types.ModuleType] = None,
     ) -> Optional[importlib.machinery.ModuleSpec]:
         if fullname.partition(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"No module named {fullname!r} (grpcio is blocked)",
-                                      name=fullname)
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r} (grpcio is blocked)", name=fullname
+            )
         return None
 
 

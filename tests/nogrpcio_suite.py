@@ -13,11 +13,8 @@ builds their stubs on a minigrpc channel, registers their ``add_*Servicer_to_ser
 minigrpc server, and makes real calls, through the stubs and through the generated
 "experimental" static methods.
 
-Server streaming: while minigrpc's server answers streaming methods with UNIMPLEMENTED
-"... minigrpc serves unary methods only" (or its unary-only INTERNAL, see STREAMING_PENDING), the
-streaming cases end as xfail (detected per call, on those exact answers); once the server serves
-them, they run in full.  The same goes for a
-server-side ``abort_with_status`` that carries ``grpc-status-details-bin``.
+All four call shapes run, client and server both minigrpc; the client half of a server stream
+is also checked against a scripted HTTP/2 peer, so that a client fault is told from a server one.
 """
 
 import base64
@@ -27,7 +24,7 @@ import sys
 import warnings
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Tuple
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 
@@ -46,13 +43,6 @@ VERSIONS = sorted(
     key=lambda name: tuple(int(part) for part in name[1:].split("_")),
 )
 CNI_SERVICE = "antrea_io.antrea.pkg.apis.cni.v1beta1.Cni"
-#: How a server that does not stream yet answers a streaming method: UNIMPLEMENTED once it has
-#: looked the handler up, or, when a client stream's second message arrives before that, the
-#: unary protocol's INTERNAL.  Asked for a *streaming* method, either means "no streaming".
-STREAMING_PENDING = (
-    (minigrpc.StatusCode.UNIMPLEMENTED, "minigrpc serves unary methods only"),
-    (minigrpc.StatusCode.INTERNAL, "received more than one request message for a unary method"),
-)
 
 
 def _version(package: str) -> str:
@@ -65,16 +55,6 @@ def _stubs(package: str) -> Tuple[Any, Any]:
         importlib.import_module(f"{base}.test_pb2_grpc"),
         importlib.import_module(f"{base}.cni_pb2_grpc"),
     )
-
-
-def _served(call: Callable[[], Any]) -> Any:
-    """Run a streaming call; xfail when (and only when) the server does not stream yet."""
-    try:
-        return call()
-    except grpc.RpcError as err:
-        if any(err.code() == code and text in err.details() for code, text in STREAMING_PENDING):
-            pytest.xfail(f"minigrpc's server does not serve streaming methods yet: {err}")
-        raise
 
 
 class CniServicer:
@@ -261,9 +241,7 @@ def _output_request(*sizes: int) -> Any:
 
 def _input_requests(*sizes: int) -> Iterator[Any]:
     for size in sizes:
-        yield messages_pb2.StreamingInputCallRequest(
-            payload=messages_pb2.Payload(body=bytes(size))
-        )
+        yield messages_pb2.StreamingInputCallRequest(payload=messages_pb2.Payload(body=bytes(size)))
 
 
 def _sizes(responses: Any) -> List[int]:
@@ -274,16 +252,12 @@ def test_streaming_calls_through_generated_stubs(served: Tuple[str, Any, Any, st
     _, test_grpc, _, target = served
     with grpc.insecure_channel(target) as channel:
         stub = test_grpc.TestServiceStub(channel)
-        client_stream = _served(lambda: stub.StreamingInputCall(_input_requests(3, 4), timeout=10))
+        client_stream = stub.StreamingInputCall(_input_requests(3, 4), timeout=10)
         assert client_stream.aggregated_payload_size == 7
-        server_stream = _served(
-            lambda: _sizes(stub.StreamingOutputCall(_output_request(1, 2, 3), timeout=10))
-        )
+        server_stream = _sizes(stub.StreamingOutputCall(_output_request(1, 2, 3), timeout=10))
         assert server_stream == [1, 2, 3]
-        both = _served(
-            lambda: _sizes(
-                stub.FullDuplexCall(iter([_output_request(5), _output_request(6)]), timeout=10)
-            )
+        both = _sizes(
+            stub.FullDuplexCall(iter([_output_request(5), _output_request(6)]), timeout=10)
         )
         assert both == [5, 6]
 
@@ -292,8 +266,8 @@ def test_streaming_calls_through_generated_stubs(served: Tuple[str, Any, Any, st
 def test_server_stream_through_generated_stub_and_static_call_from_an_h2_peer(
     package: str,
 ) -> None:
-    """The client half of streaming, whatever minigrpc's server can do: a scripted HTTP/2 peer
-    answers StreamingOutputCall with the messages the request asks for."""
+    """The client half of a server stream alone: a scripted HTTP/2 peer answers
+    StreamingOutputCall with the messages the request asks for."""
     from minigrpc import wire
     from tests.client_helpers import ScriptedServer
 
@@ -348,20 +322,14 @@ def test_experimental_static_unary_calls(served: Tuple[str, Any, Any, str]) -> N
 def test_experimental_static_streaming_calls(served: Tuple[str, Any, Any, str]) -> None:
     _, test_grpc, _, target = served
     service = test_grpc.TestService
-    total = _served(
-        lambda: service.StreamingInputCall(_input_requests(2, 2), target, insecure=True, timeout=10)
-    )
+    total = service.StreamingInputCall(_input_requests(2, 2), target, insecure=True, timeout=10)
     assert total.aggregated_payload_size == 4
-    sizes = _served(
-        lambda: _sizes(
-            service.StreamingOutputCall(_output_request(4, 1), target, insecure=True, timeout=10)
-        )
+    sizes = _sizes(
+        service.StreamingOutputCall(_output_request(4, 1), target, insecure=True, timeout=10)
     )
     assert sizes == [4, 1]
-    echoed = _served(
-        lambda: _sizes(
-            service.FullDuplexCall(iter([_output_request(2)]), target, insecure=True, timeout=10)
-        )
+    echoed = _sizes(
+        service.FullDuplexCall(iter([_output_request(2)]), target, insecure=True, timeout=10)
     )
     assert echoed == [2]
 
@@ -430,7 +398,7 @@ def _addon(distribution_module: str, messages_module: str) -> None:
 
 
 @pytest.fixture()
-def health_target() -> Iterator[Tuple[Any, Any, str]]:
+def health_target() -> Iterator[Tuple[Any, Any, str, Any]]:
     _addon("grpc_health", "grpc_health.v1.health_pb2")
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
@@ -441,15 +409,15 @@ def health_target() -> Iterator[Tuple[Any, Any, str]]:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        yield health_pb2, health_pb2_grpc, f"127.0.0.1:{port}"
+        yield health_pb2, health_pb2_grpc, f"127.0.0.1:{port}", servicer
     finally:
         server.stop(None).wait(10)
 
 
 def test_grpc_health_check_on_minigrpc_client_and_server(
-    health_target: Tuple[Any, Any, str],
+    health_target: Tuple[Any, Any, str, Any],
 ) -> None:
-    health_pb2, health_pb2_grpc, target = health_target
+    health_pb2, health_pb2_grpc, target, _ = health_target
     assert health_pb2_grpc.grpc is grpc
     with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
@@ -465,16 +433,19 @@ def test_grpc_health_check_on_minigrpc_client_and_server(
 
 
 def test_grpc_health_watch_on_minigrpc_client_and_server(
-    health_target: Tuple[Any, Any, str],
+    health_target: Tuple[Any, Any, str, Any],
 ) -> None:
-    health_pb2, health_pb2_grpc, target = health_target
+    """Watch streams the current status, then every change (grpc_health's own servicer)."""
+    health_pb2, health_pb2_grpc, target, servicer = health_target
+    status = health_pb2.HealthCheckResponse
     with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        request = health_pb2.HealthCheckRequest(service="minigrpc.Test")
-        watch = _served(lambda: stub.Watch(request, timeout=10))
-        first = _served(lambda: next(iter(watch)))
-        assert first.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service="minigrpc.Test"), timeout=10)
+        assert next(watch).status == status.NOT_SERVING
+        servicer.set("minigrpc.Test", status.SERVING)
+        assert next(watch).status == status.SERVING
         watch.cancel()
+        assert watch.code() == grpc.StatusCode.CANCELLED
 
 
 def _rich_status(code: int, message: str) -> Any:
@@ -537,10 +508,6 @@ def test_grpc_status_abort_with_status_on_a_minigrpc_server() -> None:
     finally:
         server.stop(None).wait(10)
     err = failed.value
-    if err.code() == grpc.StatusCode.UNKNOWN and "grpc-status-details-bin" in err.details():
-        pytest.xfail(f"minigrpc's server does not send grpc-status-details-bin yet: {err}")
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert err.details() == "too many"
     assert rpc_status.from_call(err) == status
-
-

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -143,6 +144,22 @@ def test_readme_opt_in_line_makes_generated_code_run_without_grpcio() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "b'ok'"
+
+
+def test_answered_version_is_the_newest_generated_release_everywhere_it_is_written() -> None:
+    """GRPCIO_VERSION, the newest release tools/generate_stubs.py generates (and the suite runs),
+    and the grpcio-health-checking bound in setup.cfg and tox.ini move together."""
+    script = ROOT / "tools" / "generate_stubs.py"
+    spec = importlib.util.spec_from_file_location("generate_stubs", script)
+    assert spec is not None and spec.loader is not None
+    generate_stubs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate_stubs)
+    version = grpc_alias.GRPCIO_VERSION
+    assert generate_stubs.VERSIONS[-1] == version
+    assert (ROOT / "tests/generated_stubs" / generate_stubs.package_name(version)).is_dir()
+    bound = f"grpcio-health-checking>=1.48,<={version}"
+    assert bound in (ROOT / "setup.cfg").read_text(encoding="utf-8")
+    assert f"'grpcio-health-checking<={version}'" in (ROOT / "tox.ini").read_text(encoding="utf-8")
 
 
 # -- the table ---------------------------------------------------------------------------------

@@ -48,6 +48,16 @@ _EXPORTS: Dict[str, str] = {
     "UnaryStreamClientInterceptor": "interceptors",
     "UnaryUnaryClientInterceptor": "interceptors",
     "intercept_channel": "interceptors",
+    "ChannelCredentials": "tls",
+    "ServerCredentials": "tls",
+    "CallCredentials": "tls",
+    "ssl_channel_credentials": "tls",
+    "ssl_server_credentials": "tls",
+    "metadata_call_credentials": "tls",
+    "access_token_call_credentials": "tls",
+    "composite_call_credentials": "tls",
+    "composite_channel_credentials": "tls",
+    "secure_channel": "channel",
     "ChannelConnectivity": "connectivity",
     "channel_ready_future": "connectivity",
     "unary_stream_rpc_method_handler": "handlers",
@@ -81,7 +91,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         FutureTimeoutError,
         StreamingCall,
     )
-    from .channel import Channel, insecure_channel
+    from .channel import Channel, insecure_channel, secure_channel
     from .connectivity import ChannelConnectivity, channel_ready_future
     from .descriptors import add_servicer, stub
     from .grpc_alias import install_as_grpc
@@ -113,6 +123,17 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .server import Server, ServicerContext, server
     from .status import RpcError, Status, StatusCode
+    from .tls import (
+        CallCredentials,
+        ChannelCredentials,
+        ServerCredentials,
+        access_token_call_credentials,
+        composite_call_credentials,
+        composite_channel_credentials,
+        metadata_call_credentials,
+        ssl_channel_credentials,
+        ssl_server_credentials,
+    )
     from .wire import Compression
 
 

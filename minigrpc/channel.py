@@ -46,8 +46,9 @@ from .multicallables import (
     UnaryStreamMultiCallable,
     UnaryUnaryMultiCallable,
 )
+from .status import StatusCode
 from .targets import Target, parse_target
-from .transport import Transport, TransportOptions
+from .transport import ClientTLS, Transport, TransportOptions
 
 __all__ = [
     "Call",
@@ -55,12 +56,14 @@ __all__ = [
     "Channel",
     "FutureCancelledError",
     "FutureTimeoutError",
+    "SecureChannel",
     "StreamStreamMultiCallable",
     "StreamUnaryMultiCallable",
     "StreamingCall",
     "UnaryStreamMultiCallable",
     "UnaryUnaryMultiCallable",
     "insecure_channel",
+    "secure_channel",
 ]
 
 #: The ``user-agent`` product token (PROTOCOL-HTTP2.md: ``grpc-<lang>-<variant>/<version>``).
@@ -141,6 +144,7 @@ class Channel:
         compression: Optional[int] = None,
     ) -> None:
         self._target_text = target
+        self._options = options
         self._target: Optional[Target]
         #: Why calls fail UNAVAILABLE when the target does not parse.
         self.target_error = ""
@@ -174,10 +178,12 @@ class Channel:
             return name
         return None
 
-    def call_credentials_headers(self, credentials: Any, path: str) -> List[Tuple[bytes, bytes]]:
-        """Metadata that per-call credentials add; they need a secure channel."""
+    def call_credentials_headers(
+        self, credentials: Any, path: str, timeout: Optional[float] = None
+    ) -> List[Tuple[bytes, bytes]]:
+        """Metadata that per-call credentials add; they need a secure channel (as in grpcio)."""
         if credentials is not None:
-            raise ValueError("call credentials need a secure channel; minigrpc is insecure only")
+            raise ValueError("call credentials need a secure channel (minigrpc.secure_channel)")
         return []
 
     def unary_unary(
@@ -260,6 +266,88 @@ class Channel:
 
     def __repr__(self) -> str:
         return f"<minigrpc.Channel target={self._target_text!r}>"
+
+
+class SecureChannel(Channel):
+    """A channel whose connections run over TLS (``:scheme`` ``https``, ALPN ``h2``).
+
+    Channel options it adds: ``grpc.ssl_target_name_override``, the name the server's
+    certificate must carry (and the ``:authority``, unless ``grpc.default_authority`` is set).
+    Per-call ``credentials`` and the call credentials of a composite channel credential add
+    their metadata to every call.
+    """
+
+    scheme = "https"
+
+    def __init__(
+        self,
+        target: str,
+        credentials: Any,
+        options: Optional[Sequence[Tuple[str, Any]]] = None,
+        compression: Optional[int] = None,
+    ) -> None:
+        if not callable(getattr(credentials, "client_context", None)):
+            raise TypeError(
+                "secure_channel() needs minigrpc channel credentials, e.g. "
+                f"minigrpc.ssl_channel_credentials(), not {type(credentials).__name__}"
+            )
+        self._credentials = credentials
+        self._name_override: Optional[str] = None
+        for name, value in options or ():
+            if name == "grpc.ssl_target_name_override":
+                self._name_override = str(value)
+        super().__init__(target, options, compression)
+        if self._name_override is not None and not any(
+            name == "grpc.default_authority" for name, _ in options or ()
+        ):
+            self.config.authority = self._name_override
+
+    def _make_transport(self, target: Target) -> Transport:
+        if self._name_override is not None:
+            hostname = self._name_override
+        elif isinstance(target.address, tuple):
+            hostname = str(target.address[0])
+        else:
+            hostname = "localhost"  # a unix socket has no host name; grpc uses the authority
+        tls = ClientTLS(self._credentials.client_context(), hostname)
+        return Transport(target, self.config.transport, tls)
+
+    def call_credentials_headers(
+        self, credentials: Any, path: str, timeout: Optional[float] = None
+    ) -> List[Tuple[bytes, bytes]]:
+        """The metadata of the channel's and the call's call credentials (grpcio's order)."""
+        sources = [self._credentials.call_credentials, credentials]
+        plugins = [source for source in sources if source is not None]
+        if not plugins:
+            return []
+        from .status import CallStatus, RpcError
+        from .tls import TLSFailure
+
+        service, _, method_name = path.rpartition("/")
+        service_url = f"https://{self.config.authority}{service}"
+        metadata: list = []
+        try:
+            for source in plugins:
+                metadata.extend(source.metadata(service_url, method_name, timeout))
+        except TLSFailure as exc:
+            raise RpcError(CallStatus(StatusCode.UNAVAILABLE, str(exc))) from None
+        except Exception as exc:
+            details = f"Getting metadata from plugin failed with error: {exc}"
+            raise RpcError(CallStatus(StatusCode.UNAVAILABLE, details)) from None
+        try:
+            return wire.encode_metadata(metadata)
+        except ValueError as exc:
+            raise RpcError(CallStatus(StatusCode.INTERNAL, f"Invalid metadata: {exc}")) from None
+
+
+def secure_channel(
+    target: str,
+    credentials: Any,
+    options: Optional[Sequence[Tuple[str, Any]]] = None,
+    compression: Optional[int] = None,
+) -> Channel:
+    """A TLS channel to ``target`` (grpcio's ``secure_channel``); see :class:`SecureChannel`."""
+    return SecureChannel(target, credentials, options, compression)
 
 
 def insecure_channel(

@@ -56,7 +56,9 @@ class _Invocation:
             metadata_headers = wire.encode_metadata(metadata)
         except ValueError as exc:
             raise _error(StatusCode.INTERNAL, f"Invalid metadata: {exc}") from None
-        metadata_headers.extend(channel.call_credentials_headers(credentials, method.path))
+        metadata_headers.extend(
+            channel.call_credentials_headers(credentials, method.path, timeout)
+        )
         self.method = method
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.encoding = channel.request_encoding(compression)

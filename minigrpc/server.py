@@ -92,7 +92,6 @@ import logging
 import os
 import selectors
 import socket
-import stat
 import sys
 import threading
 import time
@@ -119,6 +118,7 @@ from . import server_protocol as _protocol
 from . import targets as _targets
 from .interceptors import intercept_handler_lookup
 from .server_call import CallEndedError, RequestStream, ResponseCredit
+from .sockets import Listener, bind_tcp, bind_unix, peer_name
 from .status import Metadata, StatusCode
 
 try:
@@ -150,10 +150,10 @@ _CLOSE_FLUSH_TIMEOUT = 5.0
 #: How long a drained connection waits, write side shut, for the client to close its end.
 _LINGER_TIMEOUT = 1.0
 #: Pending connections the kernel queues; as large as the system allows, like grpc-core.
-_LISTEN_BACKLOG = socket.SOMAXCONN
-_UNIX_DIR_MODE = 0o755
 
 _NEW, _STARTED, _STOPPING, _STOPPED = range(4)
+#: Plaintext taken from a TLS engine at a time.
+_TLS_READ = 256 * 1024
 #: Reserved keys a handler may still put in its trailing metadata (grpcio allows the same).
 _TRAILER_ONLY_KEYS = frozenset((wire.STATUS_DETAILS_KEY,))
 
@@ -413,16 +413,24 @@ class ServicerContext:
         """``ipv4:127.0.0.1:5432``, ``ipv6:[::1]:5432`` or ``unix:`` (plus its path), as grpcio."""
         return self._connection.peer
 
-    def peer_identities(self) -> None:
-        """Always None: minigrpc has no transport security."""
-        return None
+    def peer_identities(self) -> Optional[List[bytes]]:
+        """The client certificate's names on a mutual-TLS connection, else None (as grpcio)."""
+        key = self.peer_identity_key()
+        return None if key is None else self.auth_context()[key]
 
-    def peer_identity_key(self) -> None:
+    def peer_identity_key(self) -> Optional[str]:
+        """``x509_subject_alternative_name`` or ``x509_common_name`` under mutual TLS."""
+        context = self.auth_context()
+        for key in ("x509_subject_alternative_name", "x509_common_name"):
+            if key in context:
+                return key
         return None
 
     def auth_context(self) -> Dict[str, List[bytes]]:
-        """Always empty: minigrpc has no transport security."""
-        return {}
+        """grpcio's keys: ``transport_security_type`` (``ssl``) and the client certificate's
+        names on a TLS connection; empty on plaintext."""
+        tls = self._connection.tls
+        return {} if tls is None else tls.auth_context()
 
     def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
         """Send the response headers now, with this metadata (at most once, as in grpcio)."""
@@ -536,6 +544,7 @@ class _Connection:
         "reading",
         "senders",
         "sock",
+        "tls",
         "tracer",
         "writing",
     )
@@ -550,6 +559,8 @@ class _Connection:
         self.calls: Dict[int, ServicerContext] = {}
         #: Calls streaming responses: their handlers learn after each flush what was written.
         self.senders: Set[ServicerContext] = set()
+        #: The TLS engine of a connection accepted on a secure port (:mod:`minigrpc.tls`).
+        self.tls: Any = None
         #: Size of the next ``recv()`` (:func:`minigrpc.http2.next_read_size`).
         self.read_size = _protocol.http2.SMALL_READ
         self.reading = True
@@ -564,161 +575,18 @@ class _Connection:
         self.tracer = _tracer_for("server", peer) if _tracer_for is not None else None
 
 
-class _Listener:
-    """A listening socket, plus what is needed to remove its unix socket file on stop."""
-
-    __slots__ = ("display", "sock", "unix_identity", "unix_path")
-
-    def __init__(
-        self,
-        sock: socket.socket,
-        display: str,
-        unix_path: Optional[str] = None,
-        unix_identity: Optional[Tuple[int, int]] = None,
-    ) -> None:
-        self.sock = sock
-        self.display = display
-        self.unix_path = unix_path
-        self.unix_identity = unix_identity
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:  # pragma: no cover - close of a listening socket does not fail
-            pass
-        if self.unix_path is not None:
-            _remove_our_socket(self.unix_path, self.unix_identity)
-
-
-def _peer_name(sock: socket.socket) -> str:
-    """grpcio's peer strings: ``ipv4:h:p``, ``ipv6:[h]:p``, ``unix:<path>`` (grpcio: ``unix:``)."""
-    try:
-        address = sock.getpeername()
-    except OSError:
-        address = None
-    family = sock.family
-    if family == socket.AF_UNIX:
-        if isinstance(address, bytes):
-            if address.startswith(b"\0"):
-                return "unix-abstract:" + address[1:].decode("utf-8", "replace")
-            address = address.decode("utf-8", "replace")
-        return "unix:" + (address or "")
-    if not isinstance(address, tuple):
-        return "unknown"
-    host, port = address[0], address[1]
-    if family == socket.AF_INET6:
-        if host.startswith("::ffff:") and "." in host:
-            return f"ipv4:{host[7:]}:{port}"
-        return f"ipv6:[{host}]:{port}"
-    return f"ipv4:{host}:{port}"
-
-
-def _prepare_unix_path(path: str) -> None:
-    """Unix socket hygiene before bind (issue 3).
-
-    Missing parent directories are created.  An existing path is replaced only when ``lstat``
-    shows a socket (never a symlink, never a regular file) that nobody listens on any more.
-    """
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, mode=_UNIX_DIR_MODE, exist_ok=True)
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(info.st_mode):
-        raise RuntimeError(f"refusing to bind {path!r}: it is a symbolic link")
-    if not stat.S_ISSOCK(info.st_mode):
-        raise RuntimeError(f"refusing to bind {path!r}: it exists and is not a socket")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(path)
-    except (ConnectionRefusedError, FileNotFoundError):
-        os.unlink(path)  # a stale socket left by a process that is gone
-        return
-    except OSError as exc:
-        raise RuntimeError(f"refusing to bind {path!r}: it may be in use ({exc})") from None
-    finally:
-        probe.close()
-    raise RuntimeError(f"refusing to bind {path!r}: another server is listening on it")
-
-
-def _remove_our_socket(path: str, identity: Optional[Tuple[int, int]]) -> None:
-    """Remove the socket file on stop, unless something else has replaced it since."""
-    try:
-        info = os.lstat(path)
-        if stat.S_ISSOCK(info.st_mode) and (
-            identity is None or (info.st_dev, info.st_ino) == identity
-        ):
-            os.unlink(path)
-    except OSError:
-        pass
-
-
-def _bind_unix(target: _targets.Target, mode: int) -> _Listener:
-    address = target.address
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        if isinstance(address, bytes):  # abstract: no file, no permissions
-            sock.bind(address)
-            sock.listen(_LISTEN_BACKLOG)
-            sock.setblocking(False)
-            return _Listener(sock, target.display)
-        assert isinstance(address, str)
-        path = address
-        _prepare_unix_path(path)
-        sock.bind(path)
-        # Nobody can connect before listen(), so setting the mode in between leaves no window.
-        info = os.lstat(path)
-        if not stat.S_ISSOCK(info.st_mode):  # pragma: no cover - replaced under our feet
-            raise RuntimeError(f"{path!r} changed while binding")
-        os.chmod(path, mode)
-        sock.listen(_LISTEN_BACKLOG)
-        sock.setblocking(False)
-        return _Listener(sock, target.display, path, (info.st_dev, info.st_ino))
-    except BaseException:
-        sock.close()
-        raise
-
-
-def _bind_tcp(target: _targets.Target) -> List[_Listener]:
-    """Bind every address ``host`` resolves to, on one port (port 0: the first one's)."""
-    assert isinstance(target.address, tuple)
-    host, port = target.address
-    if host in ("", "*"):
-        host = "::"
-    infos = socket.getaddrinfo(
-        host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE
-    )
-    listeners: List[_Listener] = []
-    errors: List[str] = []
-    seen: Set[Tuple[int, Any]] = set()
-    for family, kind, proto, _, address in infos:
-        if (family, address[0]) in seen:
-            continue
-        seen.add((family, address[0]))
-        if port == 0 and listeners:
-            address = (address[0], listeners[0].sock.getsockname()[1], *address[2:])
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                # '[::]' serves IPv4 too, as in grpcio; a specific v6 address stays v6.
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            sock.bind(address)
-            sock.listen(_LISTEN_BACKLOG)
-            sock.setblocking(False)
-        except OSError as exc:
-            sock.close()
-            errors.append(f"{address[0]}: {exc}")
-            continue
-        listeners.append(_Listener(sock, target.display))
-        if family == socket.AF_INET6 and address[0] == "::":
-            break  # the dual-stack socket already covers 0.0.0.0
-    if not listeners:
-        raise RuntimeError(f"failed to bind to address {target.display}: {'; '.join(errors)}")
-    return listeners
+def _decrypt(tls: Any, data: bytes) -> bytes:
+    """Feed ciphertext to a connection's TLS engine; return the HTTP/2 bytes it decrypts."""
+    tls.feed(data)
+    if not tls.handshake():
+        return b""
+    chunks = []
+    while True:
+        chunk = tls.read(_TLS_READ)
+        if not chunk:  # None: needs more input; b"": the client closed TLS
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _connection_of(args: Tuple[Any, ...]) -> Optional[_Connection]:
@@ -766,7 +634,7 @@ class Server:
         self._registered: Dict[str, _handlers.RpcMethodHandler] = {}
         if handlers:
             self.add_generic_rpc_handlers(handlers)
-        self._listeners: List[_Listener] = []
+        self._listeners: List[Listener] = []
         self._connections: Set[_Connection] = set()
         self._active_rpcs = 0
         self._state = _NEW
@@ -816,6 +684,20 @@ class Server:
     # -- ports -----------------------------------------------------------------------------------
 
     def add_insecure_port(self, address: str) -> int:
+        """Listen for plaintext HTTP/2 on ``address``; see :meth:`_add_port`."""
+        return self._add_port(address, None)
+
+    def add_secure_port(self, address: str, server_credentials: Any) -> int:
+        """Listen for HTTP/2 over TLS on ``address`` (``minigrpc.ssl_server_credentials()``)."""
+        context = getattr(server_credentials, "context", None)
+        if not callable(getattr(context, "wrap_bio", None)):
+            raise TypeError(
+                "add_secure_port() needs minigrpc.ssl_server_credentials(...), not "
+                f"{type(server_credentials).__name__}"
+            )
+        return self._add_port(address, context)
+
+    def _add_port(self, address: str, tls: Any) -> int:
         """Listen on ``unix:path``, ``unix:///abs``, ``unix-abstract:name`` or ``host:port``.
 
         Returns the TCP port (the one chosen, for port 0); for a unix socket it returns 1, as
@@ -823,27 +705,27 @@ class Server:
         """
         with self._state_lock:
             if self._state != _NEW:
-                raise RuntimeError("add_insecure_port() must be called before start()")
+                raise RuntimeError("ports must be added before start()")
         try:
             target = _targets.parse_target(address, default_port=0)
         except ValueError as exc:
             raise RuntimeError(f"cannot listen on {address!r}: {exc}") from None
         if target.is_unix:
             try:
-                listener = _bind_unix(target, self._options.unix_socket_mode)
+                listener = bind_unix(target, self._options.unix_socket_mode)
             except OSError as exc:
                 raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
+            listener.tls = tls
             self._listeners.append(listener)
             return 1
         try:
-            listeners = _bind_tcp(target)
+            listeners = bind_tcp(target)
         except OSError as exc:
             raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
+        for listener in listeners:
+            listener.tls = tls
         self._listeners.extend(listeners)
         return int(listeners[0].sock.getsockname()[1])
-
-    def add_secure_port(self, address: str, server_credentials: Any) -> int:
-        raise NotImplementedError("minigrpc serves plaintext only; use add_insecure_port()")
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -1008,7 +890,7 @@ class Server:
                     data = key.data
                     if data is None:
                         woken = True
-                    elif isinstance(data, _Listener):
+                    elif isinstance(data, Listener):
                         self._accept(data)
                     else:
                         if mask & selectors.EVENT_WRITE:
@@ -1070,7 +952,7 @@ class Server:
             except Exception:
                 self._internal_error(_connection_of(args))
 
-    def _accept(self, listener: _Listener) -> None:
+    def _accept(self, listener: Listener) -> None:
         for _ in range(_ACCEPTS_PER_WAKEUP):
             try:
                 sock, _address = listener.sock.accept()
@@ -1083,7 +965,11 @@ class Server:
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             protocol = _protocol.ServerConnection(self._settings, shape_from_handler=True)
-            connection = _Connection(sock, protocol, _peer_name(sock))
+            connection = _Connection(sock, protocol, peer_name(sock))
+            if listener.tls is not None:
+                from .tls import TLSEngine
+
+                connection.tls = TLSEngine(listener.tls, server_side=True)
             protocol.initiate()
             protocol.set_output_room(self._options.max_output_buffer)
             self._connections.add(connection)
@@ -1150,6 +1036,15 @@ class Server:
         connection.read_size = _protocol.http2.next_read_size(len(data))
         if connection.lingering:
             return  # drained and shut for writing: nothing the client says matters any more
+        if connection.tls is not None:
+            try:
+                data = _decrypt(connection.tls, data)
+            except OSError as exc:
+                self._connection_lost(connection, f"TLS failed: {exc}")
+                return
+            self._dirty.add(connection)  # the handshake may have something to send
+            if not data:
+                return
         if connection.tracer is not None:
             connection.tracer.received(data)
         try:
@@ -1178,8 +1073,17 @@ class Server:
         protocol = connection.protocol
         output = connection.output
         limit = self._options.max_output_buffer
+        tls = connection.tls
         while True:
-            data = protocol.data_to_send()
+            if tls is None:
+                data = protocol.data_to_send()
+            elif tls.established:
+                data = protocol.data_to_send()
+                if data and connection.tracer is not None:
+                    connection.tracer.sent(data)  # the trace shows HTTP/2, not ciphertext
+                data = tls.encrypt(data)
+            else:
+                data = tls.outgoing()  # handshake records; HTTP/2 waits for the handshake
             if data:
                 output += data
             if output:
@@ -1191,7 +1095,7 @@ class Server:
                     self._connection_lost(connection, f"write failed: {exc}")
                     return
                 if sent:
-                    if connection.tracer is not None:
+                    if connection.tracer is not None and tls is None:
                         connection.tracer.sent(bytes(output[:sent]))
                     del output[:sent]
             room = limit - len(output)

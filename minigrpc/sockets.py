@@ -97,9 +97,12 @@ def open_socket(target: Target, deadline: Optional[float]) -> socket.socket:
 
 
 class Listener:
-    """A listening socket, plus what is needed to remove its unix socket file on stop."""
+    """A listening socket, plus what is needed to remove its unix socket file on stop.
 
-    __slots__ = ("display", "sock", "unix_identity", "unix_path")
+    ``tls`` is the server's ``ssl.SSLContext`` for a secure port, None for a plaintext one.
+    """
+
+    __slots__ = ("display", "sock", "tls", "unix_identity", "unix_path")
 
     def __init__(
         self,
@@ -112,6 +115,7 @@ class Listener:
         self.display = display
         self.unix_path = unix_path
         self.unix_identity = unix_identity
+        self.tls: Any = None
 
     def close(self) -> None:
         try:

@@ -48,6 +48,15 @@ from .sockets import ConnectFailed, DeadlineReached, open_socket
 from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, StatusCode
 from .targets import Target
 
+
+class ClientTLS(NamedTuple):
+    """TLS settings of a secure channel's connections."""
+
+    context: Any  # ssl.SSLContext
+    #: The name the server's certificate must carry (SNI too): the target's host, or
+    #: ``grpc.ssl_target_name_override``.
+    server_hostname: str
+
 _LOG = logging.getLogger("minigrpc.transport")
 
 #: What a call cancelled on the client reports, in grpcio's words.
@@ -108,7 +117,9 @@ class ClientConnection:
         self.target = target
         #: Told "goaway" or "failed" when this connection can take no new calls.
         self._watcher = watcher
-        self._sock = sock
+        self._sock: Any = sock  # a socket, or a TLSSocket on a secure channel
+        #: ``send()`` flag for writes that must not block; TLS writes go through ``sendall``.
+        self._dontwait = _MSG_DONTWAIT if isinstance(sock, socket.socket) else 0
         self.protocol = ClientConnectionProtocol(
             max_receive_message_length=options.max_receive_message_length,
             stream_window=options.stream_window,
@@ -384,6 +395,9 @@ class ClientConnection:
         return data
 
     def _readable(self, timeout: float) -> bool:
+        pending = getattr(self._sock, "pending", None)
+        if pending is not None and pending():
+            return True  # TLS already holds bytes that poll() on the descriptor cannot see
         if hasattr(select, "poll"):
             if self._poller is None:
                 self._poller = select.poll()
@@ -512,14 +526,14 @@ class ClientConnection:
         """
         deadline = getattr(self._local, "deadline", None)
         try:
-            if deadline is None or _MSG_DONTWAIT == 0:
+            if deadline is None or self._dontwait == 0:
                 self._sock.sendall(data)
                 self._trace_sent(data)
                 return None
             view = memoryview(data)
             while view:
                 try:
-                    view = view[self._sock.send(view, _MSG_DONTWAIT) :]
+                    view = view[self._sock.send(view, self._dontwait) :]
                 except BlockingIOError:
                     left = deadline - time.monotonic()
                     if left <= 0 or not self._writable(left):
@@ -577,7 +591,7 @@ class ClientConnection:
                 if data and not self._writing and not self._outbox and self._write_error is None:
                     # Best effort and never blocking: a peer that does not read gets no GOAWAY.
                     try:
-                        sent = self._sock.send(data, _MSG_DONTWAIT) if _MSG_DONTWAIT else 0
+                        sent = self._sock.send(data, self._dontwait) if self._dontwait else 0
                         self._trace_sent(data[:sent])
                     except OSError:
                         pass
@@ -597,9 +611,13 @@ def _deadline_status() -> CallStatus:
 class Transport:
     """The channel's connection manager: lazy connect, reconnect, transparent retry (§4, §5)."""
 
-    def __init__(self, target: Target, options: TransportOptions) -> None:
+    def __init__(
+        self, target: Target, options: TransportOptions, tls: "Optional[ClientTLS]" = None
+    ) -> None:
         self.target = target
         self.options = options
+        #: The TLS context and the name to verify, on a secure channel.
+        self.tls = tls
         self._lock = threading.Lock()
         self._connection: Optional[ClientConnection] = None
         self._closed = False
@@ -631,7 +649,7 @@ class Transport:
                 connection.close()
             self.connectivity.set(ChannelConnectivity.CONNECTING)
             try:
-                sock = open_socket(self.target, deadline)
+                sock = self._dial(deadline)
             except ConnectFailed:
                 self.connectivity.set(ChannelConnectivity.TRANSIENT_FAILURE)
                 raise
@@ -644,6 +662,25 @@ class Transport:
             return connection
         finally:
             self._lock.release()
+
+    def _dial(self, deadline: Optional[float]) -> Any:
+        """A connected socket; on a secure channel, with its TLS handshake done."""
+        sock = open_socket(self.target, deadline)
+        if self.tls is None:
+            return sock
+        from .tls import TLSSocket  # the ssl module costs a plaintext channel's start-up
+
+        try:
+            return TLSSocket.connect(sock, self.tls.context, self.tls.server_hostname, deadline)
+        except socket.timeout:
+            sock.close()
+            raise DeadlineReached() from None
+        except OSError as exc:
+            sock.close()
+            raise ConnectFailed(
+                'connection error: desc = "transport: authentication handshake failed: '
+                f'{exc}"'
+            ) from None
 
     def _connection_ended(self, what: str) -> None:
         """A connection took its last call (GOAWAY) or failed: the channel is IDLE again."""

@@ -1,0 +1,429 @@
+"""TLS for channels and servers, with the standard library's ``ssl`` module only.
+
+gRPC over TLS is HTTP/2 over TLS (PROTOCOL-HTTP2.md, Requests: ``:scheme`` is ``https``): the
+client offers ALPN ``h2`` (RFC 9113 §3.2, RFC 7301) and the server must pick it; TLS 1.2 or
+newer (RFC 9113 §9.2).  Certificates come as PEM bytes, as grpcio takes them.
+
+Why a memory BIO instead of ``SSLContext.wrap_socket``: minigrpc's client reads and writes one
+socket from two threads at once (a reader waits for responses while another thread sends), and
+one OpenSSL connection object must not be used by two threads at a time.  :class:`TLSEngine`
+keeps the TLS state apart from the socket: a thread holds the engine's lock only to encrypt or
+decrypt bytes in memory, never while it waits on the socket.  The server, which is non-blocking
+and single-threaded, feeds the same engine what it reads.
+
+The public names are grpcio's: :func:`ssl_channel_credentials`, :func:`ssl_server_credentials`,
+the call credentials helpers, and (in :mod:`minigrpc.channel`) ``secure_channel``.
+"""
+
+import os
+import shutil
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+__all__ = [
+    "CallCredentials",
+    "ChannelCredentials",
+    "ServerCredentials",
+    "TLSEngine",
+    "TLSSocket",
+    "access_token_call_credentials",
+    "composite_call_credentials",
+    "composite_channel_credentials",
+    "metadata_call_credentials",
+    "ssl_channel_credentials",
+    "ssl_server_credentials",
+]
+
+#: The one application protocol gRPC speaks over TLS (RFC 9113 §3.2).
+ALPN_H2 = "h2"
+#: Bytes read from the socket at a time while TLS needs more input.
+_RAW_READ = 65536
+
+
+class TLSFailure(OSError):
+    """The TLS handshake failed or the peer is not a gRPC (``h2``) server; the text says why."""
+
+
+def _load_chain(context: ssl.SSLContext, certificate_chain: bytes, private_key: bytes) -> None:
+    """``load_cert_chain`` reads files only: write both PEMs to a private directory, load them,
+    and remove the directory at once."""
+    directory = tempfile.mkdtemp(prefix="minigrpc-tls-")
+    try:
+        os.chmod(directory, 0o700)
+        chain_path = os.path.join(directory, "chain.pem")
+        key_path = os.path.join(directory, "key.pem")
+        for path, data in ((chain_path, certificate_chain), (key_path, private_key)):
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
+                file.write(data)
+        context.load_cert_chain(chain_path, key_path)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _pem_text(data: bytes, what: str) -> str:
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"{what} must be PEM bytes, got {type(data).__name__}")
+    return bytes(data).decode("ascii")
+
+
+# -- credentials ------------------------------------------------------------------------------
+
+
+class CallCredentials:
+    """Metadata added to each call of a secure channel (grpcio's ``CallCredentials``).
+
+    ``plugin(context, callback)`` is grpcio's ``AuthMetadataPlugin`` contract: ``context`` has
+    ``service_url`` and ``method_name``; ``callback(metadata, error)`` answers.
+    """
+
+    def __init__(self, plugins: Sequence[Any]) -> None:
+        self.plugins = tuple(plugins)
+
+    def metadata(self, service_url: str, method_name: str, timeout: Optional[float]) -> list:
+        """Ask every plugin, in order; an error or a plugin that never answers raises."""
+        collected: list = []
+        for plugin in self.plugins:
+            answer = _PluginAnswer()
+            plugin(_AuthContext(service_url, method_name), answer)
+            if not answer.answered.wait(timeout):
+                raise TLSFailure("a call credentials plugin did not answer in time")
+            if answer.error is not None:
+                raise TLSFailure(f"getting metadata from plugin failed with error: {answer.error}")
+            collected.extend(answer.metadata or ())
+        return collected
+
+
+class _PluginAnswer:
+    """The ``callback`` an ``AuthMetadataPlugin`` answers through."""
+
+    def __init__(self) -> None:
+        self.answered = threading.Event()
+        self.metadata: Any = None
+        self.error: Optional[BaseException] = None
+
+    def __call__(self, metadata: Any, error: Optional[BaseException]) -> None:
+        self.metadata, self.error = metadata, error
+        self.answered.set()
+
+
+class _AuthContext:
+    """What an ``AuthMetadataPlugin`` is told about the call (grpcio's ``AuthMetadataContext``)."""
+
+    def __init__(self, service_url: str, method_name: str) -> None:
+        self.service_url = service_url
+        self.method_name = method_name
+
+
+class _AccessToken:
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __call__(self, context: Any, callback: Callable[[Any, Any], None]) -> None:
+        callback((("authorization", f"Bearer {self._token}"),), None)
+
+
+def metadata_call_credentials(metadata_plugin: Any, name: Optional[str] = None) -> CallCredentials:
+    return CallCredentials((metadata_plugin,))
+
+
+def access_token_call_credentials(access_token: str) -> CallCredentials:
+    return CallCredentials((_AccessToken(access_token),))
+
+
+def composite_call_credentials(*call_credentials: CallCredentials) -> CallCredentials:
+    return CallCredentials([p for credentials in call_credentials for p in credentials.plugins])
+
+
+class ChannelCredentials:
+    """What a secure channel needs: trusted roots, an optional client certificate, and call
+    credentials added to every call (grpcio's ``ChannelCredentials``)."""
+
+    def __init__(
+        self,
+        root_certificates: Optional[bytes] = None,
+        private_key: Optional[bytes] = None,
+        certificate_chain: Optional[bytes] = None,
+        call_credentials: Optional[CallCredentials] = None,
+    ) -> None:
+        if (private_key is None) != (certificate_chain is None):
+            raise ValueError("private_key and certificate_chain go together: give both or neither")
+        self._root_certificates = root_certificates
+        self._private_key = private_key
+        self._certificate_chain = certificate_chain
+        self.call_credentials = call_credentials
+        self._context: Optional[ssl.SSLContext] = None
+        self._lock = threading.Lock()
+
+    def with_call_credentials(self, call_credentials: CallCredentials) -> "ChannelCredentials":
+        combined = call_credentials
+        if self.call_credentials is not None:
+            combined = composite_call_credentials(self.call_credentials, call_credentials)
+        return ChannelCredentials(
+            self._root_certificates, self._private_key, self._certificate_chain, combined
+        )
+
+    def client_context(self) -> ssl.SSLContext:
+        """The ``SSLContext`` (built once): verify the server, offer ALPN h2, TLS 1.2+."""
+        with self._lock:
+            if self._context is None:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                context.minimum_version = ssl.TLSVersion.TLSv1_2
+                if self._root_certificates is not None:
+                    context.load_verify_locations(
+                        cadata=_pem_text(self._root_certificates, "root_certificates")
+                    )
+                else:
+                    context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+                if self._certificate_chain is not None and self._private_key is not None:
+                    _load_chain(context, self._certificate_chain, self._private_key)
+                context.set_alpn_protocols([ALPN_H2])
+                self._context = context
+            return self._context
+
+
+def ssl_channel_credentials(
+    root_certificates: Optional[bytes] = None,
+    private_key: Optional[bytes] = None,
+    certificate_chain: Optional[bytes] = None,
+) -> ChannelCredentials:
+    """TLS for a channel; ``root_certificates`` None trusts the system's roots (grpcio's API).
+
+    A client key and chain make it mutual TLS.  The PEMs are checked here, so a bad one fails
+    at once rather than at the first call.
+    """
+    credentials = ChannelCredentials(root_certificates, private_key, certificate_chain)
+    try:
+        credentials.client_context()
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        raise ValueError(f"invalid TLS credentials: {exc}") from None
+    return credentials
+
+
+def composite_channel_credentials(
+    channel_credentials: ChannelCredentials, *call_credentials: CallCredentials
+) -> ChannelCredentials:
+    for credentials in call_credentials:
+        channel_credentials = channel_credentials.with_call_credentials(credentials)
+    return channel_credentials
+
+
+class ServerCredentials:
+    """What a secure port needs (grpcio's ``ServerCredentials``)."""
+
+    def __init__(self, context: ssl.SSLContext, require_client_auth: bool) -> None:
+        self.context = context
+        self.require_client_auth = require_client_auth
+
+
+def ssl_server_credentials(
+    private_key_certificate_chain_pairs: Sequence[Tuple[bytes, bytes]],
+    root_certificates: Optional[bytes] = None,
+    require_client_auth: bool = False,
+) -> ServerCredentials:
+    """TLS for ``add_secure_port``: one or more (key, chain) pairs; with ``root_certificates``
+    client certificates are verified against them, and required if ``require_client_auth``.
+
+    Only the first pair is used: Python's ``ssl`` has one certificate per context (grpcio picks
+    by SNI among several).
+    """
+    pairs = list(private_key_certificate_chain_pairs)
+    if not pairs:
+        raise ValueError("at least one private key / certificate chain pair is required")
+    if require_client_auth and root_certificates is None:
+        raise ValueError("require_client_auth needs root_certificates to verify clients with")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        private_key, certificate_chain = pairs[0]
+        _load_chain(context, certificate_chain, private_key)
+        if root_certificates is not None:
+            context.load_verify_locations(cadata=_pem_text(root_certificates, "root_certificates"))
+            context.verify_mode = ssl.CERT_REQUIRED if require_client_auth else ssl.CERT_OPTIONAL
+    except (ssl.SSLError, OSError) as exc:
+        raise ValueError(f"invalid TLS server credentials: {exc}") from None
+    context.set_alpn_protocols([ALPN_H2])
+    return ServerCredentials(context, require_client_auth)
+
+
+# -- the engine -------------------------------------------------------------------------------
+
+
+class TLSEngine:
+    """One TLS connection in memory: ciphertext in, plaintext out, and back (module docstring).
+
+    Not thread-safe by itself; :class:`TLSSocket` and the server serialise access.
+    """
+
+    def __init__(
+        self, context: ssl.SSLContext, server_side: bool, server_hostname: Optional[str] = None
+    ) -> None:
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self.tls = context.wrap_bio(
+            self._incoming, self._outgoing, server_side=server_side, server_hostname=server_hostname
+        )
+        self.established = False
+
+    def handshake(self) -> bool:
+        """Advance the handshake; True once done.  Raises :class:`TLSFailure`."""
+        if self.established:
+            return True
+        try:
+            self.tls.do_handshake()
+        except ssl.SSLWantReadError:
+            return False
+        except ssl.SSLError as exc:
+            raise TLSFailure(_ssl_error_text(exc)) from None
+        protocol = self.tls.selected_alpn_protocol()
+        if protocol is not None and protocol != ALPN_H2:
+            raise TLSFailure(f"the peer chose ALPN protocol {protocol!r}, not {ALPN_H2!r}")
+        self.established = True
+        return True
+
+    def feed(self, data: bytes) -> None:
+        """Ciphertext read from the socket; ``b""`` is the socket's EOF."""
+        if data:
+            self._incoming.write(data)
+        else:
+            self._incoming.write_eof()
+
+    def read(self, size: int) -> Optional[bytes]:
+        """Plaintext; ``b""`` at the end of the TLS stream; None when more input is needed."""
+        try:
+            return self.tls.read(size)
+        except ssl.SSLWantReadError:
+            return None
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return b""
+        except ssl.SSLError as exc:
+            raise TLSFailure(_ssl_error_text(exc)) from None
+
+    def encrypt(self, data: bytes) -> bytes:
+        """Ciphertext for ``data`` (plus anything TLS itself still had to send)."""
+        if data:
+            view = memoryview(data)
+            while view:
+                written = self.tls.write(view)
+                view = view[written:]
+        return self._outgoing.read()
+
+    def outgoing(self) -> bytes:
+        """Ciphertext TLS produced on its own (handshake, session tickets, alerts)."""
+        return self._outgoing.read()
+
+    def pending(self) -> bool:
+        """Decrypted bytes or undecrypted input are waiting: a read need not wait on the socket."""
+        return self.tls.pending() > 0 or self._incoming.pending > 0
+
+    def auth_context(self) -> Dict[str, List[bytes]]:
+        """grpcio's ``auth_context()`` keys for a TLS connection."""
+        context: Dict[str, List[bytes]] = {"transport_security_type": [b"ssl"]}
+        certificate: Any = self.tls.getpeercert()
+        if certificate:
+            names = [value.encode() for _kind, value in certificate.get("subjectAltName", ())]
+            common = [
+                value.encode()
+                for rdn in certificate.get("subject", ())
+                for key, value in rdn
+                if key == "commonName"
+            ]
+            if common:
+                context["x509_common_name"] = common
+            if names:
+                context["x509_subject_alternative_name"] = names
+        return context
+
+
+def _ssl_error_text(exc: ssl.SSLError) -> str:
+    reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
+    return f"tls: {reason}"
+
+
+class TLSSocket:
+    """A connected client socket with TLS on top, for one reader and one writer thread at once.
+
+    It offers what :class:`minigrpc.transport.ClientConnection` uses of a socket: ``recv``,
+    ``sendall``, ``fileno``, ``shutdown``, ``close``, and ``pending`` (bytes already decrypted or
+    received, which ``poll()`` on the descriptor cannot see).
+    """
+
+    def __init__(self, sock: socket.socket, engine: TLSEngine) -> None:
+        self._sock = sock
+        self._engine = engine
+        self._engine_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+
+    @classmethod
+    def connect(
+        cls,
+        sock: socket.socket,
+        context: ssl.SSLContext,
+        server_hostname: str,
+        deadline: Optional[float],
+    ) -> "TLSSocket":
+        """Run the client handshake on ``sock`` (blocking, bounded by ``deadline``).
+
+        Raises :class:`TLSFailure`, or ``socket.timeout`` when the deadline passes.
+        """
+        engine = TLSEngine(context, server_side=False, server_hostname=server_hostname)
+        try:
+            while True:
+                done = engine.handshake()
+                out = engine.outgoing()
+                if out:
+                    sock.sendall(out)
+                if done:
+                    break
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise socket.timeout("TLS handshake timed out")
+                    sock.settimeout(left)
+                data = sock.recv(_RAW_READ)
+                if not data:
+                    raise TLSFailure("tls: the server closed the connection during the handshake")
+                engine.feed(data)
+        finally:
+            sock.settimeout(None)
+        return cls(sock, engine)
+
+    @property
+    def engine(self) -> TLSEngine:
+        return self._engine
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def pending(self) -> bool:
+        with self._engine_lock:
+            return self._engine.pending()
+
+    def recv(self, size: int) -> bytes:
+        while True:
+            with self._engine_lock:
+                data = self._engine.read(size)
+                out = self._engine.outgoing()
+            if out:
+                with self._send_lock:
+                    self._sock.sendall(out)
+            if data is not None:
+                return data
+            raw = self._sock.recv(_RAW_READ)
+            with self._engine_lock:
+                self._engine.feed(raw)
+
+    def sendall(self, data: bytes) -> None:
+        with self._send_lock:
+            with self._engine_lock:
+                cipher = self._engine.encrypt(data)
+            self._sock.sendall(cipher)
+
+    def shutdown(self, how: int) -> None:
+        self._sock.shutdown(how)
+
+    def close(self) -> None:
+        self._sock.close()

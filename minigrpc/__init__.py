@@ -79,6 +79,11 @@ _EXPORTS: Dict[str, str] = {
     "add_servicer": "descriptors",
     # `import grpc` without grpcio
     "install_as_grpc": "grpc_alias",
+    # grpcio's abstract interfaces, for code that subclasses them
+    "RpcContext": "interfaces",
+    "AuthMetadataContext": "interfaces",
+    "AuthMetadataPlugin": "interfaces",
+    "AuthMetadataPluginCallback": "interfaces",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -114,6 +119,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryStreamClientInterceptor,
         UnaryUnaryClientInterceptor,
         intercept_channel,
+    )
+    from .interfaces import (
+        AuthMetadataContext,
+        AuthMetadataPlugin,
+        AuthMetadataPluginCallback,
+        RpcContext,
     )
     from .multicallables import (
         StreamStreamMultiCallable,

@@ -16,11 +16,10 @@ signatures and defaults (``grpc/_simple_stubs.py``):
   minigrpc channel holds just a socket.
 * **timeout** defaults to ``GRPC_PYTHON_DEFAULT_TIMEOUT_SECONDS`` or 60 s; ``None`` means none.
 * **wait_for_ready** defaults to True, as in grpcio.
-* **Credentials.**  ``insecure=True`` (or ``channel_credentials=insecure_channel_credentials()``)
-  makes a plaintext channel.  Without either, grpcio makes a TLS channel with
-  ``grpc.ssl_channel_credentials()``; other credentials mean a secure channel too.  minigrpc
-  uses its ``ssl_channel_credentials`` / ``secure_channel`` when it has them, and otherwise
-  raises :class:`ValueError` naming the argument to change, before anything is sent.
+* **Credentials**, as in grpcio: ``insecure=True`` (or ``channel_credentials=
+  insecure_channel_credentials()``) makes a plaintext channel; other ``channel_credentials``
+  a TLS channel with them; neither, a TLS channel with ``ssl_channel_credentials()`` (the
+  system's root certificates).  Both ``insecure=True`` and credentials: ValueError.
 * ``_registered_method`` is accepted and ignored, as by :meth:`minigrpc.Channel.unary_unary`.
 
 grpcio also warns (:class:`ExperimentalApiWarning`) the first time each function is used; these
@@ -106,32 +105,18 @@ def wrap_server_method_handler(
 
 
 def _secure_channel(
-    function: str,
     target: str,
     options: Sequence[Tuple[str, Any]],
     credentials: Any,
     compression: Optional[int],
 ) -> Channel:
-    """A TLS channel if minigrpc has them, else a ValueError that says what to pass instead."""
-    import minigrpc
+    """A TLS channel; without credentials, grpcio's default: the system's root certificates."""
+    from .channel import secure_channel
+    from .tls import ssl_channel_credentials
 
-    secure_channel = getattr(minigrpc, "secure_channel", None)
-    ssl_channel_credentials = getattr(minigrpc, "ssl_channel_credentials", None)
-    if secure_channel is None or ssl_channel_credentials is None:
-        asked = (
-            "insecure=False without channel_credentials asks for TLS (grpcio then uses "
-            "grpc.ssl_channel_credentials())"
-            if credentials is None
-            else f"channel_credentials={credentials!r} asks for a secure channel"
-        )
-        raise ValueError(
-            f"grpc.experimental.{function}: {asked}, and minigrpc has no TLS channels; pass "
-            "insecure=True for a plaintext channel"
-        )
     if credentials is None:
         credentials = ssl_channel_credentials()
-    channel: Channel = secure_channel(target, credentials, options=options, compression=compression)
-    return channel
+    return secure_channel(target, credentials, options=options, compression=compression)
 
 
 class _ChannelCache:
@@ -145,7 +130,6 @@ class _ChannelCache:
 
     def get(
         self,
-        function: str,
         target: str,
         options: Sequence[Tuple[str, Any]],
         channel_credentials: Any,
@@ -169,9 +153,7 @@ class _ChannelCache:
             if plaintext:
                 channel = insecure_channel(target, options=options, compression=compression)
             else:
-                channel = _secure_channel(
-                    function, target, options, channel_credentials, compression
-                )
+                channel = _secure_channel(target, options, channel_credentials, compression)
             self._channels[key] = channel
             while len(self._channels) > max(1, _MAXIMUM_CHANNELS):
                 _, evicted = self._channels.popitem(last=False)
@@ -208,7 +190,7 @@ def unary_unary(
     _registered_method: Optional[bool] = False,
 ) -> Any:
     """Call a unary method of ``target`` on a cached channel; returns the response."""
-    channel = _CACHE.get("unary_unary", target, options, channel_credentials, insecure, compression)
+    channel = _CACHE.get(target, options, channel_credentials, insecure, compression)
     multicallable = channel.unary_unary(method, request_serializer, response_deserializer)
     return multicallable(
         request,
@@ -236,9 +218,7 @@ def unary_stream(
     _registered_method: Optional[bool] = False,
 ) -> Iterator[Any]:
     """Call a server-streaming method; returns the iterator of responses (also a Call)."""
-    channel = _CACHE.get(
-        "unary_stream", target, options, channel_credentials, insecure, compression
-    )
+    channel = _CACHE.get(target, options, channel_credentials, insecure, compression)
     multicallable = channel.unary_stream(method, request_serializer, response_deserializer)
     return multicallable(
         request,
@@ -266,9 +246,7 @@ def stream_unary(
     _registered_method: Optional[bool] = False,
 ) -> Any:
     """Call a client-streaming method with every request of the iterator; returns the reply."""
-    channel = _CACHE.get(
-        "stream_unary", target, options, channel_credentials, insecure, compression
-    )
+    channel = _CACHE.get(target, options, channel_credentials, insecure, compression)
     multicallable = channel.stream_unary(method, request_serializer, response_deserializer)
     return multicallable(
         request_iterator,
@@ -296,9 +274,7 @@ def stream_stream(
     _registered_method: Optional[bool] = False,
 ) -> Iterator[Any]:
     """Call a bidirectional-streaming method; returns the iterator of responses."""
-    channel = _CACHE.get(
-        "stream_stream", target, options, channel_credentials, insecure, compression
-    )
+    channel = _CACHE.get(target, options, channel_credentials, insecure, compression)
     multicallable = channel.stream_stream(method, request_serializer, response_deserializer)
     return multicallable(
         request_iterator,

@@ -68,11 +68,11 @@ class ApiName(NamedTuple):
     source: Optional[str] = None
 
 
-_TLS = (
-    "no TLS yet; minigrpc channels and servers are plaintext (`insecure_channel`, "
-    "`add_insecure_port`)"
+_CERT_RELOAD = "certificate reloading is not implemented; restart with new `ssl_server_credentials`"
+_LOCAL = (
+    "local credentials are not implemented; `insecure_channel` / `add_insecure_port` serve unix "
+    "sockets and loopback"
 )
-_CALL_CREDS = "per-call credentials need a secure channel, and minigrpc has no TLS yet"
 _GOOGLE = "Google Cloud / xDS credentials are out of scope"
 _RUNTIME_PROTOS = (
     "loads `.proto` files at run time through grpcio-tools' protoc; use generated modules, or "
@@ -101,8 +101,8 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("Compression", True, "`NoCompression`, `Deflate`, `Gzip`"),
     ApiName(
         "RpcContext",
-        False,
-        "abstract base only; minigrpc's calls and `ServicerContext` have its methods without it",
+        True,
+        "for subclassing; minigrpc's calls and contexts have its methods without deriving from it",
     ),
     ApiName("ChannelConnectivity", True, "`Channel.subscribe` reports it"),
     ApiName("channel_ready_future", True, ""),
@@ -114,8 +114,8 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("intercept_channel", True, ""),
     # -- server ---------------------------------------------------------------------------------
     ApiName("server", True, "`xds=True` is refused with ValueError"),
-    ApiName("Server", True, "`add_secure_port` raises: no TLS yet"),
-    ApiName("ServicerContext", True, "no auth context (plaintext only)"),
+    ApiName("Server", True, ""),
+    ApiName("ServicerContext", True, ""),
     ApiName("Status", True, "for `abort_with_status`"),
     ApiName("GenericRpcHandler", True, ""),
     ApiName("ServiceRpcHandler", True, ""),
@@ -128,26 +128,30 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("stream_stream_rpc_method_handler", True, ""),
     ApiName("ServerInterceptor", True, "`server(interceptors=...)`"),
     # -- credentials ----------------------------------------------------------------------------
-    ApiName("ChannelCredentials", False, _TLS),
-    ApiName("CallCredentials", False, _CALL_CREDS),
-    ApiName("ServerCredentials", False, _TLS),
-    ApiName("ServerCertificateConfiguration", False, _TLS),
-    ApiName("secure_channel", False, _TLS),
-    ApiName("ssl_channel_credentials", False, _TLS),
-    ApiName("ssl_server_credentials", False, _TLS),
-    ApiName("ssl_server_certificate_configuration", False, _TLS),
-    ApiName("dynamic_ssl_server_credentials", False, _TLS),
-    ApiName("insecure_server_credentials", False, _TLS + "; it only serves `add_secure_port`"),
-    ApiName("composite_channel_credentials", False, _TLS),
-    ApiName("local_channel_credentials", False, _TLS),
-    ApiName("local_server_credentials", False, _TLS),
-    ApiName("LocalConnectionType", False, _TLS),
-    ApiName("AuthMetadataContext", False, _CALL_CREDS),
-    ApiName("AuthMetadataPlugin", False, _CALL_CREDS),
-    ApiName("AuthMetadataPluginCallback", False, _CALL_CREDS),
-    ApiName("metadata_call_credentials", False, _CALL_CREDS),
-    ApiName("access_token_call_credentials", False, _CALL_CREDS),
-    ApiName("composite_call_credentials", False, _CALL_CREDS),
+    ApiName("secure_channel", True, "TLS 1.2+ with ALPN `h2`, on the standard `ssl` module"),
+    ApiName("ssl_channel_credentials", True, ""),
+    ApiName("ssl_server_credentials", True, "mutual TLS with `require_client_auth`"),
+    ApiName("composite_channel_credentials", True, ""),
+    ApiName("ChannelCredentials", True, ""),
+    ApiName("ServerCredentials", True, ""),
+    ApiName("CallCredentials", True, "on secure channels only, as in grpcio"),
+    ApiName("metadata_call_credentials", True, ""),
+    ApiName("access_token_call_credentials", True, ""),
+    ApiName("composite_call_credentials", True, ""),
+    ApiName("AuthMetadataPlugin", True, "for subclassing; any callable plugin works"),
+    ApiName("AuthMetadataContext", True, "for subclassing and annotations"),
+    ApiName("AuthMetadataPluginCallback", True, "for subclassing and annotations"),
+    ApiName("ServerCertificateConfiguration", False, _CERT_RELOAD),
+    ApiName("ssl_server_certificate_configuration", False, _CERT_RELOAD),
+    ApiName("dynamic_ssl_server_credentials", False, _CERT_RELOAD),
+    ApiName(
+        "insecure_server_credentials",
+        False,
+        "not implemented: it serves `add_secure_port` in plaintext; use `add_insecure_port`",
+    ),
+    ApiName("local_channel_credentials", False, _LOCAL),
+    ApiName("local_server_credentials", False, _LOCAL),
+    ApiName("LocalConnectionType", False, _LOCAL),
     ApiName("alts_channel_credentials", False, _GOOGLE),
     ApiName("alts_server_credentials", False, _GOOGLE),
     ApiName("compute_engine_channel_credentials", False, _GOOGLE),
@@ -177,8 +181,7 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName(
         "experimental.unary_unary",
         True,
-        "generated code's static calls: one cached channel per target; `insecure=True` "
-        "(no TLS yet)",
+        "generated code's static calls: one cached channel per target and credentials",
     ),
     ApiName("experimental.unary_stream", True, "as `unary_unary`"),
     ApiName("experimental.stream_unary", True, "as `unary_unary`"),
@@ -188,7 +191,11 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("experimental.ExperimentalApiWarning", True, "never raised"),
     ApiName("experimental.UsageError", True, ""),
     ApiName("experimental.wrap_server_method_handler", True, ""),
-    ApiName("experimental.ssl_channel_credentials_with_custom_signer", False, _TLS),
+    ApiName(
+        "experimental.ssl_channel_credentials_with_custom_signer",
+        False,
+        "a private key held outside the process (custom signer) is not implemented",
+    ),
 )
 
 

@@ -159,16 +159,15 @@ def test_every_supported_name_is_minigrpcs_and_every_other_raises_naming_itself(
 
 
 def test_unsupported_names_still_work_as_base_classes_and_annotations() -> None:
-    class Plugin(grpc.AuthMetadataPlugin):  # type: ignore[misc,name-defined]
+    class Configuration(grpc.ServerCertificateConfiguration):  # type: ignore[misc,name-defined]
         pass
 
-    def secure(credentials: grpc.ChannelCredentials) -> None:  # type: ignore[name-defined]
+    def local(kind: grpc.LocalConnectionType) -> None:  # type: ignore[name-defined]
         pass
 
-    assert secure.__annotations__["credentials"] is grpc.ChannelCredentials
-
-    with pytest.raises(NotImplementedError, match=r"^grpc\.AuthMetadataPlugin is not supported"):
-        Plugin()
+    assert local.__annotations__["kind"] is grpc.LocalConnectionType
+    with pytest.raises(NotImplementedError, match=r"^grpc\.ServerCertificateConfiguration is not"):
+        Configuration()
     with pytest.raises(NotImplementedError, match=r"grpc\.LocalConnectionType\.UDS is not"):
         _ = grpc.LocalConnectionType.UDS
 
@@ -351,26 +350,63 @@ def test_experimental_calls_share_one_cached_channel_per_target(
     experimental._CACHE.close()
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({}, r"insecure=False without channel_credentials asks for TLS.*pass insecure=True"),
-        ({"channel_credentials": object()}, r"channel_credentials=.* asks for a secure channel"),
-        (
-            {"insecure": True, "channel_credentials": object()},
-            "insecure option is mutually exclusive with the channel_credentials",
-        ),
-    ],
-)
-def test_experimental_calls_without_plaintext_say_which_argument_to_change(
-    kwargs: dict, message: str
-) -> None:
-    if hasattr(minigrpc, "secure_channel") and "insecure" not in kwargs:
-        pytest.skip("minigrpc has TLS channels now; this asks for one legitimately")
+def test_experimental_calls_refuse_insecure_with_credentials_in_grpcios_words() -> None:
     _, cni_grpc = _stubs(VERSIONS[-1])
+    credentials = grpc.ssl_channel_credentials()
+    with pytest.raises(ValueError, match="insecure option is mutually exclusive"):
+        cni_grpc.Cni.CmdAdd(
+            cni_pb2.CniCmdRequest(), "127.0.0.1:1", insecure=True, channel_credentials=credentials
+        )
+
+
+@pytest.fixture(scope="module")
+def certs() -> Any:
+    from tests.tls_certs import make_certificates
+
+    made = make_certificates()
+    if made is None:
+        pytest.skip("the openssl command is not installed")
+    return made
+
+
+def test_experimental_static_calls_over_tls_with_a_plugin_subclass(certs: Any) -> None:
+    """Generated static calls with ``channel_credentials`` and ``call_credentials`` built from
+    grpcio's names on the alias, a ``grpc.AuthMetadataPlugin`` subclass included."""
+    _, cni_grpc = _stubs(VERSIONS[-1])
+    seen: List[Any] = []
+
+    class Cni(cni_grpc.CniServicer):  # type: ignore[misc,name-defined]
+        def CmdAdd(self, request: Any, context: Any) -> Any:
+            seen.append(dict(context.invocation_metadata()).get("x-method"))
+            return cni_pb2.CniCmdResponse(cni_result=b"secure")
+
+    class MethodPlugin(grpc.AuthMetadataPlugin):  # type: ignore[misc,name-defined]
+        def __call__(self, context: Any, callback: Any) -> None:
+            callback((("x-method", context.method_name),), None)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    cni_grpc.add_CniServicer_to_server(Cni(), server)
+    credentials = grpc.ssl_server_credentials([(certs.server_key, certs.server_chain)])
+    target = f"127.0.0.1:{server.add_secure_port('127.0.0.1:0', credentials)}"
+    server.start()
     request = cni_pb2.CniCmdRequest()
-    with pytest.raises(ValueError, match=message):
-        cni_grpc.Cni.CmdAdd(request, "127.0.0.1:1", timeout=1, **kwargs)
+    try:
+        reply = cni_grpc.Cni.CmdAdd(
+            request,
+            target,
+            channel_credentials=grpc.ssl_channel_credentials(root_certificates=certs.ca),
+            call_credentials=grpc.metadata_call_credentials(MethodPlugin()),
+            timeout=10,
+        )
+        assert reply.cni_result == b"secure" and seen == ["CmdAdd"]
+        # Neither insecure=True nor credentials: grpcio's default, TLS with the system's roots,
+        # which do not trust the test CA.
+        with pytest.raises(grpc.RpcError) as untrusted:
+            cni_grpc.Cni.CmdAdd(request, target, wait_for_ready=False, timeout=10)
+        assert untrusted.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert seen == ["CmdAdd"]
+    finally:
+        server.stop(None).wait(10)
 
 
 def test_experimental_call_credentials_need_a_secure_channel(

@@ -105,7 +105,7 @@ def minigrpc_parts() -> Tuple[bool, bool]:
         except ImportError:
             return False
 
-    return present("minigrpc.channel"), present("minigrpc.server")
+    return present("minigrpc.channel"), present("minigrpc.server_api")
 
 
 def run_client(mode: Mode, workload: str, client: str, socket_path: str,

@@ -251,7 +251,7 @@ def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str]
     elif impl == "minigrpc":
         import minigrpc
 
-        importlib.import_module("minigrpc.server")  # loaded before profiling starts
+        importlib.import_module("minigrpc.server_api")  # loaded before profiling starts
         if profiler is not None:
             profiler.start()
         server = _serve_grpc_api(minigrpc, socket_path, workers)

@@ -36,9 +36,9 @@ _EXPORTS: Dict[str, str] = {
     "StreamUnaryMultiCallable": "multicallables",
     "StreamStreamMultiCallable": "multicallables",
     # server
-    "server": "server",
-    "Server": "server",
-    "ServicerContext": "server",
+    "server": "server_api",
+    "Server": "server_api",
+    "ServicerContext": "servicer_context",
     # handlers
     "unary_unary_rpc_method_handler": "handlers",
     "ClientCallDetails": "interceptors",
@@ -132,7 +132,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryStreamMultiCallable,
         UnaryUnaryMultiCallable,
     )
-    from .server import Server, ServicerContext, server
+    from .server_api import Server, server
+    from .servicer_context import ServicerContext
     from .status import RpcError, Status, StatusCode
     from .tls import (
         CallCredentials,

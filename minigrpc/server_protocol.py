@@ -1,9 +1,11 @@
 """The server side of gRPC over HTTP/2 as a sans-IO state machine: bytes in, call events out.
 
 :class:`ServerConnection` owns one h2 connection and turns what a client sends into a few
-gRPC-level events (:class:`CallStarted`, :class:`RequestReady`, :class:`CallTerminated`); the
-socket layer (:mod:`minigrpc.server`) feeds it bytes, runs handlers and hands back responses with
-:meth:`ServerConnection.send_initial_metadata`, :meth:`~ServerConnection.finish_call` and friends.
+gRPC-level events (:class:`CallStarted`, :class:`RequestReady`, :class:`RequestMessage`,
+:class:`RequestEnded`, :class:`CallTerminated`); the socket layer (:mod:`minigrpc.server_loop`)
+feeds it bytes, runs handlers and hands back responses with
+:meth:`ServerConnection.send_initial_metadata`, :meth:`~ServerConnection.send_message`,
+:meth:`~ServerConnection.finish_call` and friends.
 Nothing here touches a socket, a thread or a clock it was not given, so every rule below is
 tested byte for byte in ``tests/test_server_protocol.py``.
 
@@ -78,7 +80,7 @@ _SUPPORTED_REQUEST_ENCODINGS = frozenset(("identity", "gzip", "deflate"))
 
 
 class ServerSettings:
-    """Per-connection limits and sizes; :mod:`minigrpc.server` builds it from the options.
+    """Per-connection limits and sizes; :mod:`minigrpc.server_options` builds it from the options.
 
     Defaults follow grpcio/grpc-go where they have one (grpc-wire.md §6): a 4 MiB receive limit,
     no send limit, 100 concurrent streams, a 16 KiB request header list (what grpcio advertises),

@@ -30,7 +30,7 @@ def test_minigrpc_imports_without_grpcio_and_lazily() -> None:
         "import minigrpc\n"
         "assert 'h2' not in sys.modules, sorted(sys.modules)\n"
         "assert 'google.protobuf' not in sys.modules, sorted(sys.modules)\n"
-        "import minigrpc.channel, minigrpc.server, minigrpc.descriptors, minigrpc.trace\n"
+        "import minigrpc.channel, minigrpc.server_api, minigrpc.descriptors, minigrpc.trace\n"
         "assert minigrpc.insecure_channel and minigrpc.server and minigrpc.StatusCode.OK\n"
         "import cni_client.client, cni_client.skel\n"
         "print('ok')\n"

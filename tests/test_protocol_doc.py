@@ -24,7 +24,7 @@ DOC = ROOT / "docs" / "protocol.md"
 
 _NEEDED = (
     "minigrpc.channel",
-    "minigrpc.server",
+    "minigrpc.server_api",
     "minigrpc.trace",
     "cni_client.agent",
     "cni_client.client",

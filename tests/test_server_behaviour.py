@@ -677,16 +677,16 @@ def test_pings_do_not_keep_an_idle_connection() -> None:
 def test_idle_and_stall_timeouts_have_protective_defaults() -> None:
     """5 min without calls (grpc-go's MaxConnectionIdle, off by default there) and 30 s without
     request progress; 0 turns either off (grpc-core's ``*_ms`` convention)."""
-    server_module = importlib.import_module("minigrpc.server")
-    defaults = server_module._Options(None)
+    server_module = importlib.import_module("minigrpc.server_options")
+    defaults = server_module.ServerOptions(None)
     assert defaults.max_connection_idle == 300.0
     assert defaults.request_stall_timeout == 30.0
-    custom = server_module._Options(
+    custom = server_module.ServerOptions(
         [("grpc.max_connection_idle_ms", 0), ("minigrpc.request_stall_timeout_ms", 1500)]
     )
     assert custom.max_connection_idle is None and custom.request_stall_timeout == 1.5
     with pytest.raises(ValueError, match="request_stall_timeout_ms"):
-        server_module._Options([("minigrpc.request_stall_timeout_ms", "soon")])
+        server_module.ServerOptions([("minigrpc.request_stall_timeout_ms", "soon")])
 
 
 def test_stalled_request_is_cancelled_and_its_handler_never_runs() -> None:

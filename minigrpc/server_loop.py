@@ -1,16 +1,10 @@
-"""A grpcio-compatible unary gRPC server: ``minigrpc.server()``, :class:`Server`, the context.
+"""The server's I/O half: one thread, a selector loop, every connection and every call.
 
-Handlers written for grpcio run unchanged::
+:class:`ServerLoop` is the machinery behind :class:`minigrpc.server_api.Server` (which adds
+grpcio's public methods): accepting, reading, writing with backpressure, timers, starting and
+ending calls, running handlers on the executor, and the stop choreography.
 
-    import minigrpc as grpc
-
-    server = grpc.server(futures.ThreadPoolExecutor(8))
-    add_GreeterServicer_to_server(Greeter(), server)   # grpcio-generated code works
-    server.add_insecure_port("unix:///run/app/app.sock")
-    server.start()
-    server.wait_for_termination()
-
-Design (issue 3):
+Design:
 
 * One I/O thread runs a ``selectors`` loop over the listening sockets and every connection, so
   an idle connection costs a socket and a few objects, not a thread, and a slow or stalled
@@ -24,64 +18,6 @@ Design (issue 3):
   DEADLINE_EXCEEDED trailers and the handler's context turns inactive (grpc-wire.md §5).
 * ``stop(grace)`` drains gracefully with two GOAWAY frames (grpc-wire.md §5, GOAWAY);
   ``stop(0)`` or an expired grace resets the calls still running with CANCEL.
-
-Options (``options=[(key, value), ...]``; unknown ``grpc.*`` keys are ignored, as grpcio does):
-
-=====================================  ==========  ==============================================
-key                                    default     meaning
-=====================================  ==========  ==============================================
-``grpc.max_receive_message_length``    4 MiB       largest request message (-1: no limit)
-``grpc.max_send_message_length``       no limit    largest response message (-1: no limit)
-``grpc.max_concurrent_streams``        100         calls per connection; more are refused
-``grpc.max_metadata_size``             16 KiB      request header list size per call
-``grpc.http2.max_frame_size``          1 MiB       largest frame we accept (SETTINGS)
-``minigrpc.max_frame_size``            1 MiB       the same (the client's option name)
-``grpc.default_compression_algorithm`` none        compress responses (a ``Compression``)
-``minigrpc.initial_window_size``       4 MiB       per-stream receive window (SETTINGS)
-``minigrpc.connection_window_size``    16 MiB      connection receive window (WINDOW_UPDATE)
-``minigrpc.unix_socket_mode``          ``0o600``   permission bits of a unix socket file
-``minigrpc.max_output_buffer``         2 MiB       unsent bytes per connection before backpressure
-``grpc.server_handshake_timeout_ms``   120000      close a client that sends no preface+SETTINGS
-``grpc.max_connection_idle_ms``        300000      GOAWAY a connection without calls this long
-``minigrpc.request_stall_timeout_ms``  30000       cancel a call whose request stops arriving
-=====================================  ==========  ==============================================
-
-For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
-
-Timeouts that bound what an idle or stalling client can hold (issue 5):
-
-* ``grpc.max_connection_idle_ms`` is grpc-go's ``keepalive.ServerParameters.MaxConnectionIdle``
-  under grpc-core's option name: a connection that has had no call for that long (counted, as in
-  grpc-go, from connection setup or from when its last call ended; PINGs do not count) gets the
-  graceful two-GOAWAY shutdown, and a client simply reconnects for its next call.  grpc-go
-  defaults it to infinity; minigrpc defaults to 5 minutes because a server without it keeps
-  every connection a client ever opened and left idle, and 1,000s of those cost 1,000s of file
-  descriptors.  5 minutes is long enough that a client making calls now and then keeps its
-  connection, and matches grpc-core's minimum ping interval without calls (grpc-wire.md §5).
-* ``minigrpc.request_stall_timeout_ms`` is slowloris protection that does not depend on the
-  client sending a deadline: a call whose request headers arrived but whose message or
-  END_STREAM has not, and which receives no request DATA for that long, is cancelled with
-  RST_STREAM(CANCEL).  Its handler never ran, so nothing else needs cancelling.
-
-Logging goes to the ``minigrpc.server`` logger; an exception in a handler is logged there with
-its traceback, and the client only sees ``Exception calling application: <message>``.
-
-Choices where implementations differ (grpc-wire.md §4.4 and §5), made to match grpcio so that
-its handlers and clients see what they expect:
-
-* An unknown service or method is Trailers-Only UNIMPLEMENTED ``Method not found!`` (grpcio's
-  text; grpc-go names the service or method instead).
-* A handler that raises gives UNKNOWN ``Exception calling application: <msg>``, unless it set a
-  code first; one that returns None gives INTERNAL ``Failed to serialize response!`` unless it
-  set a code (grpcio's ``context.set_code(NOT_FOUND); return None`` idiom).  ``abort(OK, ...)``
-  becomes UNKNOWN with an empty message, as in grpcio.
-* An expired deadline ends the call with DEADLINE_EXCEEDED trailers (grpc-go resets the stream
-  with CANCEL instead; trailers give every client the same unambiguous status).
-* ``time_remaining()`` is None without a deadline (grpcio's documented contract; grpcio itself
-  returns a huge float).  ``peer()`` is ``ipv4:h:p``, ``ipv6:[h]:p`` or ``unix:`` like grpcio.
-* grpcio hides ``grpc-encoding`` from ``invocation_metadata()``, and so do we; the minigrpc-only
-  ``ServicerContext.request_compression()`` tells a handler how the request was compressed.
-* ``grpc.StatusCode`` members from grpcio are accepted wherever a status code is expected.
 """
 
 import collections
@@ -92,33 +28,18 @@ import logging
 import os
 import selectors
 import socket
-import sys
 import threading
 import time
-import types
-from typing import (
-    Any,
-    Callable,
-    Deque,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Set,
-    Tuple,
-    Union,
-)
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from . import errors, wire
 from . import handlers as _handlers
 from . import server_protocol as _protocol
-from . import targets as _targets
 from .interceptors import intercept_handler_lookup
 from .server_call import CallEndedError, RequestStream, ResponseCredit
-from .sockets import Listener, bind_tcp, bind_unix, peer_name
+from .server_options import ServerOptions
+from .servicer_context import ServicerContext, _Abort
+from .sockets import Listener, peer_name
 from .status import Metadata, StatusCode
 
 try:
@@ -126,406 +47,26 @@ try:
 except ImportError:  # pragma: no cover - trace.py is optional
     _tracer_for = None  # type: ignore[assignment]
 
-__all__ = ["Metadatum", "Server", "ServicerContext", "server"]
+__all__ = ["ServerLoop"]
 
-_LOGGER = logging.getLogger(__name__)
+#: The server's logger (handler exceptions, dropped connections); named after the public API.
+_LOGGER = logging.getLogger("minigrpc.server")
 
-#: Unsent bytes per connection above which we stop reading from it and stop producing DATA.
-_DEFAULT_MAX_OUTPUT_BUFFER = 2 * 1024 * 1024
 #: How long to wait for the ACK of the drain PING before sending the final GOAWAY anyway
 #: (grpc-go waits 5 s, grpc-core 20 s; a refused late stream is retried, so shorter is safe).
 _DRAIN_PING_TIMEOUT = 1.0
 #: Connections accepted per readiness event, so a connection storm cannot starve the others.
 _ACCEPTS_PER_WAKEUP = 64
-#: grpc-core's default for ``grpc.server_handshake_timeout_ms``.
-_DEFAULT_HANDSHAKE_TIMEOUT = 120.0
-#: ``grpc.max_connection_idle_ms`` default: 5 minutes (see the module docstring for why).
-_DEFAULT_MAX_CONNECTION_IDLE = 300.0
-#: ``minigrpc.request_stall_timeout_ms`` default: a request that makes no progress for 30 s.
-_DEFAULT_REQUEST_STALL_TIMEOUT = 30.0
 #: Deadline timers kept before the heap is checked for timers of finished calls.
 _TIMER_COMPACT_MIN = 1024
 #: How long a connection that failed may take to flush its GOAWAY before it is closed anyway.
 _CLOSE_FLUSH_TIMEOUT = 5.0
 #: How long a drained connection waits, write side shut, for the client to close its end.
 _LINGER_TIMEOUT = 1.0
-#: Pending connections the kernel queues; as large as the system allows, like grpc-core.
-
-_NEW, _STARTED, _STOPPING, _STOPPED = range(4)
 #: Plaintext taken from a TLS engine at a time.
 _TLS_READ = 256 * 1024
-#: Reserved keys a handler may still put in its trailing metadata (grpcio allows the same).
-_TRAILER_ONLY_KEYS = frozenset((wire.STATUS_DETAILS_KEY,))
-
-
-# ------------------------------------------------------------------------------------------------
-# Options
-# ------------------------------------------------------------------------------------------------
-
-
-def _limit(value: Any) -> Optional[int]:
-    number = int(value)
-    return None if number < 0 else number
-
-
-def _milliseconds(value: Any) -> Optional[float]:
-    """A grpc-core ``*_ms`` duration in seconds; 0, negative or INT_MAX means "never"."""
-    number = int(value)
-    if number <= 0 or number >= 2**31 - 1:
-        return None
-    return number / 1000.0
-
-
-class _Options:
-    """Parsed ``options``; see the table in the module docstring."""
-
-    def __init__(self, options: Optional[Iterable[Tuple[str, Any]]]) -> None:
-        self.max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
-        self.max_send_message_length: Optional[int] = None
-        self.max_concurrent_streams = 100
-        self.max_header_list_size = _protocol.http2.CALL_MAX_HEADER_LIST_SIZE
-        self.max_frame_size = _protocol.http2.DEFAULT_MAX_FRAME_SIZE
-        self.initial_window_size = _protocol.http2.DEFAULT_STREAM_WINDOW
-        self.connection_window = _protocol.http2.DEFAULT_CONNECTION_WINDOW
-        self.unix_socket_mode = 0o600
-        self.max_output_buffer = _DEFAULT_MAX_OUTPUT_BUFFER
-        self.compression: Optional[int] = None
-        self.handshake_timeout: Optional[float] = _DEFAULT_HANDSHAKE_TIMEOUT
-        self.max_connection_idle: Optional[float] = _DEFAULT_MAX_CONNECTION_IDLE
-        self.request_stall_timeout: Optional[float] = _DEFAULT_REQUEST_STALL_TIMEOUT
-        for item in options or ():
-            try:
-                key, value = item
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"server options must be (key, value) pairs, got {item!r}"
-                ) from None
-            try:
-                self._apply(str(key), value)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"invalid value {value!r} for server option {key!r}: {exc}"
-                ) from None
-
-    def _apply(self, key: str, value: Any) -> None:
-        if key == "grpc.max_receive_message_length":
-            self.max_receive_message_length = _limit(value)
-        elif key == "grpc.max_send_message_length":
-            self.max_send_message_length = _limit(value)
-        elif key == "grpc.max_concurrent_streams":
-            self.max_concurrent_streams = int(value)
-        elif key == "grpc.max_metadata_size":
-            self.max_header_list_size = int(value)
-        elif key in ("grpc.http2.max_frame_size", "minigrpc.max_frame_size"):
-            self.max_frame_size = int(value)
-        elif key == "grpc.default_compression_algorithm":
-            self.compression = int(wire.Compression(int(value)))
-        elif key == "minigrpc.initial_window_size":
-            self.initial_window_size = int(value)
-        elif key == "minigrpc.connection_window_size":
-            self.connection_window = int(value)
-        elif key == "minigrpc.unix_socket_mode":
-            mode = int(value)
-            if not 0 <= mode <= 0o777:
-                raise ValueError("a permission mode between 0 and 0o777 is expected")
-            self.unix_socket_mode = mode
-        elif key == "grpc.server_handshake_timeout_ms":
-            self.handshake_timeout = _milliseconds(value)
-        elif key == "grpc.max_connection_idle_ms":
-            self.max_connection_idle = _milliseconds(value)
-        elif key == "minigrpc.request_stall_timeout_ms":
-            self.request_stall_timeout = _milliseconds(value)
-        elif key == "minigrpc.max_output_buffer":
-            self.max_output_buffer = max(64 * 1024, int(value))
-        else:
-            _LOGGER.debug("ignoring unsupported server option %r", key)
-
-    def protocol_settings(self) -> _protocol.ServerSettings:
-        return _protocol.ServerSettings(
-            max_receive_message_length=self.max_receive_message_length,
-            max_send_message_length=self.max_send_message_length,
-            max_concurrent_streams=self.max_concurrent_streams,
-            max_header_list_size=self.max_header_list_size,
-            initial_window_size=self.initial_window_size,
-            connection_window=self.connection_window,
-            max_frame_size=self.max_frame_size,
-        )
-
-
-# ------------------------------------------------------------------------------------------------
-# The servicer context
-# ------------------------------------------------------------------------------------------------
-
-
-class Metadatum(NamedTuple):
-    """One metadata item, as grpcio's ``invocation_metadata()`` yields them."""
-
-    key: str
-    value: Union[str, bytes]
-
-
-def _status_code(code: Any) -> StatusCode:
-    """Accept minigrpc's StatusCode, grpcio's (same names and values) or a number.
-
-    A handler written for grpcio passes ``grpc.StatusCode.NOT_FOUND``; it must work unchanged.
-    """
-    if isinstance(code, StatusCode):
-        return code
-    name = getattr(code, "name", None)
-    if isinstance(name, str) and name in StatusCode.__members__:
-        return StatusCode[name]
-    if isinstance(code, int) and not isinstance(code, bool):
-        found = StatusCode.from_number(code)
-        if found is not None:
-            return found
-    raise TypeError(f"expected a StatusCode, got {code!r}")
-
-
-class _Abort(Exception):
-    """Raised by :meth:`ServicerContext.abort`; grpcio raises a bare ``Exception`` likewise."""
-
-
-#: What ``time_remaining()`` says when the client set no deadline. grpcio documents None but
-#: returns a huge float in practice; minigrpc follows the documented contract.
-NO_DEADLINE = None
-
-
-class ServicerContext:
-    """The context a handler receives: grpcio's ``ServicerContext`` API for unary calls.
-
-    Methods that change the wire (``send_initial_metadata``, ``cancel``) are handed to the I/O
-    thread; the others only record state that is read when the handler returns.  Two minigrpc
-    additions: :meth:`request_compression` and :meth:`trailing_metadata` / :meth:`code` /
-    :meth:`details` getters (grpcio has the last three too).
-    """
-
-    __slots__ = (
-        "_aborted",
-        "_callbacks",
-        "_code",
-        "_compress_next",
-        "_compression",
-        "_connection",
-        "_deadline",
-        "_details",
-        "_handler",
-        "_initial_metadata_sent",
-        "_metadata",
-        "_metadata_items",
-        "_method",
-        "_request_closed",
-        "_request_complete",
-        "_request_encoding",
-        "_requests",
-        "_response_credit",
-        "_server",
-        "_stream_id",
-        "_terminated",
-        "_termination_code",
-        "_trailing_headers",
-        "_trailing_metadata",
-    )
-
-    def __init__(
-        self,
-        server: "Server",
-        connection: "_Connection",
-        stream_id: int,
-        method: str,
-        metadata: Metadata,
-        deadline: Optional[float],
-        handler: Any,
-    ) -> None:
-        self._server = server
-        self._handler = handler
-        self._connection = connection
-        self._stream_id = stream_id
-        self._method = method
-        self._metadata = metadata
-        self._metadata_items: Optional[Tuple[Metadatum, ...]] = None
-        self._deadline = deadline
-        self._code: Optional[StatusCode] = None
-        self._details: Optional[str] = None
-        self._trailing_metadata: Metadata = ()
-        self._trailing_headers: Optional[List[Tuple[bytes, bytes]]] = None
-        self._initial_metadata_sent = False
-        self._compression: Optional[int] = server._default_compression
-        self._compress_next = True
-        self._request_encoding: Optional[str] = None
-        self._request_complete = False
-        #: The request iterator of a request-streaming method, and whether the client has
-        #: half-closed it (its last messages may still wait in the connection).
-        self._requests: Optional[RequestStream] = None
-        self._request_closed = False
-        #: Send backpressure of a response-streaming method.
-        self._response_credit: Optional[ResponseCredit] = None
-        self._aborted = False
-        self._callbacks: Optional[List[Callable[[], Any]]] = None
-        self._terminated = False
-        self._termination_code: Optional[StatusCode] = None
-
-    # -- RpcContext ------------------------------------------------------------------------------
-
-    def is_active(self) -> bool:
-        """False once the call ended: answered, cancelled, reset by the client or past deadline."""
-        if self._terminated:
-            return False
-        return self._deadline is None or time.monotonic() < self._deadline
-
-    def time_remaining(self) -> Optional[float]:
-        """Seconds left before the client's deadline (never negative), or None without one."""
-        if self._deadline is None:
-            return NO_DEADLINE
-        return max(0.0, self._deadline - time.monotonic())
-
-    def cancel(self) -> None:
-        """Cancel the call: the client gets RST_STREAM(CANCEL), i.e. CANCELLED (§5)."""
-        self._server._post(self._server._cancel_call, self)
-
-    def add_callback(self, callback: Callable[[], Any]) -> bool:
-        """Run ``callback`` (on a minigrpc thread) when the call ends, however it ends.
-
-        Returns False, without registering it, if the call has already ended (grpcio's rule).
-        """
-        with self._server._callback_lock:
-            if self._terminated:
-                return False
-            if self._callbacks is None:
-                self._callbacks = []
-            self._callbacks.append(callback)
-            return True
-
-    # -- ServicerContext -------------------------------------------------------------------------
-
-    def invocation_metadata(self) -> Tuple[Metadatum, ...]:
-        """The request's metadata, ``user-agent`` included and transport headers left out.
-
-        Items are ``(key, value)`` tuples that also have ``.key`` and ``.value``, like grpcio's.
-        Like grpcio, ``grpc-encoding`` and other ``grpc-*`` headers are not part of it; see
-        :meth:`request_compression` for whether the request was compressed.
-        """
-        items = self._metadata_items
-        if items is None:
-            items = self._metadata_items = tuple(Metadatum(k, v) for k, v in self._metadata)
-        return items
-
-    def peer(self) -> str:
-        """``ipv4:127.0.0.1:5432``, ``ipv6:[::1]:5432`` or ``unix:`` (plus its path), as grpcio."""
-        return self._connection.peer
-
-    def peer_identities(self) -> Optional[List[bytes]]:
-        """The client certificate's names on a mutual-TLS connection, else None (as grpcio)."""
-        key = self.peer_identity_key()
-        return None if key is None else self.auth_context()[key]
-
-    def peer_identity_key(self) -> Optional[str]:
-        """``x509_subject_alternative_name`` or ``x509_common_name`` under mutual TLS."""
-        context = self.auth_context()
-        for key in ("x509_subject_alternative_name", "x509_common_name"):
-            if key in context:
-                return key
-        return None
-
-    def auth_context(self) -> Dict[str, List[bytes]]:
-        """grpcio's keys: ``transport_security_type`` (``ssl``) and the client certificate's
-        names on a TLS connection; empty on plaintext."""
-        tls = self._connection.tls
-        return {} if tls is None else tls.auth_context()
-
-    def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
-        """Send the response headers now, with this metadata (at most once, as in grpcio)."""
-        headers = wire.encode_metadata(initial_metadata)
-        with self._server._callback_lock:
-            if self._initial_metadata_sent:
-                raise ValueError("Initial metadata no longer allowed!")
-            self._initial_metadata_sent = True
-        encoding = wire.compression_name(self._compression) if self._compress_next else None
-        self._server._post(self._server._send_initial_metadata, self, headers, encoding)
-
-    def set_trailing_metadata(self, trailing_metadata: Iterable[Tuple[str, Any]]) -> None:
-        """Metadata for the trailers; invalid keys or values raise ValueError here.
-
-        ``grpc-status-details-bin`` is allowed, as in grpcio: it carries a serialized
-        ``google.rpc.Status`` (what grpcio-status's ``abort_with_status`` sends).
-        """
-        pairs = tuple(trailing_metadata or ())
-        self._trailing_headers = wire.encode_metadata(pairs, _TRAILER_ONLY_KEYS)
-        self._trailing_metadata = pairs
-
-    def trailing_metadata(self) -> Metadata:
-        return self._trailing_metadata
-
-    def abort(self, code: StatusCode, details: str) -> None:
-        """End the call with ``code`` and ``details`` by raising an exception (grpcio's contract).
-
-        ``code`` must not be OK; like grpcio, OK is logged and turned into UNKNOWN.
-        """
-        code = _status_code(code)
-        if code is StatusCode.OK:
-            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
-            code = StatusCode.UNKNOWN
-            details = ""
-        self._code = code
-        self._details = details
-        self._aborted = True
-        raise _Abort()
-
-    def abort_with_status(self, status: Any) -> None:
-        """``abort`` with a ``grpc.Status``-like object (code, details, trailing_metadata)."""
-        self.set_trailing_metadata(getattr(status, "trailing_metadata", None) or ())
-        self.abort(status.code, status.details)
-
-    def set_code(self, code: StatusCode) -> None:
-        """Set the call's status code; grpcio's ``grpc.StatusCode`` members work too."""
-        self._code = _status_code(code)
-
-    def set_details(self, details: str) -> None:
-        self._details = details
-
-    def code(self) -> Optional[StatusCode]:
-        return self._code
-
-    def details(self) -> Optional[str]:
-        return self._details
-
-    def set_compression(self, compression: Optional[int]) -> None:
-        """Compress the response with this ``Compression`` if the client accepts it (§2)."""
-        self._compression = None if compression is None else int(wire.Compression(compression))
-
-    def disable_next_message_compression(self) -> None:
-        self._compress_next = False
-
-    def request_compression(self) -> Optional[str]:
-        """minigrpc only: the encoding the request message was compressed with, or None.
-
-        grpcio offers no way to tell, and hides ``grpc-encoding`` from
-        :meth:`invocation_metadata`; the interop ``expect_compressed`` check needs it.
-        """
-        return self._request_encoding
-
-    # -- called by the server --------------------------------------------------------------------
-
-    def _terminate(self, code: StatusCode) -> Optional[List[Callable[[], Any]]]:
-        with self._server._callback_lock:
-            if self._terminated:
-                return None
-            self._terminated = True
-            self._termination_code = code
-            callbacks, self._callbacks = self._callbacks, None
-        # Wake a handler blocked on the request iterator or on sending.
-        if self._requests is not None:
-            self._requests.terminate(code)
-        if self._response_credit is not None:
-            self._response_credit.end()
-        return callbacks
-
-    def __repr__(self) -> str:
-        return f"<ServicerContext {self._method} stream={self._stream_id} peer={self.peer()}>"
-
-
-# ------------------------------------------------------------------------------------------------
-# Sockets
-# ------------------------------------------------------------------------------------------------
+#: Server states.
+_NEW, _STARTED, _STOPPING, _STOPPED = range(4)
 
 
 class _Connection:
@@ -599,21 +140,16 @@ def _connection_of(args: Tuple[Any, ...]) -> Optional[_Connection]:
     return None
 
 
-# ------------------------------------------------------------------------------------------------
-# The server
-# ------------------------------------------------------------------------------------------------
-
 _Command = Tuple[Callable[..., None], Tuple[Any, ...]]
 
 
-class Server:
-    """A unary gRPC server with grpcio's ``grpc.Server`` API; create it with :func:`server`."""
+class ServerLoop:
+    """The I/O thread's half of a server (module docstring); :class:`Server` builds on it."""
 
     def __init__(
         self,
         thread_pool: Optional[concurrent.futures.Executor],
-        handlers: Optional[Sequence[Any]],
-        options: _Options,
+        options: ServerOptions,
         maximum_concurrent_rpcs: Optional[int],
         compression: Optional[int],
     ) -> None:
@@ -632,8 +168,6 @@ class Server:
         #: ``ServerInterceptor`` objects around the handler lookup (see :func:`server`).
         self._interceptors: Tuple[Any, ...] = ()
         self._registered: Dict[str, _handlers.RpcMethodHandler] = {}
-        if handlers:
-            self.add_generic_rpc_handlers(handlers)
         self._listeners: List[Listener] = []
         self._connections: Set[_Connection] = set()
         self._active_rpcs = 0
@@ -651,7 +185,7 @@ class Server:
         self._timer_sequence = itertools.count()
         self._dirty: Set[_Connection] = set()
         #: Held by the I/O thread except while it waits in ``select()``; a handler thread that
-        #: gets it may finish its own call there and then (see :meth:`_complete`).
+        #: gets it may finish its own call there and then (see :meth:`_send_outcome`).
         self._io_lock = threading.Lock()
         self._loop_thread: Optional[threading.Thread] = None
         self._loop_done = False
@@ -660,124 +194,6 @@ class Server:
         self._callback_ready = threading.Condition(threading.Lock())
         self._callback_thread: Optional[threading.Thread] = None
         self._callbacks_closing = False
-
-    # -- registration ----------------------------------------------------------------------------
-
-    def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[Any]) -> None:
-        """Add objects with a ``service(handler_call_details)`` method (grpcio's API)."""
-        for handler in generic_rpc_handlers:
-            if not callable(getattr(handler, "service", None)):
-                raise AttributeError(
-                    f"{handler!r} is not a generic RPC handler: it has no service() method"
-                )
-            self._generic_handlers.append(handler)
-
-    def add_registered_method_handlers(
-        self, service_name: str, method_handlers: Mapping[str, Any]
-    ) -> None:
-        """Register ``{method: RpcMethodHandler}`` for a service (grpcio >= 1.62 generated code)."""
-        for method, handler in method_handlers.items():
-            path = f"/{service_name}/{method}"
-            _handlers.check_handler(path, handler)
-            self._registered[path] = handler
-
-    # -- ports -----------------------------------------------------------------------------------
-
-    def add_insecure_port(self, address: str) -> int:
-        """Listen for plaintext HTTP/2 on ``address``; see :meth:`_add_port`."""
-        return self._add_port(address, None)
-
-    def add_secure_port(self, address: str, server_credentials: Any) -> int:
-        """Listen for HTTP/2 over TLS on ``address`` (``minigrpc.ssl_server_credentials()``)."""
-        context = getattr(server_credentials, "context", None)
-        if not callable(getattr(context, "wrap_bio", None)):
-            raise TypeError(
-                "add_secure_port() needs minigrpc.ssl_server_credentials(...), not "
-                f"{type(server_credentials).__name__}"
-            )
-        return self._add_port(address, context)
-
-    def _add_port(self, address: str, tls: Any) -> int:
-        """Listen on ``unix:path``, ``unix:///abs``, ``unix-abstract:name`` or ``host:port``.
-
-        Returns the TCP port (the one chosen, for port 0); for a unix socket it returns 1, as
-        grpcio does.  Failures raise RuntimeError with the reason.
-        """
-        with self._state_lock:
-            if self._state != _NEW:
-                raise RuntimeError("ports must be added before start()")
-        try:
-            target = _targets.parse_target(address, default_port=0)
-        except ValueError as exc:
-            raise RuntimeError(f"cannot listen on {address!r}: {exc}") from None
-        if target.is_unix:
-            try:
-                listener = bind_unix(target, self._options.unix_socket_mode)
-            except OSError as exc:
-                raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
-            listener.tls = tls
-            self._listeners.append(listener)
-            return 1
-        try:
-            listeners = bind_tcp(target)
-        except OSError as exc:
-            raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
-        for listener in listeners:
-            listener.tls = tls
-        self._listeners.extend(listeners)
-        return int(listeners[0].sock.getsockname()[1])
-
-    # -- lifecycle -------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start serving; the listening sockets are already bound by add_insecure_port()."""
-        with self._state_lock:
-            if self._state != _NEW:
-                raise RuntimeError("the server has already been started")
-            self._state = _STARTED
-        selector = selectors.DefaultSelector()
-        self._wake_reader, self._wake_writer = socket.socketpair()
-        self._wake_reader.setblocking(False)
-        self._wake_writer.setblocking(False)
-        selector.register(self._wake_reader, selectors.EVENT_READ, None)
-        for listener in self._listeners:
-            selector.register(listener.sock, selectors.EVENT_READ, listener)
-        self._selector = selector
-        self._loop_thread = threading.Thread(
-            target=self._run_loop, name="minigrpc-server-io", daemon=True
-        )
-        self._loop_thread.start()
-
-    def stop(self, grace: Optional[float]) -> threading.Event:
-        """Stop serving; returns an Event set once every connection is closed.
-
-        New connections are refused at once.  With a ``grace`` (seconds) the connections drain:
-        GOAWAY(2^31-1) + PING, then GOAWAY(last stream), calls in flight may finish, new
-        streams get REFUSED_STREAM (clients retry them), and what is still running when the
-        grace ends is cancelled.  ``stop(None)`` or ``stop(0)`` cancels everything now.
-        A later call may shorten the grace, never lengthen it (grpcio's rule).
-        """
-        with self._state_lock:
-            state = self._state
-            if state == _NEW:
-                self._state = _STOPPED
-            elif state in (_STARTED, _STOPPING):
-                self._state = _STOPPING
-        if state == _NEW:
-            for listener in self._listeners:
-                listener.close()
-            self._listeners = []
-            self._shutdown_executor()
-            self._terminated.set()
-            return self._terminated
-        if state == _STOPPED:
-            return self._terminated
-        self._post(self._begin_stop, grace)
-        return self._terminated
-
-    def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
-        """Block until the server has stopped; returns True if ``timeout`` passed first."""
-        return not self._terminated.wait(timeout)
 
     # -- cross-thread plumbing -------------------------------------------------------------------
 
@@ -1386,7 +802,7 @@ class Server:
         try:
             self._executor.submit(self._run_handler, context, context._handler, request)
         except RuntimeError:  # the executor was shut down
-            self._complete(context, StatusCode.UNAVAILABLE, "the server is shutting down", None)
+            self._send_outcome(context, StatusCode.UNAVAILABLE, "the server is shutting down", None)
 
     def _expire_call(self, connection: _Connection, context: ServicerContext) -> None:
         if connection.calls.get(context._stream_id) is context:
@@ -1396,13 +812,15 @@ class Server:
     def _end_call(
         self, connection: _Connection, context: ServicerContext, code: StatusCode
     ) -> None:
+        """The one place a call ends, however it ends (answered, reset, expired, cancelled,
+        disconnected): forget it, mark its context inactive, run its callbacks."""
         if connection.calls.pop(context._stream_id, None) is None:
             return
         connection.senders.discard(context)
         self._active_rpcs -= 1
         if not connection.calls:
             connection.idle_since = time.monotonic()
-        callbacks = context._terminate(code)
+        callbacks = context._mark_ended(code)
         if callbacks:
             self._run_callbacks(callbacks)
 
@@ -1420,7 +838,7 @@ class Server:
             connection.protocol.send_initial_metadata(context._stream_id, headers, encoding)
             self._dirty.add(connection)
 
-    def _complete(
+    def _send_outcome(
         self,
         context: ServicerContext,
         code: StatusCode,
@@ -1439,18 +857,18 @@ class Server:
         call), so concurrent calls keep the path they always had. Anything unusual (the server
         stopping, the connection draining, unsent output) also goes through the I/O thread.
         """
-        if self._finish_here(context, code, details, message):
+        if self._send_outcome_directly(context, code, details, message):
             return
-        self._post(self._finish_call, context, code, details, message)
+        self._post(self._write_outcome, context, code, details, message)
 
-    def _finish_here(
+    def _send_outcome_directly(
         self,
         context: ServicerContext,
         code: StatusCode,
         details: str,
         message: Optional[bytes],
     ) -> bool:
-        """The direct path of :meth:`_complete`; False if the call must go through the loop."""
+        """The direct path of :meth:`_send_outcome`; False if it must go through the loop."""
         if not self._io_lock.acquire(blocking=False):
             return False
         try:
@@ -1468,7 +886,7 @@ class Server:
             ):
                 return False
             first_timer = self._timers[0][0] if self._timers else None
-            self._finish_call(context, code, details, message)
+            self._write_outcome(context, code, details, message)
             self._dirty.discard(connection)
             self._flush(connection)
             if self._timers and self._timers[0][0] != first_timer:
@@ -1481,13 +899,14 @@ class Server:
         finally:
             self._io_lock.release()
 
-    def _finish_call(
+    def _write_outcome(
         self,
         context: ServicerContext,
         code: StatusCode,
         details: str,
         message: Optional[bytes],
     ) -> None:
+        """I/O thread: the handler's status (and unary response) on the wire, then the end."""
         connection = context._connection
         if connection.calls.get(context._stream_id) is not context:
             return  # cancelled, expired or disconnected meanwhile: nobody waits for the answer
@@ -1522,7 +941,7 @@ class Server:
                 )
             except Exception:
                 _LOGGER.exception("%s: exception deserializing request", context._method)
-                self._complete(
+                self._send_outcome(
                     context, StatusCode.INTERNAL, "Exception deserializing request!", None
                 )
                 return
@@ -1533,7 +952,7 @@ class Server:
         try:
             response = behavior(argument, context)
         except Exception as exc:
-            self._complete_after_exception(context, exc)
+            self._outcome_of_exception(context, exc)
             return
         serialized = self._serialize(context, handler, response) if response is not None else None
         set_code = context._code
@@ -1547,13 +966,13 @@ class Server:
                 if context._details is not None
                 else "Failed to serialize response!"
             )
-            self._complete(context, code, details, None)
+            self._send_outcome(context, code, details, None)
             return
         code = StatusCode.OK if set_code is None else set_code
         details = context._details or ""
-        self._complete(context, code, details, serialized if code is StatusCode.OK else None)
+        self._send_outcome(context, code, details, serialized if code is StatusCode.OK else None)
 
-    def _complete_after_exception(self, context: ServicerContext, exc: Exception) -> None:
+    def _outcome_of_exception(self, context: ServicerContext, exc: Exception) -> None:
         """The handler raised: ``abort()``'s status, or UNKNOWN as grpcio reports it."""
         if context._aborted:
             code = context._code or StatusCode.UNKNOWN
@@ -1565,7 +984,7 @@ class Server:
             _LOGGER.exception("%s: %s", context._method, message)
             code = context._code or StatusCode.UNKNOWN
             details = context._details if context._details is not None else message
-        self._complete(context, code, details, None)
+        self._send_outcome(context, code, details, None)
 
     @staticmethod
     def _serialize(context: ServicerContext, handler: Any, response: Any) -> Optional[bytes]:
@@ -1605,7 +1024,7 @@ class Server:
                         else StatusCode.INTERNAL
                     )
                     details = context._details or "Failed to serialize response!"
-                    self._complete(context, failed, details, None)
+                    self._send_outcome(context, failed, details, None)
                     return
                 if not credit.acquire(len(serialized)):
                     return  # the call ended: nobody reads further responses
@@ -1613,14 +1032,14 @@ class Server:
                 context._compress_next = True  # disable_next_message_compression is per message
                 self._post(self._send_response, context, serialized, compress)
         except Exception as exc:
-            self._complete_after_exception(context, exc)
+            self._outcome_of_exception(context, exc)
             return
         finally:
             close = getattr(responses, "close", None)
             if close is not None:
                 close()
         code = StatusCode.OK if context._code is None else context._code
-        self._complete(context, code, context._details or "", None)
+        self._send_outcome(context, code, context._details or "", None)
 
     def _send_response(self, context: ServicerContext, message: bytes, compress: bool) -> None:
         """I/O thread: queue one streamed response message on the connection."""
@@ -1636,7 +1055,7 @@ class Server:
                 compress_message=compress,
             )
         except errors.MessageTooLarge as exc:
-            self._finish_call(context, exc.code, str(exc), None)
+            self._write_outcome(context, exc.code, str(exc), None)
             return
         credit.handed_over(
             len(message), connection.protocol.queued_response_bytes(context._stream_id)
@@ -1721,58 +1140,3 @@ class Server:
         with self._callback_ready:
             self._callbacks_closing = True
             self._callback_ready.notify_all()
-
-
-def server(
-    thread_pool: Optional[concurrent.futures.Executor] = None,
-    handlers: Optional[Sequence[Any]] = None,
-    interceptors: Optional[Sequence[Any]] = None,
-    options: Optional[Iterable[Tuple[str, Any]]] = None,
-    maximum_concurrent_rpcs: Optional[int] = None,
-    compression: Optional[Union[int, wire.Compression]] = None,
-    xds: bool = False,
-) -> Server:
-    """Create a server, as ``grpc.server()``.
-
-    ``thread_pool`` runs the handlers (an executor of up to 32 threads is created when None).
-    ``interceptors`` (``ServerInterceptor`` objects) wrap the handler lookup of every call, the
-    first one outermost (:mod:`minigrpc.interceptors`).  ``xds`` is not supported and is
-    rejected rather than ignored.
-    ``maximum_concurrent_rpcs`` bounds the calls in progress; more get RESOURCE_EXHAUSTED.
-    ``compression`` compresses every response the client accepts compressed.
-    """
-    for interceptor in interceptors or ():
-        if not callable(getattr(interceptor, "intercept_service", None)):
-            raise TypeError(
-                f"{interceptor!r} is not a server interceptor: it has no intercept_service()"
-            )
-    if xds:
-        raise ValueError("minigrpc.server() does not support xDS")
-    if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
-        raise ValueError("maximum_concurrent_rpcs must be at least 1")
-    parsed = _Options(options)
-    created = Server(
-        thread_pool,
-        handlers,
-        parsed,
-        maximum_concurrent_rpcs,
-        None if compression is None else int(wire.Compression(compression)),
-    )
-    created._interceptors = tuple(interceptors or ())
-    return created
-
-
-class _CallableModule(types.ModuleType):
-    """Keeps ``minigrpc.server(...)`` working after ``import minigrpc.server``.
-
-    The package exports grpcio's ``server()`` function under the same name as this module.
-    Importing the module explicitly makes Python bind the *module* to ``minigrpc.server``
-    (overwriting the lazily exported function), and ``minigrpc.server()`` would then fail with
-    "'module' object is not callable".  Making the module callable keeps both spellings working.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Server:
-        return server(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

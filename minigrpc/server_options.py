@@ -1,0 +1,148 @@
+"""The options of ``minigrpc.server()``, parsed once into :class:`ServerOptions`.
+
+Options (``options=[(key, value), ...]``; unknown ``grpc.*`` keys are ignored, as grpcio does):
+
+=====================================  ==========  ==============================================
+key                                    default     meaning
+=====================================  ==========  ==============================================
+``grpc.max_receive_message_length``    4 MiB       largest request message (-1: no limit)
+``grpc.max_send_message_length``       no limit    largest response message (-1: no limit)
+``grpc.max_concurrent_streams``        100         calls per connection; more are refused
+``grpc.max_metadata_size``             16 KiB      request header list size per call
+``grpc.http2.max_frame_size``          1 MiB       largest frame we accept (SETTINGS)
+``minigrpc.max_frame_size``            1 MiB       the same (the client's option name)
+``grpc.default_compression_algorithm`` none        compress responses (a ``Compression``)
+``minigrpc.initial_window_size``       4 MiB       per-stream receive window (SETTINGS)
+``minigrpc.connection_window_size``    16 MiB      connection receive window (WINDOW_UPDATE)
+``minigrpc.unix_socket_mode``          ``0o600``   permission bits of a unix socket file
+``minigrpc.max_output_buffer``         2 MiB       unsent bytes per connection before backpressure
+``grpc.server_handshake_timeout_ms``   120000      close a client that sends no preface+SETTINGS
+``grpc.max_connection_idle_ms``        300000      GOAWAY a connection without calls this long
+``minigrpc.request_stall_timeout_ms``  30000       cancel a call whose request stops arriving
+=====================================  ==========  ==============================================
+
+For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
+
+Timeouts that bound what an idle or stalling client can hold (issue 5):
+
+* ``grpc.max_connection_idle_ms`` is grpc-go's ``keepalive.ServerParameters.MaxConnectionIdle``
+  under grpc-core's option name: a connection that has had no call for that long (counted, as in
+  grpc-go, from connection setup or from when its last call ended; PINGs do not count) gets the
+  graceful two-GOAWAY shutdown, and a client simply reconnects for its next call.  grpc-go
+  defaults it to infinity; minigrpc defaults to 5 minutes because a server without it keeps
+  every connection a client ever opened and left idle, and 1,000s of those cost 1,000s of file
+  descriptors.  5 minutes is long enough that a client making calls now and then keeps its
+  connection, and matches grpc-core's minimum ping interval without calls (grpc-wire.md §5).
+* ``minigrpc.request_stall_timeout_ms`` is slowloris protection that does not depend on the
+  client sending a deadline: a call whose request headers arrived but whose message or
+  END_STREAM has not, and which receives no request DATA for that long, is cancelled with
+  RST_STREAM(CANCEL).  Its handler never ran, so nothing else needs cancelling.
+"""
+
+import logging
+from typing import Any, Iterable, Optional, Tuple
+
+from . import http2, wire
+from .server_protocol import ServerSettings
+
+__all__ = ["ServerOptions"]
+
+_LOGGER = logging.getLogger("minigrpc.server")
+
+#: Unsent bytes per connection above which we stop reading from it and stop producing DATA.
+DEFAULT_MAX_OUTPUT_BUFFER = 2 * 1024 * 1024
+#: grpc-core's default for ``grpc.server_handshake_timeout_ms``.
+DEFAULT_HANDSHAKE_TIMEOUT = 120.0
+#: ``grpc.max_connection_idle_ms`` default: 5 minutes (see the module docstring for why).
+DEFAULT_MAX_CONNECTION_IDLE = 300.0
+#: ``minigrpc.request_stall_timeout_ms`` default: a request that makes no progress for 30 s.
+DEFAULT_REQUEST_STALL_TIMEOUT = 30.0
+
+
+def _limit(value: Any) -> Optional[int]:
+    number = int(value)
+    return None if number < 0 else number
+
+
+def _milliseconds(value: Any) -> Optional[float]:
+    """A grpc-core ``*_ms`` duration in seconds; 0, negative or INT_MAX means "never"."""
+    number = int(value)
+    if number <= 0 or number >= 2**31 - 1:
+        return None
+    return number / 1000.0
+
+
+class ServerOptions:
+    """Parsed ``options``; see the table in the module docstring."""
+
+    def __init__(self, options: Optional[Iterable[Tuple[str, Any]]]) -> None:
+        self.max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
+        self.max_send_message_length: Optional[int] = None
+        self.max_concurrent_streams = 100
+        self.max_header_list_size = http2.CALL_MAX_HEADER_LIST_SIZE
+        self.max_frame_size = http2.DEFAULT_MAX_FRAME_SIZE
+        self.initial_window_size = http2.DEFAULT_STREAM_WINDOW
+        self.connection_window = http2.DEFAULT_CONNECTION_WINDOW
+        self.unix_socket_mode = 0o600
+        self.max_output_buffer = DEFAULT_MAX_OUTPUT_BUFFER
+        self.compression: Optional[int] = None
+        self.handshake_timeout: Optional[float] = DEFAULT_HANDSHAKE_TIMEOUT
+        self.max_connection_idle: Optional[float] = DEFAULT_MAX_CONNECTION_IDLE
+        self.request_stall_timeout: Optional[float] = DEFAULT_REQUEST_STALL_TIMEOUT
+        for item in options or ():
+            try:
+                key, value = item
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"server options must be (key, value) pairs, got {item!r}"
+                ) from None
+            try:
+                self._apply(str(key), value)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"invalid value {value!r} for server option {key!r}: {exc}"
+                ) from None
+
+    def _apply(self, key: str, value: Any) -> None:
+        if key == "grpc.max_receive_message_length":
+            self.max_receive_message_length = _limit(value)
+        elif key == "grpc.max_send_message_length":
+            self.max_send_message_length = _limit(value)
+        elif key == "grpc.max_concurrent_streams":
+            self.max_concurrent_streams = int(value)
+        elif key == "grpc.max_metadata_size":
+            self.max_header_list_size = int(value)
+        elif key in ("grpc.http2.max_frame_size", "minigrpc.max_frame_size"):
+            self.max_frame_size = int(value)
+        elif key == "grpc.default_compression_algorithm":
+            self.compression = int(wire.Compression(int(value)))
+        elif key == "minigrpc.initial_window_size":
+            self.initial_window_size = int(value)
+        elif key == "minigrpc.connection_window_size":
+            self.connection_window = int(value)
+        elif key == "minigrpc.unix_socket_mode":
+            mode = int(value)
+            if not 0 <= mode <= 0o777:
+                raise ValueError("a permission mode between 0 and 0o777 is expected")
+            self.unix_socket_mode = mode
+        elif key == "grpc.server_handshake_timeout_ms":
+            self.handshake_timeout = _milliseconds(value)
+        elif key == "grpc.max_connection_idle_ms":
+            self.max_connection_idle = _milliseconds(value)
+        elif key == "minigrpc.request_stall_timeout_ms":
+            self.request_stall_timeout = _milliseconds(value)
+        elif key == "minigrpc.max_output_buffer":
+            self.max_output_buffer = max(64 * 1024, int(value))
+        else:
+            _LOGGER.debug("ignoring unsupported server option %r", key)
+
+    def protocol_settings(self) -> ServerSettings:
+        return ServerSettings(
+            max_receive_message_length=self.max_receive_message_length,
+            max_send_message_length=self.max_send_message_length,
+            max_concurrent_streams=self.max_concurrent_streams,
+            max_header_list_size=self.max_header_list_size,
+            initial_window_size=self.initial_window_size,
+            connection_window=self.connection_window,
+            max_frame_size=self.max_frame_size,
+        )

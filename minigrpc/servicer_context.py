@@ -1,0 +1,320 @@
+"""The ``context`` a handler receives: grpcio's ``ServicerContext``, on minigrpc's server.
+
+Methods that change the wire (``send_initial_metadata``, ``cancel``) are handed to the server's
+I/O thread; the others record state that the server reads when the handler returns.
+
+Logging goes to the ``minigrpc.server`` logger; an exception in a handler is logged there with
+its traceback, and the client only sees ``Exception calling application: <message>``.
+
+Choices where implementations differ (grpc-wire.md §4.4 and §5), made to match grpcio so that
+its handlers and clients see what they expect:
+
+* An unknown service or method is Trailers-Only UNIMPLEMENTED ``Method not found!`` (grpcio's
+  text; grpc-go names the service or method instead).
+* A handler that raises gives UNKNOWN ``Exception calling application: <msg>``, unless it set a
+  code first; one that returns None gives INTERNAL ``Failed to serialize response!`` unless it
+  set a code (grpcio's ``context.set_code(NOT_FOUND); return None`` idiom).  ``abort(OK, ...)``
+  becomes UNKNOWN with an empty message, as in grpcio.
+* An expired deadline ends the call with DEADLINE_EXCEEDED trailers (grpc-go resets the stream
+  with CANCEL instead; trailers give every client the same unambiguous status).
+* ``time_remaining()`` is None without a deadline (grpcio's documented contract; grpcio itself
+  returns a huge float).  ``peer()`` is ``ipv4:h:p``, ``ipv6:[h]:p`` or ``unix:`` like grpcio.
+* grpcio hides ``grpc-encoding`` from ``invocation_metadata()``, and so do we; the minigrpc-only
+  ``ServicerContext.request_compression()`` tells a handler how the request was compressed.
+* ``grpc.StatusCode`` members from grpcio are accepted wherever a status code is expected.
+"""
+
+import logging
+import time
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Tuple,
+    Union,
+)
+
+from . import wire
+from .server_call import RequestStream, ResponseCredit
+from .status import Metadata, StatusCode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server_loop import ServerLoop, _Connection
+
+__all__ = ["Metadatum", "ServicerContext"]
+
+_LOGGER = logging.getLogger("minigrpc.server")
+
+#: Reserved keys a handler may still put in its trailing metadata (grpcio allows the same).
+_TRAILER_ONLY_KEYS = frozenset((wire.STATUS_DETAILS_KEY,))
+
+
+class Metadatum(NamedTuple):
+    """One metadata item, as grpcio's ``invocation_metadata()`` yields them."""
+
+    key: str
+    value: Union[str, bytes]
+
+
+def _status_code(code: Any) -> StatusCode:
+    """Accept minigrpc's StatusCode, grpcio's (same names and values) or a number.
+
+    A handler written for grpcio passes ``grpc.StatusCode.NOT_FOUND``; it must work unchanged.
+    """
+    if isinstance(code, StatusCode):
+        return code
+    name = getattr(code, "name", None)
+    if isinstance(name, str) and name in StatusCode.__members__:
+        return StatusCode[name]
+    if isinstance(code, int) and not isinstance(code, bool):
+        found = StatusCode.from_number(code)
+        if found is not None:
+            return found
+    raise TypeError(f"expected a StatusCode, got {code!r}")
+
+
+class _Abort(Exception):
+    """Raised by :meth:`ServicerContext.abort`; grpcio raises a bare ``Exception`` likewise."""
+
+
+#: What ``time_remaining()`` says when the client set no deadline. grpcio documents None but
+#: returns a huge float in practice; minigrpc follows the documented contract.
+NO_DEADLINE = None
+
+
+class ServicerContext:
+    """The context a handler receives: grpcio's ``ServicerContext`` API for unary calls.
+
+    Methods that change the wire (``send_initial_metadata``, ``cancel``) are handed to the I/O
+    thread; the others only record state that is read when the handler returns.  Two minigrpc
+    additions: :meth:`request_compression` and :meth:`trailing_metadata` / :meth:`code` /
+    :meth:`details` getters (grpcio has the last three too).
+    """
+
+    __slots__ = (
+        "_aborted",
+        "_callbacks",
+        "_code",
+        "_compress_next",
+        "_compression",
+        "_connection",
+        "_deadline",
+        "_details",
+        "_handler",
+        "_initial_metadata_sent",
+        "_metadata",
+        "_metadata_items",
+        "_method",
+        "_request_closed",
+        "_request_complete",
+        "_request_encoding",
+        "_requests",
+        "_response_credit",
+        "_server",
+        "_stream_id",
+        "_terminated",
+        "_termination_code",
+        "_trailing_headers",
+        "_trailing_metadata",
+    )
+
+    def __init__(
+        self,
+        server: "ServerLoop",
+        connection: "_Connection",
+        stream_id: int,
+        method: str,
+        metadata: Metadata,
+        deadline: Optional[float],
+        handler: Any,
+    ) -> None:
+        self._server = server
+        self._handler = handler
+        self._connection = connection
+        self._stream_id = stream_id
+        self._method = method
+        self._metadata = metadata
+        self._metadata_items: Optional[Tuple[Metadatum, ...]] = None
+        self._deadline = deadline
+        self._code: Optional[StatusCode] = None
+        self._details: Optional[str] = None
+        self._trailing_metadata: Metadata = ()
+        self._trailing_headers: Optional[List[Tuple[bytes, bytes]]] = None
+        self._initial_metadata_sent = False
+        self._compression: Optional[int] = server._default_compression
+        self._compress_next = True
+        self._request_encoding: Optional[str] = None
+        self._request_complete = False
+        #: The request iterator of a request-streaming method, and whether the client has
+        #: half-closed it (its last messages may still wait in the connection).
+        self._requests: Optional[RequestStream] = None
+        self._request_closed = False
+        #: Send backpressure of a response-streaming method.
+        self._response_credit: Optional[ResponseCredit] = None
+        self._aborted = False
+        self._callbacks: Optional[List[Callable[[], Any]]] = None
+        self._terminated = False
+        self._termination_code: Optional[StatusCode] = None
+
+    # -- RpcContext ------------------------------------------------------------------------------
+
+    def is_active(self) -> bool:
+        """False once the call ended: answered, cancelled, reset by the client or past deadline."""
+        if self._terminated:
+            return False
+        return self._deadline is None or time.monotonic() < self._deadline
+
+    def time_remaining(self) -> Optional[float]:
+        """Seconds left before the client's deadline (never negative), or None without one."""
+        if self._deadline is None:
+            return NO_DEADLINE
+        return max(0.0, self._deadline - time.monotonic())
+
+    def cancel(self) -> None:
+        """Cancel the call: the client gets RST_STREAM(CANCEL), i.e. CANCELLED (§5)."""
+        self._server._post(self._server._cancel_call, self)
+
+    def add_callback(self, callback: Callable[[], Any]) -> bool:
+        """Run ``callback`` (on a minigrpc thread) when the call ends, however it ends.
+
+        Returns False, without registering it, if the call has already ended (grpcio's rule).
+        """
+        with self._server._callback_lock:
+            if self._terminated:
+                return False
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append(callback)
+            return True
+
+    # -- ServicerContext -------------------------------------------------------------------------
+
+    def invocation_metadata(self) -> Tuple[Metadatum, ...]:
+        """The request's metadata, ``user-agent`` included and transport headers left out.
+
+        Items are ``(key, value)`` tuples that also have ``.key`` and ``.value``, like grpcio's.
+        Like grpcio, ``grpc-encoding`` and other ``grpc-*`` headers are not part of it; see
+        :meth:`request_compression` for whether the request was compressed.
+        """
+        items = self._metadata_items
+        if items is None:
+            items = self._metadata_items = tuple(Metadatum(k, v) for k, v in self._metadata)
+        return items
+
+    def peer(self) -> str:
+        """``ipv4:127.0.0.1:5432``, ``ipv6:[::1]:5432`` or ``unix:`` (plus its path), as grpcio."""
+        return self._connection.peer
+
+    def peer_identities(self) -> Optional[List[bytes]]:
+        """The client certificate's names on a mutual-TLS connection, else None (as grpcio)."""
+        key = self.peer_identity_key()
+        return None if key is None else self.auth_context()[key]
+
+    def peer_identity_key(self) -> Optional[str]:
+        """``x509_subject_alternative_name`` or ``x509_common_name`` under mutual TLS."""
+        context = self.auth_context()
+        for key in ("x509_subject_alternative_name", "x509_common_name"):
+            if key in context:
+                return key
+        return None
+
+    def auth_context(self) -> Dict[str, List[bytes]]:
+        """grpcio's keys: ``transport_security_type`` (``ssl``) and the client certificate's
+        names on a TLS connection; empty on plaintext."""
+        tls = self._connection.tls
+        return {} if tls is None else tls.auth_context()
+
+    def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
+        """Send the response headers now, with this metadata (at most once, as in grpcio)."""
+        headers = wire.encode_metadata(initial_metadata)
+        with self._server._callback_lock:
+            if self._initial_metadata_sent:
+                raise ValueError("Initial metadata no longer allowed!")
+            self._initial_metadata_sent = True
+        encoding = wire.compression_name(self._compression) if self._compress_next else None
+        self._server._post(self._server._send_initial_metadata, self, headers, encoding)
+
+    def set_trailing_metadata(self, trailing_metadata: Iterable[Tuple[str, Any]]) -> None:
+        """Metadata for the trailers; invalid keys or values raise ValueError here.
+
+        ``grpc-status-details-bin`` is allowed, as in grpcio: it carries a serialized
+        ``google.rpc.Status`` (what grpcio-status's ``abort_with_status`` sends).
+        """
+        pairs = tuple(trailing_metadata or ())
+        self._trailing_headers = wire.encode_metadata(pairs, _TRAILER_ONLY_KEYS)
+        self._trailing_metadata = pairs
+
+    def trailing_metadata(self) -> Metadata:
+        return self._trailing_metadata
+
+    def abort(self, code: StatusCode, details: str) -> None:
+        """End the call with ``code`` and ``details`` by raising an exception (grpcio's contract).
+
+        ``code`` must not be OK; like grpcio, OK is logged and turned into UNKNOWN.
+        """
+        code = _status_code(code)
+        if code is StatusCode.OK:
+            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
+            code = StatusCode.UNKNOWN
+            details = ""
+        self._code = code
+        self._details = details
+        self._aborted = True
+        raise _Abort()
+
+    def abort_with_status(self, status: Any) -> None:
+        """``abort`` with a ``grpc.Status``-like object (code, details, trailing_metadata)."""
+        self.set_trailing_metadata(getattr(status, "trailing_metadata", None) or ())
+        self.abort(status.code, status.details)
+
+    def set_code(self, code: StatusCode) -> None:
+        """Set the call's status code; grpcio's ``grpc.StatusCode`` members work too."""
+        self._code = _status_code(code)
+
+    def set_details(self, details: str) -> None:
+        self._details = details
+
+    def code(self) -> Optional[StatusCode]:
+        return self._code
+
+    def details(self) -> Optional[str]:
+        return self._details
+
+    def set_compression(self, compression: Optional[int]) -> None:
+        """Compress the response with this ``Compression`` if the client accepts it (§2)."""
+        self._compression = None if compression is None else int(wire.Compression(compression))
+
+    def disable_next_message_compression(self) -> None:
+        self._compress_next = False
+
+    def request_compression(self) -> Optional[str]:
+        """minigrpc only: the encoding the request message was compressed with, or None.
+
+        grpcio offers no way to tell, and hides ``grpc-encoding`` from
+        :meth:`invocation_metadata`; the interop ``expect_compressed`` check needs it.
+        """
+        return self._request_encoding
+
+    # -- called by the server --------------------------------------------------------------------
+
+    def _mark_ended(self, code: StatusCode) -> Optional[List[Callable[[], Any]]]:
+        with self._server._callback_lock:
+            if self._terminated:
+                return None
+            self._terminated = True
+            self._termination_code = code
+            callbacks, self._callbacks = self._callbacks, None
+        # Wake a handler blocked on the request iterator or on sending.
+        if self._requests is not None:
+            self._requests.terminate(code)
+        if self._response_credit is not None:
+            self._response_credit.end()
+        return callbacks
+
+    def __repr__(self) -> str:
+        return f"<ServicerContext {self._method} stream={self._stream_id} peer={self.peer()}>"

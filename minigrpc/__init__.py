@@ -64,6 +64,7 @@ _EXPORTS: Dict[str, str] = {
     "stream_unary_rpc_method_handler": "handlers",
     "stream_stream_rpc_method_handler": "handlers",
     "method_handlers_generic_handler": "handlers",
+    "ServiceRpcHandler": "handlers",
     "RpcMethodHandler": "handlers",
     "GenericRpcHandler": "handlers",
     "HandlerCallDetails": "handlers",
@@ -76,6 +77,13 @@ _EXPORTS: Dict[str, str] = {
     # descriptors
     "stub": "descriptors",
     "add_servicer": "descriptors",
+    # `import grpc` without grpcio
+    "install_as_grpc": "grpc_alias",
+    # grpcio's abstract interfaces, for code that subclasses them
+    "RpcContext": "interfaces",
+    "AuthMetadataContext": "interfaces",
+    "AuthMetadataPlugin": "interfaces",
+    "AuthMetadataPluginCallback": "interfaces",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -86,10 +94,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .connectivity import ChannelConnectivity, channel_ready_future
     from .descriptors import add_servicer, stub
     from .errors import FutureCancelledError, FutureTimeoutError
+    from .grpc_alias import install_as_grpc
     from .handlers import (
         GenericRpcHandler,
         HandlerCallDetails,
         RpcMethodHandler,
+        ServiceRpcHandler,
         method_handlers_generic_handler,
         stream_stream_rpc_method_handler,
         stream_unary_rpc_method_handler,
@@ -104,6 +114,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryStreamClientInterceptor,
         UnaryUnaryClientInterceptor,
         intercept_channel,
+    )
+    from .interfaces import (
+        AuthMetadataContext,
+        AuthMetadataPlugin,
+        AuthMetadataPluginCallback,
+        RpcContext,
     )
     from .multicallables import (
         StreamStreamMultiCallable,
@@ -129,6 +145,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 
 
 def __getattr__(name: str) -> Any:
+    if name == "experimental":  # a submodule, as grpc.experimental is grpcio's
+        return importlib.import_module(".experimental", __name__)
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'minigrpc' has no attribute {name!r}")

@@ -6,10 +6,10 @@ Every Markdown file under ``docs/`` (and README.md) may hold generated regions::
     ...replaced by this script...
     <!-- /generated:http-to-grpc -->
 
-``python tools/render_docs.py`` rewrites them from the tables in :mod:`minigrpc.status` and
-:mod:`cni_client.client`, and the module graph and table from ``tools/architecture.py``;
-``--check`` exits 1 (and prints the first difference) when a file is stale, which
-``tests/test_docs.py`` runs.
+``python tools/render_docs.py`` rewrites them from the tables in :mod:`minigrpc.status`,
+:mod:`minigrpc.grpc_alias` and :mod:`cni_client.client`, and the module graph and table from
+``tools/architecture.py``; ``--check`` exits 1 (and prints the first difference) when a file is
+stale, which ``tests/test_docs.py`` runs.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import architecture  # noqa: E402  (tools/architecture.py, beside this script)
 
 from cni_client import client as cni_client_module  # noqa: E402
-from minigrpc import status  # noqa: E402
+from minigrpc import grpc_alias, status  # noqa: E402
 
 _REGION = re.compile(
     r"(<!-- generated:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)",
@@ -85,6 +85,7 @@ def grpc_to_cni() -> str:
 
 
 RENDERERS: Dict[str, Callable[[], str]] = {
+    "grpc-compatibility": grpc_alias.compatibility_markdown,
     "http-to-grpc": http_to_grpc,
     "rst-stream-to-grpc": rst_stream_to_grpc,
     "grpc-to-cni": grpc_to_cni,

@@ -1,0 +1,425 @@
+"""``import grpc`` that resolves to minigrpc, for code generated for grpcio where grpcio is absent.
+
+Every ``*_pb2_grpc.py`` module from grpcio-tools starts with ``import grpc``; recent ones also
+read ``grpc.__version__`` and import ``grpc._utilities.first_version_is_lower``.  On a machine
+without grpcio, one line before the first ``import grpc`` makes them run unchanged::
+
+    import minigrpc; minigrpc.install_as_grpc()
+
+(the idiom of PyMySQL's ``install_as_MySQLdb()``).  After it, ``import grpc`` gives this
+module's alias: a module named ``grpc`` whose names are grpcio's (the table
+:data:`GRPCIO_NAMES`), served by minigrpc, plus the submodules generated code and grpcio's own
+pure-Python add-ons touch: ``grpc._utilities``, ``grpc.experimental`` (:mod:`minigrpc.
+experimental`) and ``grpc.aio`` / ``grpc.experimental.aio`` (present so that grpcio-status
+imports; minigrpc has no asyncio API, see below).
+
+**When grpcio is there too.**  If ``grpc`` is already imported (grpcio, or anything else),
+:func:`install_as_grpc` raises RuntimeError rather than have two ``grpc`` modules in one process
+(objects of one are not accepted by the other).  If grpcio is installed but not yet imported,
+the alias wins, for the whole process: the caller asked for it.  It is idempotent.
+
+**The version it answers** is :data:`GRPCIO_VERSION`, the newest grpcio-tools release whose
+generated code the test suite runs on the alias (``tests/generated_stubs/``).  Generated code
+compares it with the release that generated it and refuses to load when the runtime is older;
+so code from a release the suite has not run is refused, with grpcio's own message, until that
+release is added to the suite.  It is never a made-up high number that would let any code in.
+
+**Names minigrpc does not implement** are still there, as placeholders, so that modules which
+merely mention them (annotations, base classes, ``isinstance`` checks) import; calling or
+instantiating one, or reading an attribute of it, raises :class:`UnsupportedError` (a
+NotImplementedError) naming it and saying why.  ``grpc.<anything else>`` submodules raise
+ModuleNotFoundError saying the alias does not have them.
+"""
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+__all__ = [
+    "GRPCIO_NAMES",
+    "GRPCIO_VERSION",
+    "ApiName",
+    "UnsupportedError",
+    "compatibility_markdown",
+    "first_version_is_lower",
+    "install_as_grpc",
+]
+
+#: What ``grpc.__version__`` answers on the alias: the newest grpcio-tools release whose
+#: generated code ``tests/generated_stubs/`` holds and the tests run (tools/generate_stubs.py).
+GRPCIO_VERSION = "1.85.1"
+
+
+class ApiName(NamedTuple):
+    """One public name of grpcio and what the alias gives for it.
+
+    ``name`` is the attribute of ``grpc`` (``experimental.X`` for ``grpc.experimental.X``);
+    ``source`` the minigrpc attribute that provides it, when it is supported (the same name
+    unless given; ``experimental.X`` means :mod:`minigrpc.experimental`); ``note`` says how it
+    differs from grpcio, or why it is not supported.
+    """
+
+    name: str
+    supported: bool
+    note: str
+    source: Optional[str] = None
+
+
+_CERT_RELOAD = "certificate reloading is not implemented; restart with new `ssl_server_credentials`"
+_LOCAL = (
+    "local credentials are not implemented; `insecure_channel` / `add_insecure_port` serve unix "
+    "sockets and loopback"
+)
+_GOOGLE = "Google Cloud / xDS credentials are out of scope"
+_RUNTIME_PROTOS = (
+    "loads `.proto` files at run time through grpcio-tools' protoc; use generated modules, or "
+    "`minigrpc.stub()` / `minigrpc.add_servicer()` with a descriptor"
+)
+
+#: grpcio's public names: ``grpc.__all__`` of grpcio 1.85, then the module attributes and the
+#: ``grpc.experimental`` names that generated code and grpcio's add-on packages use.  The README's
+#: compatibility table is rendered from this (tools/render_docs.py).
+GRPCIO_NAMES: Tuple[ApiName, ...] = (
+    # -- client ---------------------------------------------------------------------------------
+    ApiName("insecure_channel", True, "targets: `unix:`, `unix-abstract:`, `host:port`, `dns:///`"),
+    ApiName("Channel", True, ""),
+    ApiName("UnaryUnaryMultiCallable", True, "`__call__`, `with_call`, `future`"),
+    ApiName("UnaryStreamMultiCallable", True, ""),
+    ApiName("StreamUnaryMultiCallable", True, ""),
+    ApiName("StreamStreamMultiCallable", True, ""),
+    ApiName("Call", True, "the outcome of a finished call (`with_call`)"),
+    ApiName(
+        "Future", True, "grpcio's abstract class; minigrpc's futures are `CallFuture`", "CallFuture"
+    ),
+    ApiName("FutureTimeoutError", True, ""),
+    ApiName("FutureCancelledError", True, ""),
+    ApiName("RpcError", True, "also a Call: `code()`, `details()`, both metadata"),
+    ApiName("StatusCode", True, "same members and values"),
+    ApiName("Compression", True, "`NoCompression`, `Deflate`, `Gzip`"),
+    ApiName(
+        "RpcContext",
+        True,
+        "for subclassing; minigrpc's calls and contexts have its methods without deriving from it",
+    ),
+    ApiName("ChannelConnectivity", True, "`Channel.subscribe` reports it"),
+    ApiName("channel_ready_future", True, ""),
+    ApiName("ClientCallDetails", True, ""),
+    ApiName("UnaryUnaryClientInterceptor", True, "grpcio's order and short-circuit rules"),
+    ApiName("UnaryStreamClientInterceptor", True, ""),
+    ApiName("StreamUnaryClientInterceptor", True, ""),
+    ApiName("StreamStreamClientInterceptor", True, ""),
+    ApiName("intercept_channel", True, ""),
+    # -- server ---------------------------------------------------------------------------------
+    ApiName("server", True, "`xds=True` is refused with ValueError"),
+    ApiName("Server", True, ""),
+    ApiName("ServicerContext", True, ""),
+    ApiName("Status", True, "for `abort_with_status`"),
+    ApiName("GenericRpcHandler", True, ""),
+    ApiName("ServiceRpcHandler", True, ""),
+    ApiName("HandlerCallDetails", True, ""),
+    ApiName("RpcMethodHandler", True, "the same named tuple"),
+    ApiName("method_handlers_generic_handler", True, ""),
+    ApiName("unary_unary_rpc_method_handler", True, ""),
+    ApiName("unary_stream_rpc_method_handler", True, ""),
+    ApiName("stream_unary_rpc_method_handler", True, ""),
+    ApiName("stream_stream_rpc_method_handler", True, ""),
+    ApiName("ServerInterceptor", True, "`server(interceptors=...)`"),
+    # -- credentials ----------------------------------------------------------------------------
+    ApiName("secure_channel", True, "TLS 1.2+ with ALPN `h2`, on the standard `ssl` module"),
+    ApiName("ssl_channel_credentials", True, ""),
+    ApiName("ssl_server_credentials", True, "mutual TLS with `require_client_auth`"),
+    ApiName("composite_channel_credentials", True, ""),
+    ApiName("ChannelCredentials", True, ""),
+    ApiName("ServerCredentials", True, ""),
+    ApiName("CallCredentials", True, "on secure channels only, as in grpcio"),
+    ApiName("metadata_call_credentials", True, ""),
+    ApiName("access_token_call_credentials", True, ""),
+    ApiName("composite_call_credentials", True, ""),
+    ApiName("AuthMetadataPlugin", True, "for subclassing; any callable plugin works"),
+    ApiName("AuthMetadataContext", True, "for subclassing and annotations"),
+    ApiName("AuthMetadataPluginCallback", True, "for subclassing and annotations"),
+    ApiName("ServerCertificateConfiguration", False, _CERT_RELOAD),
+    ApiName("ssl_server_certificate_configuration", False, _CERT_RELOAD),
+    ApiName("dynamic_ssl_server_credentials", False, _CERT_RELOAD),
+    ApiName(
+        "insecure_server_credentials",
+        False,
+        "not implemented: it serves `add_secure_port` in plaintext; use `add_insecure_port`",
+    ),
+    ApiName("local_channel_credentials", False, _LOCAL),
+    ApiName("local_server_credentials", False, _LOCAL),
+    ApiName("LocalConnectionType", False, _LOCAL),
+    ApiName("alts_channel_credentials", False, _GOOGLE),
+    ApiName("alts_server_credentials", False, _GOOGLE),
+    ApiName("compute_engine_channel_credentials", False, _GOOGLE),
+    ApiName("xds_channel_credentials", False, _GOOGLE),
+    ApiName("xds_server_credentials", False, _GOOGLE),
+    # -- run-time .proto loading ----------------------------------------------------------------
+    ApiName("protos", False, _RUNTIME_PROTOS),
+    ApiName("services", False, _RUNTIME_PROTOS),
+    ApiName("protos_and_services", False, _RUNTIME_PROTOS),
+    # -- module attributes and submodules -------------------------------------------------------
+    ApiName(
+        "__version__",
+        True,
+        f"`{GRPCIO_VERSION}`: the newest grpcio-tools whose generated code the tests run",
+        "",
+    ),
+    ApiName("_utilities", True, "`first_version_is_lower`, for generated code's version check", ""),
+    ApiName("experimental", True, "the names below", ""),
+    ApiName(
+        "aio",
+        False,
+        "minigrpc has no asyncio API; the module exists (also as `grpc.experimental.aio`) so "
+        "that modules naming it import",
+        "",
+    ),
+    # -- grpc.experimental ----------------------------------------------------------------------
+    ApiName(
+        "experimental.unary_unary",
+        True,
+        "generated code's static calls: one cached channel per target and credentials",
+    ),
+    ApiName("experimental.unary_stream", True, "as `unary_unary`"),
+    ApiName("experimental.stream_unary", True, "as `unary_unary`"),
+    ApiName("experimental.stream_stream", True, "as `unary_unary`"),
+    ApiName("experimental.insecure_channel_credentials", True, "for the static calls"),
+    ApiName("experimental.ChannelOptions", True, "accepted and ignored"),
+    ApiName("experimental.ExperimentalApiWarning", True, "never raised"),
+    ApiName("experimental.UsageError", True, ""),
+    ApiName("experimental.wrap_server_method_handler", True, ""),
+    ApiName(
+        "experimental.ssl_channel_credentials_with_custom_signer",
+        False,
+        "a private key held outside the process (custom signer) is not implemented",
+    ),
+)
+
+
+def first_version_is_lower(version1: str, version2: str) -> bool:
+    """grpcio's ``grpc._utilities.first_version_is_lower``, same results.
+
+    Compares the first three dotted numbers; a version that does not parse is never lower,
+    and on a tie the one with fewer parts (``1.60.1`` against ``1.60.1.dev0``) is lower.
+    """
+    parts1 = version1.split(".")
+    parts2 = version2.split(".")
+    try:
+        for index in range(3):
+            if int(parts1[index]) < int(parts2[index]):
+                return True
+            if int(parts1[index]) > int(parts2[index]):
+                return False
+    except (ValueError, IndexError):
+        return False
+    return len(parts1) < len(parts2)
+
+
+class UnsupportedError(NotImplementedError):
+    """A grpcio name minigrpc does not implement was used; the message says which and why."""
+
+
+def _unsupported_message(qualified_name: str, note: str) -> str:
+    return f"{qualified_name} is not supported by minigrpc: {note}"
+
+
+class _UnsupportedType(type):
+    """Metaclass of the placeholders: a class can be named, subclassed and used in isinstance
+    checks (no instance exists), but calling it or reading a missing attribute raises."""
+
+    _qualified_name: str
+    _note: str
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedError(_unsupported_message(cls._qualified_name, cls._note))
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UnsupportedError(_unsupported_message(f"{cls._qualified_name}.{name}", cls._note))
+
+
+def _placeholder(qualified_name: str, note: str) -> Any:
+    short = qualified_name.rpartition(".")[2]
+    return _UnsupportedType(
+        short,
+        (),
+        {
+            "__module__": qualified_name.rpartition(".")[0] or "grpc",
+            "__doc__": _unsupported_message(qualified_name, note),
+            "_qualified_name": qualified_name,
+            "_note": note,
+        },
+    )
+
+
+class _UnsupportedModule(types.ModuleType):
+    """``grpc.aio``: importable, so that modules naming it load; every name is a placeholder."""
+
+    def __init__(self, name: str, note: str) -> None:
+        super().__init__(name, _unsupported_message(name, note))
+        self.__path__: List[str] = []
+        self._note = note
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = _placeholder(f"{self.__name__}.{name}", self._note)
+        setattr(self, name, value)
+        return value
+
+
+def _resolve(entry: ApiName) -> Any:
+    """The object the alias serves for a supported name."""
+    source = entry.source if entry.source is not None else entry.name.rpartition(".")[2]
+    if entry.name.startswith("experimental."):
+        return getattr(importlib.import_module(".experimental", __package__), source)
+    return getattr(importlib.import_module(__package__), source)
+
+
+_TOP_LEVEL: Dict[str, ApiName] = {
+    entry.name: entry for entry in GRPCIO_NAMES if "." not in entry.name and entry.source != ""
+}
+_EXPERIMENTAL: Dict[str, ApiName] = {
+    entry.name.partition(".")[2]: entry
+    for entry in GRPCIO_NAMES
+    if entry.name.startswith("experimental.")
+}
+
+
+class _GrpcModule(types.ModuleType):
+    """The ``grpc`` module of the alias: grpcio's names, looked up lazily in minigrpc."""
+
+    #: The names this module serves (``experimental.X`` entries are served by a subclass).
+    _names: Dict[str, ApiName] = _TOP_LEVEL
+
+    def __getattr__(self, name: str) -> Any:
+        entry = self._names.get(name)
+        if entry is None:
+            raise AttributeError(
+                f"module {self.__name__!r} (minigrpc's alias of grpcio {GRPCIO_VERSION}) has no "
+                f"attribute {name!r}"
+            )
+        if entry.supported:
+            value = _resolve(entry)
+        else:
+            value = _placeholder(f"{self.__name__}.{name}", entry.note)
+        setattr(self, name, value)
+        return value
+
+    def __dir__(self) -> List[str]:
+        return sorted(set(super().__dir__()) | set(self._names))
+
+
+class _ExperimentalModule(_GrpcModule):
+    """``grpc.experimental``: :mod:`minigrpc.experimental`'s functions, grpcio's other names."""
+
+    _names = _EXPERIMENTAL
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Answers ``import grpc.<x>`` for submodules the alias does not have, with a clear error,
+    instead of letting another finder look for them in grpcio's directory."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Optional[Sequence[str]],
+        target: Optional[types.ModuleType] = None,
+    ) -> Optional[importlib.machinery.ModuleSpec]:
+        if not fullname.startswith("grpc."):
+            return None
+        if not isinstance(sys.modules.get("grpc"), _GrpcModule):
+            return None
+        raise ModuleNotFoundError(
+            f"No module named {fullname!r}: minigrpc's grpc alias provides only "
+            "grpc, grpc._utilities, grpc.experimental and grpc.aio (a placeholder)",
+            name=fullname,
+        )
+
+
+def _new_module(cls: type, name: str, doc: str) -> Any:
+    module = cls(name, doc)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    module.__path__ = []
+    module.__package__ = name
+    return module
+
+
+def _build() -> Dict[str, types.ModuleType]:
+    """The alias's modules, by the names they take in ``sys.modules``."""
+    experimental = _new_module(
+        _ExperimentalModule, "grpc.experimental", "grpcio's experimental API, on minigrpc."
+    )
+    experimental.__all__ = sorted(_EXPERIMENTAL)
+    grpc = _new_module(
+        _GrpcModule,
+        "grpc",
+        f"minigrpc's alias of grpcio {GRPCIO_VERSION}'s API (minigrpc.install_as_grpc()).",
+    )
+    grpc.__version__ = GRPCIO_VERSION
+    grpc.__all__ = sorted(name for name in _TOP_LEVEL if not name.startswith("_"))
+    utilities: Any = types.ModuleType("grpc._utilities", "grpcio's helpers for generated code.")
+    utilities.__spec__ = importlib.machinery.ModuleSpec("grpc._utilities", None)
+    utilities.__package__ = "grpc"
+    utilities.first_version_is_lower = first_version_is_lower
+    aio = _UnsupportedModule("grpc.aio", "minigrpc has no asyncio API; use the blocking one")
+    aio.__spec__ = importlib.machinery.ModuleSpec("grpc.aio", None, is_package=True)
+    experimental.aio = aio
+    grpc._utilities = utilities
+    grpc.experimental = experimental
+    grpc.aio = aio
+    return {
+        "grpc": grpc,
+        "grpc._utilities": utilities,
+        "grpc.experimental": experimental,
+        "grpc.experimental.aio": aio,
+        "grpc.aio": aio,
+    }
+
+
+def install_as_grpc() -> types.ModuleType:
+    """Make ``import grpc`` give minigrpc's alias of grpcio's API; returns that module.
+
+    Call it before anything imports ``grpc``.  RuntimeError if another ``grpc`` (grpcio) is
+    already imported; a second call returns the same module.
+    """
+    current = sys.modules.get("grpc")
+    if isinstance(current, _GrpcModule):
+        return current
+    if current is not None:
+        origin = getattr(current, "__file__", None) or repr(current)
+        version = getattr(current, "__version__", "unknown version")
+        raise RuntimeError(
+            f"minigrpc.install_as_grpc(): a grpc module is already imported ({origin}, "
+            f"{version}); call it before the first `import grpc`, or keep using that grpc"
+        )
+    modules = _build()
+    if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AliasFinder())
+    sys.modules.update(modules)
+    return modules["grpc"]
+
+
+def compatibility_markdown() -> str:
+    """The README's table of grpcio's names, rendered from :data:`GRPCIO_NAMES`."""
+    lines = [
+        f"minigrpc answers `grpc.__version__` = `{GRPCIO_VERSION}`. Source: "
+        "`minigrpc.grpc_alias.GRPCIO_NAMES`.",
+        "",
+        "| grpcio name | on minigrpc | notes |",
+        "|---|---|---|",
+    ]
+    for entry in GRPCIO_NAMES:
+        name = f"`grpc.{entry.name}`"
+        if entry.supported:
+            provided = "yes"
+            if entry.source:
+                provided += f" (`minigrpc.{entry.source}`)"
+        else:
+            provided = "no"
+        lines.append(f"| {name} | {provided} | {entry.note} |")
+    return "\n".join(lines) + "\n"

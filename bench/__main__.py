@@ -31,14 +31,14 @@ from bench.report import write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SECTIONS = ("cold", "latency", "large", "throughput")
+SECTIONS = ("cold", "latency", "large", "throughput", "stream")
 
 MIB = 1 << 20
 
 
 # Seconds one client child may run before it is killed and its row marked failed (full mode;
 # the other modes scale these down).
-CLIENT_TIMEOUT = {"latency": 120.0, "large": 300.0, "throughput": 120.0}
+CLIENT_TIMEOUT = {"latency": 120.0, "large": 300.0, "throughput": 120.0, "stream": 120.0}
 
 
 class Mode:
@@ -49,7 +49,8 @@ class Mode:
                  large_reps: Sequence[int], large_rounds: int, throughput_threads: int,
                  throughput_calls: int, throughput_rounds: int,
                  throughput_connections: Sequence[str], client_timeout_scale: float,
-                 profiles: bool) -> None:
+                 profiles: bool, stream_count: int = 10000, stream_reps: int = 5,
+                 stream_rounds: int = 3) -> None:
         self.name = name
         self.profiles = profiles
         self.client_timeouts = {workload: seconds * client_timeout_scale
@@ -66,6 +67,10 @@ class Mode:
         self.throughput_calls = throughput_calls
         self.throughput_rounds = throughput_rounds
         self.throughput_connections = list(throughput_connections)
+        #: Server streams: messages per stream, timed streams per run, rounds.
+        self.stream_count = stream_count
+        self.stream_reps = stream_reps
+        self.stream_rounds = stream_rounds
 
 
 MODES: Dict[str, Mode] = {
@@ -79,12 +84,12 @@ MODES: Dict[str, Mode] = {
                   latency_rounds=1, large_sizes=(4 * MIB, 64 * MIB), large_reps=(3, 1),
                   large_rounds=1, throughput_threads=8, throughput_calls=250,
                   throughput_rounds=1, throughput_connections=("shared",),
-                  client_timeout_scale=0.4, profiles=True),
+                  client_timeout_scale=0.4, profiles=True, stream_reps=2, stream_rounds=1),
     "tiny": Mode("tiny", cold_runs=1, importtime_runs=0, latency_calls=20, latency_warmup=5,
                  latency_rounds=1, large_sizes=(4 * MIB,), large_reps=(1,), large_rounds=1,
                  throughput_threads=2, throughput_calls=20, throughput_rounds=1,
                  throughput_connections=("shared",), client_timeout_scale=0.05,
-                 profiles=False),
+                 profiles=False, stream_count=200, stream_reps=1, stream_rounds=1),
 }
 
 #: The request size of the latency and throughput workloads (issue 6: "~200-byte request").
@@ -178,9 +183,10 @@ def _timed_out(row: Dict[str, Any]) -> bool:
     return any(error.startswith("timed out") for error in row["errors"])
 
 
-def _pairs(clients: Sequence[str], servers: Sequence[str]) -> List[Tuple[str, str]]:
+def _pairs(clients: Sequence[str], servers: Sequence[str], with_raw: bool = True
+           ) -> List[Tuple[str, str]]:
     pairs = [(client, server) for server in servers for client in clients]
-    return [*pairs, ("raw", "raw")]
+    return [*pairs, ("raw", "raw")] if with_raw else pairs
 
 
 def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
@@ -211,6 +217,23 @@ def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
         ["--sizes", sizes, "--reps", reps], 1, record)
 
 
+#: Bytes per message of the streaming section: small messages, where per-message cost shows.
+STREAM_MESSAGE_SIZE = 16
+
+
+def stream_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
+                   ) -> List[Dict[str, Any]]:
+    """Messages/s of a server stream of ``mode.stream_count`` small messages, every pair."""
+    def record(row: Dict[str, Any], result: Dict[str, Any]) -> None:
+        row["messages_per_s"].extend(result["messages_per_s"])
+
+    args = ["--count", str(mode.stream_count), "--size", str(STREAM_MESSAGE_SIZE),
+            "--reps", str(mode.stream_reps)]
+    return _client_server_rounds(
+        mode, "stream", mode.stream_rounds, clients, servers, {"messages_per_s": []}, args,
+        mode.stream_count * (mode.stream_reps + 1), record, with_raw=False)
+
+
 def h2_floor(mode: Mode) -> Dict[str, Any]:
     """h2's own work per call, client side and server side (:mod:`bench.h2floor`)."""
     command = [sys.executable, "-m", "bench.h2floor", "--calls", str(mode.latency_calls),
@@ -230,20 +253,20 @@ def h2_floor(mode: Mode) -> Dict[str, Any]:
 
 def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Sequence[str],
                           servers: Sequence[str], fields: Dict[str, Any], args: List[str],
-                          calls: int, record: Callable[[Dict[str, Any], Dict[str, Any]], None]
-                          ) -> List[Dict[str, Any]]:
+                          calls: int, record: Callable[[Dict[str, Any], Dict[str, Any]], None],
+                          with_raw: bool = True) -> List[Dict[str, Any]]:
     """Run ``workload`` for every client/server pair, interleaved over ``rounds`` rounds.
 
     Every round visits every pair once, so slow drifts of the machine hit all pairs alike. A
     pair whose server failed to start, or that timed out once, is skipped from then on.
     """
-    pairs = _pairs(clients, servers)
+    pairs = _pairs(clients, servers, with_raw)
     rows: Dict[Tuple[str, str], Dict[str, Any]] = {
         pair: {"client": pair[0], "server": pair[1], **copy.deepcopy(fields), "errors": []}
         for pair in pairs}
     label = "large messages" if workload == "large" else workload
     with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
-        running = Servers([*list(servers), "raw"], directory)
+        running = Servers([*list(servers), *(["raw"] if with_raw else [])], directory)
         try:
             for round_index in range(rounds):
                 log(f"{label} round {round_index + 1}/{rounds}")
@@ -441,6 +464,8 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
             "throughput_calls": mode.throughput_calls,
             "throughput_rounds": mode.throughput_rounds,
             "throughput_connections": mode.throughput_connections,
+            "stream_count": mode.stream_count, "stream_reps": mode.stream_reps,
+            "stream_rounds": mode.stream_rounds, "stream_message_size": STREAM_MESSAGE_SIZE,
         },
         "notes": list(notes),
     }
@@ -455,6 +480,9 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         "latency": lambda: latency_section(mode, clients, latency_servers),
         "large": lambda: large_section(mode, clients, latency_servers),
         "throughput": lambda: throughput_section(mode, throughput_servers, throughput_clients),
+        # grpc-go's bench server has the echo only; the three Python libraries serve streams.
+        "stream": lambda: stream_section(
+            mode, clients, (["minigrpc"] if has_server else []) + ["grpcio", "grpclib"]),
     }
     for section in sections:
         log(f"section {section}")

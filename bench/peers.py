@@ -35,6 +35,10 @@ from typing import IO, Any, Dict, Optional, Sequence
 ECHO_SERVICE = "bench.Echo"
 ECHO_METHOD = "Echo"
 ECHO_PATH = f"/{ECHO_SERVICE}/{ECHO_METHOD}"
+#: The server-streaming method: the request is ``b"<count> <size>"`` (ASCII); the answer is
+#: ``count`` messages of ``size`` bytes each.
+STREAM_METHOD = "Stream"
+STREAM_PATH = f"/{ECHO_SERVICE}/{STREAM_METHOD}"
 
 #: Server implementations this module can start.
 SERVER_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw", "cni-agent-grpcio")
@@ -63,12 +67,31 @@ def _echo(request: bytes, context: Any) -> bytes:
     return request
 
 
+def stream_request(count: int, size: int) -> bytes:
+    return f"{count} {size}".encode("ascii")
+
+
+def _parse_stream_request(request: bytes) -> tuple[int, bytes]:
+    count, size = (int(part) for part in bytes(request).split())
+    return count, bytes(size)
+
+
+def _stream(request: bytes, context: Any) -> Any:
+    count, message = _parse_stream_request(request)
+    for _ in range(count):
+        yield message
+
+
 def _serve_grpc_api(module: Any, socket_path: str, workers: int) -> Any:
     """grpcio and minigrpc share the server API (``server``, generic handlers, ports)."""
     from concurrent import futures
 
     handler = module.method_handlers_generic_handler(
-        ECHO_SERVICE, {ECHO_METHOD: module.unary_unary_rpc_method_handler(_echo)}
+        ECHO_SERVICE,
+        {
+            ECHO_METHOD: module.unary_unary_rpc_method_handler(_echo),
+            STREAM_METHOD: module.unary_stream_rpc_method_handler(_stream),
+        },
     )
     server = module.server(
         futures.ThreadPoolExecutor(max_workers=workers), options=list(UNLIMITED_MESSAGE_OPTIONS)
@@ -144,8 +167,16 @@ def _grpclib_echo_service() -> Any:
             request = await stream.recv_message()
             await stream.send_message(request)
 
+        async def stream(self, stream: Any) -> None:
+            count, message = _parse_stream_request(await stream.recv_message())
+            for _ in range(count):
+                await stream.send_message(message)
+
         def __mapping__(self) -> Dict[str, Any]:
-            return {ECHO_PATH: Handler(self.echo, Cardinality.UNARY_UNARY, bytes, bytes)}
+            return {
+                ECHO_PATH: Handler(self.echo, Cardinality.UNARY_UNARY, bytes, bytes),
+                STREAM_PATH: Handler(self.stream, Cardinality.UNARY_STREAM, bytes, bytes),
+            }
 
     return EchoService()
 

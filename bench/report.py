@@ -217,6 +217,15 @@ def targets(results: Dict[str, Any]) -> List[Target]:
                 0.7, ratio(throughput_cpu(results, "minigrpc", connections, client),
                            throughput_cpu(results, "grpcio", connections, client)),
                 informational=True))
+    if results.get("stream") is not None:
+        found.append(Target(
+            "stream", "messages/s: minigrpc↔minigrpc / grpclib↔grpclib",
+            stream_median(results, "minigrpc", "minigrpc"),
+            stream_median(results, "grpclib", "grpclib"), ">=", 1.5))
+        found.append(Target(
+            "stream", "messages/s: minigrpc server / grpclib server (grpcio client)",
+            stream_median(results, "grpcio", "minigrpc"),
+            stream_median(results, "grpcio", "grpclib"), ">=", 1.5, informational=True))
     return found
 
 
@@ -429,6 +438,40 @@ def _large_section(results: Dict[str, Any]) -> List[str]:
                            "vs grpcio", "errors"), rows)
 
 
+def stream_median(results: Dict[str, Any], client: str, server: str) -> Optional[float]:
+    for row in results.get("stream") or []:
+        if row["client"] == client and row["server"] == server and row["messages_per_s"]:
+            return median(row["messages_per_s"])
+    return None
+
+
+def _stream_section(results: Dict[str, Any]) -> List[str]:
+    rows_in = results.get("stream")
+    if rows_in is None:
+        return []
+    config = results.get("config", {})
+    lines = ["## 5. Server streams", "",
+             f"One unary request; the server answers with {config.get('stream_count', '?')} "
+             f"messages of {config.get('stream_message_size', '?')} bytes. Messages/s over the "
+             f"whole stream, {config.get('stream_reps', '?')} timed streams after an untimed "
+             f"one, {config.get('stream_rounds', '?')} round(s). Ratio: over the grpclib server "
+             "with the same client.", ""]
+    rows = []
+    for row in rows_in:
+        rates = row["messages_per_s"]
+        if not rates:
+            rows.append([row["client"], row["server"], "failed", "", "",
+                         "; ".join(row["errors"])[:200]])
+            continue
+        reference = stream_median(results, row["client"], "grpclib")
+        rows.append([row["client"], row["server"], _fmt(median(rates), 0),
+                     f"{_fmt(min(rates), 0)} – {_fmt(max(rates), 0)}",
+                     _fmt_ratio(ratio(median(rates), reference)),
+                     "; ".join(row["errors"])[:200]])
+    return lines + _table(("client", "server", "median messages/s", "min – max",
+                           "vs grpclib server", "errors"), rows)
+
+
 def _throughput_section(results: Dict[str, Any]) -> List[str]:
     rows_in = results.get("throughput")
     if rows_in is None:
@@ -573,8 +616,8 @@ def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
     if chart_name:
         lines += [f"![benchmark chart]({chart_name})", ""]
     for section in (_cold_section, _importtime_section, _latency_section, _large_section,
-                    _throughput_section, _profiles_section, _method_section, _noise_section,
-                    _meta_section):
+                    _throughput_section, _stream_section, _profiles_section, _method_section,
+                    _noise_section, _meta_section):
         part = section(results)
         if part:
             lines += [*part, ""]

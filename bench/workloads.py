@@ -7,6 +7,7 @@ keeps the harness (which forks the cold-start runs) small.  The harness runs::
     python -m bench.workloads latency    --client minigrpc --socket PATH --calls N --size 200
     python -m bench.workloads large      --client grpcio   --socket PATH --sizes 4194304 --reps 5
     python -m bench.workloads throughput --client grpcio   --socket PATH --threads 8 --calls 1000
+    python -m bench.workloads stream     --client grpclib  --socket PATH --count 10000 --size 16
 
 and reads the JSON from stdout.  Every client calls ``/bench.Echo/Echo`` (:mod:`bench.peers`)
 with identity serializers and checks that the echo came back unchanged, so a broken library
@@ -26,7 +27,15 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench.peers import ECHO_PATH, RAW_HEADER, UNLIMITED_MESSAGE_OPTIONS, RawCodec, recv_exactly
+from bench.peers import (
+    ECHO_PATH,
+    RAW_HEADER,
+    STREAM_PATH,
+    UNLIMITED_MESSAGE_OPTIONS,
+    RawCodec,
+    recv_exactly,
+    stream_request,
+)
 
 CLIENT_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw")
 
@@ -217,6 +226,64 @@ def throughput(
 # grpclib (asyncio) versions of the same loops.
 
 
+def stream(client: str, socket_path: str, count: int, size: int, reps: int) -> Dict[str, Any]:
+    """Messages per second of a server stream of ``count`` messages of ``size`` bytes.
+
+    One untimed stream first (connection, windows), then ``reps`` timed ones; every stream
+    must deliver exactly ``count`` messages of ``size`` bytes."""
+    request = stream_request(count, size)
+    if client == "grpclib":
+        return {"messages_per_s": _grpclib_run(_grpclib_stream(socket_path, request, count,
+                                                                size, reps))}
+    module = _grpc_api_module(client)
+    channel = module.insecure_channel("unix:" + socket_path)
+    call = channel.unary_stream(STREAM_PATH)
+    rates: List[float] = []
+    try:
+        for rep in range(reps + 1):
+            started = time.perf_counter()
+            received = 0
+            for message in call(request):
+                if len(message) != size:
+                    raise EchoMismatch(f"stream message of {len(message)} bytes, not {size}")
+                received += 1
+            elapsed = time.perf_counter() - started
+            if received != count:
+                raise EchoMismatch(f"stream of {received} messages, not {count}")
+            if rep:
+                rates.append(count / elapsed)
+    finally:
+        channel.close()
+    return {"messages_per_s": rates}
+
+
+async def _grpclib_stream(socket_path: str, request: bytes, count: int, size: int, reps: int
+                          ) -> List[float]:
+    from grpclib.client import Channel, UnaryStreamMethod
+
+    channel = Channel(path=socket_path, codec=RawCodec())  # type: ignore[arg-type]
+    method = UnaryStreamMethod(channel, STREAM_PATH, bytes, bytes)
+    rates: List[float] = []
+    try:
+        for rep in range(reps + 1):
+            started = time.perf_counter()
+            received = 0
+            async with method.open() as call:
+                await call.send_message(request, end=True)
+                async for message in call:
+                    if len(message) != size:
+                        raise EchoMismatch(f"stream message of {len(message)} bytes")
+                    received += 1
+            elapsed = time.perf_counter() - started
+            if received != count:
+                raise EchoMismatch(f"stream of {received} messages, not {count}")
+            if rep:
+                rates.append(count / elapsed)
+    finally:
+        channel.close()
+    return rates
+
+
 def _grpclib_run(coroutine: Any) -> Any:
     import asyncio
 
@@ -310,7 +377,7 @@ def _int_list(text: str) -> List[int]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workloads")
-    parser.add_argument("workload", choices=("latency", "large", "throughput"))
+    parser.add_argument("workload", choices=("latency", "large", "throughput", "stream"))
     parser.add_argument("--client", choices=CLIENT_IMPLS, required=True)
     parser.add_argument("--socket", required=True)
     parser.add_argument("--size", type=int, default=200, help="payload bytes (latency, throughput)")
@@ -320,6 +387,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--reps", type=_int_list, default=[5])
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--connections", choices=("shared", "per-thread"), default="shared")
+    parser.add_argument("--count", type=int, default=10000, help="messages per stream (stream)")
     parser.add_argument("--profile", help="dump a cProfile of the workload (not its imports)")
     options = parser.parse_args(argv)
     profiler = None
@@ -337,6 +405,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              options.warmup)
         elif options.workload == "large":
             result = large(options.client, options.socket, options.sizes, options.reps)
+        elif options.workload == "stream":
+            result = stream(options.client, options.socket, options.count, options.size,
+                            options.reps[0])
         else:
             result = throughput(options.client, options.socket, options.size, options.threads,
                                 options.calls, options.connections)

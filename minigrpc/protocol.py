@@ -105,32 +105,39 @@ class Outbound:
         A window may be zero or negative (the peer lowered INITIAL_WINDOW_SIZE, RFC 9113
         §6.9.2); nothing is written then and the caller waits for a WINDOW_UPDATE.  With
         ``end_stream_on_last`` the last chunk carries END_STREAM once the side is CLOSING, so a
-        small unary request is one DATA frame.  Payloads are views, not copies: the DATA
-        serializer (:func:`minigrpc.http2.speed_up_data_frames`) copies each byte once.
+        small unary request is one DATA frame.  Queued messages share DATA frames: gRPC
+        messages need not align with frames (PROTOCOL-HTTP2.md, Length-Prefixed-Message), and
+        h2 costs about the same per frame whatever its size, so a stream of small messages
+        goes out in as few frames as the window and frame size allow.  A lone message's
+        payload is a view, not a copy: the DATA serializer
+        (:func:`minigrpc.http2.speed_up_data_frames`) copies each byte once.
         """
         written = 0
         queue = self._queue
         while queue:
-            head = queue[0]
-            remaining = len(head) - self._offset
-            size = min(
-                conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size, remaining
-            )
+            size = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size)
             if room is not None:
                 size = min(size, room - written)
             if size <= 0:
                 break
-            end = self._offset + size
-            last_chunk = end == len(head) and len(queue) == 1
-            end_stream = end_stream_on_last and last_chunk and self.state is SendState.CLOSING
-            conn.send_data(stream_id, head[self._offset : end], end_stream=end_stream)
-            written += size
-            self.queued_bytes -= size
-            if end == len(head):
-                queue.popleft()
-                self._offset = 0
-            else:
-                self._offset = end
+            pieces = []
+            taken = 0
+            while queue and taken < size:
+                head = queue[0]
+                take = min(len(head) - self._offset, size - taken)
+                end = self._offset + take
+                pieces.append(head[self._offset : end])
+                taken += take
+                if end == len(head):
+                    queue.popleft()
+                    self._offset = 0
+                else:
+                    self._offset = end
+            end_stream = end_stream_on_last and not queue and self.state is SendState.CLOSING
+            payload = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            conn.send_data(stream_id, payload, end_stream=end_stream)
+            written += taken
+            self.queued_bytes -= taken
             if end_stream:
                 self.state = SendState.CLOSED
         return written

@@ -412,6 +412,7 @@ class ServerConnection(ConnectionProtocol):
         )
         self._calls: Dict[int, _Call] = {}
         self._blocked: Set[int] = set()  # streams waiting for window or output room
+        self._unsent: Set[int] = set()  # streams with messages queued since the last write
         self._raw_out: List[bytes] = []
         self._output_room: Optional[int] = None  # None: unlimited
         self._starved = False  # a stream stopped for lack of output room, not of window
@@ -457,6 +458,10 @@ class ServerConnection(ConnectionProtocol):
 
     def data_to_send(self) -> bytes:
         """Everything queued for the socket, in order (h2's frames and our raw GOAWAYs)."""
+        if self._unsent:
+            unsent, self._unsent = self._unsent, set()
+            for stream_id in unsent:
+                self._pump_stream(stream_id)
         data = self._h2.data_to_send()
         if self._raw_out:
             self._raw_out.append(data)
@@ -1005,7 +1010,8 @@ class ServerConnection(ConnectionProtocol):
             message = wire.compress(call.response_encoding, message)
             flag = True
         call.outbound.add(wire.encode_message(message, flag))
-        self._pump_stream(stream_id)
+        # Written at the next data_to_send(): messages queued meanwhile share DATA frames.
+        self._unsent.add(stream_id)
         return True
 
     def queued_response_bytes(self, stream_id: int) -> int:

@@ -26,6 +26,8 @@ from minigrpc.server_protocol import (
     DRAIN_PING_PAYLOAD,
     CallStarted,
     CallTerminated,
+    RequestEnded,
+    RequestMessage,
     RequestReady,
     ServerConnection,
     ServerSettings,
@@ -45,9 +47,16 @@ class FakeClock:
 class Pair:
     """An h2 client and a ServerConnection wired back to back."""
 
-    def __init__(self, settings: Optional[ServerSettings] = None, window: int = 65535) -> None:
+    def __init__(
+        self,
+        settings: Optional[ServerSettings] = None,
+        window: int = 65535,
+        shape_from_handler: bool = False,
+    ) -> None:
         self.clock = FakeClock()
-        self.server = ServerConnection(settings, clock=self.clock)
+        self.server = ServerConnection(
+            settings, clock=self.clock, shape_from_handler=shape_from_handler
+        )
         self.server.initiate()
         self.client = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=True, header_encoding=None)
@@ -938,3 +947,72 @@ def test_server_headers_pass_h2_outbound_validation_unchanged(
     ours = _serve_one_call(False, initial, trailing, code, details, with_message)
     validated = _serve_one_call(True, initial, trailing, code, details, with_message)
     assert ours == validated
+
+
+# -- streaming calls ------------------------------------------------------------------------
+
+
+def test_streaming_request_is_pulled_message_by_message() -> None:
+    pair = Pair(shape_from_handler=True)
+    body = b"".join(wire.encode_message(m) for m in (b"one", b"two", b"three"))
+    stream_id = pair.request(body=body)
+    events = pair.settle()
+    assert [type(e) for e in events] == [CallStarted]  # nothing is judged before accept_call
+    accepted = pair.server.accept_call(stream_id, request_streaming=True)
+    assert [type(e) for e in accepted] == [RequestMessage, RequestEnded]
+    taken = []
+    while True:
+        message = pair.server.take_request(stream_id)
+        if message is None:
+            break
+        taken.append(message)
+    assert taken == [b"one", b"two", b"three"]
+
+
+def test_unary_shape_applied_at_accept_rejects_two_messages() -> None:
+    pair = Pair(shape_from_handler=True)
+    body = wire.encode_message(b"a") + wire.encode_message(b"b")
+    stream_id = pair.request(body=body)
+    pair.settle()
+    events = pair.server.accept_call(stream_id, request_streaming=False)
+    assert [type(e) for e in events] == [CallTerminated]
+    pair.settle()
+    assert status_of(pair.response(stream_id))[0] == StatusCode.INTERNAL.value[0]
+
+
+def test_streamed_responses_share_data_frames() -> None:
+    pair = Pair(shape_from_handler=True)
+    stream_id = pair.request()
+    pair.settle()
+    pair.server.accept_call(stream_id, request_streaming=False)
+    for text in (b"r1", b"r2", b"r3"):
+        assert pair.server.send_message(stream_id, text)
+    assert pair.server.finish_call(stream_id, StatusCode.OK)
+    pair.settle()
+    data_frames = [
+        f for f in pair.frames_from_server()
+        if isinstance(f, hyperframe.frame.DataFrame) and f.stream_id == stream_id
+    ]
+    expected = b"".join(wire.encode_message(m) for m in (b"r1", b"r2", b"r3"))
+    assert [bytes(f.data) for f in data_frames] == [expected]
+    assert status_of(pair.response(stream_id)) == (0, "")
+
+
+def test_unread_streamed_requests_hold_back_the_stream_window() -> None:
+    pair = Pair(ServerSettings(initial_window_size=65535), shape_from_handler=True)
+    stream_id = pair.request(body=None, end=False)
+    pair.settle()
+    pair.server.accept_call(stream_id, request_streaming=True)
+    chunk = wire.encode_message(bytes(60000))
+    sent = 0
+    # Past the buffer limit (1 MiB of unread messages) the server stops returning window.
+    while pair.client.local_flow_control_window(stream_id) >= len(chunk) and sent < 200:
+        pair.client.send_data(stream_id, chunk)
+        sent += 1
+        pair.settle()
+    assert sent < 200, "the window never closed: unread requests were credited without bound"
+    before = pair.client.local_flow_control_window(stream_id)
+    while pair.server.take_request(stream_id) is not None:
+        pass
+    pair.settle()
+    assert pair.client.local_flow_control_window(stream_id) > before

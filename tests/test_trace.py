@@ -53,7 +53,7 @@ def request_headers(extra: Tuple[Tuple[bytes, bytes], ...] = ()) -> List[Tuple[b
     ]
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None)
 def exchange() -> Tuple[bytes, bytes]:
     """(bytes the client wrote, bytes the server wrote) for a conversation that uses every frame.
 

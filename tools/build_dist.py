@@ -78,7 +78,7 @@ COPIED_SUFFIXES = (".py", ".typed")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 #: The interpreters the prologue tries, in order: what a node calls its Python 3.
 INTERPRETERS = ("python3", "/usr/libexec/platform-python",
-                *("python3.%d" % minor for minor in range(14, 5, -1)), "pypy3")
+                *(f"python3.{minor}" for minor in range(14, 5, -1)), "pypy3")
 #: The code of the plugin's own "internal error" (the skel's catch-all).
 ERR_INTERNAL = 999
 

@@ -131,6 +131,9 @@ def _name_the_reason(report: Any) -> None:
     reason = str(longrepr[2])
     if "'grpc'" in reason or "grpcio (a test dependency)" in reason:
         report.longrepr = (longrepr[0], longrepr[1], "Skipped: " + _NO_GRPCIO_HERE)
+    elif ("grpcio" in reason or "grpc_tools" in reason) and "CPython" not in reason:
+        report.longrepr = (longrepr[0], longrepr[1],
+                           reason + " (grpcio and grpcio-tools run only on CPython)")
 
 
 if not grpcio_in_process() and platform.python_implementation() != "CPython":

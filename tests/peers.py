@@ -465,6 +465,12 @@ class ChildGrpcioChannel:
     def close(self) -> None:
         _client_child().request(op="close_channel", target=self.target, options=self.options)
 
+    def __enter__(self) -> ChildGrpcioChannel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 _CLIENT_CHILD: List[_Child] = []
 _CLIENT_CHILD_LOCK = threading.Lock()

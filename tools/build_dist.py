@@ -262,7 +262,8 @@ def prologue(min_python: Tuple[int, int]) -> bytes:
     needed = f"{min_python[0]}.{min_python[1]}"
     message = (f"internal error: antrea-cni needs Python {needed} or newer and found no"
                f" interpreter; it looked for {', '.join(INTERPRETERS)}")
-    assert "'" not in message and '"' not in message and "\\" not in message
+    if any(char in message for char in "'\"\\%"):  # quoted once by sh, once by JSON
+        raise ValueError(f"the prologue's message needs no quoting: {message!r}")
     return PROLOGUE.format(names=" ".join(INTERPRETERS), code=ERR_INTERNAL,
                            message=message).encode()
 

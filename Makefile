@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-# Let tox find every interpreter pyenv has (3.9 ... 3.13), whatever their patch versions: their
+# Let tox find every interpreter pyenv has (3.6 ... 3.13), whatever their patch versions: their
 # bin directories go first on PATH (tox's discovery does not resolve pyenv's shims).
 PYENV_BINS := $(shell command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null); do printf '%s:' "$$(pyenv root)/versions/$$v/bin"; done)
 
@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(PY) -m cni_client.demo
 
 dist: $(STAMP)
-	$(PY) tools/build_dist.py --for-python 3.9 --output dist/antrea
+	$(PY) tools/build_dist.py --for-python 3.6 --output dist/antrea
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
@@ -33,7 +33,7 @@ lint: $(STAMP)
 
 tox: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check 'tox>=4'
-	PATH='$(PYENV_BINS)'"$$PATH" $(PY) -m tox $(if $(TOXENV),-e $(TOXENV),)
+	PATH='$(PYENV_BINS)'"$$PATH" $(PY) -m tox $(TOXFLAGS) $(if $(TOXENV),-e $(TOXENV),)
 
 regen: $(STAMP)
 	$(PY) proto/generate.py

@@ -141,7 +141,7 @@ def expect_version(status: int, stdout: bytes) -> Optional[str]:
     return None if CONF_VERSION in versions else f"{CONF_VERSION} is not supported"
 
 
-def start_agent(socket_path: str) -> subprocess.Popen[bytes]:
+def start_agent(socket_path: str) -> "subprocess.Popen[bytes]":
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH", "")]))
     argv = [sys.executable, "-m", "cni_client.agent", "--socket", socket_path,
@@ -158,7 +158,7 @@ def start_agent(socket_path: str) -> subprocess.Popen[bytes]:
     return agent
 
 
-def stop_agent(agent: subprocess.Popen[bytes]) -> Tuple[int, bool]:
+def stop_agent(agent: "subprocess.Popen[bytes]") -> Tuple[int, bool]:
     agent.send_signal(signal.SIGTERM)
     try:
         return agent.wait(timeout=30), True

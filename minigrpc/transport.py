@@ -136,6 +136,9 @@ class ClientConnection:
         #: Set when a write failed (peer closed or reset); reads go on until EOF (see _send).
         self._write_error: Optional[BaseException] = None
         self._used = False
+        #: A call has been registered on this connection (set under the lock, after
+        #: ``start_call``); ``_used`` is set before that, while other threads may look.
+        self._started = False
         self._closed = False
         self._tracer = _make_tracer(target.display)
         self._poller: Any = None
@@ -159,7 +162,7 @@ class ClientConnection:
         speaks HTTP/2); grpc-go would not have used such a connection at all, so the next call
         starts afresh. Calls that start together on a new connection still share it.
         """
-        return self._used and self.protocol.idle and not self.protocol.settings_received
+        return self._started and self.protocol.idle and not self.protocol.settings_received
 
     @property
     def peer_accept_encodings(self) -> Optional[frozenset]:
@@ -295,6 +298,10 @@ class ClientConnection:
                 return True
             return False
         self._settle(self.protocol.start_call(call))
+        # Only now: "used and idle" read by another thread between ``_used = True`` and
+        # ``start_call`` would call a connection that has not had a call yet stale, and closing
+        # it would end the calls that are starting on it "Channel closed!" (seen on PyPy).
+        self._started = True
         return True
 
     def _run_locked(self, call: ClientCall, deadline: Optional[float]) -> bool:

@@ -12,11 +12,16 @@ Fixtures (grpcio is imported only when one of them is used):
   GrpcioServer`` with stop/start/restart on a fixed address (reconnect tests); everything it
   created is stopped at the end of the test.
 * ``short_tmp_dir``: a short-path temporary directory (unix socket paths are length-limited).
+
+Where grpcio cannot be imported (PyPy) and ``MINIGRPC_TEST_GRPCIO_PYTHON`` names a CPython that
+has it, the servers of these fixtures run in that CPython (tests/peers.py).  Tests that need
+grpcio in this process skip there, and their skip reason says so.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import sys
 from typing import Any, Callable, Dict, Iterator
@@ -28,7 +33,14 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 import pytest
 
-from tests.peers import ADDRESS_KINDS, GrpcioServer, GrpcioServerPool, short_temp_dir
+from tests.peers import (
+    ADDRESS_KINDS,
+    GrpcioServer,
+    GrpcioServerPool,
+    grpcio_in_process,
+    grpcio_peer_unavailable,
+    short_temp_dir,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,7 +83,9 @@ class _SessionServers:
 
 @pytest.fixture(scope="session")
 def grpcio_interop_servers() -> Iterator[_SessionServers]:
-    pytest.importorskip("grpc", reason="grpcio (a test dependency) is not installed")
+    reason = grpcio_peer_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
     servers = _SessionServers()
     yield servers
     servers.close()
@@ -95,7 +109,9 @@ def grpcio_target(grpcio_interop_server: GrpcioServer) -> str:
 
 @pytest.fixture
 def grpcio_server_factory() -> Iterator[Callable[..., GrpcioServer]]:
-    pytest.importorskip("grpc", reason="grpcio (a test dependency) is not installed")
+    reason = grpcio_peer_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
     pool = GrpcioServerPool()
 
     def create(kind: str, services: Any = None, **kwargs: Any) -> GrpcioServer:
@@ -110,3 +126,36 @@ def short_tmp_dir() -> Iterator[str]:
     directory = short_temp_dir()
     yield directory
     shutil.rmtree(directory, ignore_errors=True)
+
+
+# -- skip reasons where grpcio cannot load in this process ----------------------------------
+
+_NO_GRPCIO_HERE = ("needs grpcio in this process, and grpcio runs only on CPython (the interop"
+                   " suites reach it in a CPython child instead)")
+
+
+def _name_the_reason(report: Any) -> None:
+    """Say why a test skipped for lack of grpcio where that is the interpreter, not a missing
+    install: ``pytest.importorskip("grpc")`` alone would only say that it is not there."""
+    longrepr = report.longrepr
+    if not (report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3):
+        return
+    reason = str(longrepr[2])
+    if "'grpc'" in reason or "grpcio (a test dependency)" in reason:
+        report.longrepr = (longrepr[0], longrepr[1], "Skipped: " + _NO_GRPCIO_HERE)
+    elif ("grpcio" in reason or "grpc_tools" in reason) and "CPython" not in reason:
+        report.longrepr = (longrepr[0], longrepr[1],
+                           reason + " (grpcio and grpcio-tools run only on CPython)")
+
+
+if not grpcio_in_process() and platform.python_implementation() != "CPython":
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+        outcome = yield
+        _name_the_reason(outcome.get_result())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+        outcome = yield
+        _name_the_reason(outcome.get_result())

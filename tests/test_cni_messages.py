@@ -15,6 +15,8 @@ on which they disagree must contain one of that backend's documented quirks, fou
 from __future__ import annotations
 
 import os
+import platform
+import re
 import subprocess
 import sys
 import warnings
@@ -112,7 +114,9 @@ def wire_features(data: bytes) -> Set[str]:
       upb 6 read up to 10, like any varint);
     * ``group-field-0``: field number 0 inside a group (upb 7 skips it, upb 6 rejects it);
     * ``unclosed-group``: a group still open where its message ends;
-    * ``deep-groups``: 99 or more groups nested in one message.
+    * ``deep-groups``: 99 or more groups nested in one message;
+    * ``encoded-surrogate``: a length-delimited value holding a UTF-8-encoded surrogate (PyPy's
+      ``str(data, "utf-8")``, which the pure-Python backend uses, accepts it).
     """
     features: Set[str] = set()
 
@@ -152,6 +156,8 @@ def wire_features(data: bytes) -> Set[str]:
                     features.add("long-length")
                 if pos + length > end:
                     raise IndexError
+                if re.search(b"\xed[\xa0-\xbf]", data[pos:pos + length]):
+                    features.add("encoded-surrogate")
                 inner = {("top", 2): "error", ("error", 3): "any"}.get((level, field_number))
                 if inner and not groups:
                     walk(pos, pos + length, inner)
@@ -189,7 +195,7 @@ BACKEND_QUIRKS = {
 #: reads length prefixes of up to 10 bytes.
 QUIRKS = BACKEND_QUIRKS.get(BACKEND, frozenset()) | (
     {"group-field-0", "long-length"} if BACKEND == "upb" and PROTOBUF_MAJOR < 7 else set()
-)
+) | ({"encoded-surrogate"} if platform.python_implementation() == "PyPy" else set())
 
 
 def assert_agrees_with_protobuf(data: bytes) -> None:

@@ -13,7 +13,6 @@ for what a mature implementation does (a development aid; some grpc-go-documente
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -114,6 +113,23 @@ def outcome_code(kind: str, value: Any) -> str:
 def thread_exceptions() -> Iterator[List[Any]]:
     """Exceptions that escaped any thread (a traceback the user would see)."""
     caught: List[Any] = []
+    if not hasattr(threading, "excepthook"):
+        # Python 3.7 has no threading.excepthook: catch what escapes Thread.run instead.
+        previous_run = threading.Thread.run
+
+        def run(self: threading.Thread) -> None:
+            try:
+                previous_run(self)
+            except BaseException as exc:
+                caught.append(exc)
+                raise
+
+        threading.Thread.run = run  # type: ignore[method-assign]
+        try:
+            yield caught
+        finally:
+            threading.Thread.run = previous_run  # type: ignore[method-assign]
+        return
     previous = threading.excepthook
 
     def hook(args: Any) -> None:
@@ -271,4 +287,3 @@ def test_scenario_catalogue_is_complete() -> None:
     }
     names = [scenario.name for scenario in SCENARIOS]
     assert len(names) == len(set(names))
-    assert sys.version_info >= (3, 9)

@@ -113,12 +113,9 @@ def test_excess_streams_are_refused_with_refused_stream() -> None:
         return b"ok"
 
     options = [("grpc.max_concurrent_streams", 2)]
-    with (
-        MinigrpcServer(
-            "tcp", handlers=[_bytes_handlers({"Hold": hold})], options=options
-        ) as server,
-        RawH2Client(server.target) as client,
-    ):
+    with MinigrpcServer(
+        "tcp", handlers=[_bytes_handlers({"Hold": hold})], options=options
+    ) as server, RawH2Client(server.target) as client:
         client.read_until(lambda: 3 in client.remote_settings)
         assert client.remote_settings[3] == 2
         # Behave like a client racing the limit: ignore it.
@@ -301,14 +298,11 @@ def test_receive_limit_option() -> None:
 
 
 def test_server_wide_compression_when_client_accepts() -> None:
-    with (
-        MinigrpcServer(
-            "tcp",
-            handlers=[_bytes_handlers({"Echo": _echo})],
-            compression=minigrpc.Compression.Gzip,
-        ) as server,
-        RawH2Client(server.target) as client,
-    ):
+    with MinigrpcServer(
+        "tcp",
+        handlers=[_bytes_handlers({"Echo": _echo})],
+        compression=minigrpc.Compression.Gzip,
+    ) as server, RawH2Client(server.target) as client:
         headers = grpc_request_headers(
             "/test.Bytes/Echo", extra=[(b"grpc-accept-encoding", b"gzip")]
         )
@@ -319,14 +313,11 @@ def test_server_wide_compression_when_client_accepts() -> None:
         response = client.call(grpc_request_headers("/test.Bytes/Echo"), b"\0\0\0\0\x05hello")
         assert response.header(b"grpc-encoding") is None
         assert response.messages() == [(False, b"hello")]
-    with (
-        MinigrpcServer(
-            "tcp",
-            handlers=[_bytes_handlers({"Echo": _echo})],
-            compression=minigrpc.Compression.Gzip,
-        ) as server,
-        grpc.insecure_channel(server.target) as channel,
-    ):
+    with MinigrpcServer(
+        "tcp",
+        handlers=[_bytes_handlers({"Echo": _echo})],
+        compression=minigrpc.Compression.Gzip,
+    ) as server, grpc.insecure_channel(server.target) as channel:
         assert _call(channel, "Echo")(b"z" * 5000, timeout=WAIT) == b"z" * 5000
 
 
@@ -385,12 +376,9 @@ def test_maximum_concurrent_rpcs() -> None:
         release.wait(WAIT)
         return b"held"
 
-    with (
-        MinigrpcServer(
-            "tcp", handlers=[_bytes_handlers({"Hold": hold})], maximum_concurrent_rpcs=1
-        ) as server,
-        grpc.insecure_channel(server.target) as channel,
-    ):
+    with MinigrpcServer(
+        "tcp", handlers=[_bytes_handlers({"Hold": hold})], maximum_concurrent_rpcs=1
+    ) as server, grpc.insecure_channel(server.target) as channel:
         first = _call(channel, "Hold").future(b"", timeout=WAIT)
         assert entered.wait(WAIT)
         with pytest.raises(grpc.RpcError) as excinfo:
@@ -852,10 +840,9 @@ def test_graceful_stop_with_minigrpc_client() -> None:
 
     server = MinigrpcServer("unix", handlers=[_bytes_handlers({"Hold": hold})])
     try:
-        with (
-            minigrpc.insecure_channel(server.target) as channel,
-            futures.ThreadPoolExecutor(3) as pool,
-        ):
+        with minigrpc.insecure_channel(
+            server.target
+        ) as channel, futures.ThreadPoolExecutor(3) as pool:
             hold_call = _call(channel, "Hold")
             results = [pool.submit(hold_call, b"", timeout=WAIT) for _ in range(3)]
             for _ in results:

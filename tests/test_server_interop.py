@@ -14,6 +14,7 @@ from typing import Any, Iterator, Tuple
 import pytest
 
 from tests.interop import empty_pb2, messages_pb2
+from tests.peers import grpcio_client_module
 from tests.server_helpers import (
     ADDRESS_KINDS,
     MinigrpcServer,
@@ -21,7 +22,8 @@ from tests.server_helpers import (
     large_unary_request,
 )
 
-grpc = pytest.importorskip("grpc")
+#: grpcio, or on PyPy grpcio's client calling from a CPython child (tests/peers.py).
+grpc = grpcio_client_module()
 
 pytestmark = pytest.mark.timeout(60)
 

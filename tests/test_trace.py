@@ -54,7 +54,7 @@ def request_headers(extra: Tuple[Tuple[bytes, bytes], ...] = ()) -> List[Tuple[b
     ]
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None)
 def exchange() -> Tuple[bytes, bytes]:
     """(bytes the client wrote, bytes the server wrote) for a conversation that uses every frame.
 
@@ -483,7 +483,9 @@ class TracingProxy:
     def __init__(self, upstream_port: int, tracer: FrameTracer) -> None:
         self._upstream_port = upstream_port
         self._tracer = tracer
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.socket()  # socket.create_server is 3.8+
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen()
         self.port = self._listener.getsockname()[1]
         self._sockets: List[socket.socket] = [self._listener]
         threading.Thread(target=self._accept, daemon=True).start()

@@ -1,14 +1,29 @@
-"""Build ``dist/antrea``: the plugin as one self-contained executable (issue 4, "Demo and
-deployment"; cni-plugin.md §9 "Binary").
+"""Build ``dist/antrea``: the plugin as one self-contained executable file.
 
-The result is a zipapp with a ``#!/usr/bin/env python3`` shebang holding the plugin's modules of
-cni_client, minigrpc, h2, hpack and hyperframe, copied from where the building interpreter
-imports them (or from ``--site-packages``).  ``install -m 755 dist/antrea
-/opt/cni/bin/antrea`` then works on a node that has python3 and no pip packages: the runtime
-executes it on the host, in its own environment (§9), so nothing may come from the node.
+The result is a zipapp holding the plugin's modules of cni_client, minigrpc, h2, hpack and
+hyperframe, behind a short POSIX ``sh`` prologue.  ``install -m 755 dist/antrea
+/opt/cni/bin/antrea`` then works on a node that has some Python 3.6 or newer and no pip
+packages: the runtime executes the plugin on the host, in its own environment, so nothing may
+come from the node but the interpreter.
 
 Choices and why:
 
+* The file starts with ``#!/bin/sh``, not ``#!/usr/bin/env python3``: nodes do not agree on
+  the interpreter's name.  RHEL 8 and its rebuilds may only have
+  ``/usr/libexec/platform-python``, other nodes only a ``python3.X``.  The prologue tries
+  ``python3`` on PATH, then ``/usr/libexec/platform-python``, then ``python3.X`` names (newest
+  first) and ``pypy3``, and ``exec``s the first it finds on the same file.  Python reads a zip
+  archive from its end (the central directory records where the members are), so the
+  prologue in front of the archive is never seen by Python.  Where no interpreter exists, the
+  prologue prints one CNI error JSON (code 999, naming what it looked for) and exits 1, as the
+  plugin itself would, never a shell error.
+* The interpreter runs with ``-I -S``: no ``PYTHON*`` variables, no user or system
+  site-packages and no ``.pth`` start-up hooks of the node.  Everything the plugin imports is
+  in the archive, and skipping ``site`` shortens every start.
+* The vendored h2 4.1.0, hpack 4.0.0 and hyperframe 6.0.1 (``--for-python``, what ``make dist``
+  builds) are the releases that support the oldest interpreter the bundle claims: Python
+  3.6.1; they run unchanged up to 3.13 and on PyPy.  They are pinned, not "the newest that
+  supports X.Y", so the bundle is the same whatever the index holds today.
 * protobuf is not inside: the plugin encodes and decodes its two messages with
   :mod:`cni_client.messages`.  The modules that need protobuf (the reference agent, the demo and
   the generated ``cni_pb2``) are left out too, so nothing in the bundle can import it.
@@ -18,15 +33,14 @@ Choices and why:
   Python version sees a different magic number and quietly falls back to the ``.py``.
 * The vendored packages declare a minimum Python (``Requires-Python``); the entry point
   checks it first and answers with one CNI error JSON (code 999) instead of a SyntaxError
-  traceback on an older interpreter.
+  traceback on an older interpreter (the prologue takes the first interpreter it finds).
 * Members are stored, not deflated: zipimport would inflate every module it loads on every run,
-  about 7 ms of a 60 ms start (issue 6), to save about 1.2 MB on disk.
+  about 7 ms of a 60 ms start, to save about 1.2 MB on disk.
 * The archive is reproducible: sorted entries, fixed timestamps and permissions.
 * The licenses of the vendored distributions go into ``LICENSES/``.
 
-* ``--for-python 3.9`` vendors instead the newest releases that support that Python: pip
-  downloads their pure-Python wheels (``py3-none-any``) from the configured index.  The
-  packages installed for development may need a newer Python than the nodes have.
+Without ``--for-python`` (or with ``--site-packages``) the build vendors the packages that the
+building interpreter imports, for an offline build; the bundle then needs what they need.
 
 Usage: ``python tools/build_dist.py [--output dist/antrea] [--for-python X.Y |
 --site-packages DIR] [--no-compile]``
@@ -50,6 +64,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: The oldest Python that the plugin's modules of cni_client and minigrpc run on.
+OWN_MIN_PYTHON = (3, 6)
 #: Our packages, taken from the repository.
 OWN_PACKAGES = ("cni_client", "minigrpc")
 #: Modules of our packages that the plugin never imports and that need protobuf.
@@ -60,10 +76,28 @@ VENDORED = (("h2", "h2"), ("hpack", "hpack"), ("hyperframe", "hyperframe"))
 SKIPPED_DIRS = frozenset(("__pycache__", "testdata", "tests"))
 COPIED_SUFFIXES = (".py", ".typed")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-SHEBANG = b"#!/usr/bin/env python3\n"
+#: The interpreters the prologue tries, in order: what a node calls its Python 3.
+INTERPRETERS = ("python3", "/usr/libexec/platform-python",
+                *(f"python3.{minor}" for minor in range(14, 5, -1)), "pypy3")
+#: The code of the plugin's own "internal error" (the skel's catch-all).
+ERR_INTERNAL = 999
+
+PROLOGUE = """\
+#!/bin/sh
+# antrea-cni: a POSIX sh prologue in front of a Python zip archive (tools/build_dist.py).
+# sh runs these lines and execs Python on this same file; Python reads the archive from
+# the end of the file and never sees them.
+for python in {names}; do
+    if command -v "$python" >/dev/null 2>&1; then
+        exec "$python" -I -S "$0" "$@"
+    fi
+done
+printf '{{\\n    "code": {code},\\n    "msg": "%s"\\n}}' '{message}'
+exit 1
+"""
 
 ENTRY_POINT = '''\
-"""antrea-cni as a zipapp (generated by tools/build_dist.py; cni-plugin.md §9)."""
+"""antrea-cni as a zipapp (generated by tools/build_dist.py)."""
 import sys
 
 MIN_PYTHON = {min_python!r}
@@ -169,7 +203,7 @@ def collect(site_dir: Optional[str]) -> Tuple[Dict[str, bytes], Tuple[int, int],
     """Every archive member (name -> bytes), the minimum Python, and a report."""
     members: Dict[str, bytes] = {}
     report: List[str] = []
-    min_python = (3, 9)  # what cni_client and minigrpc themselves support
+    min_python = OWN_MIN_PYTHON
     for package in OWN_PACKAGES:
         for source, name in package_files(os.path.join(REPO_ROOT, package), package):
             if name in NOT_IN_BUNDLE:
@@ -223,7 +257,18 @@ def add_bytecode(members: Dict[str, bytes]) -> int:
     return count
 
 
-def write_archive(members: Dict[str, bytes], output: str) -> None:
+def prologue(min_python: Tuple[int, int]) -> bytes:
+    """The ``sh`` lines in front of the archive (see the module docstring)."""
+    needed = f"{min_python[0]}.{min_python[1]}"
+    message = (f"internal error: antrea-cni needs Python {needed} or newer and found no"
+               f" interpreter; it looked for {', '.join(INTERPRETERS)}")
+    if any(char in message for char in "'\"\\%"):  # quoted once by sh, once by JSON
+        raise ValueError(f"the prologue's message needs no quoting: {message!r}")
+    return PROLOGUE.format(names=" ".join(INTERPRETERS), code=ERR_INTERNAL,
+                           message=message).encode()
+
+
+def write_archive(members: Dict[str, bytes], output: str, header: bytes) -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
         for name in sorted(members):
@@ -235,25 +280,30 @@ def write_archive(members: Dict[str, bytes], output: str) -> None:
     os.makedirs(directory, exist_ok=True)
     partial = output + ".partial"
     with open(partial, "wb") as handle:
-        handle.write(SHEBANG)
+        handle.write(header)
         handle.write(buffer.getvalue())
     os.chmod(partial, 0o755)
     os.replace(partial, output)
 
 
-#: What the bundle vendors, as setup.cfg's install_requires states it (hpack and hyperframe
-#: come with h2).
-REQUIREMENTS = ("h2>=4.1,<5",)
+#: What ``--for-python`` vendors: the releases that support Python 3.6.1 and newer, the oldest
+#: that setup.cfg's ``h2>=4.1,<5`` admits (hpack and hyperframe are h2's own dependencies).
+PINNED = ("h2==4.1.0", "hpack==4.0.0", "hyperframe==6.0.1")
 
 
 def download_site_packages(python_version: str, scratch: str) -> str:
-    """Fetch pure-Python wheels that support ``python_version`` and unpack them into a
-    site directory; returns it.  Uses pip, the ordinary client of the configured index."""
+    """Fetch the :data:`PINNED` pure-Python wheels, checking that they support
+    ``python_version``, and unpack them into a site directory; returns it.  Uses pip, the
+    ordinary client of the configured index."""
+    if python_version.count(".") == 1:
+        # pip compares Requires-Python with a full version and takes X.Y as X.Y.0, which
+        # ">=3.6.1" refuses; X.Y stands for the whole series, so ask for its last patch level.
+        python_version += ".99"
     wheels = os.path.join(scratch, "wheels")
     site_dir = os.path.join(scratch, "site-packages")
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                "--dest", wheels, "--only-binary=:all:", "--python-version", python_version,
-               "--implementation", "py", "--abi", "none", "--platform", "any", *REQUIREMENTS]
+               "--implementation", "py", "--abi", "none", "--platform", "any", *PINNED]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"build_dist: pip could not download wheels for Python"
@@ -270,13 +320,14 @@ def build(output: str, site_dir: Optional[str] = None, compile_bytecode: bool = 
         with tempfile.TemporaryDirectory(prefix="build-dist-wheels-") as scratch:
             report = build(output, download_site_packages(for_python, scratch),
                            compile_bytecode)
-        return [f"vendored wheels downloaded for Python {for_python}", *report]
+        return [f"pinned wheels ({', '.join(PINNED)}) downloaded for Python {for_python}",
+                *report]
     members, min_python, report = collect(site_dir)
     if compile_bytecode:
         count = add_bytecode(members)
         report.append(f"bytecode: {count} modules for Python"
                       f" {sys.version_info[0]}.{sys.version_info[1]}")
-    write_archive(members, output)
+    write_archive(members, output, prologue(min_python))
     report.append(f"needs Python >= {min_python[0]}.{min_python[1]}")
     report.append(f"wrote {output} ({os.path.getsize(output)} bytes)")
     return report
@@ -290,7 +341,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="vendor h2/hpack/hyperframe from this directory instead"
                              " of from where this interpreter imports them")
     source.add_argument("--for-python", metavar="X.Y",
-                        help="vendor the newest releases supporting Python X.Y (pip download)")
+                        help="vendor the pinned h2/hpack/hyperframe releases, checked to"
+                             " support Python X.Y (pip download)")
     parser.add_argument("--no-compile", action="store_true",
                         help="ship sources only (no .pyc for this Python version)")
     options = parser.parse_args(argv)

@@ -330,7 +330,7 @@ def _varint(data: bytes, pos: int) -> Tuple[int, int]:
 
 
 def _hex(data: bytes) -> str:
-    return data.hex(" ")
+    return " ".join(format(byte, "02x") for byte in data)  # bytes.hex(" ") is 3.8+
 
 
 def _dump_line(indent: int, raw: bytes, note: str) -> str:
@@ -877,7 +877,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     problems += [f"region trace:{name} is not produced by any scenario" for name in unknown]
     for problem in problems:
         print(problem, file=sys.stderr)
-    shown = str(doc.relative_to(ROOT)) if doc.is_relative_to(ROOT) else doc.name
+    shown = str(doc.relative_to(ROOT)) if ROOT in doc.parents else doc.name  # 3.9: is_relative_to
     if options.check:
         if new != old:
             diff = difflib.unified_diff(

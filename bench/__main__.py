@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import coldstart, loadgen
+from bench import coldstart, loadgen, pypy
 from bench.peers import GO_SERVER_IMPL, PeerError, PeerProcess, bench_server
 from bench.report import write_report
 
@@ -98,6 +98,8 @@ LATENCY_SIZE = 200
 #: Clients that are not Python (:mod:`bench.loadgen`): name -> executable, filled by :func:`run`
 #: with what this machine has.
 LOAD_GENERATORS: Dict[str, str] = {}
+#: The PyPy venv's python (one item once :func:`run` found it; see bench/pypy.py).
+PYPY_PYTHON: List[str] = []
 
 
 
@@ -120,10 +122,17 @@ def minigrpc_parts() -> Tuple[bool, bool]:
 def run_client(mode: Mode, workload: str, client: str, socket_path: str,
                arguments: Sequence[str]) -> Dict[str, Any]:
     """Run one :mod:`bench.workloads` child and return its JSON (or ``{"error": ...}``)."""
-    command = [sys.executable, "-m", "bench.workloads", workload, "--client", client,
+    python, env = sys.executable, None
+    if client == pypy.PYPY_CLIENT:
+        # minigrpc's client under PyPy, with the JIT's longer warm-up (bench/pypy.py).
+        python, env, client = PYPY_PYTHON[0], pypy.pypy_env(REPO_ROOT), "minigrpc"
+        if "--warmup" in arguments:
+            arguments = list(arguments)
+            arguments[arguments.index("--warmup") + 1] = str(pypy.PYPY_WARMUP)
+    command = [python, "-m", "bench.workloads", workload, "--client", client,
                "--socket", socket_path, *arguments]
     try:
-        completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True,
+        completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, env=env,
                                    timeout=mode.client_timeouts[workload])
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {mode.client_timeouts[workload]:.0f} s"}
@@ -148,14 +157,29 @@ class Servers:
         self.peer: Dict[str, PeerProcess] = {}
         for impl in impls:
             try:
-                peer = bench_server(impl, self.sockets[impl], REPO_ROOT)
-                peer.start()
+                if impl == pypy.PYPY_SERVER:
+                    peer = PeerProcess(
+                        "minigrpc server on PyPy",
+                        [PYPY_PYTHON[0], "-m", "bench.peers", "--impl", "minigrpc", "--socket",
+                         self.sockets[impl]], cwd=REPO_ROOT, env=pypy.pypy_env(REPO_ROOT))
+                    peer.start()
+                    self._warm_up_pypy_server(self.sockets[impl])
+                else:
+                    peer = bench_server(impl, self.sockets[impl], REPO_ROOT)
+                    peer.start()
             except (PeerError, RuntimeError) as exc:  # GoUnavailable is a RuntimeError
                 self.errors[impl] = str(exc)[:400]
                 log(f"{impl} server did not start: {exc}")
                 continue
             self._peers.append(peer)
             self.peer[impl] = peer
+
+    @staticmethod
+    def _warm_up_pypy_server(socket_path: str) -> None:
+        """Untimed calls so that PyPy's JIT has compiled the server before any row is timed."""
+        subprocess.run([sys.executable, "-m", "bench.workloads", "latency", "--client",
+                        "minigrpc", "--socket", socket_path, "--calls", "1", "--warmup",
+                        str(pypy.PYPY_WARMUP)], cwd=REPO_ROOT, capture_output=True, timeout=300)
 
     def run_client(self, mode: Mode, workload: str, client: str, server: str,
                    arguments: Sequence[str], server_calls: int) -> Dict[str, Any]:
@@ -446,6 +470,17 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
             throughput_servers.append(GO_SERVER_IMPL)
             throughput_clients.append(loadgen.GO_CLIENT)
             LOAD_GENERATORS[loadgen.GO_CLIENT] = go_peers.binary("bench_client")
+        pypy_python, why_not = pypy.pypy_python_or_reason() if has_client else (None, "")
+        if pypy_python is None:
+            if why_not:
+                notes.append(f"No PyPy rows: {why_not}.")
+        else:
+            PYPY_PYTHON[:] = [pypy_python]
+            extra_versions["pypy"] = pypy.pypy_version(pypy_python)
+            clients.append(pypy.PYPY_CLIENT)
+            if has_server:
+                latency_servers.append(pypy.PYPY_SERVER)
+                throughput_servers.append(pypy.PYPY_SERVER)
         h2load, why_not = loadgen.h2load_or_reason()
         if h2load is None:
             notes.append(f"No h2load rows: {why_not}.")

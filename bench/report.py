@@ -217,6 +217,26 @@ def targets(results: Dict[str, Any]) -> List[Target]:
                 0.7, ratio(throughput_cpu(results, "minigrpc", connections, client),
                            throughput_cpu(results, "grpcio", connections, client)),
                 informational=True))
+    for server, judged in (("grpc-go", True), ("grpcio", False)):
+        if latency_p50(results, "minigrpc-pypy", server) is not None:
+            found.append(Target(
+                "pypy", f"p50: minigrpc client on PyPy / grpcio client on CPython ({server} "
+                "server)", latency_p50(results, "minigrpc-pypy", server),
+                latency_p50(results, "grpcio", server), "<=", 0.6,
+                informational=not judged))
+    if latency_p50(results, "grpcio", "minigrpc-pypy") is not None:
+        found.append(Target(
+            "pypy", "p50: minigrpc server on PyPy / grpcio server (grpcio client)",
+            latency_p50(results, "grpcio", "minigrpc-pypy"),
+            latency_p50(results, "grpcio", "grpcio"), "<=", 1.0, informational=True))
+    for connections in results.get("config", {}).get("throughput_connections", []):
+        mine = throughput_median(results, "minigrpc-pypy", connections)
+        if mine is not None:
+            note = "1 connection" if connections == "shared" else "a connection per thread"
+            found.append(Target(
+                "pypy", f"calls/s: minigrpc server on PyPy / grpcio server ({note})", mine,
+                throughput_median(results, "grpcio", connections), ">=", 0.8,
+                informational=True))
     if results.get("stream") is not None:
         found.append(Target(
             "stream", "messages/s: minigrpc↔minigrpc / grpclib↔grpclib",

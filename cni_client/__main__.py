@@ -1,7 +1,7 @@
 """Entry point of the plugin: ``python -m cni_client`` and the ``antrea-cni`` console script.
 
-The runtime executes this with no arguments (CNI SPEC.md, "Execution Protocol"); :func:`main` wires the
-Antrea commands into the generic CNI shell (:mod:`cni_client.skel`) the way the Go
+The runtime executes this with no arguments (CNI SPEC.md, "Execution Protocol"); :func:`main` wires
+the Antrea commands into the generic CNI shell (:mod:`cni_client.skel`) the way the Go
 ``cmd/antrea-cni`` wires ``pkg/cni`` into ``skel.PluginMainFuncs``.
 """
 

@@ -2,7 +2,8 @@
 
 ``python -m cni_client.agent --socket PATH`` serves ``CmdAdd``/``CmdCheck``/``CmdDel`` on the
 minigrpc server (``--server grpcio`` serves the very same servicer on grpcio, to prove interop).
-It behaves like antrea-agent's cniserver where the plugin can tell (docs/cni-plugin-behaviour.md, "The agent side"):
+It behaves like antrea-agent's cniserver where the plugin can tell (docs/cni-plugin-behaviour.md,
+"The agent side"):
 
 * validation in the agent's order: config JSON and ``CNI_ARGS`` (6), exact cniVersion (1),
   ``type``/``ipam.type`` (2);
@@ -68,7 +69,8 @@ class AgentError(Exception):
 # Go's json.MarshalIndent(v, "", "    ") for the values results are made of.
 
 def _sorted_keys(value: Any) -> Any:
-    """1.x results are built from Go maps/structs whose JSON has alphabetical keys (docs/cni-plugin-behaviour.md)."""
+    """1.x results are built from Go maps/structs whose JSON has alphabetical keys
+    (docs/cni-plugin-behaviour.md)."""
     if isinstance(value, dict):
         return {key: _sorted_keys(value[key]) for key in sorted(value)}
     if isinstance(value, list):
@@ -233,7 +235,8 @@ def _host_ifname(container_id: str, ifname: str, pod_name: str) -> str:
 
 
 def build_add_result(endpoint: Endpoint, cni_version: str) -> bytes:
-    """The ADD result in ``cni_version``'s shape (docs/cni-plugin-behaviour.md, "The agent side")."""
+    """The ADD result in ``cni_version``'s shape (docs/cni-plugin-behaviour.md, "The agent
+    side")."""
     ips: List[Dict[str, Any]] = []
     routes: List[Dict[str, Any]] = []
     for pool, address in endpoint.addresses:
@@ -410,8 +413,8 @@ class _StatusServicer:
 
 
 def prepare_socket_path(path: str) -> None:
-    """What the agent does before listening (docs/cni-plugin-behaviour.md, "The agent side"): remove a stale file
-    and create the directory with mode 0750."""
+    """What the agent does before listening (docs/cni-plugin-behaviour.md, "The agent side"): remove
+    a stale file and create the directory with mode 0750."""
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, mode=0o750, exist_ok=True)

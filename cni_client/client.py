@@ -3,7 +3,8 @@
 This is ``pkg/cni/client.go`` (``Action.Request``) on minigrpc: build a ``CniCmdRequest`` from
 the invocation, open one plaintext HTTP/2 connection to the agent's unix socket, call
 ``CmdAdd``/``CmdCheck``/``CmdDel`` with no deadline and no retry, and turn the outcome into
-either the result bytes or a :class:`~cni_client.skel.CniError` (docs/cni-plugin-behaviour.md, "The gRPC call").
+either the result bytes or a :class:`~cni_client.skel.CniError` (docs/cni-plugin-behaviour.md, "The
+gRPC call").
 
 minigrpc is imported inside the functions that need it, so that importing this module (and
 running VERSION or an env error) stays cheap.  The two messages go through
@@ -19,7 +20,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Tuple
 
-#: Where the agent listens (antrea-agent's path; docs/cni-plugin-behaviour.md); ``ANTREA_CNI_SOCKET`` overrides it.
+#: Where the agent listens (antrea-agent's path; docs/cni-plugin-behaviour.md);
+#: ``ANTREA_CNI_SOCKET`` overrides it.
 DEFAULT_SOCKET_PATH = "/var/run/antrea/cni.sock"
 SOCKET_PATH_ENV = "ANTREA_CNI_SOCKET"
 
@@ -39,8 +41,8 @@ INCOMPATIBLE_API_VERSION = 202
 #: CNI SPEC.md 1.1, STATUS: "the plugin is not available" (cannot serve ADD).
 PLUGIN_NOT_AVAILABLE = 50
 
-#: gRPC failure -> CNI error (Antrea's ``pkg/cni/client.go``; docs/mapping.md).  This is the one place the
-#: mapping is written down; tests and docs read it.  Key: the gRPC status code name
+#: gRPC failure -> CNI error (Antrea's ``pkg/cni/client.go``; docs/mapping.md).  This is the one
+#: place the mapping is written down; tests and docs read it.  Key: the gRPC status code name
 #: (``StatusCode.<name>``), ``None`` for every code not listed.  Value: (CNI code, msg, details),
 #: where ``{error}`` stands for the grpc-go style error text
 #: ``rpc error: code = <Name> desc = <message>``.  A call that succeeds at the gRPC level but
@@ -103,8 +105,8 @@ def request(action: str, args: CmdArgs) -> bytes:
     """Run one CNI command on the agent; return the result bytes or raise :class:`CniError`.
 
     One connection, no deadline (the runtime's SIGKILL is the only timeout,
-    docs/cni-plugin-behaviour.md), the channel closed afterwards.  Mapping order as in client.go: gRPC failure by
-    :data:`RPC_FAILURE_TO_CNI`, then ``response.error`` when present, else ``cni_result``.
+    docs/cni-plugin-behaviour.md), the channel closed afterwards.  Mapping order as in client.go:
+    gRPC failure by :data:`RPC_FAILURE_TO_CNI`, then ``response.error`` when present, else ``cni_result``.
     """
     _check_utf8_fields(args)
     import minigrpc
@@ -128,7 +130,8 @@ def request(action: str, args: CmdArgs) -> bytes:
 
 # --------------------------------------------------------------------------------------------
 # STATUS: can the agent take ADDs right now?  The Go plugin's STATUS is a no-op; probing the
-# socket is a deliberate improvement (docs/cni-plugin-behaviour.md, "Where cni_client deliberately differs").
+# socket is a deliberate improvement (docs/cni-plugin-behaviour.md, "Where cni_client deliberately
+# differs").
 
 #: How long STATUS waits for the agent's SETTINGS before calling it unavailable.  A healthy
 #: agent answers at once; runtimes call STATUS periodically and must not hang on it.

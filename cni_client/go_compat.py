@@ -37,7 +37,8 @@ __all__ = [
 
 
 def go_json_string(text: str) -> str:
-    """Quote ``text`` as Go's ``encoding/json`` does (escapeHTML on; docs/cni-plugin-behaviour.md, "Output bytes").
+    """Quote ``text`` as Go's ``encoding/json`` does (escapeHTML on; docs/cni-plugin-behaviour.md,
+    "Output bytes").
 
     ``<``, ``>``, ``&``, U+2028 and U+2029 are escaped; \\b \\f \\n \\r \\t use short forms; other
     C0 controls become lowercase ``\\u00xx``; everything else stays raw.  Surrogates (our

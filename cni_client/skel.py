@@ -7,9 +7,10 @@ looks at stdout and the exit status, so every byte written here is part of the c
 
 The shell knows nothing about Antrea or gRPC: the plugin hands :func:`plugin_main` one callable
 per command (:class:`CniFuncs`).  A callable returns the bytes to print on success or raises
-:class:`CniError`; anything else it raises becomes code 999 (docs/cni-plugin-behaviour.md, "Output bytes").  Only the
-standard library modules that the interpreter has already loaded at start-up are used here,
-plus ``json`` on the paths that read a config: VERSION and env errors stay cheap (cold start).
+:class:`CniError`; anything else it raises becomes code 999 (docs/cni-plugin-behaviour.md, "Output
+bytes").  Only the standard library modules that the interpreter has already loaded at start-up are
+used here, plus ``json`` on the paths that read a config: VERSION and env errors stay cheap (cold
+start).
 """
 
 import os
@@ -127,7 +128,8 @@ def encode_error_json(code: int, msg: str, details: str = "") -> bytes:
 
 
 def parse_version(version: str) -> "Tuple[int, int, int]":
-    """``version.ParseVersion`` from containernetworking/cni (docs/cni-plugin-behaviour.md, "Versions")."""
+    """``version.ParseVersion`` from containernetworking/cni (docs/cni-plugin-behaviour.md,
+    "Versions")."""
     if version == "":
         return (0, 1, 0)
     parts = version.split(".")

@@ -80,8 +80,9 @@ DEADLINE_SECONDS = 0.5
 PEER_PLACEHOLDER = "unix:<socket>"
 _PEER_WIDTH = 15  # minigrpc.trace pads the peer column to at least this many characters
 
-# The invocation every scenario sends: what containerd passes for a Pod "web-0" (docs/cni-plugin-behaviour.md,
-# "Deployment"), with Antrea's network configuration.  Fixed values, so the bytes are the same every run.
+# The invocation every scenario sends: what containerd passes for a Pod "web-0"
+# (docs/cni-plugin-behaviour.md, "Deployment"), with Antrea's network configuration.  Fixed values,
+# so the bytes are the same every run.
 CONTAINER_ID = "a3f9c2e17b04"
 NETNS = "/var/run/netns/cni-7b04"
 IFNAME = "eth0"
@@ -260,8 +261,8 @@ def canonical_order(entries: List[Entry]) -> List[Entry]:
     """Put every SETTINGS/PING ACK this side sent right after the frame it answers.
 
     The k-th SETTINGS ACK sent answers the k-th SETTINGS received (RFC 9113 §6.5.3), and the
-    k-th PING ACK sent the k-th PING received (RFC 9113 §6.7).  Which write carries an ACK depends on how
-    the kernel cut the reads, so without this the listing would differ from run to run.
+    k-th PING ACK sent the k-th PING received (RFC 9113 §6.7).  Which write carries an ACK depends
+    on how the kernel cut the reads, so without this the listing would differ from run to run.
     """
     pending: Dict[str, List[Entry]] = {"SETTINGS": [], "PING": []}
     others: List[Entry] = []

@@ -106,7 +106,8 @@ def request(action: str, args: CmdArgs) -> bytes:
 
     One connection, no deadline (the runtime's SIGKILL is the only timeout,
     docs/cni-plugin-behaviour.md), the channel closed afterwards.  Mapping order as in client.go:
-    gRPC failure by :data:`RPC_FAILURE_TO_CNI`, then ``response.error`` when present, else ``cni_result``.
+    gRPC failure by :data:`RPC_FAILURE_TO_CNI`, then ``response.error`` when present, else
+    ``cni_result``.
     """
     _check_utf8_fields(args)
     import minigrpc

@@ -850,14 +850,14 @@ class ServerLoop:
         """Handler thread: send the outcome, here if the I/O thread is idle, else through it.
 
         Handing every response to the I/O thread costs a wake-up (a byte on the wake socket,
-        ``select()`` returning, two reads) and a thread switch per call: about a third of a
-        call's latency (docs/benchmarks.md). When the I/O thread waits in ``select()`` this thread
-        takes :attr:`_io_lock`, so it has the H2Connection to itself (it is not thread-safe,
-        docs/h2-notes.md), and writes the response directly. Only a call that is alone on the
-        server does so: with several in flight the loop is rarely idle anyway, and it writes many responses per wake-up and per
-        ``send()`` (in an A/B under 8 concurrent callers, either way cost the same CPU per
-        call), so concurrent calls keep the path they always had. Anything unusual (the server
-        stopping, the connection draining, unsent output) also goes through the I/O thread.
+        ``select()`` returning, two reads) and a thread switch per call: about a third of a call's
+        latency (docs/benchmarks.md). When the I/O thread waits in ``select()`` this thread takes
+        :attr:`_io_lock`, so it has the H2Connection to itself (it is not thread-safe,
+        docs/h2-notes.md), and writes the response directly. Only a call that is alone on the server
+        does so: with several in flight the loop is rarely idle anyway, and it writes many responses
+        per wake-up and per ``send()`` (in an A/B under 8 concurrent callers, either way cost the
+        same CPU per call), so concurrent calls keep the path they always had. Anything unusual (the
+        server stopping, the connection draining, unsent output) also goes through the I/O thread.
         """
         if self._send_outcome_directly(context, code, details, message):
             return

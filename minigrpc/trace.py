@@ -1,4 +1,4 @@
-"""Frame trace: one readable log line per HTTP/2 frame (issue 2 §5).
+"""Frame trace: one readable log line per HTTP/2 frame.
 
 Turn it on with ``MINIGRPC_TRACE=1`` in the environment (the trace goes to stderr), or by
 enabling the ``minigrpc.wire`` logger at DEBUG with a handler of your own.  The transports

@@ -4,6 +4,7 @@ A missed target is only actionable with a profile that says where the time goes.
 therefore runs the minigrpc client (warm latency, 4 MiB echo) and the minigrpc server (throughput
 load) once more under cProfile, in their own processes like every other run, and reduces each
 profile to
+
 * the share of busy time per layer (h2, hpack, hyperframe, minigrpc, socket system calls,
   everything else), with idle waiting (an executor thread waiting for work, ``poll`` with
   nothing to read, a lock or condition wait) left out, since it is not work; and

@@ -1097,8 +1097,8 @@ class ServerConnection(ConnectionProtocol):
         return events
 
     def start_drain(self) -> None:
-        """Graceful shutdown, step 1: GOAWAY(2^31-1) and a PING (PROTOCOL-HTTP2.md,
-        GOAWAY Frame).
+        """Graceful shutdown, step 1: GOAWAY(2^31-1) and a PING (RFC 9113 §6.8;
+        docs/wire-rules.md, "GOAWAY and PING").
 
         Streams the client opens before it sees the GOAWAY are still served; the PING's ACK
         (or :meth:`send_final_goaway` called on a timer) moves to step 2.

@@ -86,7 +86,8 @@ _SUPPORTED_REQUEST_ENCODINGS = frozenset(("identity", "gzip", "deflate"))
 
 
 class DrainPhase(enum.Enum):
-    """Where a graceful shutdown of one connection is (PROTOCOL-HTTP2.md, GOAWAY; RFC 9113 §6.8)."""
+    """Where a graceful shutdown of one connection is (PROTOCOL-HTTP2.md, GOAWAY Frame;
+    RFC 9113 §6.8)."""
 
     #: Taking new streams.
     SERVING = "serving"

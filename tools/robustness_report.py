@@ -69,7 +69,7 @@ def read_junit(path: str) -> Dict[str, Tuple[str, str]]:
     results: Dict[str, Tuple[str, str]] = {}
     for case in ElementTree.parse(path).iter("testcase"):
         classname = case.get("classname", "")
-        # "tests.test_x" -> "tests/test_x.py"; a class part would follow the module.
+        # "tests.test_<name>" -> "tests/test_<name>.py"; a class part would follow the module.
         parts = classname.split(".")
         file_parts: List[str] = []
         rest: List[str] = []

@@ -98,7 +98,7 @@ PROTOCOL_HTTP2_RULES = frozenset(
 
 _NOTES_RE = re.compile(r"\b(?:" + "|".join(map(re.escape, _PRIVATE_NOTES)) + r")\.md\b")
 _ISSUE_RE = re.compile(r"\bissues?\s*#?\d+", re.IGNORECASE)
-_SECTION_RE = re.compile(_SECTION + r"\s*\d")
+_SECTION_RE = re.compile(_SECTION + r"\s*(\d+)")
 #: What may stand before a section sign: an RFC number or a named document.
 _SECTION_OWNER_RE = re.compile(r"\bRFC\s*\d{3,5}\b|[\w./-]+\.md\b")
 #: How far before a section sign its RFC or document may stand ("within a few words").
@@ -188,6 +188,12 @@ def _anchors(doc: str) -> Tuple[str, ...]:
     return tuple(found)
 
 
+def _has_numbered_section(doc: str, number: str) -> bool:
+    """True if a heading of ``doc`` starts with ``number`` (as in "## 3. The request HEADERS")."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    return re.search(r"^#+\s+" + re.escape(number) + r"\b", text, re.MULTILINE) is not None
+
+
 def _section_exists(doc: str, section: str) -> bool:
     wanted = " ".join(section.split()).rstrip(".:").replace("`", "")
     return any(
@@ -228,6 +234,10 @@ def find_bad_citations(text: str, source: str = "docs/example.md") -> List[str]:
         owner = owners[-1].group(0)
         if owner.endswith(".md") and not _cites_known_doc(owner, source):
             report(match.start(), f"section of a document not in the repository: {owner}", True)
+        elif owner.endswith(".md") and _resolve_doc(owner, source) is not None:
+            number = match.group(1)
+            if not _has_numbered_section(_resolve_doc(owner, source) or "", number):
+                report(match.start(), f"{owner} has no section numbered {number}", True)
 
     for match in _MD_NAME_RE.finditer(text):
         name = match.group(1)
@@ -324,6 +334,7 @@ _S = _SECTION
         ("The rules are in docs/no-such-doc.md.", "does not exist"),
         ("Read [the notes](missing-notes.md).", "missing file"),
         ('See wire-rules.md, "No Such Section".', "has no section"),
+        (f"See wire-rules.md {_S}3.", "has no section numbered 3"),
         ("Cited as (PROTOCOL-HTTP2.md, Trailer Frames).", "PROTOCOL-HTTP2.md has no section"),
     ],
 )
@@ -345,6 +356,7 @@ def test_checker_rejects_planted_citation(text: str, why: str) -> None:
         "Read [the wire rules](wire-rules.md) and `docs/mapping.md`; regenerate with"
         " `tools/render_docs.py`.",
         "CNI SPEC.md, \"Parameters\": the six variables.",
+        f"The request headers (protocol.md {_S}3).",
         "A glob such as `tests/generated_stubs/v*` is not a path.",
     ],
 )

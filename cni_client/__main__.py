@@ -20,11 +20,10 @@ def ensure_foreign_netns(args: CmdArgs) -> None:
     """Refuse to work on the plugin's own network namespace (docs/cni-plugin-behaviour.md, "Where
     cni_client deliberately differs from the Go plugin").
 
-    The Go plugin checks this *after* the RPC, so a successful result and an error JSON
-    end up together on stdout.  We check first, so the runtime
-    gets something it can parse: no RPC, one error JSON.  As in
-    Go, ``CNI_NETNS_OVERRIDE`` = ``true`` (any case) or ``1`` skips it, and so does a
-    netns that cannot be opened (a DEL may even have none)."""
+    The Go plugin checks this *after* the RPC, so a successful result and an error JSON end up
+    together on stdout.  We check first, so the runtime gets something it can parse: no RPC, one
+    error JSON.  As in Go, ``CNI_NETNS_OVERRIDE`` = ``true`` (any case) or ``1`` skips it, and so
+    does a netns that cannot be opened (a DEL may even have none)."""
     if args.netns_override.lower() in ("true", "1") or not args.netns:
         return
     try:

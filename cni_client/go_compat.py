@@ -204,11 +204,10 @@ def _reject_constant(name: str) -> object:
 def decode_json_document(data: bytes) -> object:
     """Parse ``data`` as strict JSON the way Go accepts it.
 
-    Differences from ``json.loads(bytes)`` that matter (docs/cni-plugin-behaviour.md,
-    "Python parity pitfalls"): UTF-8 only (no BOM stripping,
-    no UTF-16 detection), bytes that are not UTF-8 become U+FFFD (so they are fine inside
-    strings and a syntax error elsewhere), NaN/Infinity are rejected, numbers are never
-    converted (no int digit limit), and objects keep every key in order.
+    Differences from ``json.loads(bytes)`` that matter (docs/cni-plugin-behaviour.md, "Python parity
+    pitfalls"): UTF-8 only (no BOM stripping, no UTF-16 detection), bytes that are not UTF-8 become
+    U+FFFD (so they are fine inside strings and a syntax error elsewhere), NaN/Infinity are
+    rejected, numbers are never converted (no int digit limit), and objects keep every key in order.
     """
     text = data.decode("utf-8", "cni-go-replace")
     if not text.strip(" \t\r\n"):

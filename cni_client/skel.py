@@ -1,9 +1,9 @@
 """The CNI plugin shell: environment, stdin, version gating, output and exit codes.
 
-This is a byte-for-byte re-implementation of containernetworking/cni ``pkg/skel`` v1.3 as the
-Go ``antrea-cni`` uses it (docs/cni-plugin-behaviour.md; its "Python parity
-pitfalls" are handled here).  The runtime only
-looks at stdout and the exit status, so every byte written here is part of the contract.
+This is a byte-for-byte re-implementation of containernetworking/cni ``pkg/skel`` v1.3 as the Go
+``antrea-cni`` uses it (docs/cni-plugin-behaviour.md; its "Python parity pitfalls" are handled
+here).  The runtime only looks at stdout and the exit status, so every byte written here is part of
+the contract.
 
 The shell knows nothing about Antrea or gRPC: the plugin hands :func:`plugin_main` one callable
 per command (:class:`CniFuncs`).  A callable returns the bytes to print on success or raises

@@ -119,14 +119,13 @@ def start_connection(
 
     h2's own ``initiate_connection()`` advertises its defaults, and ``update_settings()`` would
     then need a second SETTINGS frame that takes effect only on the peer's ACK. Instead our values
-    become h2's initial local settings, so the first (and only) SETTINGS frame states them
-    (RFC 9113 §3.4, §6.5). The three places where h2 copied its defaults at construction are
-    brought in line in this one function, which is what docs/h2-notes.md, "Settings", warns
-    about: the inbound
+    become h2's initial local settings, so the first (and only) SETTINGS frame states them (RFC 9113
+    §3.4, §6.5). The three places where h2 copied its defaults at construction are brought in line
+    in this one function, which is what docs/h2-notes.md, "Settings", warns about: the inbound
     frame-size limit and the HPACK decoder's header-list limit. Accepting our advertised values
     before the peer's ACK is always safe: it cannot send more before it has read our SETTINGS.
-    SETTINGS cannot change the connection window, hence the WINDOW_UPDATE on stream 0
-    (RFC 9113 §6.9.2).
+    SETTINGS cannot change the connection window, hence the WINDOW_UPDATE on stream 0 (RFC 9113
+    §6.9.2).
     """
     values: Dict[h2.settings.SettingCodes, int] = {
         h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: stream_window,

@@ -232,7 +232,7 @@ class CallTerminated:
     """A started call ended without the handler's answer: mark its context inactive.
 
     ``code`` is what the handler's context reports: CANCELLED when the client reset the stream or
-    the connection went away (PROTOCOL-HTTP2.md, Errors), DEADLINE_EXCEEDED when the deadline
+    the connection went away (PROTOCOL-HTTP2.md, Connection failure), DEADLINE_EXCEEDED when the deadline
     passed, or the status of a rejection this layer sent itself (for example RESOURCE_EXHAUSTED).
     """
 
@@ -560,7 +560,7 @@ class ServerConnection(ConnectionProtocol):
 
     def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:
         """The socket closed or failed: every open call is CANCELLED
-        (PROTOCOL-HTTP2.md, Errors)."""
+        (PROTOCOL-HTTP2.md, Connection failure)."""
         if self.closed:
             return []
         self.closed = True

@@ -1,4 +1,4 @@
-"""``python -m bench``: run every benchmark of issue 6 and write docs/benchmarks.md.
+"""``python -m bench``: run every benchmark and write docs/benchmarks.md.
 
 Modes: the default (full, about 6 minutes on 2 cores), ``--quick`` (well under 2 minutes, for
 a smoke run by hand) and ``--tiny`` (seconds; what tests/test_bench_smoke.py runs).  Only the
@@ -92,7 +92,7 @@ MODES: Dict[str, Mode] = {
                  profiles=False, stream_count=200, stream_reps=1, stream_rounds=1),
 }
 
-#: The request size of the latency and throughput workloads (issue 6: "~200-byte request").
+#: The request size of the latency and throughput workloads (a CNI request is about 200 bytes).
 LATENCY_SIZE = 200
 
 #: Clients that are not Python (:mod:`bench.loadgen`): name -> executable, filled by :func:`run`

@@ -1,8 +1,8 @@
 """Cold plugin invocation: exec the plugin for one ADD against a running agent, until it exits.
 
-The runtime starts the plugin once per pod (cni-plugin.md §1), so a fresh interpreter, its
-imports, one connection and one RPC are the whole cost.  Each variant is executed the way a
-runtime does it: the file itself (shebang), no arguments, the CNI environment, the network
+The runtime starts the plugin once per pod (docs/cni-plugin-behaviour.md, "Invocation"), so a fresh
+interpreter, its imports, one connection and one RPC are the whole cost.  Each variant is executed
+the way a runtime does it: the file itself (shebang), no arguments, the CNI environment, the network
 config on stdin.  Wall time runs from just before the fork to the moment the child has been
 reaped; peak RSS is that child's own ``ru_maxrss`` from ``os.wait4`` (no other process is
 counted).  After every timed ADD an untimed DEL for the same container keeps the agent's IP
@@ -25,13 +25,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from bench.peers import PeerError, PeerProcess, bench_server
 from bench.stats import median
 
-#: The network config of the shipped conflist, as the runtime injects it (cni-plugin.md §1).
+#: The network config of the shipped conflist, as the runtime injects it
+#: (docs/cni-plugin-behaviour.md, "Invocation").
 NETWORK_CONFIG = (b'{"cniVersion":"0.3.0","ipam":{"type":"host-local"},'
                   b'"name":"antrea","type":"antrea"}')
 
-#: The import floor as issue 6 defines it: h2 plus the generated protobuf module, what a plugin
-#: on h2 and protobuf has to load. The plugin itself no longer imports protobuf
-#: (cni_client.messages), so it can come in under this floor.
+#: The import floor of the cold-start target (docs/benchmarks.md): h2 plus the generated protobuf
+#: module, what a plugin on h2 and protobuf has to load. The plugin itself no longer imports
+#: protobuf (cni_client.messages), so it can come in under this floor.
 FLOOR_CODE = "import h2.connection; import cni_client.cni_pb2"
 
 #: Seconds one plugin run may take before it counts as hung (and is killed).
@@ -264,12 +265,14 @@ def run_once(command: Sequence[str], env: Dict[str, str], stdin_path: str, cwd: 
 
 def plugin_env(socket_path: str, command: str, container_id: str, work_dir: str,
                extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """The runtime's environment plus the six CNI variables (cni-plugin.md §1, §2)."""
+    """The runtime's environment plus the six CNI variables (CNI SPEC.md, "Parameters")."""
     env = dict(os.environ)
     env.update({
         "CNI_COMMAND": command,
         "CNI_CONTAINERID": container_id,
-        # A path that does not exist: the plugin skips its own-netns check (§8.1).
+        # A path that does not exist: the plugin skips its own-netns check
+        # (docs/cni-plugin-behaviour.md, "Where cni_client deliberately differs from the Go
+        # plugin").
         "CNI_NETNS": os.path.join(work_dir, "netns", container_id),
         "CNI_IFNAME": "eth0",
         "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME={container_id};"

@@ -4,7 +4,7 @@ Why it exists: the issue compares the real plugin (``cni_client`` on minigrpc) w
 plugin logic written on grpcio".  Everything but the transport is shared with the real plugin
 so the comparison isolates the gRPC library: the CNI shell (:mod:`cni_client.skel`: env, stdin,
 version gates, output), the messages (:mod:`cni_client.messages`, no protobuf import) and the
-status-to-CNI mapping (:mod:`cni_client.client`, cni-plugin.md §6 "Mapping").  Only the call
+status-to-CNI mapping (:mod:`cni_client.client`, docs/mapping.md).  Only the call
 itself goes through ``grpc.insecure_channel`` here: one connection, no deadline, no retry,
 closed afterwards, exactly as :func:`cni_client.client.request` does with minigrpc.
 
@@ -32,8 +32,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cni_client.messages import CniCmdResponse
 
-# grpc-go's names for the codes (what ``rpc error: code = <Name>`` prints, cni-plugin.md §6);
-# the real plugin gets them from minigrpc.status, which this baseline must not import.
+# grpc-go's names for the codes (what ``rpc error: code = <Name>`` prints,
+# docs/cni-plugin-behaviour.md); the real plugin gets them from minigrpc.status, which this baseline
+# must not import.
 _GO_CODE_NAMES = {
     "OK": "OK", "CANCELLED": "Canceled", "UNKNOWN": "Unknown",
     "INVALID_ARGUMENT": "InvalidArgument", "DEADLINE_EXCEEDED": "DeadlineExceeded",

@@ -1,4 +1,4 @@
-"""What h2 alone costs per unary call: the floor under every minigrpc call (issue 6).
+"""What h2 alone costs per unary call: the floor under every minigrpc call.
 
 minigrpc does its HTTP/2 through h2, hpack and hyperframe, so no minigrpc call can cost less
 than the work those libraries do for it. This measures that work with nothing else around it:

@@ -106,7 +106,7 @@ def _serve_cni_agent_grpcio(socket_path: str, workers: int) -> Any:
     """A stand-in antrea-agent on grpcio, used only while ``cni_client.agent`` does not exist.
 
     ADD answers with a fixed 0.3.0 result; CHECK and DEL with an empty result
-    (cni-plugin.md §7 "ADD result", "DEL and CHECK success")."""
+    (docs/cni-plugin-behaviour.md, "The agent side")."""
     from concurrent import futures
 
     import grpc

@@ -1,8 +1,9 @@
 """cProfile summaries for the report: where minigrpc's time goes when a target is missed.
 
-Issue 6 asks that a target out of reach be explained by a profile.  The harness therefore runs
-the minigrpc client (warm latency, 4 MiB echo) and the minigrpc server (throughput load) once
-more under cProfile, in their own processes like every other run, and reduces each profile to
+A missed target is only actionable with a profile that says where the time goes.  The harness
+therefore runs the minigrpc client (warm latency, 4 MiB echo) and the minigrpc server (throughput
+load) once more under cProfile, in their own processes like every other run, and reduces each
+profile to
 
 * the share of busy time per layer (h2, hpack, hyperframe, minigrpc, socket system calls,
   everything else), with idle waiting (an executor thread waiting for work, ``poll`` with

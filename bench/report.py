@@ -3,8 +3,8 @@
 The report is generated, never edited by hand: every number in it comes from the results
 dictionary that :mod:`bench.__main__` fills.  Ratios are always "minigrpc / reference", so a
 ratio's meaning does not depend on whether bigger is better; the targets table says which way
-each target points.  Targets are the ones of issue 6 ("Targets (medians, ratios on this 2-core
-machine)").
+each target points.  Targets are the project's performance goals (medians, ratios on the
+machine that runs the benchmarks), built in :func:`targets`.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def throughput_median(results: Dict[str, Any], server: str, connections: str,
 
 
 # ---------------------------------------------------------------------------------------------
-# Targets (issue 6).
+# Targets: the project's performance goals.
 
 
 class Target:
@@ -115,7 +115,7 @@ class Target:
                  reference: Optional[float], op: str, limit: float,
                  cpu_ratio: Optional[float] = None, informational: bool = False) -> None:
         self.area = area
-        #: Shown beside a target for context, never judged (a baseline the issue did not name).
+        #: Shown beside a target for context, never judged (a baseline no target names).
         self.informational = informational
         self.text = text
         self.ratio = ratio(value, reference)
@@ -266,7 +266,7 @@ def _targets_section(found: Sequence[Target]) -> List[str]:
     rows = [[t.area, t.text, f"{t.op} {t.limit:g}×", _fmt_ratio(t.ratio), t.verdict,
              _fmt_ratio(t.cpu_ratio) if t.cpu_ratio is not None else ""]
             for t in found]
-    return ["## Targets of issue 6", "",
+    return ["## Performance targets", "",
             "Ratios of medians, minigrpc (or the plugin on it) over the reference. The last "
             "column is the same comparison in CPU time of the process under test, per call "
             "or per invocation (lower is better; the client's for client rows, the server's "
@@ -276,8 +276,8 @@ def _targets_section(found: Sequence[Target]) -> List[str]:
             "library differs; the row marked *for information* compares with the same plugin "
             "on the generated `cni_pb2`, as a grpcio plugin is usually written. The other "
             "rows *for information* are the same comparisons with grpc-go (antrea-agent's "
-            "library) as the peer, or with grpc-go or h2load as the load, which issue 6 did "
-            "not name.", "",
+            "library) as the peer, or with grpc-go or h2load as the load, which no target "
+            "names.", "",
             *_table(("area", "measure", "target", "measured", "verdict", "CPU ratio"), rows)]
 
 

@@ -1,7 +1,7 @@
 """Entry point of the plugin: ``python -m cni_client`` and the ``antrea-cni`` console script.
 
-The runtime executes this with no arguments (cni-plugin.md §1); :func:`main` wires the
-Antrea commands into the generic CNI shell (:mod:`cni_client.skel`) the way the Go
+The runtime executes this with no arguments (CNI SPEC.md, "Execution Protocol"); :func:`main` wires
+the Antrea commands into the generic CNI shell (:mod:`cni_client.skel`) the way the Go
 ``cmd/antrea-cni`` wires ``pkg/cni`` into ``skel.PluginMainFuncs``.
 """
 
@@ -11,18 +11,19 @@ import sys
 from cni_client import __version__
 from cni_client.skel import CmdArgs, CniError, CniFuncs, plugin_main
 
-#: Antrea's code for "the plugin would configure its own netns" (cni-plugin.md §8.1).
+#: Antrea's code for "the plugin would configure its own netns".
 ERR_SAME_NETNS = 8
 _OWN_NETNS = "/proc/self/ns/net"
 
 
 def ensure_foreign_netns(args: CmdArgs) -> None:
-    """Refuse to work on the plugin's own network namespace (cni-plugin.md §8.1).
+    """Refuse to work on the plugin's own network namespace (docs/cni-plugin-behaviour.md, "Where
+    cni_client deliberately differs from the Go plugin").
 
-    The Go plugin checks this *after* the RPC, so a successful result and an error JSON
-    end up together on stdout.  We check first (issue 4): no RPC, one error JSON.  As in
-    Go, ``CNI_NETNS_OVERRIDE`` = ``true`` (any case) or ``1`` skips it, and so does a
-    netns that cannot be opened (a DEL may even have none)."""
+    The Go plugin checks this *after* the RPC, so a successful result and an error JSON end up
+    together on stdout.  We check first, so the runtime gets something it can parse: no RPC, one
+    error JSON.  As in Go, ``CNI_NETNS_OVERRIDE`` = ``true`` (any case) or ``1`` skips it, and so
+    does a netns that cannot be opened (a DEL may even have none)."""
     if args.netns_override.lower() in ("true", "1") or not args.netns:
         return
     try:
@@ -56,7 +57,8 @@ def cmd_del(args: CmdArgs) -> bytes:
 
 
 def cmd_status(args: CmdArgs) -> bytes:
-    """STATUS (config >= 1.1.0): ask whether the agent can take ADDs (issue 4; §8.2)."""
+    """STATUS (config >= 1.1.0): ask whether the agent can take ADDs (a deliberate improvement on
+    the Go plugin's no-op, which always succeeds)."""
     from cni_client import client
 
     client.probe_agent()
@@ -64,7 +66,7 @@ def cmd_status(args: CmdArgs) -> bytes:
 
 
 def cmd_gc(args: CmdArgs) -> bytes:
-    """GC is a successful no-op: the agent has no GC RPC and collects its own leaks (§8.2)."""
+    """GC is a successful no-op: the agent has no GC RPC and collects its own leaks."""
     return b""
 
 
@@ -72,7 +74,7 @@ CNI_FUNCS = CniFuncs(add=cmd_add, check=cmd_check, delete=cmd_del, status=cmd_st
 
 
 def about_text() -> str:
-    """The first stderr line when CNI_COMMAND is empty (§5.3); nothing parses it."""
+    """The first stderr line when CNI_COMMAND is empty; nothing parses it."""
     return (f"Antrea CNI {__version__} {sys.platform}/{os.uname().machine}"
             f" python{sys.version.split()[0]}")
 

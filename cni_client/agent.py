@@ -2,7 +2,8 @@
 
 ``python -m cni_client.agent --socket PATH`` serves ``CmdAdd``/``CmdCheck``/``CmdDel`` on the
 minigrpc server (``--server grpcio`` serves the very same servicer on grpcio, to prove interop).
-It behaves like antrea-agent's cniserver where the plugin can tell (cni-plugin.md §7):
+It behaves like antrea-agent's cniserver where the plugin can tell (docs/cni-plugin-behaviour.md,
+"The agent side"):
 
 * validation in the agent's order: config JSON and ``CNI_ARGS`` (6), exact cniVersion (1),
   ``type``/``ipam.type`` (2);
@@ -38,7 +39,7 @@ from cni_client.skel import SUPPORTED_VERSIONS
 CNI_SERVICE = "antrea_io.antrea.pkg.apis.cni.v1beta1.Cni"
 READY_LINE_PREFIX = "listening on "
 
-# cni.proto ErrorCode values the agent answers with (cni-plugin.md §7).
+# cni.proto ErrorCode values the agent answers with (proto/cni.proto, ``ErrorCode``).
 INCOMPATIBLE_CNI_VERSION = 1
 UNSUPPORTED_FIELD = 2
 DECODING_FAILURE = 6
@@ -68,7 +69,8 @@ class AgentError(Exception):
 # Go's json.MarshalIndent(v, "", "    ") for the values results are made of.
 
 def _sorted_keys(value: Any) -> Any:
-    """1.x results are built from Go maps/structs whose JSON has alphabetical keys (§7)."""
+    """1.x results are built from Go maps/structs whose JSON has alphabetical keys
+    (docs/cni-plugin-behaviour.md)."""
     if isinstance(value, dict):
         return {key: _sorted_keys(value[key]) for key in sorted(value)}
     if isinstance(value, list):
@@ -77,7 +79,7 @@ def _sorted_keys(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
-# Request validation (cni-plugin.md §7 "Validation").
+# Request validation (docs/cni-plugin-behaviour.md, "The agent side").
 
 class NetworkConfig:
     """The parts of the network configuration the agent looks at."""
@@ -141,7 +143,7 @@ def parse_network_config(data: bytes) -> NetworkConfig:
 
 def parse_cni_args(text: str) -> Dict[str, str]:
     """``types.LoadArgs`` into Antrea's K8s args: ``K=V;K=V``; unknown keys fail unless
-    ``IgnoreUnknown`` is true (cni-plugin.md §7)."""
+    ``IgnoreUnknown`` is true (CNI SPEC.md, "Parameters": ``CNI_ARGS``)."""
     pairs: Dict[str, str] = {}
     if not text:
         return pairs
@@ -233,7 +235,8 @@ def _host_ifname(container_id: str, ifname: str, pod_name: str) -> str:
 
 
 def build_add_result(endpoint: Endpoint, cni_version: str) -> bytes:
-    """The ADD result in ``cni_version``'s shape (cni-plugin.md §7 "ADD result")."""
+    """The ADD result in ``cni_version``'s shape (docs/cni-plugin-behaviour.md, "The agent
+    side")."""
     ips: List[Dict[str, Any]] = []
     routes: List[Dict[str, Any]] = []
     for pool, address in endpoint.addresses:
@@ -410,8 +413,8 @@ class _StatusServicer:
 
 
 def prepare_socket_path(path: str) -> None:
-    """What the agent does before listening (cni-plugin.md §7 "Socket"): remove a stale file
-    and create the directory with mode 0750."""
+    """What the agent does before listening (docs/cni-plugin-behaviour.md, "The agent side"): remove
+    a stale file and create the directory with mode 0750."""
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, mode=0o750, exist_ok=True)
@@ -458,8 +461,8 @@ def serve_grpc(options: argparse.Namespace) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
-# Raw HTTP/2 faults a correct gRPC server never produces (cni-plugin.md §6 "Python client
-# failures"; issue 4 "Tests").
+# Raw HTTP/2 faults a correct gRPC server never produces (docs/cni-plugin-behaviour.md, "The gRPC
+# call"), so the plugin's mapping of a broken server is tested against real bytes.
 
 RAW_FAULTS = ("close-mid-response", "http-503", "html", "no-grpc-status", "grpc-status",
               "garbage", "silent", "goaway")

@@ -3,12 +3,13 @@
 This is ``pkg/cni/client.go`` (``Action.Request``) on minigrpc: build a ``CniCmdRequest`` from
 the invocation, open one plaintext HTTP/2 connection to the agent's unix socket, call
 ``CmdAdd``/``CmdCheck``/``CmdDel`` with no deadline and no retry, and turn the outcome into
-either the result bytes or a :class:`~cni_client.skel.CniError` (cni-plugin.md §6).
+either the result bytes or a :class:`~cni_client.skel.CniError` (docs/cni-plugin-behaviour.md, "The
+gRPC call").
 
 minigrpc is imported inside the functions that need it, so that importing this module (and
 running VERSION or an env error) stays cheap.  The two messages go through
 :mod:`cni_client.messages`, a small codec tested byte for byte against the generated
-``cni_pb2``, because importing protobuf would cost a quarter of every run (issue 6).
+``cni_pb2``, because importing protobuf would cost a quarter of every run (docs/benchmarks.md).
 """
 
 import os
@@ -19,7 +20,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Tuple
 
-#: Where the agent listens (cni-plugin.md §6 "Socket"); ``ANTREA_CNI_SOCKET`` overrides it.
+#: Where the agent listens (antrea-agent's path; docs/cni-plugin-behaviour.md);
+#: ``ANTREA_CNI_SOCKET`` overrides it.
 DEFAULT_SOCKET_PATH = "/var/run/antrea/cni.sock"
 SOCKET_PATH_ENV = "ANTREA_CNI_SOCKET"
 
@@ -39,8 +41,8 @@ INCOMPATIBLE_API_VERSION = 202
 #: CNI SPEC.md 1.1, STATUS: "the plugin is not available" (cannot serve ADD).
 PLUGIN_NOT_AVAILABLE = 50
 
-#: gRPC failure -> CNI error (cni-plugin.md §6 "Mapping"; client.go).  This is the one place the
-#: mapping is written down; tests and docs read it.  Key: the gRPC status code name
+#: gRPC failure -> CNI error (Antrea's ``pkg/cni/client.go``; docs/mapping.md).  This is the one
+#: place the mapping is written down; tests and docs read it.  Key: the gRPC status code name
 #: (``StatusCode.<name>``), ``None`` for every code not listed.  Value: (CNI code, msg, details),
 #: where ``{error}`` stands for the grpc-go style error text
 #: ``rpc error: code = <Name> desc = <message>``.  A call that succeeds at the gRPC level but
@@ -85,7 +87,7 @@ def _check_utf8_fields(args: CmdArgs) -> None:
 
 
 def build_request(args: CmdArgs) -> bytes:
-    """``CniCmdRequest{cni_args}`` with the invocation verbatim (cni-plugin.md §6 "Request"),
+    """``CniCmdRequest{cni_args}`` with the invocation verbatim (``proto/cni.proto``),
     serialized: the same bytes ``cni_pb2.CniCmdRequest.SerializeToString`` gives."""
     from cni_client import messages
 
@@ -102,9 +104,10 @@ def build_request(args: CmdArgs) -> bytes:
 def request(action: str, args: CmdArgs) -> bytes:
     """Run one CNI command on the agent; return the result bytes or raise :class:`CniError`.
 
-    One connection, no deadline (the runtime's SIGKILL is the only timeout, cni-plugin.md
-    §6), the channel closed afterwards.  Mapping order as in client.go: gRPC failure by
-    :data:`RPC_FAILURE_TO_CNI`, then ``response.error`` when present, else ``cni_result``.
+    One connection, no deadline (the runtime's SIGKILL is the only timeout,
+    docs/cni-plugin-behaviour.md), the channel closed afterwards.  Mapping order as in client.go:
+    gRPC failure by :data:`RPC_FAILURE_TO_CNI`, then ``response.error`` when present, else
+    ``cni_result``.
     """
     _check_utf8_fields(args)
     import minigrpc
@@ -127,7 +130,9 @@ def request(action: str, args: CmdArgs) -> bytes:
 
 
 # --------------------------------------------------------------------------------------------
-# STATUS: can the agent take ADDs right now?  (issue 4; cni-plugin.md §8.2 "Option")
+# STATUS: can the agent take ADDs right now?  The Go plugin's STATUS is a no-op; probing the
+# socket is a deliberate improvement (docs/cni-plugin-behaviour.md, "Where cni_client deliberately
+# differs").
 
 #: How long STATUS waits for the agent's SETTINGS before calling it unavailable.  A healthy
 #: agent answers at once; runtimes call STATUS periodically and must not hang on it.

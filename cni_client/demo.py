@@ -1,8 +1,8 @@
 """``make demo``: the plugin driven the way a container runtime drives it, against the agent.
 
 It starts the reference agent (:mod:`cni_client.agent`) on a temporary socket, then executes
-the plugin as libcni does (cni-plugin.md §1: exec with no arguments, the ``CNI_*``
-environment, the network config on stdin) for a short pod lifecycle:
+the plugin as libcni does (docs/cni-plugin-behaviour.md, "Invocation": exec with no arguments, the
+``CNI_*`` environment, the network config on stdin) for a short pod lifecycle:
 
 VERSION, ADD for two pods, CHECK, DEL twice (idempotent), STATUS; then the agent is stopped
 and one more ADD must fail with code 11 (try again later), and STATUS with code 50.
@@ -80,7 +80,8 @@ class Demo:
 
 
 def pod(command: str, container_id: str, pod_name: str) -> Dict[str, str]:
-    """The environment containerd gives the plugin for one pod (cni-plugin.md §9)."""
+    """The environment containerd gives the plugin for one pod (docs/cni-plugin-behaviour.md,
+    "Deployment")."""
     return {"CNI_COMMAND": command, "CNI_CONTAINERID": container_id,
             "CNI_NETNS": f"/var/run/netns/cni-{container_id[:8]}", "CNI_IFNAME": "eth0",
             "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod_name}",

@@ -37,7 +37,8 @@ __all__ = [
 
 
 def go_json_string(text: str) -> str:
-    """Quote ``text`` as Go's ``encoding/json`` does (escapeHTML on; cni-plugin.md §5.2).
+    """Quote ``text`` as Go's ``encoding/json`` does (escapeHTML on; docs/cni-plugin-behaviour.md,
+    "Output bytes").
 
     ``<``, ``>``, ``&``, U+2028 and U+2029 are escaped; \\b \\f \\n \\r \\t use short forms; other
     C0 controls become lowercase ``\\u00xx``; everything else stays raw.  Surrogates (our
@@ -203,10 +204,10 @@ def _reject_constant(name: str) -> object:
 def decode_json_document(data: bytes) -> object:
     """Parse ``data`` as strict JSON the way Go accepts it.
 
-    Differences from ``json.loads(bytes)`` that matter (§10): UTF-8 only (no BOM stripping,
-    no UTF-16 detection), bytes that are not UTF-8 become U+FFFD (so they are fine inside
-    strings and a syntax error elsewhere), NaN/Infinity are rejected, numbers are never
-    converted (no int digit limit), and objects keep every key in order.
+    Differences from ``json.loads(bytes)`` that matter (docs/cni-plugin-behaviour.md, "Python parity
+    pitfalls"): UTF-8 only (no BOM stripping, no UTF-16 detection), bytes that are not UTF-8 become
+    U+FFFD (so they are fine inside strings and a syntax error elsewhere), NaN/Infinity are
+    rejected, numbers are never converted (no int digit limit), and objects keep every key in order.
     """
     text = data.decode("utf-8", "cni-go-replace")
     if not text.strip(" \t\r\n"):
@@ -346,7 +347,7 @@ def go_string_field(document: object, field: str, struct_desc: str) -> str:
 
     Keys match case-insensitively and the last match wins; ``null`` leaves the value alone;
     a non-string value is an error but decoding goes on and the first error is reported,
-    all as Go's ``encoding/json`` does (§10)."""
+    all as Go's ``encoding/json`` does."""
     if document is None:
         return ""
     if not isinstance(document, _JsonObject):

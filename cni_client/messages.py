@@ -80,7 +80,7 @@ class Error:
 
     ``code`` is an ``ErrorCode`` number; the enum is open (proto3), so any int32 can arrive and
     is kept as is. ``details`` (repeated ``google.protobuf.Any``) is checked like protobuf does
-    but not kept: the plugin reports only the code and message (cni-plugin.md §6).
+    but not kept: the plugin reports only the code and message, as Antrea's Go plugin does.
     """
 
     __slots__ = ("code", "message")

@@ -1,14 +1,16 @@
 """The CNI plugin shell: environment, stdin, version gating, output and exit codes.
 
-This is a byte-for-byte re-implementation of containernetworking/cni ``pkg/skel`` v1.3 as the
-Go ``antrea-cni`` uses it (cni-plugin.md §1-§5, parity pitfalls in §10).  The runtime only
-looks at stdout and the exit status, so every byte written here is part of the contract.
+This is a byte-for-byte re-implementation of containernetworking/cni ``pkg/skel`` v1.3 as the Go
+``antrea-cni`` uses it (docs/cni-plugin-behaviour.md; its "Python parity pitfalls" are handled
+here).  The runtime only looks at stdout and the exit status, so every byte written here is part of
+the contract.
 
 The shell knows nothing about Antrea or gRPC: the plugin hands :func:`plugin_main` one callable
 per command (:class:`CniFuncs`).  A callable returns the bytes to print on success or raises
-:class:`CniError`; anything else it raises becomes code 999 (cni-plugin.md §5.2).  Only the
-standard library modules that the interpreter has already loaded at start-up are used here,
-plus ``json`` on the paths that read a config: VERSION and env errors stay cheap (cold start).
+:class:`CniError`; anything else it raises becomes code 999 (docs/cni-plugin-behaviour.md, "Output
+bytes").  Only the standard library modules that the interpreter has already loaded at start-up are
+used here, plus ``json`` on the paths that read a config: VERSION and env errors stay cheap (cold
+start).
 """
 
 import os
@@ -31,26 +33,26 @@ if TYPE_CHECKING:
 
     CmdFunc = Callable[["CmdArgs"], bytes]
 
-# CNI error codes used by the shell (CNI SPEC.md "Error", cni-plugin.md §2-§5).
+# CNI error codes used by the shell (CNI SPEC.md "Error"; docs/cni-plugin-behaviour.md).
 ERR_INCOMPATIBLE_CNI_VERSION = 1
-ERR_UNKNOWN_CONTAINER = 3  # "missing containerID": unreachable, empty means missing (§2)
+ERR_UNKNOWN_CONTAINER = 3  # "missing containerID": unreachable: empty means missing
 ERR_INVALID_ENVIRONMENT_VARIABLES = 4
 ERR_IO_FAILURE = 5
 ERR_DECODING_FAILURE = 6
 ERR_INVALID_NETWORK_CONFIG = 7
 ERR_INTERNAL = 999
 
-#: Versions the plugin accepts, in the order Go prints them (cni-plugin.md §4).
+#: Versions the plugin accepts, in the order Go prints them (``pkg/version``).
 SUPPORTED_VERSIONS: "Tuple[str, ...]" = (
     "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 
-#: VERSION reply: compact JSON with the trailing newline of Go's json.Encoder (§5.1).
+#: VERSION reply: compact JSON with the trailing newline of Go's json.Encoder.
 VERSION_OUTPUT = (
     b'{"cniVersion":"1.1.0","supportedVersions":'
     + b"[" + b",".join(b'"' + v.encode() + b'"' for v in SUPPORTED_VERSIONS) + b"]}\n"
 )
 
-# Go's anonymous decode targets, as reflect prints them in json.UnmarshalTypeError (§3, §4).
+# Go's anonymous decode targets, as reflect prints them in json.UnmarshalTypeError.
 _NAME_STRUCT = 'struct { Name string "json:\\"name\\"" }'
 _VERSION_STRUCT = 'struct { CNIVersion string "json:\\"cniVersion\\"" }'
 
@@ -68,7 +70,7 @@ class CniError(Exception):
         return f"{self.msg}; {self.details}" if self.details else self.msg
 
     def to_json(self) -> bytes:
-        """The error JSON exactly as Go's ``types.Error.Print`` writes it (§5.2)."""
+        """The error JSON exactly as Go's ``types.Error.Print`` writes it."""
         return encode_error_json(self.code, self.msg, self.details)
 
 
@@ -112,7 +114,7 @@ class CniFuncs:
 
 def encode_error_json(code: int, msg: str, details: str = "") -> bytes:
     """``json.MarshalIndent(types.Error, "", "    ")``: key order code/msg/details, ``details``
-    omitted when empty (omitempty), ``msg`` always present, no trailing newline (§5.2).
+    omitted when empty (omitempty), ``msg`` always present, no trailing newline.
     ``code`` is a Go ``uint``, so negative values wrap as they would there."""
     lines = [
         "{",
@@ -126,7 +128,8 @@ def encode_error_json(code: int, msg: str, details: str = "") -> bytes:
 
 
 def parse_version(version: str) -> "Tuple[int, int, int]":
-    """``version.ParseVersion`` from containernetworking/cni (§4, "Parsing rules")."""
+    """``version.ParseVersion`` from containernetworking/cni (docs/cni-plugin-behaviour.md,
+    "Versions")."""
     if version == "":
         return (0, 1, 0)
     parts = version.split(".")
@@ -149,7 +152,7 @@ def version_at_least(version: str, other: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Validators (containernetworking/cni pkg/utils; cni-plugin.md §2).
+# Validators (containernetworking/cni pkg/utils; docs/cni-plugin-behaviour.md).
 
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 _NAME_TAIL = _ALNUM | frozenset("_.-")
@@ -187,7 +190,7 @@ _ADD_CHECK = frozenset(("ADD", "CHECK"))
 _NEEDS_PATH = frozenset(("ADD", "CHECK", "DEL", "GC", "STATUS"))
 _NEVER: "frozenset[str]" = frozenset()
 
-# (variable, commands that require it, validator), in skel's processing order (§2).
+# (variable, commands that require it, validator), in skel's processing order.
 _ENV_VARS: "Sequence[Tuple[str, frozenset[str], Optional[Callable[[str, bytes], None]]]]" = (
     ("CNI_COMMAND", _NEVER, None),
     ("CNI_CONTAINERID", _ADD_CHECK_DEL, validate_container_id),
@@ -200,7 +203,7 @@ _ENV_VARS: "Sequence[Tuple[str, frozenset[str], Optional[Callable[[str, bytes], 
 
 
 def read_environment(environ: "Mapping[bytes, bytes]") -> "Tuple[str, Dict[str, str]]":
-    """skel's ``getCmdArgsFromEnv`` up to stdin: collect, validate, list what is missing (§2).
+    """skel's ``getCmdArgsFromEnv`` up to stdin: collect, validate, list what is missing.
 
     A validator failure is returned at once (it beats "missing"); an empty value counts as
     unset.  Raises :class:`CniError` code 4.  Returns the command and every variable."""
@@ -224,7 +227,7 @@ def read_environment(environ: "Mapping[bytes, bytes]") -> "Tuple[str, Dict[str, 
 
 
 def read_stdin(stdin_fd: int) -> bytes:
-    """``io.ReadAll(os.Stdin)``; a read error is code 5 with Go's wording (§3)."""
+    """``io.ReadAll(os.Stdin)``; a read error is code 5 with Go's wording."""
     chunks: List[bytes] = []
     try:
         while True:
@@ -246,7 +249,7 @@ def read_stdin(stdin_fd: int) -> bytes:
 
 
 def validate_network_config(document: object) -> None:
-    """skel's ``validateConfig`` after parsing: name present and well-formed (§3)."""
+    """skel's ``validateConfig`` after parsing: name present and well-formed."""
     try:
         name = go_string_field(document, "name", _NAME_STRUCT)
     except JsonInputError as exc:
@@ -269,7 +272,7 @@ def config_version(document: object) -> str:
 
 
 def _check_membership(version: str) -> None:
-    """``version.Reconciler.Check``: exact string membership (§4)."""
+    """``version.Reconciler.Check``: exact string membership."""
     if version not in SUPPORTED_VERSIONS:
         supported = " ".join(go_quote(v) for v in SUPPORTED_VERSIONS)
         raise CniError(ERR_INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions",
@@ -278,7 +281,7 @@ def _check_membership(version: str) -> None:
 
 def _check_version_gate(version: str, minimum: str, command: str) -> None:
     """CHECK/GC/STATUS gating in skel's order: parse, config below minimum, no plugin
-    version at or above the config, then membership (§4)."""
+    version at or above the config, then membership."""
     try:
         if not version_at_least(version, minimum):
             raise CniError(ERR_INCOMPATIBLE_CNI_VERSION,
@@ -341,10 +344,11 @@ def _write_all(stream: "IO[bytes]", data: bytes) -> None:
 def plugin_main(funcs: CniFuncs, about: str, environ: "Optional[Mapping[bytes, bytes]]" = None,
                 stdin_fd: int = 0, stdout: "Optional[IO[bytes]]" = None,
                 stderr: "Optional[IO[bytes]]" = None) -> int:
-    """Run one invocation; returns the exit status (0 success, 1 error; §1 "Outcome").
+    """Run one invocation; returns the exit status (0 success, 1 error; libcni
+    looks only at whether it is zero).
 
     stdout receives either the success bytes or exactly one error JSON, never both and
-    never a traceback.  An unexpected exception is code 999 (§5.2) with a one-line note on
+    never a traceback.  An unexpected exception is code 999 with a one-line note on
     stderr.  A failure to write stdout itself can only be reported on stderr."""
     if environ is None:
         environ = os.environb if hasattr(os, "environb") else {

@@ -1,4 +1,5 @@
-"""The public client API: grpcio's unary subset, with the same names and semantics (issue 2 §2).
+"""The public client API: grpcio's unary subset, with the same names and semantics, so
+code written for grpcio runs unchanged.
 
 ::
 
@@ -32,7 +33,7 @@ Channel options (``options=[(name, value), ...]``); unknown names are ignored, a
 * ``minigrpc.max_frame_size``: largest frame we accept (16 KiB to 16 MiB); default 1 MiB.
 
 The windows are large because every DATA frame is acknowledged as soon as it is read, and Python
-pays per frame (grpc-wire.md §6).
+pays per frame (docs/wire-rules.md, "Flow control and sizes").
 """
 
 from typing import Any, Callable, List, Optional, Sequence, Tuple

@@ -1,21 +1,23 @@
 """h2 plumbing shared by the client and the server: configuration, SETTINGS and GOAWAY handling.
 
 h2 is a sans-IO HTTP/2 state machine, which is exactly the layer gRPC needs, but a few of its
-behaviours need care (grpc-wire.md §7). This module holds the workarounds so that each lives in
+behaviours need care (docs/h2-notes.md). This module holds the workarounds so that each lives in
 one place:
 
 * :func:`client_config` / :func:`server_config`: headers are bytes; h2 validates what arrives.
 * :func:`start_connection`: the preface, our SETTINGS and a large connection window, in the only
-  order h2 gets right (grpc-wire.md §7, Settings).
+  order h2 gets right (docs/h2-notes.md, "Settings").
 * :class:`FrameSplitter`: cut the inbound byte stream right after every GOAWAY frame, so that a
   GOAWAY and the frame after it never reach h2 in one ``receive_data()`` call (otherwise h2 raises
   and the ``ConnectionTerminated`` event is lost); and reject an oversized frame or header block
   from its 9-byte header, before h2 buffers its body.
 * :func:`reopen_after_goaway`: h2 enters its CLOSED state on GOAWAY and then refuses every frame,
-  which would kill the calls the GOAWAY explicitly allows to finish (RFC 9113 §6.8; h2 issue #1181).
-* DATA frames (issue 6): hyperframe's ``repr`` of a received DATA frame hex-encodes the whole
-  payload even with logging off, and its serializer copies a sent payload twice; both are replaced
-  for :class:`hyperframe.frame.DataFrame` by versions that produce the same text and bytes.
+  which would kill the calls the GOAWAY explicitly allows to finish (RFC 9113 §6.8;
+  python-hyper/h2#1181).
+* DATA frames (a measured cost, docs/benchmarks.md): hyperframe's ``repr`` of a received DATA frame
+  hex-encodes the whole payload even with logging off, and its serializer copies a sent payload
+  twice; both are replaced for :class:`hyperframe.frame.DataFrame` by versions that produce the same
+  text and bytes.
 * :func:`next_read_size`: how much each ``recv()`` asks for, on both sides.
 """
 
@@ -31,27 +33,28 @@ import hyperframe.frame
 #: The client connection preface (RFC 9113 §3.4).
 CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-#: Per-stream receive window we advertise (grpcio and grpclib use 4 MiB; grpc-wire.md §6).
+#: Per-stream receive window we advertise (grpcio and grpclib use 4 MiB; docs/wire-rules.md).
 DEFAULT_STREAM_WINDOW = 4 * 1024 * 1024
 #: Connection receive window. Data is acknowledged as soon as it is buffered, so this only needs
 #: to cover what is in flight between two reads, not every stream's full window.
 DEFAULT_CONNECTION_WINDOW = 16 * 1024 * 1024
-#: Largest frame we accept. Python pays per frame, so fewer, larger frames are cheaper (§6).
+#: Largest frame we accept. Python pays per frame, so fewer, larger frames are cheaper.
 DEFAULT_MAX_FRAME_SIZE = 1024 * 1024
 #: Header-list size h2 enforces for the whole connection. Exceeding it kills the connection, so it
-#: is kept well above the per-call limit that the call layers enforce themselves (§6, Header size).
+#: is kept well above the per-call limit that the call layers enforce themselves (docs/h2-notes.md,
+#: "Header lists").
 CONNECTION_MAX_HEADER_LIST_SIZE = 64 * 1024
 #: Per-call header-list limit: PROTOCOL-HTTP2.md suggests 8 KiB; grpcio advertises 16 KiB.
 CALL_MAX_HEADER_LIST_SIZE = 16 * 1024
 #: Until the peer's SETTINGS arrive, h2 treats its stream limit as unlimited while grpc-go assumes
-#: 100; cap ourselves at that (§7, Pitfall 3).
+#: 100; cap ourselves at that (docs/h2-notes.md, "Streams").
 DEFAULT_PEER_MAX_CONCURRENT_STREAMS = 100
 
-#: ``recv()`` sizes, client and server (issue 6). CPython allocates the whole size before the
-#: kernel fills it, and glibc serves anything above 128 KiB with mmap, then mremap and munmap
-#: when the bytes object shrinks and dies: three system calls and a page fault for every read of
-#: a 300-byte response, about 35 µs per call. Reads start small; a read that fills
-#: ``SMALL_READ`` means the peer is streaming, and the next reads take ``LARGE_READ``, so a
+#: ``recv()`` sizes, client and server (measured in docs/benchmarks.md). CPython allocates the
+#: whole size before the kernel fills it, and glibc serves anything above 128 KiB with mmap, then
+#: mremap and munmap when the bytes object shrinks and dies: three system calls and a page fault
+#: for every read of a 300-byte response, about 35 µs per call. Reads start small; a read that
+#: fills ``SMALL_READ`` means the peer is streaming, and the next reads take ``LARGE_READ``, so a
 #: large message is still a handful of reads (and fewer partial frames for h2 to rebuffer).
 SMALL_READ = 64 * 1024
 LARGE_READ = 256 * 1024
@@ -81,7 +84,8 @@ def server_config() -> h2.config.H2Configuration:
 
 
 def _config(client_side: bool) -> h2.config.H2Configuration:
-    """Inbound validation and both normalisations on; outbound *validation* off (§7; issue 6).
+    """Inbound validation and both normalisations on; outbound *validation* off (docs/h2-notes.md,
+    "Configuration").
 
     What a peer sends is checked by h2 as it arrives (upper-case names, connection-specific
     fields, pseudo-header rules; RFC 9113 §8.2-8.3). Outbound validation checks only properties
@@ -115,13 +119,13 @@ def start_connection(
 
     h2's own ``initiate_connection()`` advertises its defaults, and ``update_settings()`` would
     then need a second SETTINGS frame that takes effect only on the peer's ACK. Instead our values
-    become h2's initial local settings, so the first (and only) SETTINGS frame states them
-    (RFC 9113 §3.4, §6.5). The three places where h2 copied its defaults at construction are
-    brought in line in this one function, which is what grpc-wire.md §7 warns about: the inbound
+    become h2's initial local settings, so the first (and only) SETTINGS frame states them (RFC 9113
+    §3.4, §6.5). The three places where h2 copied its defaults at construction are brought in line
+    in this one function, which is what docs/h2-notes.md, "Settings", warns about: the inbound
     frame-size limit and the HPACK decoder's header-list limit. Accepting our advertised values
     before the peer's ACK is always safe: it cannot send more before it has read our SETTINGS.
-    SETTINGS cannot change the connection window, hence the WINDOW_UPDATE on stream 0
-    (RFC 9113 §6.9.2).
+    SETTINGS cannot change the connection window, hence the WINDOW_UPDATE on stream 0 (RFC 9113
+    §6.9.2).
     """
     values: Dict[h2.settings.SettingCodes, int] = {
         h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: stream_window,
@@ -353,7 +357,7 @@ def _data_frame_serialize(frame: hyperframe.frame.DataFrame) -> bytes:
 
     hyperframe joins the body (pad length, data, padding) into one bytes object, then adds the
     9-byte header in front of it: two copies of every payload byte we send, the largest cost of
-    sending a 4 MiB message after the socket itself (issue 6). This builds the same bytes
+    sending a 4 MiB message after the socket itself (docs/benchmarks.md). This builds the same bytes
     (RFC 9113 §4.1 header, §6.1 body) in one join, and accepts a ``memoryview`` of the payload
     without first turning it into bytes. Like hyperframe, it records ``body_len``. A hypothesis
     test compares it with hyperframe's own ``serialize`` on every h2/hyperframe in tox.
@@ -393,8 +397,8 @@ def goaway_frame(last_stream_id: int, error_code: int = 0, debug_data: bytes = b
     """A serialized GOAWAY frame (RFC 9113 §6.8), for the frames minigrpc writes past h2.
 
     h2 moves its connection to CLOSED as soon as *it* sends a GOAWAY, after which it refuses to
-    send the trailers of the very calls that the GOAWAY lets finish (h2 issue #1181).  A server
-    draining gracefully therefore writes its GOAWAY frames itself and keeps h2 open.
+    send the trailers of the very calls that the GOAWAY lets finish (python-hyper/h2#1181).
+    A server draining gracefully therefore writes its GOAWAY frames itself and keeps h2 open.
     """
     frame = hyperframe.frame.GoAwayFrame(0)
     frame.last_stream_id = last_stream_id & 0x7FFFFFFF
@@ -408,10 +412,10 @@ def reopen_after_goaway(conn: h2.connection.H2Connection) -> None:
 
     RFC 9113 §6.8: streams at or below the GOAWAY's last-stream-id may still complete. h2 instead
     moves its connection state machine to CLOSED on any GOAWAY and then raises on every frame but
-    another GOAWAY (h2 issue #1181, open since 2019). We put the state machine back to OPEN; the
-    caller must never open a new stream on this connection afterwards. This touches h2 internals
+    another GOAWAY (python-hyper/h2#1181, open since 2019). We put the state machine back to OPEN;
+    the caller must never open a new stream on this connection afterwards. This touches h2 internals
     (``state_machine.state``), which is why it lives in exactly this one function, tested on every
-    h2 version setup.cfg admits (grpc-wire.md §7, GOAWAY in h2, option b).
+    h2 version setup.cfg admits (docs/h2-notes.md, "GOAWAY").
     """
     state_machine = conn.state_machine
     open_state = (

@@ -13,10 +13,12 @@ Design:
 * Handlers run on a ``concurrent.futures`` executor, as in grpcio.  What a handler does to the
   wire (initial metadata, its result) is posted to the I/O thread through a queue and a
   self-pipe wake-up.  Each connection's output buffer is bounded: beyond it the loop stops
-  reading from that client and stops handing DATA to h2 (grpc-wire.md §6, Sending).
+  reading from that client and stops handing DATA to h2, so a client that never reads cannot make us
+  buffer without bound.
 * Deadlines (``grpc-timeout``) are timers in the I/O loop.  On expiry the client gets
-  DEADLINE_EXCEEDED trailers and the handler's context turns inactive (grpc-wire.md §5).
-* ``stop(grace)`` drains gracefully with two GOAWAY frames (grpc-wire.md §5, GOAWAY);
+  DEADLINE_EXCEEDED trailers and the handler's context turns inactive (docs/wire-rules.md,
+  "Deadlines and cancellation").
+* ``stop(grace)`` drains gracefully with two GOAWAY frames (docs/wire-rules.md, "GOAWAY and PING");
   ``stop(0)`` or an expired grace resets the calls still running with CANCEL.
 """
 
@@ -198,7 +200,7 @@ class ServerLoop:
     # -- cross-thread plumbing -------------------------------------------------------------------
 
     def _post(self, function: Callable[..., None], *args: Any) -> None:
-        """Run ``function(*args)`` on the I/O thread soon (H2Connection is not thread-safe, §7)."""
+        """Run ``function(*args)`` on the I/O thread soon (H2Connection is not thread-safe)."""
         with self._commands_lock:
             if self._loop_done:
                 return
@@ -653,7 +655,7 @@ class ServerLoop:
     def _check_stall(self, connection: _Connection, context: ServicerContext) -> None:
         """``minigrpc.request_stall_timeout_ms``: cancel a call whose request stopped arriving.
 
-        RST_STREAM(CANCEL) (grpc-wire.md §5, Cancellation); the handler never ran.
+        RST_STREAM(CANCEL) (PROTOCOL-HTTP2.md, Errors); the handler never ran.
         """
         stall = self._options.request_stall_timeout
         stream_id = context._stream_id
@@ -848,14 +850,14 @@ class ServerLoop:
         """Handler thread: send the outcome, here if the I/O thread is idle, else through it.
 
         Handing every response to the I/O thread costs a wake-up (a byte on the wake socket,
-        ``select()`` returning, two reads) and a thread switch per call: about a third of a
-        call's latency (issue 6). When the I/O thread waits in ``select()`` this thread takes
-        :attr:`_io_lock`, so it has the H2Connection to itself (grpc-wire.md §7), and writes
-        the response directly. Only a call that is alone on the server does so: with several in
-        flight the loop is rarely idle anyway, and it writes many responses per wake-up and per
-        ``send()`` (in an A/B under 8 concurrent callers, either way cost the same CPU per
-        call), so concurrent calls keep the path they always had. Anything unusual (the server
-        stopping, the connection draining, unsent output) also goes through the I/O thread.
+        ``select()`` returning, two reads) and a thread switch per call: about a third of a call's
+        latency (docs/benchmarks.md). When the I/O thread waits in ``select()`` this thread takes
+        :attr:`_io_lock`, so it has the H2Connection to itself (it is not thread-safe,
+        docs/h2-notes.md), and writes the response directly. Only a call that is alone on the server
+        does so: with several in flight the loop is rarely idle anyway, and it writes many responses
+        per wake-up and per ``send()`` (in an A/B under 8 concurrent callers, either way cost the
+        same CPU per call), so concurrent calls keep the path they always had. Anything unusual (the
+        server stopping, the connection draining, unsent output) also goes through the I/O thread.
         """
         if self._send_outcome_directly(context, code, details, message):
             return

@@ -23,7 +23,8 @@ key                                    default     meaning
 
 For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
 
-Timeouts that bound what an idle or stalling client can hold (issue 5):
+Timeouts that bound what an idle or stalling client can hold, so that such clients
+cannot exhaust the server's file descriptors or memory:
 
 * ``grpc.max_connection_idle_ms`` is grpc-go's ``keepalive.ServerParameters.MaxConnectionIdle``
   under grpc-core's option name: a connection that has had no call for that long (counted, as in
@@ -32,7 +33,8 @@ Timeouts that bound what an idle or stalling client can hold (issue 5):
   defaults it to infinity; minigrpc defaults to 5 minutes because a server without it keeps
   every connection a client ever opened and left idle, and 1,000s of those cost 1,000s of file
   descriptors.  5 minutes is long enough that a client making calls now and then keeps its
-  connection, and matches grpc-core's minimum ping interval without calls (grpc-wire.md §5).
+  connection, and matches grpc-core's minimum ping interval without calls
+  (``doc/keepalive.md``).
 * ``minigrpc.request_stall_timeout_ms`` is slowloris protection that does not depend on the
   client sending a deadline: a call whose request headers arrived but whose message or
   END_STREAM has not, and which receives no request DATA for that long, is cancelled with

@@ -9,36 +9,40 @@ feeds it bytes, runs handlers and hands back responses with
 Nothing here touches a socket, a thread or a clock it was not given, so every rule below is
 tested byte for byte in ``tests/test_server_protocol.py``.
 
-What this layer decides (grpc-wire.md references):
+What this layer decides.  The rules and their reasons are in docs/wire-rules.md (its sections
+are named below) and docs/h2-notes.md ("the h2 notes"):
 
-* Request validation, in the order grpc-go applies it (§4.4): a ``:method`` other than POST is
-  405 + INTERNAL; a content-type that is not ``application/grpc*`` is 415 + INVALID_ARGUMENT; a
-  malformed ``grpc-timeout`` or a ``-bin`` value that is not base64 is 400 + INTERNAL; a request
-  header list above the per-call limit is 431 + RESOURCE_EXHAUSTED.  A missing ``te`` is
-  accepted.  Every rejection is one HEADERS frame with END_STREAM that carries
+* Request validation, in the order grpc-go applies it ("Server-side rejections"): a ``:method``
+  other than POST is 405 + INTERNAL; a content-type that is not ``application/grpc*`` is 415 +
+  INVALID_ARGUMENT; a malformed ``grpc-timeout`` or a ``-bin`` value that is not base64 is 400 +
+  INTERNAL; a request header list above the per-call limit is 431 + RESOURCE_EXHAUSTED.  A
+  missing ``te`` is accepted.  Every rejection is one HEADERS frame with END_STREAM that carries
   ``content-type: application/grpc`` and a ``grpc-status``, followed by RST_STREAM(NO_ERROR)
-  while the request is still open (§3, Early Server Closure).
+  while the request is still open (PROTOCOL-HTTP2.md, Early Server Closure).
 * Stream limits: we advertise MAX_CONCURRENT_STREAMS but refuse excess streams ourselves with
   RST_STREAM(REFUSED_STREAM), which clients retry; h2 would kill the whole connection instead
-  (§7, Pitfall 4).  The same goes for the header-list limit (§6, Header size).
+  ("Streams" in the h2 notes).  The same goes for the header-list limit ("Header lists").
 * Frame sizes: every frame header is checked as soon as its 9 bytes arrive
   (:class:`minigrpc.http2.FrameSplitter`): a frame longer than the MAX_FRAME_SIZE we advertise is
   GOAWAY(FRAME_SIZE_ERROR) (RFC 9113 §4.2), and a header block that keeps growing through
   CONTINUATION frames is GOAWAY(ENHANCE_YOUR_CALM) (CVE-2024-27316), in both cases before h2
-  buffers the body.  The same pass cuts the input after a client's GOAWAY (§7, GOAWAY in h2).
-* Messages: the receive limit is checked on the length prefix before the body is buffered
-  (RESOURCE_EXHAUSTED); the compressed flag needs a supported ``grpc-encoding`` (INTERNAL
-  otherwise); an unsupported encoding is UNIMPLEMENTED plus ``grpc-accept-encoding`` (§2); a
-  unary request must carry exactly one message (INTERNAL, as grpc-go).
-* Flow control (§6): every DATA frame is acknowledged by its ``flow_controlled_length`` as soon
-  as it is buffered, so large messages never deadlock; responses are written in chunks of
-  ``min(window, max frame, remaining)`` and resumed on WINDOW_UPDATE and SETTINGS changes.  The
-  socket layer bounds how many DATA bytes may sit unsent (:meth:`ServerConnection.set_output_room`)
-  so a client that opens its window but never reads cannot make us buffer without bound.
-* Graceful shutdown (§5, GOAWAY): GOAWAY(2^31-1) and a PING, then, on the PING's ACK,
+  buffers the body.  The same pass cuts the input after a client's GOAWAY ("GOAWAY" in the h2
+  notes).
+* Messages ("Messages and compression"): the receive limit is checked on the length prefix
+  before the body is buffered (RESOURCE_EXHAUSTED); the compressed flag needs a supported
+  ``grpc-encoding`` (INTERNAL otherwise); an unsupported encoding is UNIMPLEMENTED plus
+  ``grpc-accept-encoding``; a unary request must carry exactly one message (INTERNAL, as
+  grpc-go).
+* Flow control ("Flow control and sizes"): every DATA frame is acknowledged by its
+  ``flow_controlled_length`` as soon as it is buffered, so large messages never deadlock;
+  responses are written in chunks of ``min(window, max frame, remaining)`` and resumed on
+  WINDOW_UPDATE and SETTINGS changes.  The socket layer bounds how many DATA bytes may sit unsent
+  (:meth:`ServerConnection.set_output_room`) so a client that opens its window but never reads
+  cannot make us buffer without bound.
+* Graceful shutdown ("GOAWAY and PING"): GOAWAY(2^31-1) and a PING, then, on the PING's ACK,
   GOAWAY(highest stream seen); streams opened after that are refused.  h2 enters its CLOSED
   state on any GOAWAY it sends, so both GOAWAY frames are written raw (:func:`_goaway_frame`),
-  past h2, and h2 keeps serving the streams that drain (§7, GOAWAY in h2).
+  past h2, and h2 keeps serving the streams that drain ("GOAWAY" in the h2 notes).
 """
 
 import enum
@@ -68,7 +72,8 @@ __all__ = [
 Headers = List[Tuple[bytes, bytes]]
 
 #: The payload of the PING that follows the first GOAWAY; its ACK proves the client has seen the
-#: GOAWAY, so every stream it opened before is already known to us (grpc-wire.md §5).
+#: GOAWAY, so every stream it opened before is already known to us (docs/wire-rules.md,
+#: "GOAWAY and PING"). The bytes are grpc-go's, so traces of both servers look alike.
 DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 #: "The last stream the sender might process" before the real one is known (RFC 9113 §6.8).
 _MAX_STREAM_ID = 2**31 - 1
@@ -81,7 +86,8 @@ _SUPPORTED_REQUEST_ENCODINGS = frozenset(("identity", "gzip", "deflate"))
 
 
 class DrainPhase(enum.Enum):
-    """Where a graceful shutdown of one connection is (PROTOCOL-HTTP2.md, GOAWAY; RFC 9113 §6.8)."""
+    """Where a graceful shutdown of one connection is (PROTOCOL-HTTP2.md, GOAWAY Frame;
+    RFC 9113 §6.8)."""
 
     #: Taking new streams.
     SERVING = "serving"
@@ -94,7 +100,7 @@ class DrainPhase(enum.Enum):
 class ServerSettings:
     """Per-connection limits and sizes; :mod:`minigrpc.server_options` builds it from the options.
 
-    Defaults follow grpcio/grpc-go where they have one (grpc-wire.md §6): a 4 MiB receive limit,
+    Defaults follow grpcio/grpc-go where they have one (docs/wire-rules.md): a 4 MiB receive limit,
     no send limit, 100 concurrent streams, a 16 KiB request header list (what grpcio advertises),
     4 MiB stream windows and 1 MiB frames.
     """
@@ -226,8 +232,9 @@ class CallTerminated:
     """A started call ended without the handler's answer: mark its context inactive.
 
     ``code`` is what the handler's context reports: CANCELLED when the client reset the stream or
-    the connection went away (grpc-wire.md §5), DEADLINE_EXCEEDED when the deadline passed, or
-    the status of a rejection this layer sent itself (for example RESOURCE_EXHAUSTED).
+    the connection went away (PROTOCOL-HTTP2.md, Connection failure), DEADLINE_EXCEEDED when the
+    deadline passed, or the status of a rejection this layer sent itself (for example
+    RESOURCE_EXHAUSTED).
     """
 
     __slots__ = ("code", "details", "stream_id")
@@ -254,7 +261,7 @@ class _FloorDecoder(hpack.Decoder):
 
     h2 copies the MAX_HEADER_LIST_SIZE we advertise into its decoder once the client ACKs our
     SETTINGS, and a header block over it then kills the whole connection with
-    GOAWAY(ENHANCE_YOUR_CALM) (grpc-wire.md §6, Header size).  We advertise the per-call limit
+    GOAWAY(ENHANCE_YOUR_CALM) (docs/h2-notes.md, "Header lists").  We advertise the per-call limit
     (16 KiB) so well-behaved clients know it, but enforce it per call with a gRPC status; the
     decoder keeps a higher floor so that one oversized request only fails its own call.
     """
@@ -273,7 +280,7 @@ class _FloorDecoder(hpack.Decoder):
 
 
 class _ServerH2Connection(h2.connection.H2Connection):
-    """h2's connection with its inbound stream limit left to us (grpc-wire.md §7, Pitfall 4).
+    """h2's connection with its inbound stream limit left to us (docs/h2-notes.md, "Streams").
 
     When a client opens one stream more than the MAX_CONCURRENT_STREAMS h2 has advertised, h2
     raises ``TooManyStreamsError`` and answers GOAWAY(PROTOCOL_ERROR), failing every call on the
@@ -297,9 +304,9 @@ def _goaway_frame(last_stream_id: int, error_code: int = 0) -> bytes:
     """A GOAWAY frame (RFC 9113 §6.8) built by hand, for graceful shutdown only.
 
     h2 moves its connection to CLOSED as soon as *it* sends a GOAWAY, after which it refuses to
-    send the trailers of the very calls the GOAWAY lets finish (h2 issue #1181; grpc-wire.md §7,
-    GOAWAY in h2).  Writing the frame ourselves keeps h2 in its OPEN state while the connection
-    drains.  This function is the one place minigrpc bypasses h2 on the server side.
+    send the trailers of the very calls the GOAWAY lets finish (python-hyper/h2#1181;
+    docs/h2-notes.md, "GOAWAY").  Writing the frame ourselves keeps h2 in its OPEN state while the
+    connection drains.  This function is the one place minigrpc bypasses h2 on the server side.
     """
     payload = struct.pack(">II", last_stream_id & _MAX_STREAM_ID, error_code)
     return struct.pack(">I", len(payload))[1:] + bytes((0x7, 0)) + b"\0\0\0\0" + payload
@@ -400,7 +407,7 @@ class ServerConnection(ConnectionProtocol):
         self._h2.decoder = _FloorDecoder(hpack_limit)
         # Checks the preface, every frame's length against the MAX_FRAME_SIZE we advertise and
         # the growth of header blocks, from the 9-byte frame headers, before h2 buffers a body;
-        # and cuts the input after a client's GOAWAY so that no event is lost (§7).
+        # and cuts the input after a client's GOAWAY so that no event is lost.
         super().__init__(
             self._h2,
             http2.FrameSplitter(
@@ -428,7 +435,8 @@ class ServerConnection(ConnectionProtocol):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def initiate(self) -> None:
-        """Queue our SETTINGS and connection WINDOW_UPDATE (grpc-wire.md §0 and §6)."""
+        """Queue our SETTINGS and connection WINDOW_UPDATE (docs/wire-rules.md, "Flow control and
+        sizes")."""
         http2.start_connection(
             self._h2,
             stream_window=self.settings.initial_window_size,
@@ -479,8 +487,8 @@ class ServerConnection(ConnectionProtocol):
         """How many more DATA bytes the socket layer will accept now (None: no limit).
 
         A client can open its window without reading the socket; bounding what we hand to h2 by
-        what the socket actually drains keeps memory bounded for such clients (issue 3, Bounded
-        buffering).  Raising the room resumes the streams that were waiting for it.
+        what the socket actually drains keeps memory bounded for such clients.
+        Raising the room resumes the streams that were waiting for it.
         """
         self._output_room = room
         if self._starved and (room is None or room > 0):
@@ -503,7 +511,7 @@ class ServerConnection(ConnectionProtocol):
         except http2.PrefaceError as exc:
             return self._fail_connection(h2.errors.ErrorCodes.PROTOCOL_ERROR, str(exc))
         except http2.FrameSizeError as exc:
-            # RFC 9113 §4.2; a connection error even on a DATA frame (§5.4: an endpoint may
+            # RFC 9113 §4.2; a connection error even on a DATA frame (RFC 9113 §5.4: an endpoint may
             # treat a stream error as a connection error), since its body must not be read.
             return self._fail_connection(h2.errors.ErrorCodes.FRAME_SIZE_ERROR, str(exc))
         except http2.HeaderBlockTooLarge as exc:
@@ -513,7 +521,7 @@ class ServerConnection(ConnectionProtocol):
             try:
                 h2_events = self._h2.receive_data(chunk)
             except h2.exceptions.ProtocolError as exc:
-                # h2 has queued a GOAWAY; events decoded earlier in this chunk are lost (§7).
+                # h2 has queued a GOAWAY; events decoded earlier in this chunk are lost.
                 out.extend(self._connection_failed(f"HTTP/2 protocol error: {exc}"))
                 return out
             if self._handle_h2_events(h2_events, out):
@@ -537,7 +545,7 @@ class ServerConnection(ConnectionProtocol):
                 else:
                     self._pump_blocked()
             elif isinstance(event, h2.events.RemoteSettingsChanged):
-                # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated (§6).
+                # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated.
                 self.handshake_complete = True
                 if self._blocked:
                     self._pump_blocked()
@@ -557,7 +565,8 @@ class ServerConnection(ConnectionProtocol):
         return False
 
     def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:
-        """The socket closed or failed: every open call is CANCELLED (grpc-wire.md §5)."""
+        """The socket closed or failed: every open call is CANCELLED
+        (PROTOCOL-HTTP2.md, Connection failure)."""
         if self.closed:
             return []
         self.closed = True
@@ -565,7 +574,8 @@ class ServerConnection(ConnectionProtocol):
         return self._terminate_all(StatusCode.CANCELLED, reason)
 
     def _fail_connection(self, error_code: h2.errors.ErrorCodes, reason: str) -> List[CallEvent]:
-        """A connection error we detected before h2: GOAWAY(``error_code``), then close (§5.4.1)."""
+        """A connection error we detected before h2: GOAWAY(``error_code``), then close
+        (RFC 9113 §5.4.1)."""
         try:
             self._h2.close_connection(error_code)
         except h2.exceptions.ProtocolError:  # pragma: no cover - h2 already closed
@@ -595,7 +605,8 @@ class ServerConnection(ConnectionProtocol):
             self._drain_phase is DrainPhase.CLOSED_TO_NEW
             or len(self._calls) >= self.settings.max_concurrent_streams
         ):
-            # Nothing was processed, so the client may retry elsewhere (§4.2, §7 Pitfall 4).
+            # Nothing was processed, so the client may retry elsewhere (PROTOCOL-HTTP2.md, Errors:
+            # REFUSED_STREAM is UNAVAILABLE and safe to retry).
             self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
         headers: Headers = event.headers
@@ -677,7 +688,7 @@ class ServerConnection(ConnectionProtocol):
         if encoding is not None:
             encoding_name = encoding.decode("ascii", "replace").strip()
             if encoding_name not in _SUPPORTED_REQUEST_ENCODINGS:
-                # §2: UNIMPLEMENTED, listing what we do support (grpc-go's wording).
+                # doc/compression.md: UNIMPLEMENTED, listing what we do support (grpc-go's wording).
                 self._reject(
                     stream_id,
                     request_open,
@@ -711,7 +722,7 @@ class ServerConnection(ConnectionProtocol):
         stream_id = event.stream_id
         call = self._calls.get(stream_id)
         if call is None or call.request_dispatched or call.finished:
-            # Ack at once for calls we no longer read: h2 still credits the connection (§6).
+            # Ack at once for calls we no longer read: h2 still credits the connection.
             if event.flow_controlled_length:
                 self._h2.acknowledge_received_data(event.flow_controlled_length, stream_id)
             return
@@ -824,9 +835,9 @@ class ServerConnection(ConnectionProtocol):
     ) -> bool:
         """Send the response headers now (``ServicerContext.send_initial_metadata``).
 
-        ``encoding`` is the compression wanted for the response message; it is honoured only if
-        the client listed it in ``grpc-accept-encoding`` (§2, Compression) and fixed from here on,
-        because ``grpc-encoding`` travels in these headers. Returns False if the call is gone.
+        ``encoding`` is the compression wanted for the response message; it is honoured only if the
+        client listed it in ``grpc-accept-encoding`` (``doc/compression.md``) and fixed from here
+        on, because ``grpc-encoding`` travels in these headers. Returns False if the call is gone.
         """
         call = self._calls.get(stream_id)
         if call is None or call.finished or call.headers_sent:
@@ -863,7 +874,8 @@ class ServerConnection(ConnectionProtocol):
         encoding: Optional[str] = None,
         compress_message: bool = True,
     ) -> bool:
-        """End a call with an optional response message and a status (§3).
+        """End a call with an optional response message and a status (PROTOCOL-HTTP2.md,
+        Responses).
 
         With a message: headers (unless already sent), the message, then trailers.  Without one
         and without sent headers: Trailers-Only, as for immediate errors.  ``encoding`` asks for
@@ -888,7 +900,7 @@ class ServerConnection(ConnectionProtocol):
             trailers, initial_metadata if not call.headers_sent else None
         )
         if oversized:
-            # grpc-go resets such a stream; a status says why (grpc-wire.md §6, Header size).
+            # grpc-go resets such a stream; a status says why.
             trailers = _status_headers(StatusCode.INTERNAL, oversized)
             initial_metadata = None
             message = None
@@ -912,7 +924,7 @@ class ServerConnection(ConnectionProtocol):
         """Why a header block exceeds the client's MAX_HEADER_LIST_SIZE, or "" if it fits.
 
         h2 does not check the peer's limit when sending, and a client may treat an oversized
-        block as a connection error; so the check is ours (grpc-wire.md §6, Header size).
+        block as a connection error; so the check is ours (docs/h2-notes.md, "Header lists").
         """
         limit = self._h2.remote_settings.max_header_list_size
         if limit is None:
@@ -930,7 +942,8 @@ class ServerConnection(ConnectionProtocol):
         *,
         trailing_metadata: Optional[Headers] = None,
     ) -> bool:
-        """Trailers-Only error for a call the socket layer will not run (§3, §4.4).
+        """Trailers-Only error for a call the socket layer will not run (PROTOCOL-HTTP2.md,
+        Responses).
 
         Used for unknown methods (UNIMPLEMENTED) and the server-wide RPC limit. No
         :class:`CallTerminated` follows: the caller knows the call ended.
@@ -1031,7 +1044,7 @@ class ServerConnection(ConnectionProtocol):
         """The call's deadline passed: send DEADLINE_EXCEEDED trailers and end the call.
 
         grpc-go resets the stream with CANCEL instead; trailers give every client, deadline-aware
-        or not, the same unambiguous status (grpc-wire.md §5, Cancellation).
+        or not, the same unambiguous status.
         """
         call = self._calls.get(stream_id)
         if call is None or call.finished:
@@ -1045,7 +1058,7 @@ class ServerConnection(ConnectionProtocol):
 
         That is when its HEADERS or its latest DATA with payload arrived; None once the request
         is complete (message and END_STREAM) or the call is gone.  The socket layer cancels a
-        call whose request makes no progress for too long (slowloris; issue 5).
+        call whose request makes no progress for too long (slowloris).
         """
         call = self._calls.get(stream_id)
         if (
@@ -1061,7 +1074,7 @@ class ServerConnection(ConnectionProtocol):
     def cancel_call(
         self, stream_id: int, details: str = "Cancelled by the server"
     ) -> List[CallEvent]:
-        """``ServicerContext.cancel()``: RST_STREAM(CANCEL); the client sees CANCELLED (§5).
+        """``ServicerContext.cancel()``: RST_STREAM(CANCEL); the client sees CANCELLED.
 
         Also used for a request that stalled; ``details`` is what the call's context reports.
         """
@@ -1074,7 +1087,7 @@ class ServerConnection(ConnectionProtocol):
         return [CallTerminated(stream_id, StatusCode.CANCELLED, details)]
 
     def abort_all(self, details: str = "the server is shutting down") -> List[CallEvent]:
-        """``stop(0)`` or an expired grace: reset every call with CANCEL and close (§5)."""
+        """``stop(0)`` or an expired grace: reset every call with CANCEL and close."""
         if self.closed:
             return []
         events: List[CallEvent] = []
@@ -1092,7 +1105,8 @@ class ServerConnection(ConnectionProtocol):
         return events
 
     def start_drain(self) -> None:
-        """Graceful shutdown, step 1: GOAWAY(2^31-1) and a PING (grpc-wire.md §5, GOAWAY).
+        """Graceful shutdown, step 1: GOAWAY(2^31-1) and a PING (RFC 9113 §6.8;
+        docs/wire-rules.md, "GOAWAY and PING").
 
         Streams the client opens before it sees the GOAWAY are still served; the PING's ACK
         (or :meth:`send_final_goaway` called on a timer) moves to step 2.
@@ -1129,7 +1143,7 @@ class ServerConnection(ConnectionProtocol):
         http_status: int = 200,
         extra_headers: Sequence[Tuple[bytes, bytes]] = (),
     ) -> None:
-        """Trailers-Only rejection of a stream that never became a call (§4.4)."""
+        """Trailers-Only rejection of a stream that never became a call."""
         headers: Headers = [
             (b":status", str(http_status).encode("ascii")),
             (b"content-type", _GRPC_CONTENT_TYPE),
@@ -1165,7 +1179,8 @@ class ServerConnection(ConnectionProtocol):
         self._pump_stream(call.stream_id)
 
     def _after_end_stream(self, call: _Call) -> None:
-        """Early Server Closure (§3): END_STREAM while the request is open gets RST(NO_ERROR)."""
+        """Early Server Closure (PROTOCOL-HTTP2.md): END_STREAM while the request is open gets
+        RST_STREAM(NO_ERROR)."""
         if not call.request_closed:
             self._reset(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         self._forget(call)
@@ -1179,7 +1194,7 @@ class ServerConnection(ConnectionProtocol):
             self._pump_stream(stream_id)
 
     def _pump_stream(self, stream_id: int) -> None:
-        """Hand h2 as much of the pending response as windows and output room allow (§6)."""
+        """Hand h2 as much of the pending response as windows and output room allow."""
         call = self._calls.get(stream_id)
         if call is None or call.finished:
             self._blocked.discard(stream_id)
@@ -1213,7 +1228,7 @@ def _call_metadata(headers: Headers) -> Metadata:
 
 
 def _malformed_binary_metadata(headers: Headers) -> str:
-    """Why a ``-bin`` header is not base64, in grpc-go's words, or "" if all decode (§1.3, §4.4).
+    """Why a ``-bin`` header is not base64, in grpc-go's words, or "" if all decode.
 
     grpc-go answers such a request with 400 + INTERNAL rather than dropping the value, so the
     client learns its metadata did not arrive.  Each comma-separated part must decode (duplicate
@@ -1233,7 +1248,7 @@ def _malformed_binary_metadata(headers: Headers) -> str:
 
 
 def _status_headers(code: StatusCode, details: str) -> Headers:
-    """``grpc-status`` and ``grpc-message`` (always sent, empty on OK, like grpc-go; §3)."""
+    """``grpc-status`` and ``grpc-message`` (always sent, empty on OK, like grpc-go)."""
     return [
         (b"grpc-status", str(code.number).encode("ascii")),
         (b"grpc-message", wire.percent_encode(details).encode("ascii")),
@@ -1241,7 +1256,8 @@ def _status_headers(code: StatusCode, details: str) -> Headers:
 
 
 def _is_grpc_content_type(value: bytes) -> bool:
-    """``application/grpc`` optionally followed by ``+format`` or ``;params`` (§1.1)."""
+    """``application/grpc`` optionally followed by ``+format`` or ``;params``
+    (PROTOCOL-HTTP2.md, Requests)."""
     if not value.startswith(_GRPC_CONTENT_TYPE):
         return False
     rest = value[len(_GRPC_CONTENT_TYPE) :]
@@ -1249,7 +1265,7 @@ def _is_grpc_content_type(value: bytes) -> bool:
 
 
 def _timeout_order(value: bytes) -> float:
-    """Sort key for duplicate ``grpc-timeout`` headers: the shortest wins (§1.2)."""
+    """Sort key for duplicate ``grpc-timeout`` headers: the shortest wins."""
     try:
         return wire.decode_timeout(value)
     except ValueError:

@@ -6,8 +6,8 @@ I/O thread; the others record state that the server reads when the handler retur
 Logging goes to the ``minigrpc.server`` logger; an exception in a handler is logged there with
 its traceback, and the client only sees ``Exception calling application: <message>``.
 
-Choices where implementations differ (grpc-wire.md §4.4 and §5), made to match grpcio so that
-its handlers and clients see what they expect:
+Choices where implementations differ (docs/wire-rules.md, "Server-side rejections"), made to match
+grpcio so that its handlers and clients see what they expect:
 
 * An unknown service or method is Trailers-Only UNIMPLEMENTED ``Method not found!`` (grpcio's
   text; grpc-go names the service or method instead).
@@ -176,7 +176,8 @@ class ServicerContext:
         return max(0.0, self._deadline - time.monotonic())
 
     def cancel(self) -> None:
-        """Cancel the call: the client gets RST_STREAM(CANCEL), i.e. CANCELLED (§5)."""
+        """Cancel the call: the client gets RST_STREAM(CANCEL), i.e. CANCELLED
+        (PROTOCOL-HTTP2.md, Errors)."""
         self._server._post(self._server._cancel_call, self)
 
     def add_callback(self, callback: Callable[[], Any]) -> bool:
@@ -286,7 +287,8 @@ class ServicerContext:
         return self._details
 
     def set_compression(self, compression: Optional[int]) -> None:
-        """Compress the response with this ``Compression`` if the client accepts it (§2)."""
+        """Compress the response with this ``Compression`` if the client accepts it
+        (``doc/compression.md``)."""
         self._compression = None if compression is None else int(wire.Compression(compression))
 
     def disable_next_message_compression(self) -> None:

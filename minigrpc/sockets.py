@@ -150,7 +150,7 @@ def peer_name(sock: socket.socket) -> str:
 
 
 def _prepare_unix_path(path: str) -> None:
-    """Unix socket hygiene before bind (issue 3).
+    """Unix socket hygiene before bind, so a stale file or a wrong mode never blocks a restart.
 
     Missing parent directories are created.  An existing path is replaced only when ``lstat``
     shows a socket (never a symlink, never a regular file) that nobody listens on any more.

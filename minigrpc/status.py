@@ -6,9 +6,9 @@ must synthesize one.  The tables that say how live here, and only here, so the d
 read them from this module instead of retyping them:
 
 * :data:`HTTP_TO_GRPC`: HTTP ``:status`` to gRPC code, used only when a response has no
-  ``grpc-status`` (``doc/http-grpc-status-mapping.md``; grpc-wire.md §4.1).
+  ``grpc-status`` (``doc/http-grpc-status-mapping.md``).
 * :data:`RST_STREAM_TO_GRPC`: HTTP/2 RST_STREAM error code to gRPC code, on the client
-  (PROTOCOL-HTTP2.md, "Errors"; grpc-go's column of grpc-wire.md §4.2).
+  (PROTOCOL-HTTP2.md, "Errors"; grpc-go's choices where it is silent, docs/wire-rules.md).
 
 Codes and names follow ``doc/statuscodes.md``; :class:`StatusCode` mirrors grpcio's enum so that
 ``import minigrpc as grpc`` keeps ``grpc.StatusCode.UNAVAILABLE`` working.
@@ -203,7 +203,7 @@ def parse_grpc_status(value: Union[bytes, str, None]) -> Tuple[StatusCode, Optio
     """Decode a ``grpc-status`` header value (PROTOCOL-HTTP2.md, "Responses").
 
     Returns the code and the wire integer. A missing or unparsable value is UNKNOWN
-    (grpc-wire.md §3); a number outside 0..16 is UNKNOWN with the number kept.
+    (PROTOCOL-HTTP2.md, Responses); a number outside 0..16 is UNKNOWN with the number kept.
     """
     if value is None:
         return StatusCode.UNKNOWN, None
@@ -218,7 +218,7 @@ def parse_grpc_status(value: Union[bytes, str, None]) -> Tuple[StatusCode, Optio
 
 
 #: HTTP ``:status`` to gRPC code, for responses without ``grpc-status``
-#: (``doc/http-grpc-status-mapping.md``; grpc-wire.md §4.1).
+#: (``doc/http-grpc-status-mapping.md``).
 #: Anything else, 200 included, is UNKNOWN.
 HTTP_TO_GRPC: Mapping[int, StatusCode] = {
     400: StatusCode.INTERNAL,
@@ -239,7 +239,8 @@ def status_from_http(http_status: int) -> StatusCode:
 
 
 #: HTTP/2 RST_STREAM error code (RFC 9113 §7) to gRPC code on the client, as grpc-go maps it
-#: (PROTOCOL-HTTP2.md, "Errors"; grpc-wire.md §4.2). Unlisted codes are INTERNAL.
+#: (PROTOCOL-HTTP2.md, "Errors"; docs/wire-rules.md, "RST_STREAM codes on the client"). Unlisted
+#: codes are INTERNAL.
 RST_STREAM_TO_GRPC: Mapping[int, StatusCode] = {
     0x0: StatusCode.INTERNAL,  # NO_ERROR: normal only after trailers, which then decide
     0x1: StatusCode.INTERNAL,  # PROTOCOL_ERROR
@@ -276,7 +277,7 @@ def status_from_rst_stream(error_code: int, past_deadline: bool = False) -> Stat
     """Map a RST_STREAM the server sent with :data:`RST_STREAM_TO_GRPC`.
 
     A CANCEL that arrives once the call's deadline has passed is DEADLINE_EXCEEDED
-    (PROTOCOL-HTTP2.md, "Errors"; grpc-wire.md §5, Cancellation).
+    (PROTOCOL-HTTP2.md, "Errors" and "Client Cancellation").
     """
     if error_code == 0x8 and past_deadline:
         return StatusCode.DEADLINE_EXCEEDED

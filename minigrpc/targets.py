@@ -14,7 +14,8 @@ target                          socket address                              ``:a
                                 of ``dns://auth/host`` is ignored
 ==============================  ==========================================  ================
 
-Over unix sockets grpc-go sends ``:authority: localhost``; we do the same (grpc-wire.md §1.1).
+Over unix sockets grpc-go sends ``:authority: localhost``; we do the same
+(docs/wire-rules.md, "Request headers").
 """
 
 import socket

@@ -1,4 +1,4 @@
-"""Frame trace: one readable log line per HTTP/2 frame (issue 2 §5).
+"""Frame trace: one readable log line per HTTP/2 frame.
 
 Turn it on with ``MINIGRPC_TRACE=1`` in the environment (the trace goes to stderr), or by
 enabling the ``minigrpc.wire`` logger at DEBUG with a handler of your own.  The transports
@@ -14,15 +14,15 @@ Each line is one HTTP/2 frame (RFC 9113 §4.1), in this column order::
 * ``-->`` is a frame this side wrote, ``<--`` one it read.  The role (client or server) is
   this side of the connection; the peer is the other end.
 * ``stream=0`` frames concern the whole connection (SETTINGS, PING, GOAWAY, connection
-  WINDOW_UPDATE).  A gRPC call is one stream with an odd id (grpc-wire.md §0).
+  WINDOW_UPDATE).  A gRPC call is one stream with an odd id (RFC 9113 §5.1.1).
 * ``len`` is the frame payload, padding included; FLAGS shows the flag bits by name.
 * A header block is decoded with HPACK and printed as indented ``name: value`` lines under
   the frame that completes it (a large block spans HEADERS + CONTINUATION).  The first block
   on a stream is labelled request headers, response headers or trailers-only; the last one,
-  trailers (grpc-wire.md §1 and §3).
-* DATA frames carry gRPC Length-Prefixed-Messages (grpc-wire.md §2): every message that starts
-  in the frame is shown as ``grpc-message flag=<0|1> length=<n>`` with its first bytes in
-  hex.  Frame boundaries mean nothing to gRPC, so a message (or even its 5-byte prefix) may
+  trailers (PROTOCOL-HTTP2.md, Requests and Responses).
+* DATA frames carry gRPC Length-Prefixed-Messages (PROTOCOL-HTTP2.md, Requests): every message
+  that starts in the frame is shown as ``grpc-message flag=<0|1> length=<n>`` with its first
+  bytes in hex.  Frame boundaries mean nothing to gRPC, so a message (or even its 5-byte prefix) may
   continue in later frames: those frames say ``grpc-message continued``.
 
 A unary call from a minigrpc client, as the client sees it.  h2 first announces its defaults
@@ -88,7 +88,7 @@ WIRE_LOGGER = logging.getLogger("minigrpc.wire")
 #: RFC 9113 §3.4: the first bytes a client sends on an HTTP/2 connection.
 
 _FRAME_HEADER_LENGTH = 9
-_GRPC_PREFIX_LENGTH = 5  # grpc-wire.md §2: 1-byte flag + 4-byte big-endian length
+_GRPC_PREFIX_LENGTH = 5  # PROTOCOL-HTTP2.md, Requests: 1-byte flag + 4-byte big-endian length
 _DEFAULT_MAX_FRAME_SIZE = 16384  # RFC 9113 §6.5.2 initial SETTINGS_MAX_FRAME_SIZE
 _HEX_BYTES_SHOWN = 16
 _VALUE_CHARS_SHOWN = 100
@@ -132,7 +132,7 @@ def _setting_names() -> "dict[int, str]":
     return names
 
 
-# grpc-wire.md §1.2: grpc-timeout units, in seconds.
+# PROTOCOL-HTTP2.md, Requests ("Timeout"): grpc-timeout units, in seconds.
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 
 
@@ -172,7 +172,7 @@ class _StderrHandler(logging.Handler):
 
 
 def enable_from_environment() -> None:
-    """Send the frame trace to stderr when ``MINIGRPC_TRACE`` is 1, true, yes or on (issue 2 §5).
+    """Send the frame trace to stderr when ``MINIGRPC_TRACE`` is 1, true, yes or on.
 
     Idempotent: the handler is attached once however often channels and servers call this.
     Records still propagate to the root logger, so an application's own logging setup works too.
@@ -192,8 +192,8 @@ def enable_from_environment() -> None:
 class _MessageCursor:
     """Where one direction of one stream is inside the gRPC Length-Prefixed-Message sequence.
 
-    DATA frame boundaries mean nothing to gRPC (grpc-wire.md §2), so the cursor carries a split
-    prefix and the number of message bytes still to come from one frame to the next.
+    DATA frame boundaries mean nothing to gRPC (PROTOCOL-HTTP2.md, Data Frames), so the cursor
+    carries a split prefix and the number of message bytes still to come from one frame to the next.
     """
 
     __slots__ = ("prefix", "remaining")
@@ -548,7 +548,8 @@ class FrameTracer:
         padded: bool,
         end_stream: bool,
     ) -> Tuple[str, List[str]]:
-        """DATA (RFC 9113 §6.1) with the gRPC messages in it (grpc-wire.md §2)."""
+        """DATA (RFC 9113 §6.1) with the gRPC messages in it (PROTOCOL-HTTP2.md,
+        Requests)."""
         parts: List[str] = []
         if padded:
             parts.append(f"data={len(data)} padding={pad_length}")
@@ -579,7 +580,8 @@ class FrameTracer:
     # -- header blocks --------------------------------------------------------------------
 
     def _block_kind(self, way: _Direction, stream_id: int, end_stream: bool) -> str:
-        """What a header block means in gRPC (grpc-wire.md §1.1, §3)."""
+        """What a header block means in gRPC (PROTOCOL-HTTP2.md, Requests and
+        Responses)."""
         opened = stream_id in way.streams
         if way.from_client is None:
             return "trailers" if opened else "headers"
@@ -680,8 +682,9 @@ def _priority(depends_on: int, weight: int, exclusive: bool) -> str:
 def _render_header(name: bytes, value: bytes) -> str:
     """``name: value``, with a gloss for the gRPC headers a learner would otherwise look up.
 
-    ``-bin`` values are shown as sent (base64 text, grpc-wire.md §1.3); grpc-message is shown
-    raw and, when it has escapes, percent-decoded as the receiver will see it (§3).
+    ``-bin`` values are shown as sent (base64 text, docs/wire-rules.md, "Metadata"); grpc-message is
+    shown raw and, when it has escapes, percent-decoded as the receiver will see it
+    (PROTOCOL-HTTP2.md, Responses).
     """
     line = f"{_escape(name)}: {_shorten(value)}"
     if name == b"grpc-message" and b"%" in value:

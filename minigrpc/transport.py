@@ -2,24 +2,26 @@
 
 :class:`ClientConnection` owns a socket and a
 :class:`~minigrpc.client_protocol.ClientConnectionProtocol` behind one lock (h2 is not
-thread-safe; grpc-wire.md §7, pitfall 6). There is no reader thread: a thread that needs
+thread-safe; docs/h2-notes.md, "I/O and threads"). There is no reader thread: a thread that needs
 something from the server (a response, send window, a free stream slot) takes the *reader role*
 if nobody holds it, reads the socket without the lock, feeds the bytes to the protocol under the
 lock, flushes what h2 queued (ACKs, WINDOW_UPDATEs, PING replies) and wakes every waiter. Other
 threads wait on a condition variable and take over the role when the reader's own call is done.
 So the one-shot path (connect, one call, close) starts no thread at all and costs one
 ``connect()``, one ``send()`` (preface, SETTINGS, WINDOW_UPDATE, HEADERS and DATA together) and
-the ``recv()`` calls the response needs (issue 2 §4).
+the ``recv()`` calls the response needs.
 
 Writes go through an outbox: frames are taken from h2 under the lock, in order, and written by
 whichever thread holds the *writer role*, without the lock. A thread blocked in ``send()`` (the
 peer is slow to read) therefore never stops another thread from reading, which is what keeps two
-peers that are both blocked on writing from deadlocking (grpc-wire.md §6, Sending).
+peers that are both blocked on writing from deadlocking (docs/wire-rules.md, "Flow control and
+sizes").
 
 :class:`Transport` is the channel's view: it connects lazily, replaces a connection after a GOAWAY
 or a failure, waits for a connection when ``wait_for_ready`` is set (with gRPC's connection
 backoff, ``doc/connection-backoff.md``), and retries a call once, transparently, when the server
-provably never processed it (REFUSED_STREAM or above a GOAWAY's last-stream-id; grpc-wire.md §5).
+provably never processed it (REFUSED_STREAM or above a GOAWAY's last-stream-id; docs/wire-rules.md,
+"Deadlines and cancellation").
 """
 
 import logging
@@ -70,7 +72,8 @@ class TransportOptions(NamedTuple):
     stream_window: int = http2.DEFAULT_STREAM_WINDOW
     connection_window: int = http2.DEFAULT_CONNECTION_WINDOW
     max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE
-    #: Largest response header block / trailers per call (grpc-wire.md §6); None: no limit.
+    #: Largest response header block / trailers per call (docs/wire-rules.md, "Flow control and
+    #: sizes"); None: no limit.
     max_header_list_size: Optional[int] = http2.CALL_MAX_HEADER_LIST_SIZE
     #: gRPC connection backoff (connection-backoff.md): used only while wait_for_ready waits.
     initial_backoff: float = 1.0
@@ -92,7 +95,7 @@ class _WriteTimeout(OSError):
 
 
 def _make_tracer(peer: str) -> Any:
-    """The frame tracer for a new connection, or None; cheap when tracing is off (issue 2 §5)."""
+    """The frame tracer for a new connection, or None; cheap when tracing is off."""
     if not os.environ.get("MINIGRPC_TRACE") and not logging.getLogger("minigrpc.wire").isEnabledFor(
         logging.DEBUG
     ):
@@ -418,7 +421,7 @@ class ClientConnection:
 
         Nobody reads an idle connection, so a server that went away since the last call is only
         noticed here; noticing it before sending lets the call go to a new connection instead of
-        failing (issue 2 §4: "after a lost connection or a GOAWAY the next call reconnects").
+        failing: after a lost connection or a GOAWAY the next call reconnects.
         """
         # Only while nobody holds the reader role (checked again after every _absorb(), which
         # may release the lock to write): one poll()/recv() per socket at a time.
@@ -451,7 +454,7 @@ class ClientConnection:
         self._changed.notify_all()
 
     def _lost_details(self, error: Optional[BaseException]) -> str:
-        """Why the connection ended, in the words grpc-go uses where it has some (§5)."""
+        """Why the connection ended, in the words grpc-go uses where it has some."""
         cause = "EOF" if error is None else os_error_text(error)
         if self.protocol.bytes_received == 0 or not self.protocol.settings_received:
             return f'connection error: desc = "error reading server preface: {cause}"'
@@ -502,7 +505,7 @@ class ClientConnection:
                     # This thread's deadline passed while the peer was slow to read. The bytes
                     # not yet written go back to the front of the outbox (frame order is kept,
                     # nothing is torn) and the next writer carries on; this thread returns to
-                    # end its own call DEADLINE_EXCEEDED (grpc-wire.md §5).
+                    # end its own call DEADLINE_EXCEEDED (PROTOCOL-HTTP2.md, Client Cancellation).
                     self._outbox.insert(0, error.unsent)
                     break
                 elif error is not None:
@@ -616,7 +619,7 @@ def _deadline_status() -> CallStatus:
 
 
 class Transport:
-    """The channel's connection manager: lazy connect, reconnect, transparent retry (§4, §5)."""
+    """The channel's connection manager: lazy connect, reconnect, transparent retry."""
 
     def __init__(
         self, target: Target, options: TransportOptions, tls: "Optional[ClientTLS]" = None
@@ -636,7 +639,7 @@ class Transport:
 
     def peer_accepts(self, encoding: str) -> bool:
         """False only when the current server listed its encodings and ``encoding`` is not one
-        of them (grpc-wire.md §2: never compress with an algorithm the peer left out)."""
+        of them (``doc/compression.md``: never compress with an algorithm the peer left out)."""
         connection = self._connection
         accepted = connection.peer_accept_encodings if connection is not None else None
         return accepted is None or encoding in accepted

@@ -32,7 +32,7 @@ from .status import Metadata
 PREFIX_LENGTH = 5
 _PREFIX = struct.Struct(">BI")
 
-#: grpc-go's and grpcio's default receive limit (grpc-wire.md §6, Message size).
+#: grpc-go's and grpcio's default receive limit (docs/wire-rules.md, "Messages and compression").
 DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH = 4 * 1024 * 1024
 
 
@@ -47,10 +47,10 @@ def encode_message(payload: bytes, compressed: bool = False) -> bytes:
 class MessageDecoder:
     """Reassemble Length-Prefixed-Messages from DATA payloads of any size.
 
-    DATA frame boundaries mean nothing (grpc-wire.md §2): a message may span frames, a frame may
-    carry several messages, and even the 5-byte prefix may be split. The declared length is checked
-    against ``max_length`` as soon as the prefix is complete, *before* the body is buffered, so an
-    oversized message costs no memory (grpc-wire.md §6, Message size).
+    DATA frame boundaries mean nothing (PROTOCOL-HTTP2.md, Data Frames): a message may span frames,
+    a frame may carry several messages, and even the 5-byte prefix may be split. The declared length
+    is checked against ``max_length`` as soon as the prefix is complete, *before* the body is
+    buffered, so an oversized message costs no memory.
 
     Chunks are kept in a list and joined once, so a 64 MiB message arriving in 16 KiB frames costs
     one copy, not a quadratic number of them.
@@ -131,7 +131,7 @@ def encode_timeout(seconds: float) -> str:
     """Encode a relative deadline as ``grpc-timeout`` (PROTOCOL-HTTP2.md, "Timeout").
 
     Like grpc-go: the first unit among n, u, m, S, M whose rounded-up value fits in 8 digits,
-    else hours (grpc-wire.md §1.2). 100 ms is ``100000u``; zero or less is ``0n``.
+    else hours (docs/wire-rules.md, "Timeouts"). 100 ms is ``100000u``; zero or less is ``0n``.
     """
     nanos = round(seconds * 1e9)
     if nanos <= 0:
@@ -166,7 +166,7 @@ _KEY_RE = re.compile(r"[0-9a-z_.\-]+")
 _ASCII_VALUE_RE = re.compile(r"[\x20-\x7e]*")
 
 #: Keys an application may not send: the library owns them (PROTOCOL-HTTP2.md, "Requests";
-#: grpc-wire.md §1.3). ``grpc-*`` is reserved as a whole prefix, see :func:`is_reserved_key`.
+#: RFC 9113 §8.2.2). ``grpc-*`` is reserved as a whole prefix, see :func:`is_reserved_key`.
 RESERVED_HEADERS: FrozenSet[str] = frozenset(
     {
         "te",
@@ -280,7 +280,7 @@ def b64encode_unpadded(data: bytes) -> bytes:
 
 
 def b64decode_lenient(data: bytes) -> bytes:
-    """Decode padded or unpadded standard base64 (grpc-wire.md §1.3). Raises ValueError."""
+    """Decode padded or unpadded standard base64 (RFC 4648 §4). Raises ValueError."""
     data = data.strip()
     try:
         return base64.b64decode(data + b"=" * (-len(data) % 4), validate=True)
@@ -307,7 +307,7 @@ def decode_metadata(headers: Iterable[Tuple[Any, Any]]) -> Metadata:
     Pseudo-headers and the headers the transport consumes are dropped. ``-bin`` values are split
     on ``,`` (duplicate keys may be joined that way) and each part is base64-decoded, padded or
     not; an undecodable part is dropped. ASCII values are returned as str, undecodable bytes
-    replaced, never split (grpc-wire.md §1.3).
+    replaced, never split (docs/wire-rules.md, "Metadata").
     """
     result: List[Tuple[str, MetadataValue]] = []
     for raw_key, raw_value in headers:
@@ -353,7 +353,7 @@ def percent_encode(message: str) -> str:
 
 
 def percent_decode(value: Union[str, bytes]) -> str:
-    """Decode ``grpc-message``; never fails and never strips (grpc-wire.md §3).
+    """Decode ``grpc-message``; never fails and never strips (PROTOCOL-HTTP2.md, Responses).
 
     Malformed ``%`` sequences are kept as they are; bytes that are not UTF-8 become U+FFFD.
     """

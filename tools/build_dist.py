@@ -35,7 +35,7 @@ Choices and why:
   checks it first and answers with one CNI error JSON (code 999) instead of a SyntaxError
   traceback on an older interpreter (the prologue takes the first interpreter it finds).
 * Members are stored, not deflated: zipimport would inflate every module it loads on every run,
-  about 7 ms of a 60 ms start, to save about 1.2 MB on disk.
+  about 7 ms of a 60 ms start (docs/benchmarks.md), to save about 1.2 MB on disk.
 * The archive is reproducible: sorted entries, fixed timestamps and permissions.
 * The licenses of the vendored distributions go into ``LICENSES/``.
 

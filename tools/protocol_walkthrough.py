@@ -1,4 +1,5 @@
-"""Regenerate the frame listings in docs/protocol.md from live calls (issue 7).
+"""Regenerate the frame listings in docs/protocol.md from live calls, so the page
+cannot drift from what the code sends.
 
 Each scenario runs in this process: the reference agent's ``Cni`` servicer served by
 ``minigrpc.server`` on a temporary unix socket, and a client call made the way the antrea-cni
@@ -79,8 +80,9 @@ DEADLINE_SECONDS = 0.5
 PEER_PLACEHOLDER = "unix:<socket>"
 _PEER_WIDTH = 15  # minigrpc.trace pads the peer column to at least this many characters
 
-# The invocation every scenario sends: what containerd passes for a Pod "web-0" (cni-plugin.md
-# §2), with Antrea's network configuration.  Fixed values, so the bytes are the same every run.
+# The invocation every scenario sends: what containerd passes for a Pod "web-0"
+# (docs/cni-plugin-behaviour.md, "Deployment"), with Antrea's network configuration.  Fixed values,
+# so the bytes are the same every run.
 CONTAINER_ID = "a3f9c2e17b04"
 NETNS = "/var/run/netns/cni-7b04"
 IFNAME = "eth0"
@@ -259,8 +261,8 @@ def canonical_order(entries: List[Entry]) -> List[Entry]:
     """Put every SETTINGS/PING ACK this side sent right after the frame it answers.
 
     The k-th SETTINGS ACK sent answers the k-th SETTINGS received (RFC 9113 §6.5.3), and the
-    k-th PING ACK sent the k-th PING received (§6.7).  Which write carries an ACK depends on how
-    the kernel cut the reads, so without this the listing would differ from run to run.
+    k-th PING ACK sent the k-th PING received (RFC 9113 §6.7).  Which write carries an ACK depends
+    on how the kernel cut the reads, so without this the listing would differ from run to run.
     """
     pending: Dict[str, List[Entry]] = {"SETTINGS": [], "PING": []}
     others: List[Entry] = []
@@ -311,7 +313,7 @@ def fenced(text: str, lang: str = "text") -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Annotated hex dumps of a Length-Prefixed-Message (grpc-wire.md §2) and its protobuf
+# Annotated hex dumps of a Length-Prefixed-Message (PROTOCOL-HTTP2.md, Requests) and its protobuf
 
 
 _WIRE_TYPES = {0: "varint", 1: "64-bit", 2: "length-delimited", 5: "32-bit"}
@@ -718,7 +720,8 @@ def scenario_goaway(directory: str) -> Dict[str, str]:
 
 
 def codec_examples(directory: str) -> Dict[str, str]:
-    """Not a call: what minigrpc's codecs write for a few values (grpc-wire.md §1.2, §3)."""
+    """Not a call: what minigrpc's codecs write for a few values (docs/wire-rules.md,
+    "Timeouts" and "Responses and status")."""
     from minigrpc import wire
 
     timeouts = ["| timeout | `grpc-timeout` |", "|---|---|"]

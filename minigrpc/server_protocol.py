@@ -41,13 +41,13 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
   cannot make us buffer without bound.
 * Graceful shutdown ("GOAWAY and PING"): GOAWAY(2^31-1) and a PING, then, on the PING's ACK,
   GOAWAY(highest stream seen); streams opened after that are refused.  h2 enters its CLOSED
-  state on any GOAWAY it sends, so both GOAWAY frames are written raw (:func:`_goaway_frame`),
-  past h2, and h2 keeps serving the streams that drain ("GOAWAY" in the h2 notes).
+  state on any GOAWAY it sends, so both GOAWAY frames are written raw
+  (:func:`minigrpc.http2.goaway_frame`), past h2, and h2 keeps serving the streams that drain
+  ("GOAWAY" in the h2 notes).
 """
 
 import enum
-import struct
-from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, Union
 
 import h2.connection
 import h2.errors
@@ -56,8 +56,9 @@ import h2.exceptions
 import hpack
 
 from . import errors, http2, wire
+from . import headers as hdrs
 from .protocol import DEFAULT_BUFFER_LIMIT, ConnectionProtocol, Inbound, Outbound, SendState
-from .status import Metadata, StatusCode, http2_error_name
+from .status import DEADLINE_EXCEEDED_DETAILS, Metadata, StatusCode, http2_error_name
 
 __all__ = [
     "CallStarted",
@@ -80,9 +81,6 @@ _MAX_STREAM_ID = 2**31 - 1
 #: How much larger than the advertised per-call limit h2's own header-list limit is kept.
 _HPACK_LIMIT_FACTOR = 4
 
-_GRPC_CONTENT_TYPE = b"application/grpc"
-_ACCEPT_ENCODING = wire.ACCEPT_ENCODING.encode("ascii")
-_SUPPORTED_REQUEST_ENCODINGS = frozenset(("identity", "gzip", "deflate"))
 
 
 class DrainPhase(enum.Enum):
@@ -300,18 +298,6 @@ class _ServerH2Connection(h2.connection.H2Connection):
 _HEADER_BLOCK_SLACK = 64 * 256
 
 
-def _goaway_frame(last_stream_id: int, error_code: int = 0) -> bytes:
-    """A GOAWAY frame (RFC 9113 §6.8) built by hand, for graceful shutdown only.
-
-    h2 moves its connection to CLOSED as soon as *it* sends a GOAWAY, after which it refuses to
-    send the trailers of the very calls the GOAWAY lets finish (python-hyper/h2#1181;
-    docs/h2-notes.md, "GOAWAY").  Writing the frame ourselves keeps h2 in its OPEN state while the
-    connection drains.  This function is the one place minigrpc bypasses h2 on the server side.
-    """
-    payload = struct.pack(">II", last_stream_id & _MAX_STREAM_ID, error_code)
-    return struct.pack(">I", len(payload))[1:] + bytes((0x7, 0)) + b"\0\0\0\0" + payload
-
-
 # ------------------------------------------------------------------------------------------------
 # Per-call state
 # ------------------------------------------------------------------------------------------------
@@ -364,11 +350,6 @@ class _Call:
         self.trailers: Optional[Headers] = None  # trailers to send once ``outbound`` is out
         self.finished = False  # our final frame is queued (or the stream is gone)
         self.oversized = ""  # why initial metadata was not sent (too large for the client)
-
-
-def _header_list_size(headers: Iterable[Tuple[bytes, bytes]]) -> int:
-    """RFC 9113 §6.5.2: name + value + 32 octets per field."""
-    return sum(len(name) + len(value) + 32 for name, value in headers)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -508,14 +489,11 @@ class ServerConnection(ConnectionProtocol):
             return []
         try:
             chunks = self._splitter.feed(data)
-        except http2.PrefaceError as exc:
-            return self._fail_connection(h2.errors.ErrorCodes.PROTOCOL_ERROR, str(exc))
-        except http2.FrameSizeError as exc:
-            # RFC 9113 §4.2; a connection error even on a DATA frame (RFC 9113 §5.4: an endpoint may
-            # treat a stream error as a connection error), since its body must not be read.
-            return self._fail_connection(h2.errors.ErrorCodes.FRAME_SIZE_ERROR, str(exc))
-        except http2.HeaderBlockTooLarge as exc:
-            return self._fail_connection(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, str(exc))
+        except http2.FrameError as exc:
+            # Each frame error carries its GOAWAY code: PROTOCOL_ERROR for a bad preface,
+            # FRAME_SIZE_ERROR (RFC 9113 §4.2; a connection error even on a DATA frame, §5.4,
+            # since its body must not be read), ENHANCE_YOUR_CALM for a CONTINUATION flood.
+            return self._fail_connection(exc.error_code, str(exc))
         out: List[CallEvent] = []
         for chunk in chunks:
             try:
@@ -573,13 +551,10 @@ class ServerConnection(ConnectionProtocol):
         self.close_reason = reason
         return self._terminate_all(StatusCode.CANCELLED, reason)
 
-    def _fail_connection(self, error_code: h2.errors.ErrorCodes, reason: str) -> List[CallEvent]:
+    def _fail_connection(self, error_code: int, reason: str) -> List[CallEvent]:
         """A connection error we detected before h2: GOAWAY(``error_code``), then close
         (RFC 9113 §5.4.1)."""
-        try:
-            self._h2.close_connection(error_code)
-        except h2.exceptions.ProtocolError:  # pragma: no cover - h2 already closed
-            pass
+        self._close_with(error_code)
         return self._connection_failed(reason)
 
     def _connection_failed(self, reason: str) -> List[CallEvent]:
@@ -609,114 +584,29 @@ class ServerConnection(ConnectionProtocol):
             # REFUSED_STREAM is UNAVAILABLE and safe to retry).
             self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
-        headers: Headers = event.headers
         request_open = event.stream_ended is None
-        method = path = content_type = timeout = encoding = accept = authority = None
-        binary = False
-        for name, value in headers:
-            if name[:1] == b":":
-                if name == b":method":
-                    method = value
-                elif name == b":path":
-                    path = value
-                elif name == b":authority":
-                    authority = value
-            elif name == b"content-type":
-                content_type = value
-            elif name == b"grpc-timeout":
-                timeout = value if timeout is None else min(timeout, value, key=_timeout_order)
-            elif name == b"grpc-encoding":
-                encoding = value
-            elif name == b"grpc-accept-encoding":
-                accept = value
-            elif name.endswith(b"-bin"):
-                binary = True
-        size = _header_list_size(headers)
-        if size > self.settings.max_header_list_size:
+        head = hdrs.read_request_headers(event.headers, self.settings.max_header_list_size)
+        if isinstance(head, hdrs.Rejection):
             self._reject(
                 stream_id,
                 request_open,
-                StatusCode.RESOURCE_EXHAUSTED,
-                f"request header list size {size} exceeds the limit "
-                f"{self.settings.max_header_list_size}",
-                http_status=431,
+                head.code,
+                head.details,
+                http_status=head.http_status,
+                extra_headers=head.extra_headers,
             )
             return
-        if method != b"POST":
-            shown = (method or b"").decode("ascii", "replace")
-            self._reject(
-                stream_id,
-                request_open,
-                StatusCode.INTERNAL,
-                f'Received a HEADERS frame with :method "{shown}" which should be POST',
-                http_status=405,
-            )
-            return
-        if content_type is None or not _is_grpc_content_type(content_type):
-            shown = (content_type or b"").decode("ascii", "replace")
-            self._reject(
-                stream_id,
-                request_open,
-                StatusCode.INVALID_ARGUMENT,
-                f'invalid gRPC request content-type "{shown}"',
-                http_status=415,
-            )
-            return
-        deadline: Optional[float] = None
-        if timeout is not None:
-            try:
-                seconds = wire.decode_timeout(timeout)
-            except ValueError as exc:
-                self._reject(
-                    stream_id, request_open, StatusCode.INTERNAL, str(exc), http_status=400
-                )
-                return
-            if seconds <= 0:
-                self._reject(
-                    stream_id, request_open, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"
-                )
-                return
-            deadline = self._clock() + seconds
-        if binary:
-            malformed = _malformed_binary_metadata(headers)
-            if malformed:
-                self._reject(
-                    stream_id, request_open, StatusCode.INTERNAL, malformed, http_status=400
-                )
-                return
-        encoding_name: Optional[str] = None
-        if encoding is not None:
-            encoding_name = encoding.decode("ascii", "replace").strip()
-            if encoding_name not in _SUPPORTED_REQUEST_ENCODINGS:
-                # doc/compression.md: UNIMPLEMENTED, listing what we do support (grpc-go's wording).
-                self._reject(
-                    stream_id,
-                    request_open,
-                    StatusCode.UNIMPLEMENTED,
-                    f'grpc: Decompressor is not installed for grpc-encoding "{encoding_name}"',
-                    extra_headers=[(b"grpc-accept-encoding", _ACCEPT_ENCODING)],
-                )
-                return
-            if encoding_name == "identity":
-                encoding_name = None
+        deadline = None if head.timeout is None else self._clock() + head.timeout
         call = _Call(
             stream_id,
-            encoding_name,
-            wire.parse_accept_encoding(accept),
+            head.encoding,
+            head.accept_encodings,
             self.settings.max_receive_message_length,
             self._clock(),
             self._initial_shape,
         )
         self._calls[stream_id] = call
-        out.append(
-            CallStarted(
-                stream_id,
-                (path or b"").decode("utf-8", "replace"),
-                _call_metadata(headers),
-                deadline,
-                (authority or b"").decode("utf-8", "replace"),
-            )
-        )
+        out.append(CallStarted(stream_id, head.method, head.metadata, deadline, head.authority))
 
     def _on_data(self, event: h2.events.DataReceived, out: List[CallEvent]) -> None:
         stream_id = event.stream_id
@@ -851,14 +741,9 @@ class ServerConnection(ConnectionProtocol):
         if encoding is not None and encoding not in call.accept_encodings:
             encoding = None
         call.response_encoding = encoding
-        headers: Headers = [(b":status", b"200"), (b"content-type", _GRPC_CONTENT_TYPE)]
-        if encoding is not None:
-            headers.append((b"grpc-encoding", encoding.encode("ascii")))
-        headers.append((b"grpc-accept-encoding", _ACCEPT_ENCODING))
         if metadata:
             call.oversized = self._oversized(metadata, None)
-            if not call.oversized:
-                headers.extend(metadata)
+        headers = hdrs.response_headers(encoding, () if call.oversized else metadata)
         call.headers_sent = True
         self._h2.send_headers(call.stream_id, headers)
 
@@ -893,7 +778,7 @@ class ServerConnection(ConnectionProtocol):
                 code = StatusCode.RESOURCE_EXHAUSTED
                 details = str(wire.MessageTooLarge(len(message), limit, sending=True))
                 message = None
-        trailers = _status_headers(code, details)
+        trailers = hdrs.status_headers(code, details)
         if trailing_metadata:
             trailers.extend(trailing_metadata)
         oversized = call.oversized or self._oversized(
@@ -901,7 +786,7 @@ class ServerConnection(ConnectionProtocol):
         )
         if oversized:
             # grpc-go resets such a stream; a status says why.
-            trailers = _status_headers(StatusCode.INTERNAL, oversized)
+            trailers = hdrs.status_headers(StatusCode.INTERNAL, oversized)
             initial_metadata = None
             message = None
         if message is None:
@@ -929,7 +814,7 @@ class ServerConnection(ConnectionProtocol):
         limit = self._h2.remote_settings.max_header_list_size
         if limit is None:
             return ""
-        size = _header_list_size(block) + (_header_list_size(more) if more else 0) + 64
+        size = hdrs.header_list_size(block) + (hdrs.header_list_size(more) if more else 0) + 64
         if size <= limit:
             return ""
         return f"response metadata of {size} bytes exceeds the client's limit of {limit} bytes"
@@ -1050,8 +935,8 @@ class ServerConnection(ConnectionProtocol):
         if call is None or call.finished:
             return []
         call.outbound.discard()
-        self.finish_call(stream_id, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
-        return [CallTerminated(stream_id, StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")]
+        self.finish_call(stream_id, StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
+        return [CallTerminated(stream_id, StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)]
 
     def request_progress(self, stream_id: int) -> Optional[float]:
         """When the call's still incomplete request last made progress, on the connection's clock.
@@ -1099,7 +984,7 @@ class ServerConnection(ConnectionProtocol):
         self._calls.clear()
         self._blocked.clear()
         self._flush_h2_into_raw()
-        self._raw_out.append(_goaway_frame(self._highest_stream_id))
+        self._raw_out.append(http2.goaway_frame(self._highest_stream_id))
         self.closed = True
         self.close_reason = details
         return events
@@ -1115,7 +1000,7 @@ class ServerConnection(ConnectionProtocol):
             return
         self._drain_phase = DrainPhase.ANNOUNCED
         self._flush_h2_into_raw()
-        self._raw_out.append(_goaway_frame(_MAX_STREAM_ID))
+        self._raw_out.append(http2.goaway_frame(_MAX_STREAM_ID))
         self._h2.ping(DRAIN_PING_PAYLOAD)
 
     def send_final_goaway(self) -> None:
@@ -1124,7 +1009,7 @@ class ServerConnection(ConnectionProtocol):
             return
         self._drain_phase = DrainPhase.CLOSED_TO_NEW
         self._flush_h2_into_raw()
-        self._raw_out.append(_goaway_frame(self._highest_stream_id))
+        self._raw_out.append(http2.goaway_frame(self._highest_stream_id))
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -1144,12 +1029,9 @@ class ServerConnection(ConnectionProtocol):
         extra_headers: Sequence[Tuple[bytes, bytes]] = (),
     ) -> None:
         """Trailers-Only rejection of a stream that never became a call."""
-        headers: Headers = [
-            (b":status", str(http_status).encode("ascii")),
-            (b"content-type", _GRPC_CONTENT_TYPE),
-        ]
-        headers.extend(extra_headers)
-        headers.extend(_status_headers(code, details))
+        headers = hdrs.trailers_only(
+            code, details, http_status=http_status, extra_headers=extra_headers
+        )
         self._h2.send_headers(stream_id, headers, end_stream=True)
         if request_open:
             self._reset(stream_id, h2.errors.ErrorCodes.NO_ERROR)
@@ -1165,7 +1047,7 @@ class ServerConnection(ConnectionProtocol):
     def _send_trailers_only(
         self, call: _Call, trailers: Headers, initial_metadata: Optional[Headers]
     ) -> None:
-        headers: Headers = [(b":status", b"200"), (b"content-type", _GRPC_CONTENT_TYPE)]
+        headers: Headers = [(b":status", b"200"), (b"content-type", hdrs.GRPC_CONTENT_TYPE)]
         headers.extend(trailers)
         if initial_metadata:
             headers.extend(initial_metadata)
@@ -1217,56 +1099,3 @@ class ServerConnection(ConnectionProtocol):
             call.finished = True
             self._h2.send_headers(stream_id, trailers, end_stream=True)
             self._after_end_stream(call)
-
-
-def _call_metadata(headers: Headers) -> Metadata:
-    """Application metadata: transport headers and every reserved ``grpc-*`` key removed."""
-    metadata = wire.decode_metadata(headers)
-    if any(key.startswith("grpc-") for key, _ in metadata):
-        metadata = tuple(item for item in metadata if not item[0].startswith("grpc-"))
-    return metadata
-
-
-def _malformed_binary_metadata(headers: Headers) -> str:
-    """Why a ``-bin`` header is not base64, in grpc-go's words, or "" if all decode.
-
-    grpc-go answers such a request with 400 + INTERNAL rather than dropping the value, so the
-    client learns its metadata did not arrive.  Each comma-separated part must decode (duplicate
-    keys may have been joined that way).  Reserved ``grpc-*`` keys are left to their own checks.
-    """
-    for name, value in headers:
-        if not name.endswith(b"-bin") or name.startswith(b"grpc-"):
-            continue
-        for part in value.split(b","):
-            try:
-                wire.b64decode_lenient(part)
-            except ValueError as exc:
-                shown = value[:100].decode("ascii", "replace")
-                key = name.decode("ascii", "replace")
-                return f'malformed binary metadata "{shown}" in header "{key}": {exc}'
-    return ""
-
-
-def _status_headers(code: StatusCode, details: str) -> Headers:
-    """``grpc-status`` and ``grpc-message`` (always sent, empty on OK, like grpc-go)."""
-    return [
-        (b"grpc-status", str(code.number).encode("ascii")),
-        (b"grpc-message", wire.percent_encode(details).encode("ascii")),
-    ]
-
-
-def _is_grpc_content_type(value: bytes) -> bool:
-    """``application/grpc`` optionally followed by ``+format`` or ``;params``
-    (PROTOCOL-HTTP2.md, Requests)."""
-    if not value.startswith(_GRPC_CONTENT_TYPE):
-        return False
-    rest = value[len(_GRPC_CONTENT_TYPE) :]
-    return not rest or rest[:1] in (b"+", b";")
-
-
-def _timeout_order(value: bytes) -> float:
-    """Sort key for duplicate ``grpc-timeout`` headers: the shortest wins."""
-    try:
-        return wire.decode_timeout(value)
-    except ValueError:
-        return -1.0  # malformed sorts first, so it is reported

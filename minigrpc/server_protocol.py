@@ -232,8 +232,9 @@ class CallTerminated:
     """A started call ended without the handler's answer: mark its context inactive.
 
     ``code`` is what the handler's context reports: CANCELLED when the client reset the stream or
-    the connection went away (PROTOCOL-HTTP2.md, Connection failure), DEADLINE_EXCEEDED when the deadline
-    passed, or the status of a rejection this layer sent itself (for example RESOURCE_EXHAUSTED).
+    the connection went away (PROTOCOL-HTTP2.md, Connection failure), DEADLINE_EXCEEDED when the
+    deadline passed, or the status of a rejection this layer sent itself (for example
+    RESOURCE_EXHAUSTED).
     """
 
     __slots__ = ("code", "details", "stream_id")

@@ -31,7 +31,7 @@ def test_tiny_run_writes_the_report(tmp_path: Path) -> None:
     )
     assert completed.returncode == 0, completed.stderr.decode("utf-8", "replace")[-2000:]
     report = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
-    for heading in ("## Targets of issue 6", "## 1. Cold plugin invocation",
+    for heading in ("## Performance targets", "## 1. Cold plugin invocation",
                     "## 2. Warm unary latency", "## 3. Large messages",
                     "## 4. Server throughput", "## Machine and versions"):
         assert heading in report, heading

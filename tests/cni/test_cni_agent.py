@@ -1,6 +1,7 @@
 """The reference agent's logic, called directly: validation, pools, result bytes, locking.
 
-These are the agent behaviours of cni-plugin.md §7 that the plugin tests rely on; calling the
+These are the agent behaviours of antrea-agent's cniserver that the plugin tests rely on; calling
+the
 servicer without a network keeps the big tables fast.  The servicer is the real one, fed real
 ``CniCmdRequest`` messages (the context is unused by it).
 """
@@ -46,7 +47,7 @@ def error_of(response: Any) -> Optional[tuple]:
 
 
 # --------------------------------------------------------------------------------------------
-# Validation (§7 "Validation"), in the agent's order.
+# Validation (antrea-agent's cniserver), in the agent's order.
 
 VALIDATION_ROWS = [
     ("not-json", b"{", "", (6, "Failed to decode network config")),
@@ -110,7 +111,7 @@ def test_check_compares_prev_result() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# ADD results (§7 "ADD result"): exact bytes.
+# ADD results (antrea-agent's cniserver): exact bytes.
 
 def test_add_result_0_3_0_bytes() -> None:
     cni = servicer()

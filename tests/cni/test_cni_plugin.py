@@ -1,13 +1,14 @@
 """The plugin against agents: the reference agent, faulty gRPC servers and broken HTTP/2 peers.
 
-The plugin always runs as a subprocess, exactly as libcni runs it (cni-plugin.md §1).  The
+The plugin always runs as a subprocess, exactly as libcni runs it (CNI SPEC.md, "Section 2:
+Execution Protocol").  The
 agents are real servers: the reference servicer (:mod:`cni_client.agent`) served in this
 process on minigrpc *and* on grpcio (``server_kind``), so every mapping case is also proven
 against grpc-core; the broken HTTP/2 peers of :func:`tests.support.scripted_peer.fault_server`
 for what no gRPC server produces; and ``python -m cni_client.agent`` itself as a subprocess.
 
 After every run, stdout holds the result or exactly one CNI error JSON, and the exit status
-matches (issue 4, :func:`tests.support.cni.one_outcome`).
+matches (:func:`tests.support.cni.one_outcome`).
 """
 
 from __future__ import annotations
@@ -250,7 +251,8 @@ def test_each_grpc_status_code(serve: ServeFn, server_kind: str, code_name: str)
 
 
 def test_mapping_table_covers_the_contract() -> None:
-    """cni-plugin.md §6 Mapping, as data: 202 / 11 / 11 / 201 for everything else."""
+    """The plugin's gRPC-to-CNI mapping (cni_client.client.RPC_FAILURE_TO_CNI), as data: 202 / 11 /
+    11 / 201 for everything else."""
     table = client.RPC_FAILURE_TO_CNI
     assert table["UNIMPLEMENTED"][0] == 202
     assert table["UNIMPLEMENTED"][1] == (
@@ -310,7 +312,7 @@ def test_each_error_code(serve: ServeFn, code: int) -> None:
 
 
 def test_present_but_empty_error_is_an_error(serve: ServeFn) -> None:
-    """``error`` present even if empty (cni-plugin.md §6): code 0, empty msg, exit 1."""
+    """``error`` present even if empty (as antrea's Go plugin): code 0, empty msg, exit 1."""
     path = serve(FixedResponseServicer(cni_pb2.CniCmdResponse(error=cni_pb2.Error())))
     run = plugin("ADD", ADD_CONF, path)
     assert (run.returncode, run.stdout) == (1, b'{\n    "code": 0,\n    "msg": ""\n}')
@@ -328,7 +330,7 @@ def test_unknown_enum_value_passes_through(serve: ServeFn) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Connection failures (cni-plugin.md §6 "Python client failures").
+# Connection failures (what antrea's Go plugin prints for them).
 
 def test_missing_socket_is_11(dirs: TempDirs) -> None:
     path = os.path.join(dirs.new(), "cni.sock")
@@ -428,7 +430,7 @@ class HangingServicer:
 
 
 def test_hang_is_ended_by_the_runtimes_sigkill(serve: ServeFn) -> None:
-    """No deadline (cni-plugin.md §6): the plugin waits until the runtime kills it, and
+    """No deadline (as antrea's Go plugin): the plugin waits until the runtime kills it, and
     leaves stdout empty, so libcni reports ``signal: killed``."""
     servicer = HangingServicer()
     path = serve(servicer)
@@ -453,7 +455,7 @@ def test_hang_is_ended_by_the_runtimes_sigkill(serve: ServeFn) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# The netns guard (cni-plugin.md §8.1, improved: before the RPC).
+# The netns guard (improved on the Go plugin: before the RPC).
 
 @pytest.mark.parametrize(("override", "guarded"), [
     ("", True), ("false", True), ("yes", True), ("0", True),
@@ -487,7 +489,7 @@ def test_check_is_not_guarded(serve: ServeFn) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# STATUS probes the agent (issue 4).
+# STATUS probes the agent (an improvement on the Go plugin).
 
 STATUS_ENV = {"CNI_COMMAND": "STATUS", "CNI_PATH": "/opt/cni/bin"}
 

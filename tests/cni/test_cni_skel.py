@@ -1,8 +1,11 @@
 """The CNI shell, byte for byte: the plugin run as libcni runs it, one subprocess per row.
 
-Every row of cni-plugin.md §2-§5 and §8 that does not need an agent is here, with the observed
+Every row of the Go plugin's shell (containernetworking/cni pkg/skel, CNI SPEC.md "Section 2:
+Execution Protocol" and "Section 5: Result Types") that does not need an agent is here, with the
+observed
 Go bytes as literal expectations.  Rows that need to get *past* the shell without an agent use
-the plugin's own guards: the netns check (code 8, cni-plugin.md §8.1, run before any RPC),
+the plugin's own guards: the netns check (code 8, run before any RPC, where the Go plugin checks
+after it),
 GC (a no-op) and STATUS (code 50 when no agent listens).  The pure helpers behind the shell
 (Go's string escaping, ``%q``, ``Atoi``, version parsing) are also checked directly on larger
 tables.
@@ -59,7 +62,7 @@ def incompatible(quoted: str) -> bytes:
 
 
 # --------------------------------------------------------------------------------------------
-# §2 Environment variables and §5.3 the about text.
+# Environment variables (CNI SPEC.md, "Parameters") and the about text.
 
 MISSING_ADD = error_json(4, "required env variables [CNI_CONTAINERID,CNI_NETNS,CNI_IFNAME,"
                             "CNI_PATH] missing")
@@ -121,7 +124,7 @@ ENV_ROWS = [
     ("ifname-line-sep", full_env("ADD", ifname="a\u2028"), IFNAME_SPACE),
     ("ifname-ideographic-space", full_env("ADD", ifname="a\u3000"), IFNAME_SPACE),
     ("ifname-narrow-nbsp", full_env("ADD", ifname="a\u202f"), IFNAME_SPACE),
-    # Python's isspace() says yes, Go's unicode.IsSpace says no (§10).
+    # Python's isspace() says yes, Go's unicode.IsSpace says no (a Go/Python difference).
     ("ifname-file-separator-ok", full_env("ADD", ifname="a\x1cb"), SAME_NETNS),
     ("ifname-unit-separator-ok", full_env("ADD", ifname="a\x1fb"), SAME_NETNS),
     ("ifname-zero-width-space-ok", full_env("ADD", ifname="a\u200bb"), SAME_NETNS),
@@ -157,7 +160,8 @@ def test_about_text_when_command_is_empty(cni: Dict[str, EnvValue]) -> None:
 
 
 def test_env_checks_run_before_stdin_is_read() -> None:
-    """stdin is garbage, but the env error is what comes out (§2, step 3)."""
+    """stdin is garbage, but the env error is what comes out (the Go plugin checks the environment
+    first)."""
     assert run_plugin(env("ADD"), b"\xff garbage").stdout == MISSING_ADD
 
 
@@ -176,7 +180,7 @@ def test_version_output_is_compact_with_newline() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §3 Stdin handling.
+# Stdin handling.
 
 NAME_STRUCT = 'struct { Name string "json:\\"name\\"" }'
 UNMARSHALL = "error unmarshall network config: "
@@ -193,7 +197,7 @@ def unknown_command(command: str) -> bytes:
 
 STDIN_ROWS = [
     # (id, stdin, expected stdout); the command is unknown ("add"), so passing every stdin
-    # check ends in "unknown CNI_COMMAND" (§3 Dispatch).
+    # check ends in "unknown CNI_COMMAND" (the Go plugin's dispatch).
     ("empty", b"", error_json(6, UNMARSHALL + "unexpected end of JSON input")),
     ("whitespace", b" \n\t\r ", error_json(6, UNMARSHALL + "unexpected end of JSON input")),
     ("array", b"[]", error_json(6, UNMARSHALL + f"json: cannot unmarshal array into Go value of"
@@ -222,7 +226,8 @@ STDIN_ROWS = [
     ("name-trailing-newline", b'{"name":"a\\n"}', bad_name("a\n")),
     ("name-html", b'{"name":"<a&b>"}', bad_name("<a&b>")),
     ("name-ok", b'{"name":"a-b_c.d"}', unknown_command("add")),
-    # Go matches keys case-insensitively, the last match wins, null changes nothing (§10).
+    # Go matches keys case-insensitively, the last match wins, null changes nothing (a Go/Python
+    # difference).
     ("name-upper", b'{"NAME":"ok"}', unknown_command("add")),
     ("name-last-wins-bad", b'{"name":"ok","Name":"-bad"}', bad_name("-bad")),
     ("name-last-wins-good", b'{"name":"-bad","nAmE":"ok"}', unknown_command("add")),
@@ -280,7 +285,8 @@ def test_nesting_depth_follows_go(depth: int, accepted: bool) -> None:
 
 
 def test_invalid_utf8_in_name_becomes_replacement_character() -> None:
-    """Go decodes a bad byte inside a string as U+FFFD, then the name check fails (§10)."""
+    """Go decodes a bad byte inside a string as U+FFFD, then the name check fails (a Go/Python
+    difference)."""
     run = run_plugin(env("add"), b'{"name":"a\xff\xe2\x82b"}')
     assert run.stdout == bad_name("a\ufffd\ufffd\ufffdb")
 
@@ -291,7 +297,7 @@ def test_lone_surrogate_escape_becomes_replacement_character() -> None:
 
 
 def test_unknown_command_with_empty_stdin_is_a_decoding_error() -> None:
-    """QUIRK kept (§3): stdin checks come before the unknown-command error."""
+    """QUIRK of the Go plugin, kept: stdin checks come before the unknown-command error."""
     run = run_plugin(env("FOO"), b"")
     assert run.stdout == error_json(6, UNMARSHALL + "unexpected end of JSON input")
 
@@ -322,7 +328,7 @@ def test_stdin_read_error_is_code_5() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §4 Version checks.
+# Version checks (containernetworking/cni pkg/version).
 
 VERSION_DECODE = "decoding version from network config: "
 OBSERVED_INCOMPATIBLE = (
@@ -383,7 +389,7 @@ def test_version_must_be_a_string(value: str) -> None:
 
 
 def test_version_key_matches_case_insensitively_including_long_s() -> None:
-    """Go's EqualFold folds U+017F (long s) onto 's' (§10)."""
+    """Go's EqualFold folds U+017F (long s) onto 's' (a Go/Python difference)."""
     run = run_plugin(full_env("ADD"), '{"name":"a","cniVer\u017fion":"9.9.9"}'.encode())
     assert run.stdout == incompatible('"9.9.9"')
     run = run_plugin(full_env("ADD"), b'{"name":"a","CNIVERSION":"0.3.0","cniversion":"7"}')
@@ -452,13 +458,13 @@ def test_gc_and_status_need_1_1_0(version: str) -> None:
 
 
 def test_gc_is_a_successful_no_op() -> None:
-    """§8.2: exit 0, no output, no RPC; GC gets only CNI_PATH from libcni."""
+    """GC: exit 0, no output, no RPC; GC gets only CNI_PATH from libcni."""
     run = run_plugin(env("GC", path="/opt/cni/bin"), conf("1.1.0"))
     assert (run.returncode, run.stdout) == (0, b"")
 
 
 def test_status_without_agent_is_code_50() -> None:
-    """Improvement (issue 4): STATUS probes the agent; no socket means not available."""
+    """Improvement on the Go plugin: STATUS probes the agent; no socket means not available."""
     run = run_plugin(env("STATUS", path="/opt/cni/bin"), conf("1.1.0"), socket_path=no_agent())
     assert run.returncode == 1
     assert run.stdout.startswith(b'{\n    "code": 50,\n    "msg": "antrea-agent is not'
@@ -467,7 +473,8 @@ def test_status_without_agent_is_code_50() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §5.2 Error JSON bytes and Go's escaping, through a path that echoes input: the container ID.
+# Go's encoding/json Error JSON bytes and Go's escaping, through a path that echoes input: the
+# container ID.
 
 ESCAPE_ROWS = [
     # (id, CNI_CONTAINERID bytes, expected JSON string body for details)
@@ -500,7 +507,8 @@ def test_unknown_command_is_escaped_in_msg() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §5.2: an unexpected exception is code 999 with a message, never a traceback on stdout.
+# Go's encoding/json: an unexpected exception is code 999 with a message, never a traceback on
+# stdout.
 
 
 def test_internal_error_is_code_999(tmp_path: os.PathLike[str]) -> None:
@@ -533,7 +541,8 @@ def test_go_json_string(text: str, expected: str) -> None:
 
 
 def test_go_json_string_matches_contract_recipe_for_all_bmp() -> None:
-    """json.dumps(ensure_ascii=False) + the five replacements (§5.2) for every non-surrogate."""
+    """json.dumps(ensure_ascii=False) + the five replacements (Go's encoding/json) for every
+    non-surrogate."""
     from tests.support.cni import go_escape
 
     text = "".join(chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF)

@@ -1,4 +1,4 @@
-"""Smoke test of the benchmark harness (issue 6): ``python -m bench --tiny`` writes its report.
+"""Smoke test of the benchmark harness: ``python -m bench --tiny`` writes its report.
 
 Benchmarks are not tests, so nothing here looks at a number: the test only proves that the
 harness runs end to end (real servers, real clients, the real plugin against the reference

@@ -1,4 +1,4 @@
-"""docs/protocol.md shows what the code really sends (issue 7).
+"""docs/protocol.md shows what the code really sends.
 
 The walkthrough (tools/protocol_walkthrough.py) runs real calls: the reference agent's servicer
 on minigrpc's server, the plugin's RPC code as the client, over a unix socket, with the

@@ -38,9 +38,9 @@ from tests.support.scripted_peer import (
 
 # ==================================================================== client-side scenarios
 #
-# The catalogue of issue 5, "Client side", shared by test_hostile_client.py (minigrpc's channel)
+# The catalogue of hostile servers, shared by test_hostile_client.py (minigrpc's channel)
 # and test_hostile_plugin.py (the CNI plugin as a subprocess). ``expected`` is a StatusCode
-# name chosen from grpc-wire.md (section cited in ``reference``); "OK" means the call must
+# name chosen from gRPC's docs or RFC 9113 (cited in ``reference``); "OK" means the call must
 # succeed. ``deadline_only`` scenarios end only by the caller's deadline (the plugin has none,
 # so there the runtime's SIGKILL is the only way out).
 
@@ -263,7 +263,7 @@ def _padded(conn: RawConn, request: StreamRecord) -> Optional[str]:
     conn.send_headers(sid, GRPC_OK_HEADERS)
     # 5-byte frames + 255 bytes of padding: ~17,000 frames cost ~4.4 MB of window, more than
     # the client's 4 MiB stream window, so a client acking len(data) instead of
-    # flow_controlled_length stalls (grpc-wire.md §6, data_frame_padding).
+    # flow_controlled_length stalls (RFC 9113 §6.9, data_frame_padding).
     body = grpc_message(payload)
     if not conn.send_data(sid, body, frame_size=256 + 5, pad_length=255, timeout=20):
         return "close"
@@ -356,14 +356,15 @@ def _settings_flood(conn: RawConn, request: StreamRecord) -> Optional[str]:
 
 
 def client_scenarios() -> List[ClientScenario]:
-    """Every client-side scenario of issue 5 (a fresh list: scripts hold no state)."""
+    """Every client-side scenario (a fresh list: scripts hold no state)."""
     ok_trailers = ((b"grpc-status", b"0"),)
     grpc_headers = GRPC_OK_HEADERS
     one = grpc_message(b"hi")
     scenarios = [
         ClientScenario(
             "close_before_preface", "connection", "the peer closes before its preface",
-            connection_script(_close_before_preface), "UNAVAILABLE", "§5 Connection loss",
+            connection_script(_close_before_preface), "UNAVAILABLE",
+                "PROTOCOL-HTTP2.md Connection failure",
         ),
         ClientScenario(
             "garbage_preface_then_close", "connection",
@@ -377,23 +378,23 @@ def client_scenarios() -> List[ClientScenario]:
         ),
         ClientScenario(
             "silent_peer", "connection", "accepts, never sends SETTINGS",
-            connection_script(_silent), "DEADLINE_EXCEEDED", "§4.3 DEADLINE_EXCEEDED",
+            connection_script(_silent), "DEADLINE_EXCEEDED", "statuscodes.md DEADLINE_EXCEEDED",
             deadline=0.5, deadline_only=True,
         ),
         ClientScenario(
             "zero_window_opens_later", "settings",
             "SETTINGS INITIAL_WINDOW_SIZE=0, opened by a second SETTINGS after the HEADERS",
-            _zero_window(opens=True), "OK", "§6 Sending", request_size=100_000,
+            _zero_window(opens=True), "OK", "RFC 9113 §6.9 flow control", request_size=100_000,
         ),
         ClientScenario(
             "zero_window_never_opens", "settings", "SETTINGS INITIAL_WINDOW_SIZE=0 forever",
-            _zero_window(opens=False), "DEADLINE_EXCEEDED", "§4.3 DEADLINE_EXCEEDED",
+            _zero_window(opens=False), "DEADLINE_EXCEEDED", "statuscodes.md DEADLINE_EXCEEDED",
             deadline=0.5, deadline_only=True, request_size=100_000,
         ),
         ClientScenario(
             "min_max_frame_size", "settings",
             "MAX_FRAME_SIZE=16384 (the minimum); a 100 kB request must use frames <= 16384",
-            _max_frame_script, "OK", "§6 Sending", request_size=100_000,
+            _max_frame_script, "OK", "RFC 9113 §6.9 flow control", request_size=100_000,
         ),
         ClientScenario(
             "illegal_max_frame_size", "settings",
@@ -403,13 +404,14 @@ def client_scenarios() -> List[ClientScenario]:
         ),
         ClientScenario(
             "http_200_no_content_type", "http-status", ":status 200 without content-type",
-            _shaped(headers=[(b":status", b"200")]), "UNKNOWN", "§3 Broken peers, §4.1",
+            _shaped(headers=[(b":status", b"200")]), "UNKNOWN",
+                "PROTOCOL-HTTP2.md Responses; http-grpc-status-mapping.md",
         ),
         ClientScenario(
             "http_200_text_html", "http-status", ":status 200, content-type text/html",
             _shaped(headers=[(b":status", b"200"), (b"content-type", b"text/html")],
                     body=b"<html>hello</html>", trailers=None),
-            "UNKNOWN", "§3 Broken peers, §4.1",
+            "UNKNOWN", "PROTOCOL-HTTP2.md Responses; http-grpc-status-mapping.md",
         ),
     ]
     for status, code in (
@@ -421,38 +423,40 @@ def client_scenarios() -> List[ClientScenario]:
             f"http_{status}_text_html", "http-status", f":status {status}, text/html body",
             _shaped(headers=[(b":status", str(status).encode()), (b"content-type", b"text/html")],
                     body=b"<html>nope</html>", trailers=None),
-            code, "§4.1",
+            code, "http-grpc-status-mapping.md",
         ))
     scenarios.append(ClientScenario(
         "http_503_headers_only", "http-status", ":status 503 and END_STREAM, nothing else",
         _shaped(headers=[(b":status", b"503")], body=None, trailers=None),
-        "UNAVAILABLE", "§4.1",
+        "UNAVAILABLE", "http-grpc-status-mapping.md",
     ))
     scenarios += [
         ClientScenario(
             "no_grpc_status", "grpc-status", "trailers without grpc-status",
-            _shaped(trailers=[(b"grpc-message", b"where is my status")]), "UNKNOWN", "§3",
+            _shaped(trailers=[(b"grpc-message", b"where is my status")]), "UNKNOWN",
+                "PROTOCOL-HTTP2.md Responses",
         ),
         ClientScenario(
             "trailers_only_no_grpc_status", "grpc-status",
             "Trailers-Only (200, application/grpc, END_STREAM) without grpc-status",
-            _shaped(body=None, trailers=None), "UNKNOWN", "§3",
+            _shaped(body=None, trailers=None), "UNKNOWN", "PROTOCOL-HTTP2.md Responses",
         ),
         ClientScenario(
             "grpc_status_non_numeric", "grpc-status", "grpc-status: abc",
-            _shaped(trailers=[(b"grpc-status", b"abc")]), "UNKNOWN", "§3",
+            _shaped(trailers=[(b"grpc-status", b"abc")]), "UNKNOWN", "PROTOCOL-HTTP2.md Responses",
         ),
         ClientScenario(
             "grpc_status_negative", "grpc-status", "grpc-status: -1",
-            _shaped(trailers=[(b"grpc-status", b"-1")]), "UNKNOWN", "§3",
+            _shaped(trailers=[(b"grpc-status", b"-1")]), "UNKNOWN", "PROTOCOL-HTTP2.md Responses",
         ),
         ClientScenario(
             "grpc_status_out_of_range", "grpc-status", "grpc-status: 17",
-            _shaped(trailers=[(b"grpc-status", b"17")]), "UNKNOWN", "§3",
+            _shaped(trailers=[(b"grpc-status", b"17")]), "UNKNOWN", "PROTOCOL-HTTP2.md Responses",
         ),
         ClientScenario(
             "grpc_status_huge", "grpc-status", "grpc-status: 4294967296",
-            _shaped(trailers=[(b"grpc-status", b"4294967296")]), "UNKNOWN", "§3",
+            _shaped(trailers=[(b"grpc-status", b"4294967296")]), "UNKNOWN",
+                "PROTOCOL-HTTP2.md Responses",
         ),
         ClientScenario(
             "grpc_message_bad_percent", "grpc-message",
@@ -460,7 +464,8 @@ def client_scenarios() -> List[ClientScenario]:
             _shaped(body=None, trailers=None, headers=[
                 *grpc_headers, (b"grpc-status", b"9"), (b"grpc-message", b"%zz%4 100% %%"),
             ]),
-            "FAILED_PRECONDITION", "§3 grpc-message", details="%zz%4 100% %%",
+            "FAILED_PRECONDITION", "PROTOCOL-HTTP2.md Responses (Status-Message)",
+                details="%zz%4 100% %%",
         ),
         ClientScenario(
             "grpc_message_bad_utf8", "grpc-message",
@@ -468,7 +473,8 @@ def client_scenarios() -> List[ClientScenario]:
             _shaped(body=None, trailers=None, headers=[
                 *grpc_headers, (b"grpc-status", b"9"), (b"grpc-message", b"%FF%FEok%C3"),
             ]),
-            "FAILED_PRECONDITION", "§3 grpc-message", details="\ufffd\ufffdok\ufffd",
+            "FAILED_PRECONDITION", "PROTOCOL-HTTP2.md Responses (Status-Message)",
+                details="\ufffd\ufffdok\ufffd",
         ),
         ClientScenario(
             "grpc_message_raw_bytes", "grpc-message",
@@ -476,127 +482,136 @@ def client_scenarios() -> List[ClientScenario]:
             _shaped(body=None, trailers=None, headers=[
                 *grpc_headers, (b"grpc-status", b"9"), (b"grpc-message", b"caf\xc3\xa9 \xff"),
             ]),
-            "FAILED_PRECONDITION", "§3 grpc-message", details="caf\u00e9 \ufffd",
+            "FAILED_PRECONDITION", "PROTOCOL-HTTP2.md Responses (Status-Message)",
+                details="caf\u00e9 \ufffd",
         ),
         ClientScenario(
             "two_response_messages", "cardinality", "two messages for a unary call",
-            _shaped(body=one + one, trailers=ok_trailers), "INTERNAL", "§2 Unary cardinality",
+            _shaped(body=one + one, trailers=ok_trailers), "INTERNAL",
+                "statuscodes.md (cardinality violation)",
         ),
         ClientScenario(
             "zero_response_messages", "cardinality", "no message, then grpc-status 0",
-            _shaped(body=None, trailers=ok_trailers), "INTERNAL", "§2 Unary cardinality",
+            _shaped(body=None, trailers=ok_trailers), "INTERNAL",
+                "statuscodes.md (cardinality violation)",
         ),
         ClientScenario(
             "length_prefix_4gib", "length-prefix", "a length prefix claiming 4 GiB",
             _shaped(body=b"\x00\xff\xff\xff\xff" + b"a" * 100, trailers=ok_trailers),
-            "RESOURCE_EXHAUSTED", "§6 Message size",
+            "RESOURCE_EXHAUSTED", "statuscodes.md RESOURCE_EXHAUSTED (message size)",
         ),
         ClientScenario(
             "message_over_limit", "length-prefix", "a real 4 MiB + 1 message",
-            rpc_script(_oversized_message), "RESOURCE_EXHAUSTED", "§6 Message size",
+            rpc_script(_oversized_message), "RESOURCE_EXHAUSTED",
+                "statuscodes.md RESOURCE_EXHAUSTED (message size)",
         ),
         ClientScenario(
             "length_prefix_cut_then_trailers", "length-prefix",
             "prefix says 100 bytes, 10 arrive, then grpc-status 0",
             _shaped(body=grpc_message(b"z" * 10, length=100), trailers=ok_trailers),
-            "INTERNAL", "§4.3 INTERNAL",
+            "INTERNAL", "statuscodes.md INTERNAL",
         ),
         ClientScenario(
             "length_prefix_cut_then_eof", "length-prefix",
             "prefix says 100 bytes, 10 arrive, then the connection closes",
-            rpc_script(_truncated_then_eof), "UNAVAILABLE", "§5 Connection loss",
+            rpc_script(_truncated_then_eof), "UNAVAILABLE", "PROTOCOL-HTTP2.md Connection failure",
         ),
         ClientScenario(
             "length_prefix_cut_in_prefix", "length-prefix",
             "3 bytes of a prefix, then grpc-status 0",
-            _shaped(body=b"\x00\x00\x00", trailers=ok_trailers), "INTERNAL", "§4.3 INTERNAL",
+            _shaped(body=b"\x00\x00\x00", trailers=ok_trailers), "INTERNAL",
+                "statuscodes.md INTERNAL",
         ),
         ClientScenario(
             "flag_byte_2", "compression", "a message flag byte of 2",
             _shaped(body=grpc_message(b"hi", flag=2), trailers=ok_trailers), "INTERNAL",
-            "§2 Compression",
+            "compression.md",
         ),
         ClientScenario(
             "compressed_flag_without_encoding", "compression",
             "flag 1 and no grpc-encoding header",
             _shaped(body=grpc_message(_gzip(b"hi"), flag=1), trailers=ok_trailers), "INTERNAL",
-            "§2 Compression",
+            "compression.md",
         ),
         ClientScenario(
             "compressed_flag_identity", "compression", "flag 1 with grpc-encoding: identity",
             _shaped(headers=[*grpc_headers, (b"grpc-encoding", b"identity")],
                     body=grpc_message(b"hi", flag=1), trailers=ok_trailers), "INTERNAL",
-            "§2 Compression",
+            "compression.md",
         ),
         ClientScenario(
             "unknown_encoding", "compression", "flag 1 with grpc-encoding: snappy",
             _shaped(headers=[*grpc_headers, (b"grpc-encoding", b"snappy")],
                     body=grpc_message(b"\x02\x04hi", flag=1), trailers=ok_trailers), "INTERNAL",
-            "§2 Compression",
+            "compression.md",
         ),
         ClientScenario(
             "corrupt_gzip", "compression", "grpc-encoding gzip with a corrupt body",
             _shaped(headers=[*grpc_headers, (b"grpc-encoding", b"gzip")],
                     body=grpc_message(b"\x1f\x8b\x08\x00garbage-not-deflate", flag=1),
-                    trailers=ok_trailers), "INTERNAL", "§2 Compression",
+                    trailers=ok_trailers), "INTERNAL", "compression.md",
         ),
         ClientScenario(
             "truncated_gzip", "compression", "grpc-encoding gzip with a truncated body",
             _shaped(headers=[*grpc_headers, (b"grpc-encoding", b"gzip")],
                     body=grpc_message(_gzip(b"hello" * 100)[:-12], flag=1),
-                    trailers=ok_trailers), "INTERNAL", "§2 Compression",
+                    trailers=ok_trailers), "INTERNAL", "compression.md",
         ),
         ClientScenario(
             "gzip_bomb", "compression", "8 MiB of zeros gzipped into a few kB",
             _shaped(headers=[*grpc_headers, (b"grpc-encoding", b"gzip")],
                     body=grpc_message(_gzip_bomb(), flag=1), trailers=ok_trailers),
-            "RESOURCE_EXHAUSTED", "§6 Message size",
+            "RESOURCE_EXHAUSTED", "statuscodes.md RESOURCE_EXHAUSTED (message size)",
         ),
     ]
     for code, expected in RST_CODES.items():
         scenarios.append(ClientScenario(
             f"rst_stream_{code:#04x}", "rst-stream",
             f"RST_STREAM({code:#x}) right after the request",
-            _reset_with(code), expected, "§4.2",
+            _reset_with(code), expected, "PROTOCOL-HTTP2.md Errors",
             max_requests=5 if code == 0x7 else None,
         ))
     for stage in ("after_headers", "during_data", "after_data"):
         scenarios.append(ClientScenario(
             f"rst_no_error_{stage}", "rst-stream",
             f"RST_STREAM(NO_ERROR) {stage.replace('_', ' ')}",
-            _reset_with(0, stage), "INTERNAL", "§4.2; §9 rst_after_header/during/after_data",
+            _reset_with(0, stage), "INTERNAL",
+                "PROTOCOL-HTTP2.md Errors; negative-http2-interop-test-descriptions.md rst_after_*",
         ))
     scenarios += [
         ClientScenario(
             "rst_no_error_after_trailers", "rst-stream",
             "trailers (OK), then RST_STREAM(NO_ERROR): normal",
-            rpc_script(_rst_after_trailers), "OK", "§3 Early Server Closure",
+            rpc_script(_rst_after_trailers), "OK",
+                "RFC 9113 §8.1 (RST_STREAM NO_ERROR after a complete response)",
         ),
         ClientScenario(
             "goaway_below_stream", "goaway", "GOAWAY(last_stream_id below the call)",
-            rpc_script(_goaway_below), "UNAVAILABLE", "§5 GOAWAY", max_requests=5,
+            rpc_script(_goaway_below), "UNAVAILABLE", "PROTOCOL-HTTP2.md GOAWAY Frame",
+                max_requests=5,
             new_connection_after=True,
         ),
         ClientScenario(
             "goaway_above_stream", "goaway",
             "GOAWAY(last_stream_id = the call), then a full response",
-            rpc_script(_goaway_above(graceful=False)), "OK", "§5 GOAWAY",
+            rpc_script(_goaway_above(graceful=False)), "OK", "PROTOCOL-HTTP2.md GOAWAY Frame",
             new_connection_after=True,
         ),
         ClientScenario(
             "goaway_graceful", "goaway",
             "GOAWAY(2^31-1) + PING, GOAWAY(the call), then a full response",
-            rpc_script(_goaway_above(graceful=True)), "OK", "§5 GOAWAY (graceful shutdown)",
+            rpc_script(_goaway_above(graceful=True)), "OK",
+                "PROTOCOL-HTTP2.md GOAWAY Frame (graceful shutdown)",
             new_connection_after=True,
         ),
         ClientScenario(
             "goaway_then_close_mid_response", "goaway",
             "GOAWAY(the call), HEADERS, half a message, close",
-            rpc_script(_goaway_then_close), "UNAVAILABLE", "§5 Connection loss",
+            rpc_script(_goaway_then_close), "UNAVAILABLE", "PROTOCOL-HTTP2.md Connection failure",
         ),
         ClientScenario(
             "ping_flood", "ping", "10,000 PINGs before the response",
-            rpc_script(_ping_flood), "OK", "§5 PING",
+            rpc_script(_ping_flood), "OK", "PROTOCOL-HTTP2.md PING Frame",
         ),
         ClientScenario(
             "settings_flood", "ping", "10,000 SETTINGS frames before the response",
@@ -619,23 +634,27 @@ def client_scenarios() -> List[ClientScenario]:
         ),
         ClientScenario(
             "never_answers", "slow", "reads the request, never answers",
-            rpc_script(_never_answers), "DEADLINE_EXCEEDED", "§4.3, §5 Cancellation",
+            rpc_script(_never_answers), "DEADLINE_EXCEEDED",
+                "statuscodes.md DEADLINE_EXCEEDED; PROTOCOL-HTTP2.md Errors (CANCEL)",
             deadline=0.5, deadline_only=True,
         ),
         ClientScenario(
             "one_byte_at_a_time", "slow", "the whole response written one byte per send()",
-            rpc_script(_byte_at_a_time(None)), "OK", "§2 (frame boundaries mean nothing)",
+            rpc_script(_byte_at_a_time(None)), "OK",
+                "PROTOCOL-HTTP2.md Data Frames (frame boundaries mean nothing)",
         ),
         ClientScenario(
             "one_byte_at_a_time_past_deadline", "slow",
             "one byte every 50 ms: the deadline still holds",
-            rpc_script(_byte_at_a_time(0.05)), "DEADLINE_EXCEEDED", "§4.3, §5",
+            rpc_script(_byte_at_a_time(0.05)), "DEADLINE_EXCEEDED",
+                "statuscodes.md DEADLINE_EXCEEDED",
             deadline=1.0, deadline_only=True,
         ),
         ClientScenario(
             "padded_data", "frames",
             "5-byte DATA frames with 255 bytes of padding (~4.4 MB of window)",
-            rpc_script(_padded), "OK", "§6 Receiving; §9 data_frame_padding",
+            rpc_script(_padded), "OK",
+                "RFC 9113 §6.1; negative-http2-interop-test-descriptions.md data_frame_padding",
             deadline=30.0, request_size=17_000 * 5,
         ),
         ClientScenario(
@@ -646,13 +665,14 @@ def client_scenarios() -> List[ClientScenario]:
         ClientScenario(
             "header_block_over_call_limit", "frames",
             "a 20 kB response header block (over the 16 KiB per-call limit)",
-            rpc_script(_oversized_headers(20_000)), "INTERNAL", "§6 Header size",
+            rpc_script(_oversized_headers(20_000)), "INTERNAL",
+                "RFC 9113 §6.5.2 SETTINGS_MAX_HEADER_LIST_SIZE",
         ),
         ClientScenario(
             "header_block_over_connection_limit", "frames",
             "a 100 kB response header block (over the advertised MAX_HEADER_LIST_SIZE)",
             rpc_script(_oversized_headers(100_000)), "UNAVAILABLE",
-            "§6 Header size (h2 kills the connection), §5 Connection loss",
+            "RFC 9113 §6.5.2 (h2 kills the connection); PROTOCOL-HTTP2.md Connection failure",
         ),
     ]
     return scenarios

@@ -1,7 +1,9 @@
-"""minigrpc's client against a hostile server (issue 5, "Client side").
+"""minigrpc's client against a hostile server.
 
-Every scenario of :func:`tests.support.scripted_peer.client_scenarios` runs against a real socket peer
-that breaks one rule. The call must end with the documented StatusCode (grpc-wire.md §2-§6; the
+Every scenario of :func:`tests.support.scripted_peer.client_scenarios` runs against a real socket
+peer
+that breaks one rule. The call must end with the documented StatusCode (PROTOCOL-HTTP2.md,
+doc/statuscodes.md and doc/http-grpc-status-mapping.md; the
 scenario names the section), within its deadline, or on its own when it has none; nothing may
 hang, print a traceback or leak a thread or a socket, and the same channel must succeed on the
 next call once the peer behaves.
@@ -243,7 +245,8 @@ def run_client_scenario(
                     f"the client retried {len(server.requests)} times"
                 )
             if scenario.name == "never_answers":
-                # An expired deadline is a cancellation: RST_STREAM(CANCEL) (grpc-wire.md §5).
+                # An expired deadline is a cancellation: RST_STREAM(CANCEL) (PROTOCOL-HTTP2.md,
+                # "GOAWAY Frame").
                 conn = server.connections[0]
                 assert conn.wait_for(lambda: any(code == 8 for _, code in conn.resets)), (
                     f"no RST_STREAM(CANCEL) after the deadline; resets seen: {conn.resets}"

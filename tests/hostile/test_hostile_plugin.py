@@ -1,13 +1,14 @@
-"""The CNI plugin against a hostile agent (issue 5, "The plugin").
+"""The CNI plugin against a hostile agent.
 
-Every client-side scenario of :func:`tests.support.scripted_peer.client_scenarios` is replayed against the
+Every client-side scenario of :func:`tests.support.scripted_peer.client_scenarios` is replayed
+against the
 real plugin, run as the runtime runs it (``python -m cni_client`` with CNI_* variables and the
 network configuration on stdin, ``ANTREA_CNI_SOCKET`` pointing at the faulty peer). The plugin
-must print exactly one CNI error JSON on stdout (cni-plugin.md §5: ``code`` int, ``msg`` str),
+must print exactly one CNI error JSON on stdout (CNI SPEC.md, "Error": ``code`` int, ``msg`` str),
 exit 1, print no traceback and no partial result. The CNI code follows the gRPC code through
 :data:`cni_client.client.RPC_FAILURE_TO_CNI`, read from the plugin's own table.
 
-The plugin has no deadline by design (the runtime's SIGKILL is its timeout, cni-plugin.md §6),
+The plugin has no deadline by design (the runtime's SIGKILL is its timeout, as antrea's Go plugin),
 so a scenario that only a deadline could end must leave the plugin running once the peer has
 the request; the test then kills it and checks that nothing was printed.
 """

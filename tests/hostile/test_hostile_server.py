@@ -1,8 +1,9 @@
-"""minigrpc's server against hostile clients (issue 5, "Server side").
+"""minigrpc's server against hostile clients.
 
 The server runs in a subprocess (``minigrpc.server()`` with a ThreadPoolExecutor, serving an
 echo method on a unix socket) so that its memory (VmRSS/VmHWM), its threads and its file
-descriptors are measured alone, from ``/proc``, while :class:`tests.support.scripted_peer.HostileClient`
+descriptors are measured alone, from ``/proc``, while
+:class:`tests.support.scripted_peer.HostileClient`
 attacks it from this process. After every attack a well-behaved client (grpcio, an independent
 implementation) must still get its answer, the server's memory growth must stay within a
 generous bound, and its thread count must return to what the executor explains.
@@ -92,7 +93,7 @@ FIXED_BUGS: Dict[str, str] = {
     ),
     "malformed_bin_metadata": (
         "a -bin value that is not base64 was silently dropped; fixed: 400 + INTERNAL"
-        " 'malformed binary metadata', as grpc-go (grpc-wire.md §4.4)"
+        " 'malformed binary metadata', as grpc-go (grpc-go's request checks)"
     ),
 }
 
@@ -409,7 +410,7 @@ def test_bad_request_headers(
     http_status: int,
     grpc_status: int,
 ) -> None:
-    """grpc-wire.md §4.4: 405 + INTERNAL for a method other than POST, 415 + INVALID_ARGUMENT
+    """grpc-go's request checks: 405 + INTERNAL for a method other than POST, 415 + INVALID_ARGUMENT
     for a content-type that is not application/grpc*, each in one HEADERS with END_STREAM."""
     watch = Watch(server, name, request)
     with HostileClient(server.target) as attacker:
@@ -426,16 +427,17 @@ def test_bad_request_headers(
 @pytest.mark.parametrize(
     ("name", "extra", "body", "allowed"),
     [
-        # grpc-wire.md §4.4: 400 + INTERNAL, as grpc-go.
+        # grpc-go's request checks: 400 + INTERNAL, as grpc-go.
         ("malformed_grpc_timeout", [(b"grpc-timeout", b"soon")], None, {(400, 13)}),
         ("overlong_grpc_timeout", [(b"grpc-timeout", b"1234567890S")], None, {(400, 13)}),
         ("malformed_bin_metadata", [(b"x-md-bin", b"!!not base64!!")], None, {(400, 13)}),
-        # §2 Compression: UNIMPLEMENTED for an encoding the server does not support.
+        # doc/compression.md: UNIMPLEMENTED for an encoding the server does not support.
         ("unsupported_request_encoding", [(b"grpc-encoding", b"snappy")],
          grpc_message(b"x", flag=1), {(200, 12)}),
-        # §2: a compressed flag without grpc-encoding is INTERNAL.
+        # PROTOCOL-HTTP2.md, "Length-Prefixed-Message": a compressed flag without grpc-encoding is
+        # INTERNAL.
         ("compressed_flag_without_encoding", [], grpc_message(b"x", flag=1), {(200, 13)}),
-        # §2 Unary cardinality: UNIMPLEMENTED (statuscodes.md) or INTERNAL (grpc-go 1.85).
+        # A unary cardinality violation: UNIMPLEMENTED (statuscodes.md) or INTERNAL (grpc-go 1.85).
         ("two_request_messages", [], grpc_message(b"x") * 2, {(200, 12), (200, 13)}),
         ("zero_request_messages", [], b"", {(200, 12), (200, 13)}),
         ("request_flag_byte_2", [], grpc_message(b"x", flag=2), {(200, 13)}),

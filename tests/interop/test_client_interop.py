@@ -1,5 +1,6 @@
-"""minigrpc's client against a real grpcio server: the unary interop cases (grpc-wire.md §9)
-and the behaviour issue 2 asks for, over a unix path socket, an abstract socket and TCP.
+"""minigrpc's client against a real grpcio server: the unary interop cases (gRPC's
+doc/interop-test-descriptions.md)
+and the client's own behaviour, over a unix path socket, an abstract socket and TCP.
 
 ``grpcio_target`` (tests/conftest.py) is parametrized over the three address kinds, so every
 test here runs three times against the interop TestService of tests/interop/servicer.py.
@@ -95,7 +96,7 @@ def test_channel_level_compression(grpcio_target: str) -> None:
 
 @pytest.fixture
 def wire_trace() -> Iterator[List[str]]:
-    """Lines of minigrpc's frame trace, captured for the test (issue 2 §5)."""
+    """Lines of minigrpc's frame trace, captured for the test."""
     lines: List[str] = []
 
     class Collect(logging.Handler):

@@ -4,7 +4,8 @@
 exercised here with grpcio on both ends: a ``grpc.server`` serving ``TestServiceServicer``
 through ``add_servicer`` (tests/peers.py), and a ``grpc.insecure_channel`` under ``stub``.
 That checks the descriptor plumbing (paths, serializers, UNIMPLEMENTED for what is not
-registered) and the servicer's grpc-wire.md §9 behaviour independently of minigrpc's
+registered) and the servicer's gRPC's doc/interop-test-descriptions.md behaviour independently of
+minigrpc's
 transport.  When minigrpc's channel and server exist, the same calls are repeated with them.
 """
 

@@ -2,7 +2,8 @@
 
 * ``proto/generate.py --check`` must find nothing to change (needs grpc_tools, a test dep).
 * Field numbers, enum values and method paths are pinned here, because wire compatibility
-  with antrea-agent (cni.proto) and interop peers (grpc-wire.md §9) depends on them and not on
+  with antrea-agent (cni.proto) and interop peers (gRPC's doc/interop-test-descriptions.md) depends
+  on them and not on
   names alone.
 * The modules must load on protobuf's pure-python backend too (run in a subprocess, because
   the backend is chosen once per process).

@@ -7,7 +7,8 @@
 * Health: grpc_health's own ``HealthServicer`` served by minigrpc, and its generated
   ``HealthStub`` on a minigrpc channel, for ``Check`` (unary) and ``Watch`` (server streaming).
 
-Each case runs for the three pairs of tests/interop/test_streaming_interop.py over an abstract socket.
+Each case runs for the three pairs of tests/interop/test_streaming_interop.py over an abstract
+socket.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A real grpcio client against the minigrpc server: the unary interop cases (grpc-wire.md §9).
+"""A real grpcio client against the minigrpc server: the unary interop cases (gRPC's
+doc/interop-test-descriptions.md).
 
 Every test runs over a unix path socket, an abstract socket and TCP.  The server hosts the
 interop ``TestService`` (tests/interop/servicer.py, written against grpcio's ServicerContext

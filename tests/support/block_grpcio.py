@@ -1,6 +1,8 @@
-"""A pytest plugin (``-p tests.support.block_grpcio``) that makes grpcio unimportable in its process.
+"""A pytest plugin (``-p tests.support.block_grpcio``) that makes grpcio unimportable in its
+process.
 
-``tests/interop/test_grpc_alias.py`` runs ``tests/interop/nogrpcio_suite.py`` in a subprocess with it, so that
+``tests/interop/test_grpc_alias.py`` runs ``tests/interop/nogrpcio_suite.py`` in a subprocess with
+it, so that
 the suite proves, on a machine where grpcio *is* installed, what the ``nogrpcio`` tox
 environment proves on one where it is not: generated code runs on
 ``minigrpc.install_as_grpc()`` and nothing reaches grpcio.  Only grpcio's own packages are
@@ -36,7 +38,8 @@ class GrpcioBlocker(importlib.abc.MetaPathFinder):
 def _install() -> None:
     for name in list(sys.modules):
         if name.partition(".")[0] in BLOCKED:
-            raise RuntimeError(f"{name} was imported before tests.support.block_grpcio could block it")
+            raise RuntimeError(
+                f"{name} was imported before tests.support.block_grpcio could block it")
     if not any(isinstance(finder, GrpcioBlocker) for finder in sys.meta_path):
         sys.meta_path.insert(0, GrpcioBlocker())
 

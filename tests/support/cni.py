@@ -1,12 +1,14 @@
 """Helpers for the antrea-cni tests: run the plugin as libcni does, run agents, expected bytes.
 
 * :func:`run_plugin` executes ``python -m cni_client`` with no arguments, an environment holding
-  all six ``CNI_*`` variables (empty unless given, as libcni always sets them; cni-plugin.md §1)
+  all six ``CNI_*`` variables (empty unless given, as libcni always sets them; CNI SPEC.md,
+  "Section 2: Execution Protocol")
   and the given stdin bytes, and returns exit status, stdout and stderr.
 * :class:`AgentProcess` starts ``python -m cni_client.agent`` (the reference agent, on minigrpc
   or grpcio) as a subprocess and waits for its readiness line, never sleeping.
 * :func:`error_json` builds an expected error JSON the way the contract describes it (Python's
-  json.dumps plus Go's extra escapes, §5.2), independently of the plugin's own encoder.
+  json.dumps plus Go's extra escapes, Go's encoding/json), independently of the plugin's own
+  encoder.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 CNI_VARS = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 
-#: The shipped conflist's stdin (cni-plugin.md §1 "Stdin").
+#: The shipped conflist's stdin (CNI SPEC.md, "Section 2: Execution Protocol").
 SHIPPED_STDIN = (b'{"cniVersion":"0.3.0","ipam":{"type":"host-local"},"name":"antrea",'
                  b'"type":"antrea"}')
 
-#: The VERSION reply (§5.1, observed).
+#: The VERSION reply (observed from the Go plugin).
 VERSION_BYTES = (b'{"cniVersion":"1.1.0","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1",'
                  b'"0.4.0","1.0.0","1.1.0"]}\n')
 
@@ -77,7 +79,8 @@ def run_plugin(cni: Mapping[str, EnvValue], stdin: bytes = b"", *,
                extra_env: Optional[Mapping[str, EnvValue]] = None,
                command: Optional[Sequence[str]] = None, cwd: Optional[str] = None,
                timeout: float = PLUGIN_TIMEOUT) -> PluginRun:
-    """Exec the plugin like libcni: no arguments, no shell, env + stdin (cni-plugin.md §1)."""
+    """Exec the plugin like libcni: no arguments, no shell, env + stdin (CNI SPEC.md, "Section 2:
+    Execution Protocol")."""
     argv = list(command) if command else [PLUGIN_PYTHON, "-m", "cni_client"]
     done = subprocess.run(argv, input=stdin, env=plugin_env(cni, extra_env, socket_path),
                           capture_output=True, cwd=cwd or REPO_ROOT, timeout=timeout, check=False)
@@ -88,13 +91,13 @@ def pod_env(command: str, container_id: str = "c0ffee", netns: str = "/var/run/n
             ifname: str = "eth0", path: str = "/opt/cni/bin",
             args: str = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web") \
         -> Dict[str, EnvValue]:
-    """What containerd sets for a pod (cni-plugin.md §9)."""
+    """What containerd sets for a pod (containerd's go-cni)."""
     return {"CNI_COMMAND": command, "CNI_CONTAINERID": container_id, "CNI_NETNS": netns,
             "CNI_IFNAME": ifname, "CNI_ARGS": args, "CNI_PATH": path}
 
 
 def go_escape(text: str) -> str:
-    """Go's encoding/json string body, built the way cni-plugin.md §5.2 suggests."""
+    """Go's encoding/json string body, built the way Go's encoding/json does it."""
     body = json.dumps(text, ensure_ascii=False)
     for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
                           ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):

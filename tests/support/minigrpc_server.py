@@ -95,7 +95,8 @@ def interop_callables(channel: Any) -> Tuple[Any, Any]:
 
 
 def large_unary_request(**fields: Any) -> Any:
-    """large_unary of gRPC's doc/interop-test-descriptions.md: 271,828 request bytes, 314,159 response bytes."""
+    """large_unary of gRPC's doc/interop-test-descriptions.md: 271,828 request bytes, 314,159
+    response bytes."""
     return messages_pb2.SimpleRequest(
         response_size=314159, payload=messages_pb2.Payload(body=bytes(271828)), **fields
     )

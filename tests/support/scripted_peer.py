@@ -1386,7 +1386,8 @@ def grpc_request_headers(
     te: bool = True,
     extra: Sequence[Tuple[bytes, bytes]] = (),
 ) -> List[Tuple[bytes, bytes]]:
-    """Request headers as a gRPC client sends them (grpc-wire.md §1.1), with knobs to break them."""
+    """Request headers as a gRPC client sends them (PROTOCOL-HTTP2.md, "Requests"), with knobs to
+    break them."""
     headers = [
         (b":method", method),
         (b":scheme", b"http"),
@@ -1480,7 +1481,8 @@ class RawH2Client:
         return stream_id
 
     def send_body(self, stream_id: int, body: bytes, end_stream: bool = True) -> None:
-        """Send ``body``, waiting for window as needed (keeps reading while it waits, §6)."""
+        """Send ``body``, waiting for window as needed (keeps reading while it waits: RFC 9113
+        §6.9)."""
         view = memoryview(body)
         while view:
             window = self.conn.local_flow_control_window(stream_id)
@@ -1502,7 +1504,8 @@ class RawH2Client:
             self.closed = True
             raise ConnectionError("the server closed the connection")
         # One chunk per GOAWAY, and h2 reopened after each, so that a graceful shutdown can be
-        # watched to its end like a real client does (grpc-wire.md §7, GOAWAY in h2).
+        # watched to its end like a real client does (h2 stops after a GOAWAY:
+        # minigrpc.http2.reopen_after_goaway).
         for chunk in self._splitter.feed(data):
             for event in self.conn.receive_data(chunk):
                 self.events.append(event)

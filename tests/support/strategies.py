@@ -10,7 +10,8 @@ _ASCII_KEYS = st.from_regex(r"[0-9a-z_.-]{1,12}", fullmatch=True).filter(
     lambda key: not wire.is_reserved_key(key) and not wire.is_binary_key(key)
 )
 
-#: Application metadata the API accepts (grpc-wire.md §1.3): printable-ASCII values under plain
+#: Application metadata the API accepts (PROTOCOL-HTTP2.md, "Requests", Custom-Metadata):
+# printable-ASCII values under plain
 #: keys, bytes under ``-bin`` keys; values may have surrounding spaces.
 APPLICATION_METADATA = st.lists(
     st.one_of(

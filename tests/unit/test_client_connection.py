@@ -1,4 +1,4 @@
-"""The client's connection behaviour (issue 2 §4): lazy connect, connect failures, reconnects,
+"""The client's connection behaviour : lazy connect, connect failures, reconnects,
 GOAWAY, REFUSED_STREAM, MAX_CONCURRENT_STREAMS, wait_for_ready, close.
 
 Peers are real: grpcio servers (tests/peers.py) where grpcio can play the part, otherwise the
@@ -783,7 +783,7 @@ def test_a_response_followed_by_close_is_not_lost() -> None:
 
 def test_goaway_then_close_after_each_call_never_fails_the_next_call() -> None:
     # The next call may race with the close; the GOAWAY says it was not processed, so it is
-    # retried on a new connection (grpc-wire.md §5) whichever way the race goes.
+    # retried on a new connection (PROTOCOL-HTTP2.md, "GOAWAY Frame") whichever way the race goes.
     def answer_goaway_close(request: ServerRequest) -> None:
         request.respond(b"y" * 1000)
         request.connection.goaway(last_stream_id=request.stream_id)

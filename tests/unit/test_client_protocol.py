@@ -285,7 +285,8 @@ def test_non_grpc_responses_map_the_http_status(http_status, content_type, expec
 
 
 def test_grpc_content_type_uses_grpc_status_whatever_the_http_status() -> None:
-    # grpc-go's own 415/405 rejections carry application/grpc and a grpc-status (grpc-wire §3).
+    # grpc-go's own 415/405 rejections carry application/grpc and a grpc-status (PROTOCOL-HTTP2.md,
+    # "Responses").
     peer = MemoryServer()
     call = make_call()
     sid = peer.start(call)
@@ -348,7 +349,8 @@ def test_rst_no_error_after_trailers_is_ignored() -> None:
     assert not call.request_complete
     peer.trailers_only(sid, 12, "unknown method")
     assert call.status is not None and call.status.code is StatusCode.UNIMPLEMENTED
-    # Early closure (grpc-wire §3): the client stops sending and resets with NO_ERROR.
+    # Early closure (PROTOCOL-HTTP2.md, "Responses"): the client stops sending and resets with
+    # NO_ERROR.
     peer.to_server()
     assert peer.resets[sid] == h2.errors.ErrorCodes.NO_ERROR
     assert peer.client.write_request(call)  # nothing more is sent for a finished call
@@ -371,7 +373,8 @@ def test_local_deadline_sends_cancel_and_wins_over_arrived_data() -> None:
 
 
 def test_padded_data_is_acked_including_padding() -> None:
-    # data_frame_padding (grpc-wire §9): 5-byte frames with 255 bytes of padding cost 261 bytes
+    # data_frame_padding (negative-http2-interop-test-descriptions.md): 5-byte frames with 255
+    # bytes of padding cost 261 bytes
     # of window each. With 65,535-byte windows the server can only finish if every frame is
     # acknowledged in full, padding included.
     small = ClientConnectionProtocol(stream_window=65535, connection_window=65535)

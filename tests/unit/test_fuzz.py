@@ -1,4 +1,4 @@
-"""Hypothesis fuzzing of every byte path a peer controls (issue 5, "Fuzzing").
+"""Hypothesis fuzzing of every byte path a peer controls.
 
 * The client's response path: generated and mutated HTTP/2 byte streams fed, in arbitrary
   chunks, to :class:`minigrpc.client_protocol.ClientConnectionProtocol` (sans-IO), and through a

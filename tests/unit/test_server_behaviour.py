@@ -1,6 +1,7 @@
-"""minigrpc server behaviour over real sockets (issue 3, "Behaviour"; grpc-wire.md §3-§7).
+"""minigrpc server behaviour over real sockets (PROTOCOL-HTTP2.md and RFC 9113).
 
-Clients are real: grpcio, and a raw h2 client (tests/support/minigrpc_server.py) for requests that gRPC
+Clients are real: grpcio, and a raw h2 client (tests/support/minigrpc_server.py) for requests that
+gRPC
 libraries never send.  Handlers use grpcio's ServicerContext API.  Nothing sleeps to
 synchronise: handlers signal Events, and every wait has a timeout that fails the test.
 """
@@ -56,7 +57,8 @@ def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-# -- request validation over the wire (grpc-wire.md §4.4) ------------------------------------------
+# -- request validation over the wire (grpc-go's request checks)
+# ------------------------------------------
 
 
 def test_raw_rejections_and_connection_survives(kind: str) -> None:
@@ -69,7 +71,7 @@ def test_raw_rejections_and_connection_survives(kind: str) -> None:
         response = client.call(grpc_request_headers("/no.Such/Method"), b"\0\0\0\0\0")
         assert response.trailers_only and response.grpc_status == 12
         assert response.grpc_message == "Method not found!"
-        # No te header: accepted (grpc-wire.md §4.4).
+        # No te header: accepted (grpc-go's request checks).
         response = client.call(grpc_request_headers(EMPTY_PATH, te=False), b"\0\0\0\0\0")
         assert response.http_status == 200 and response.grpc_status == 0
         assert response.messages() == [(False, b"")]
@@ -646,7 +648,7 @@ def test_max_connection_idle_drains_idle_connections() -> None:
 
 def test_pings_do_not_keep_an_idle_connection() -> None:
     """Idleness counts from the last call, as grpc-go's MaxConnectionIdle: PINGs do not reset it,
-    so a client cannot hold an unused connection open by pinging (issue 5)."""
+    so a client cannot hold an unused connection open by pinging."""
     options = [("grpc.max_connection_idle_ms", 500)]
     pace = threading.Event()  # never set: paces the pings, synchronises nothing
     with MinigrpcServer("unix", options=options) as server, RawH2Client(server.target) as client:
@@ -677,7 +679,7 @@ def test_idle_and_stall_timeouts_have_protective_defaults() -> None:
 
 def test_stalled_request_is_cancelled_and_its_handler_never_runs() -> None:
     """Headers and part of a message, then nothing: RST_STREAM(CANCEL) after the stall timeout,
-    with or without a client deadline (slowloris, issue 5)."""
+    with or without a client deadline (slowloris)."""
     ran = threading.Event()
 
     def record(request: bytes, context: Any) -> bytes:
@@ -732,7 +734,7 @@ def test_request_making_progress_is_not_cancelled() -> None:
 def test_malformed_timeout_or_bin_metadata_is_400_internal(
     extra: Any, message_start: str
 ) -> None:
-    """grpc-wire.md §4.4 (grpc-go): one HEADERS with END_STREAM carrying 400 + grpc-status 13,
+    """As grpc-go's server does: one HEADERS with END_STREAM carrying 400 + grpc-status 13,
     then RST_STREAM(NO_ERROR) since the request is still open; the connection stays usable."""
     with MinigrpcServer("tcp") as server, RawH2Client(server.target) as client:
         stream_id = client.send_request(

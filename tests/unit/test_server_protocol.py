@@ -2,7 +2,7 @@
 
 No sockets and no threads: bytes move between an h2 client connection and a
 :class:`ServerConnection` by hand, so every frame the server sends is checked exactly
-(grpc-wire.md §3, §4.4, §5, §6 and §7).
+(PROTOCOL-HTTP2.md, RFC 9113 and grpc-go's behaviour).
 """
 
 from __future__ import annotations
@@ -289,7 +289,8 @@ def test_initial_metadata_then_error_status_uses_trailers() -> None:
     assert status_of(response) == (5, "nope") and response["trailers"]
 
 
-# -- request validation (grpc-wire.md §4.4) --------------------------------------------------------
+# -- request validation (grpc-go's request checks)
+# --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -327,7 +328,8 @@ def test_rejected_requests(
 
 
 def test_malformed_bin_metadata_is_one_headers_then_rst_no_error() -> None:
-    """grpc-wire.md §4.4: 400 + INTERNAL in one HEADERS with END_STREAM, then RST_STREAM(NO_ERROR)
+    """grpc-go's request checks: 400 + INTERNAL in one HEADERS with END_STREAM, then
+    RST_STREAM(NO_ERROR)
     because the request is still open; no call reaches the socket layer."""
     pair = Pair()
     stream_id = pair.request(extra=[(b"x-trace-bin", b"not*base64")], end=False)
@@ -366,7 +368,8 @@ def test_oversized_headers_fail_the_call_not_the_connection() -> None:
 
 
 def test_receive_limit_is_checked_on_the_prefix() -> None:
-    """RESOURCE_EXHAUSTED as soon as the 5-byte prefix announces too much (§6, Message size)."""
+    """RESOURCE_EXHAUSTED as soon as the 5-byte prefix announces too much (doc/statuscodes.md,
+    RESOURCE_EXHAUSTED)."""
     pair = Pair(ServerSettings(max_receive_message_length=1000))
     stream_id = pair.request(body=struct.pack(">BI", 0, 1001), end=False)
     events = pair.settle()
@@ -464,7 +467,7 @@ def test_send_limit_turns_into_resource_exhausted() -> None:
 
 
 def test_excess_streams_are_refused_not_fatal() -> None:
-    """§7 Pitfall 4: REFUSED_STREAM for the stream over the limit; the connection lives on."""
+    """RFC 9113 §5.1.2: REFUSED_STREAM for the stream over the limit; the connection lives on."""
     pair = Pair(ServerSettings(max_concurrent_streams=2))
     first = pair.request()
     second = pair.request()
@@ -596,7 +599,7 @@ def test_cancel_call_resets_with_cancel() -> None:
 
 
 def test_request_progress_tracks_an_incomplete_request() -> None:
-    """What the socket layer's stalled-request timeout reads (issue 5, slowloris)."""
+    """What the socket layer's stalled-request timeout reads (slowloris)."""
     pair = Pair()
     stream_id = pair.request(body=wire.encode_message(b"x" * 100)[:20], end=False)
     pair.settle()
@@ -649,7 +652,8 @@ def test_frame_at_max_frame_size_is_accepted() -> None:
 
 
 def test_client_goaway_then_more_frames_in_one_read_keeps_earlier_events() -> None:
-    """The input is cut after a client's GOAWAY (§7): the call before it is seen, then ended."""
+    """The input is cut after a client's GOAWAY (h2 stops there): the call before it is seen, then
+    ended."""
     pair = Pair()
     pair.request()
     pair.client.close_connection()
@@ -661,7 +665,8 @@ def test_client_goaway_then_more_frames_in_one_read_keeps_earlier_events() -> No
 
 
 def test_graceful_drain_two_goaways_then_refuse() -> None:
-    """§5: GOAWAY(2^31-1)+PING, on the ACK GOAWAY(last id); in-flight calls still finish."""
+    """Graceful shutdown (PROTOCOL-HTTP2.md, "GOAWAY Frame"): GOAWAY(2^31-1)+PING, on the ACK
+    GOAWAY(last id); in-flight calls still finish."""
     pair = Pair()
     in_flight = pair.request()
     pair.settle()
@@ -750,7 +755,7 @@ def _client_header_limit(pair: Pair, limit: int) -> None:
 
 
 def test_trailers_over_the_client_limit_become_internal() -> None:
-    """h2 never checks the peer's MAX_HEADER_LIST_SIZE when sending; we do (§6, Header size)."""
+    """h2 never checks the peer's MAX_HEADER_LIST_SIZE when sending; we do (RFC 9113 §6.5.2)."""
     pair = Pair()
     _client_header_limit(pair, 1024)
     stream_id = pair.request()

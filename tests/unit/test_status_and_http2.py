@@ -1,4 +1,5 @@
-"""Status codes, mapping tables, targets and the h2 plumbing (grpc-wire.md §4, §7)."""
+"""Status codes, mapping tables, targets and the h2 plumbing (doc/statuscodes.md,
+doc/http-grpc-status-mapping.md, PROTOCOL-HTTP2.md "Errors")."""
 
 from __future__ import annotations
 
@@ -167,7 +168,8 @@ def test_frame_splitter_cuts_only_after_goaway(cuts: list) -> None:
 
 
 def test_goaway_then_ping_in_one_read_keeps_stream_alive() -> None:
-    """grpc-go's graceful stop sends GOAWAY and PING together (grpc-wire.md §7)."""
+    """grpc-go's graceful stop sends GOAWAY and PING together (PROTOCOL-HTTP2.md, "GOAWAY
+    Frame")."""
     client, server = _pair()
     sid = client.get_next_available_stream_id()
     client.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/a/b"),

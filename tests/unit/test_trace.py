@@ -1,4 +1,4 @@
-"""Tests for minigrpc.trace, the frame trace of issue 2 §5.
+"""Tests for minigrpc.trace, the frame trace.
 
 The bytes come from two real h2 connections (a client and a server) talking to each other in
 memory; the tracer sees them exactly as a transport would hand them over, in any chunking.
@@ -38,7 +38,7 @@ SPLIT_MESSAGE = b"\x0a" * 40
 
 
 def lpm(payload: bytes, flag: int = 0) -> bytes:
-    """A gRPC Length-Prefixed-Message (grpc-wire.md §2)."""
+    """A gRPC Length-Prefixed-Message (PROTOCOL-HTTP2.md, "Length-Prefixed-Message")."""
     return struct.pack(">BI", flag, len(payload)) + payload
 
 

@@ -1,4 +1,5 @@
-"""The pure codecs of minigrpc.wire, with hypothesis round-trips (grpc-wire.md §1–3)."""
+"""The pure codecs of minigrpc.wire, with hypothesis round-trips (PROTOCOL-HTTP2.md, "Requests" to
+"Responses")."""
 
 from __future__ import annotations
 

@@ -6,9 +6,8 @@ One command reruns the suites and rewrites the document::
 
 It runs pytest on the hostile and fuzz test files with ``--junitxml`` (the outcome of every
 test) and ``$ROBUSTNESS_RECORD`` (one JSON line per scenario from
-:func:`tests.hostile.scenarios.record_observation`: what was expected, what was observed, and the
-fix
-of a known bug), then renders one table per side: every scenario, the observed outcome, the
+:func:`tests.hostile.scenarios.record_observation`: what was expected, what was observed, and
+the fix of a known bug), then renders one table per side: every scenario, the observed outcome, the
 test that checks it and, for a scenario that exposed a bug, the fix. ``--junit`` and
 ``--record`` render an earlier run instead of starting a new one.
 
@@ -34,7 +33,9 @@ TEST_FILES = (
     "tests/hostile/test_hostile_plugin.py",
     "tests/hostile/test_hostile_server.py",
     "tests/unit/test_fuzz.py",
+    "tests/hostile/test_fuzz_sockets.py",
 )
+FUZZ_FILES = ("tests/unit/test_fuzz.py", "tests/hostile/test_fuzz_sockets.py")
 DEFAULT_OUTPUT = os.path.join("docs", "robustness.md")
 SIDES = (
     ("client", "Client: minigrpc's channel against a hostile server",
@@ -217,7 +218,7 @@ def render(junit: Dict[str, Tuple[str, str]], records: List[dict]) -> str:
                 )
         lines.append("")
 
-    fuzz = sorted((n, r) for n, r in junit.items() if n.startswith("tests/unit/test_fuzz.py"))
+    fuzz = sorted((n, r) for n, r in junit.items() if n.startswith(FUZZ_FILES))
     for nodeid, (result, message) in fuzz:
         if result == "xfailed":
             bugs.append(f"- **fuzz / {short_test(nodeid)}** (open): {normalise(message, 400)}")

@@ -37,7 +37,7 @@ from cni_client import cni_pb2  # noqa: E402
 from tests.interop import empty_pb2, messages_pb2  # noqa: E402
 from tests.interop.servicer import TestServiceServicer  # noqa: E402
 
-STUBS_DIR = Path(__file__).resolve().parent / "generated_stubs"
+STUBS_DIR = Path(__file__).resolve().parents[1] / "generated_stubs"
 VERSIONS = sorted(
     (path.name for path in STUBS_DIR.iterdir() if (path / "__init__.py").exists()),
     key=lambda name: tuple(int(part) for part in name[1:].split("_")),

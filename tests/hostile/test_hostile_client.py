@@ -1,6 +1,6 @@
 """minigrpc's client against a hostile server.
 
-Every scenario of :func:`tests.support.scripted_peer.client_scenarios` runs against a real socket
+Every scenario of :func:`tests.hostile.scenarios.client_scenarios` runs against a real socket
 peer
 that breaks one rule. The call must end with the documented StatusCode (PROTOCOL-HTTP2.md,
 doc/statuscodes.md and doc/http-grpc-status-mapping.md; the

@@ -1,6 +1,6 @@
 """The CNI plugin against a hostile agent.
 
-Every client-side scenario of :func:`tests.support.scripted_peer.client_scenarios` is replayed
+Every client-side scenario of :func:`tests.hostile.scenarios.client_scenarios` is replayed
 against the
 real plugin, run as the runtime runs it (``python -m cni_client`` with CNI_* variables and the
 network configuration on stdin, ``ANTREA_CNI_SOCKET`` pointing at the faulty peer). The plugin

@@ -1,7 +1,8 @@
 """Unit tests of the sans-IO client (minigrpc.client_protocol) against a real h2 server in memory.
 
-Every test drives a real server-side ``H2Connection`` (tests/client_helpers.MemoryServer): the
-bytes the client produces are what h2 parses, and the server's frames are real frames.
+Every test drives a real server-side ``H2Connection``
+(:class:`tests.support.scripted_peer.MemoryServer`): the bytes the client produces are what h2
+parses, and the server's frames are real frames.
 """
 
 from __future__ import annotations

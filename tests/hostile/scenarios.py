@@ -364,17 +364,19 @@ def client_scenarios() -> List[ClientScenario]:
         ClientScenario(
             "close_before_preface", "connection", "the peer closes before its preface",
             connection_script(_close_before_preface), "UNAVAILABLE",
-                "PROTOCOL-HTTP2.md Connection failure",
+            "PROTOCOL-HTTP2.md Connection failure",
         ),
         ClientScenario(
             "garbage_preface_then_close", "connection",
             "an HTTP/1.1 answer instead of the preface, then close",
-            _garbage_then(close=True), "UNAVAILABLE", "§5 Connection loss; RFC 9113 §3.4",
+            _garbage_then(close=True), "UNAVAILABLE",
+            "PROTOCOL-HTTP2.md Connection failure; RFC 9113 §3.4",
         ),
         ClientScenario(
             "garbage_preface_then_hang", "connection",
             "an HTTP/1.1 answer instead of the preface, connection kept open",
-            _garbage_then(close=False), "UNAVAILABLE", "§5 Connection loss; RFC 9113 §3.4",
+            _garbage_then(close=False), "UNAVAILABLE",
+            "PROTOCOL-HTTP2.md Connection failure; RFC 9113 §3.4",
         ),
         ClientScenario(
             "silent_peer", "connection", "accepts, never sends SETTINGS",
@@ -400,12 +402,12 @@ def client_scenarios() -> List[ClientScenario]:
             "illegal_max_frame_size", "settings",
             "MAX_FRAME_SIZE=1024 (below the RFC minimum): a connection error",
             _illegal_settings({MAX_FRAME_SIZE: 1024}), "UNAVAILABLE",
-            "§5 Connection loss; RFC 9113 §6.5.2",
+            "PROTOCOL-HTTP2.md Connection failure; RFC 9113 §6.5.2",
         ),
         ClientScenario(
             "http_200_no_content_type", "http-status", ":status 200 without content-type",
             _shaped(headers=[(b":status", b"200")]), "UNKNOWN",
-                "PROTOCOL-HTTP2.md Responses; http-grpc-status-mapping.md",
+            "PROTOCOL-HTTP2.md Responses; http-grpc-status-mapping.md",
         ),
         ClientScenario(
             "http_200_text_html", "http-status", ":status 200, content-type text/html",
@@ -434,7 +436,7 @@ def client_scenarios() -> List[ClientScenario]:
         ClientScenario(
             "no_grpc_status", "grpc-status", "trailers without grpc-status",
             _shaped(trailers=[(b"grpc-message", b"where is my status")]), "UNKNOWN",
-                "PROTOCOL-HTTP2.md Responses",
+            "PROTOCOL-HTTP2.md Responses",
         ),
         ClientScenario(
             "trailers_only_no_grpc_status", "grpc-status",
@@ -456,7 +458,7 @@ def client_scenarios() -> List[ClientScenario]:
         ClientScenario(
             "grpc_status_huge", "grpc-status", "grpc-status: 4294967296",
             _shaped(trailers=[(b"grpc-status", b"4294967296")]), "UNKNOWN",
-                "PROTOCOL-HTTP2.md Responses",
+            "PROTOCOL-HTTP2.md Responses",
         ),
         ClientScenario(
             "grpc_message_bad_percent", "grpc-message",
@@ -465,7 +467,7 @@ def client_scenarios() -> List[ClientScenario]:
                 *grpc_headers, (b"grpc-status", b"9"), (b"grpc-message", b"%zz%4 100% %%"),
             ]),
             "FAILED_PRECONDITION", "PROTOCOL-HTTP2.md Responses (Status-Message)",
-                details="%zz%4 100% %%",
+            details="%zz%4 100% %%",
         ),
         ClientScenario(
             "grpc_message_bad_utf8", "grpc-message",
@@ -474,7 +476,7 @@ def client_scenarios() -> List[ClientScenario]:
                 *grpc_headers, (b"grpc-status", b"9"), (b"grpc-message", b"%FF%FEok%C3"),
             ]),
             "FAILED_PRECONDITION", "PROTOCOL-HTTP2.md Responses (Status-Message)",
-                details="\ufffd\ufffdok\ufffd",
+            details="\ufffd\ufffdok\ufffd",
         ),
         ClientScenario(
             "grpc_message_raw_bytes", "grpc-message",
@@ -483,17 +485,17 @@ def client_scenarios() -> List[ClientScenario]:
                 *grpc_headers, (b"grpc-status", b"9"), (b"grpc-message", b"caf\xc3\xa9 \xff"),
             ]),
             "FAILED_PRECONDITION", "PROTOCOL-HTTP2.md Responses (Status-Message)",
-                details="caf\u00e9 \ufffd",
+            details="caf\u00e9 \ufffd",
         ),
         ClientScenario(
             "two_response_messages", "cardinality", "two messages for a unary call",
             _shaped(body=one + one, trailers=ok_trailers), "INTERNAL",
-                "statuscodes.md (cardinality violation)",
+            "statuscodes.md (cardinality violation)",
         ),
         ClientScenario(
             "zero_response_messages", "cardinality", "no message, then grpc-status 0",
             _shaped(body=None, trailers=ok_trailers), "INTERNAL",
-                "statuscodes.md (cardinality violation)",
+            "statuscodes.md (cardinality violation)",
         ),
         ClientScenario(
             "length_prefix_4gib", "length-prefix", "a length prefix claiming 4 GiB",
@@ -503,7 +505,7 @@ def client_scenarios() -> List[ClientScenario]:
         ClientScenario(
             "message_over_limit", "length-prefix", "a real 4 MiB + 1 message",
             rpc_script(_oversized_message), "RESOURCE_EXHAUSTED",
-                "statuscodes.md RESOURCE_EXHAUSTED (message size)",
+            "statuscodes.md RESOURCE_EXHAUSTED (message size)",
         ),
         ClientScenario(
             "length_prefix_cut_then_trailers", "length-prefix",
@@ -520,7 +522,7 @@ def client_scenarios() -> List[ClientScenario]:
             "length_prefix_cut_in_prefix", "length-prefix",
             "3 bytes of a prefix, then grpc-status 0",
             _shaped(body=b"\x00\x00\x00", trailers=ok_trailers), "INTERNAL",
-                "statuscodes.md INTERNAL",
+            "statuscodes.md INTERNAL",
         ),
         ClientScenario(
             "flag_byte_2", "compression", "a message flag byte of 2",
@@ -576,19 +578,19 @@ def client_scenarios() -> List[ClientScenario]:
             f"rst_no_error_{stage}", "rst-stream",
             f"RST_STREAM(NO_ERROR) {stage.replace('_', ' ')}",
             _reset_with(0, stage), "INTERNAL",
-                "PROTOCOL-HTTP2.md Errors; negative-http2-interop-test-descriptions.md rst_after_*",
+            "PROTOCOL-HTTP2.md Errors; negative-http2-interop-test-descriptions.md rst_after_*",
         ))
     scenarios += [
         ClientScenario(
             "rst_no_error_after_trailers", "rst-stream",
             "trailers (OK), then RST_STREAM(NO_ERROR): normal",
             rpc_script(_rst_after_trailers), "OK",
-                "RFC 9113 §8.1 (RST_STREAM NO_ERROR after a complete response)",
+            "RFC 9113 §8.1 (RST_STREAM NO_ERROR after a complete response)",
         ),
         ClientScenario(
             "goaway_below_stream", "goaway", "GOAWAY(last_stream_id below the call)",
             rpc_script(_goaway_below), "UNAVAILABLE", "PROTOCOL-HTTP2.md GOAWAY Frame",
-                max_requests=5,
+            max_requests=5,
             new_connection_after=True,
         ),
         ClientScenario(
@@ -601,7 +603,7 @@ def client_scenarios() -> List[ClientScenario]:
             "goaway_graceful", "goaway",
             "GOAWAY(2^31-1) + PING, GOAWAY(the call), then a full response",
             rpc_script(_goaway_above(graceful=True)), "OK",
-                "PROTOCOL-HTTP2.md GOAWAY Frame (graceful shutdown)",
+            "PROTOCOL-HTTP2.md GOAWAY Frame (graceful shutdown)",
             new_connection_after=True,
         ),
         ClientScenario(
@@ -619,42 +621,44 @@ def client_scenarios() -> List[ClientScenario]:
         ),
         ClientScenario(
             "push_promise", "frames", "PUSH_PROMISE although ENABLE_PUSH=0",
-            rpc_script(_push_promise), "UNAVAILABLE", "§5 Connection loss; RFC 9113 §8.4",
+            rpc_script(_push_promise), "UNAVAILABLE",
+            "PROTOCOL-HTTP2.md Connection failure; RFC 9113 §8.4",
         ),
         ClientScenario(
             "headers_on_unopened_stream", "frames",
             "response HEADERS on a stream the client never opened",
             rpc_script(_headers_on_unopened_stream), "UNAVAILABLE",
-            "§5 Connection loss; RFC 9113 §5.1",
+            "PROTOCOL-HTTP2.md Connection failure; RFC 9113 §5.1",
         ),
         ClientScenario(
             "window_update_overflow", "frames",
             "WINDOW_UPDATEs pushing the connection window past 2^31-1",
-            rpc_script(_window_overflow), "UNAVAILABLE", "§5 Connection loss; RFC 9113 §6.9.1",
+            rpc_script(_window_overflow), "UNAVAILABLE",
+            "PROTOCOL-HTTP2.md Connection failure; RFC 9113 §6.9.1",
         ),
         ClientScenario(
             "never_answers", "slow", "reads the request, never answers",
             rpc_script(_never_answers), "DEADLINE_EXCEEDED",
-                "statuscodes.md DEADLINE_EXCEEDED; PROTOCOL-HTTP2.md Errors (CANCEL)",
+            "statuscodes.md DEADLINE_EXCEEDED; PROTOCOL-HTTP2.md Errors (CANCEL)",
             deadline=0.5, deadline_only=True,
         ),
         ClientScenario(
             "one_byte_at_a_time", "slow", "the whole response written one byte per send()",
             rpc_script(_byte_at_a_time(None)), "OK",
-                "PROTOCOL-HTTP2.md Data Frames (frame boundaries mean nothing)",
+            "PROTOCOL-HTTP2.md Data Frames (frame boundaries mean nothing)",
         ),
         ClientScenario(
             "one_byte_at_a_time_past_deadline", "slow",
             "one byte every 50 ms: the deadline still holds",
             rpc_script(_byte_at_a_time(0.05)), "DEADLINE_EXCEEDED",
-                "statuscodes.md DEADLINE_EXCEEDED",
+            "statuscodes.md DEADLINE_EXCEEDED",
             deadline=1.0, deadline_only=True,
         ),
         ClientScenario(
             "padded_data", "frames",
             "5-byte DATA frames with 255 bytes of padding (~4.4 MB of window)",
             rpc_script(_padded), "OK",
-                "RFC 9113 §6.1; negative-http2-interop-test-descriptions.md data_frame_padding",
+            "RFC 9113 §6.1; negative-http2-interop-test-descriptions.md data_frame_padding",
             deadline=30.0, request_size=17_000 * 5,
         ),
         ClientScenario(
@@ -666,7 +670,7 @@ def client_scenarios() -> List[ClientScenario]:
             "header_block_over_call_limit", "frames",
             "a 20 kB response header block (over the 16 KiB per-call limit)",
             rpc_script(_oversized_headers(20_000)), "INTERNAL",
-                "RFC 9113 §6.5.2 SETTINGS_MAX_HEADER_LIST_SIZE",
+            "RFC 9113 §6.5.2 SETTINGS_MAX_HEADER_LIST_SIZE",
         ),
         ClientScenario(
             "header_block_over_connection_limit", "frames",

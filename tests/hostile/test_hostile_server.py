@@ -93,7 +93,7 @@ FIXED_BUGS: Dict[str, str] = {
     ),
     "malformed_bin_metadata": (
         "a -bin value that is not base64 was silently dropped; fixed: 400 + INTERNAL"
-        " 'malformed binary metadata', as grpc-go (grpc-go's request checks)"
+        " 'malformed binary metadata', as grpc-go's server does"
     ),
 }
 
@@ -410,7 +410,7 @@ def test_bad_request_headers(
     http_status: int,
     grpc_status: int,
 ) -> None:
-    """grpc-go's request checks: 405 + INTERNAL for a method other than POST, 415 + INVALID_ARGUMENT
+    """As grpc-go's server does: 405 + INTERNAL for a method other than POST, 415 + INVALID_ARGUMENT
     for a content-type that is not application/grpc*, each in one HEADERS with END_STREAM."""
     watch = Watch(server, name, request)
     with HostileClient(server.target) as attacker:
@@ -427,7 +427,7 @@ def test_bad_request_headers(
 @pytest.mark.parametrize(
     ("name", "extra", "body", "allowed"),
     [
-        # grpc-go's request checks: 400 + INTERNAL, as grpc-go.
+        # 400 + INTERNAL, as grpc-go's server answers.
         ("malformed_grpc_timeout", [(b"grpc-timeout", b"soon")], None, {(400, 13)}),
         ("overlong_grpc_timeout", [(b"grpc-timeout", b"1234567890S")], None, {(400, 13)}),
         ("malformed_bin_metadata", [(b"x-md-bin", b"!!not base64!!")], None, {(400, 13)}),
@@ -488,7 +488,8 @@ def test_headers_on_illegal_stream(
 def test_length_prefix_above_limit(
     server: ServerProcess, request: pytest.FixtureRequest, declared: int
 ) -> None:
-    """RESOURCE_EXHAUSTED, decided on the prefix, before any body is buffered (§6)."""
+    """RESOURCE_EXHAUSTED, decided on the prefix, before any body is buffered
+    (doc/statuscodes.md)."""
     watch = Watch(server, f"length_prefix_{declared:#x}", request)
     with HostileClient(server.target) as attacker:
         attacker.send_preface()

@@ -57,7 +57,7 @@ def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-# -- request validation over the wire (grpc-go's request checks)
+# -- request validation over the wire (as grpc-go's server does it)
 # ------------------------------------------
 
 
@@ -71,7 +71,7 @@ def test_raw_rejections_and_connection_survives(kind: str) -> None:
         response = client.call(grpc_request_headers("/no.Such/Method"), b"\0\0\0\0\0")
         assert response.trailers_only and response.grpc_status == 12
         assert response.grpc_message == "Method not found!"
-        # No te header: accepted (grpc-go's request checks).
+        # No te header: accepted, as grpc-go's server does.
         response = client.call(grpc_request_headers(EMPTY_PATH, te=False), b"\0\0\0\0\0")
         assert response.http_status == 200 and response.grpc_status == 0
         assert response.messages() == [(False, b"")]
@@ -776,7 +776,8 @@ def test_thousand_idle_connections() -> None:
 
 
 def test_graceful_stop_with_calls_in_flight(kind: str) -> None:
-    """In-flight calls finish within the grace; later calls fail retryably; nothing hangs (§5)."""
+    """In-flight calls finish within the grace; later calls fail retryably; nothing hangs
+    (PROTOCOL-HTTP2.md, "GOAWAY Frame")."""
     release = threading.Event()
     entered = threading.Semaphore(0)
 

@@ -79,7 +79,7 @@ class Pair:
         events = self.client.receive_data(data) if data else []
         for event in events:
             if isinstance(event, h2.events.DataReceived) and self.auto_ack:
-                # Ack as data arrives, like a real client, so windows reopen (§6).
+                # Ack as data arrives, like a real client, so windows reopen (RFC 9113 §6.9).
                 self.client.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
         self.client_events.extend(events)
         return events
@@ -164,7 +164,8 @@ def status_of(response: Dict[str, Any]) -> Tuple[int, str]:
 
 
 def test_settings_advertise_limits_and_large_windows() -> None:
-    """SETTINGS: MAX_CONCURRENT_STREAMS 100, MAX_HEADER_LIST_SIZE 16 KiB, 4 MiB windows (§6)."""
+    """SETTINGS: MAX_CONCURRENT_STREAMS 100, MAX_HEADER_LIST_SIZE 16 KiB, 4 MiB windows
+    (RFC 9113 §6.5.2)."""
     pair = Pair()
     remote = pair.client.remote_settings
     assert remote.max_concurrent_streams == 100
@@ -248,7 +249,8 @@ def test_message_split_across_frames_and_prefix() -> None:
 
 
 def test_trailers_only_reject_for_unknown_method_resets_open_request() -> None:
-    """Early server closure: trailers-only, then RST_STREAM(NO_ERROR) while still sending (§3)."""
+    """Early server closure: trailers-only, then RST_STREAM(NO_ERROR) while still sending
+    (RFC 9113 §8.1)."""
     pair = Pair()
     stream_id = pair.request(end=False)
     events = pair.settle()
@@ -289,7 +291,7 @@ def test_initial_metadata_then_error_status_uses_trailers() -> None:
     assert status_of(response) == (5, "nope") and response["trailers"]
 
 
-# -- request validation (grpc-go's request checks)
+# -- request validation (as grpc-go's server does it)
 # --------------------------------------------------------
 
 
@@ -328,7 +330,7 @@ def test_rejected_requests(
 
 
 def test_malformed_bin_metadata_is_one_headers_then_rst_no_error() -> None:
-    """grpc-go's request checks: 400 + INTERNAL in one HEADERS with END_STREAM, then
+    """As grpc-go's server does: 400 + INTERNAL in one HEADERS with END_STREAM, then
     RST_STREAM(NO_ERROR)
     because the request is still open; no call reaches the socket layer."""
     pair = Pair()
@@ -487,7 +489,8 @@ def test_excess_streams_are_refused_not_fatal() -> None:
 
 
 def test_large_response_waits_for_window_and_resumes() -> None:
-    """A response larger than the client's window is sent as WINDOW_UPDATEs arrive (§6)."""
+    """A response larger than the client's window is sent as WINDOW_UPDATEs arrive
+    (RFC 9113 §6.9)."""
     pair = Pair(window=65535)
     stream_id = pair.request()
     pair.settle()

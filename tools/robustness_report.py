@@ -71,7 +71,7 @@ def read_junit(path: str) -> Dict[str, Tuple[str, str]]:
     results: Dict[str, Tuple[str, str]] = {}
     for case in ElementTree.parse(path).iter("testcase"):
         classname = case.get("classname", "")
-        # "tests.test_x" -> "tests/test_x.py"; a class part would follow the module.
+        # "tests.hostile.test_x" -> "tests/hostile/test_x.py"; a class part would follow.
         parts = classname.split(".")
         file_parts: List[str] = []
         rest: List[str] = []

@@ -1,7 +1,7 @@
 """``python -m bench``: run every benchmark and write docs/benchmarks.md.
 
 Modes: the default (full, about 6 minutes on 2 cores), ``--quick`` (well under 2 minutes, for
-a smoke run by hand) and ``--tiny`` (seconds; what tests/test_bench_smoke.py runs).  Only the
+a smoke run by hand) and ``--tiny`` (seconds; what tests/docs/test_bench_smoke.py runs).  Only the
 repetition counts differ between modes; every section, peer and code path is the same.
 
 The harness process itself imports no gRPC library: it starts servers (:mod:`bench.peers`) and

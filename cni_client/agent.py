@@ -16,10 +16,8 @@ It behaves like antrea-agent's cniserver where the plugin can tell (docs/cni-plu
 * one blocking lock per container ID, as the agent serialises calls for a container.
 
 Flags make it misbehave on purpose: ``--fail-code`` (every call ends with that gRPC status),
-``--cni-error`` (every call answers with that CNI ErrorCode), ``--hang`` (calls never
-return), and ``--raw-fault`` (a tiny hand-written HTTP/2 server instead of gRPC, for faults a
-real gRPC server cannot produce: closing mid-response, HTTP 503, a non-gRPC content-type, an
-arbitrary ``grpc-status``...).  Once it listens it prints ``listening on <path>`` on stdout.
+``--cni-error`` (every call answers with that CNI ErrorCode) and ``--hang`` (calls never
+return).  Once it listens it prints ``listening on <path>`` on stdout.
 """
 
 import argparse
@@ -27,7 +25,6 @@ import hashlib
 import ipaddress
 import os
 import signal
-import socket
 import sys
 import threading
 from concurrent import futures
@@ -461,136 +458,6 @@ def serve_grpc(options: argparse.Namespace) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
-# Raw HTTP/2 faults a correct gRPC server never produces (docs/cni-plugin-behaviour.md, "The gRPC
-# call"), so the plugin's mapping of a broken server is tested against real bytes.
-
-RAW_FAULTS = ("close-mid-response", "http-503", "html", "no-grpc-status", "grpc-status",
-              "garbage", "silent", "goaway")
-
-
-class RawFaultServer:
-    """A listening unix socket whose every call gets the same broken answer.
-
-    ``close-mid-response``: headers and half a message, then the connection drops.
-    ``http-503``: ``:status 503`` without ``grpc-status``.  ``html``: 200 with
-    ``text/html``.  ``no-grpc-status``: a full gRPC response whose trailers lack
-    ``grpc-status``.  ``grpc-status``: trailers-only with ``--raw-status``/``--raw-message``
-    (any number).  ``garbage``: bytes that are not HTTP/2.  ``silent``: accepts and never
-    answers.  ``goaway``: GOAWAY(last_stream_id=0) right after the request arrives.
-    """
-
-    def __init__(self, path: str, fault: str, raw_status: str = "13",
-                 raw_message: str = "") -> None:
-        if fault not in RAW_FAULTS:
-            raise ValueError(f"unknown fault {fault!r}")
-        self.path = path
-        self.fault = fault
-        self.raw_status = raw_status
-        self.raw_message = raw_message
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._closed = threading.Event()
-        self._connections: List[socket.socket] = []
-
-    def start(self) -> None:
-        prepare_socket_path(self.path)
-        self._listener.bind(self.path)
-        self._listener.listen(16)
-        threading.Thread(target=self._accept_loop, daemon=True, name="raw-accept").start()
-
-    def stop(self) -> None:
-        self._closed.set()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._listener.close()
-        for conn in list(self._connections):
-            conn.close()
-
-    def _accept_loop(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            self._connections.append(conn)
-            threading.Thread(target=self._serve_connection, args=(conn,), daemon=True,
-                             name="raw-conn").start()
-
-    def _serve_connection(self, conn: socket.socket) -> None:
-        try:
-            self._handle(conn)
-        except Exception:  # a fault server must never crash the process
-            pass
-        finally:
-            if self.fault != "silent":
-                conn.close()
-
-    def _handle(self, conn: socket.socket) -> None:
-        if self.fault == "silent":
-            self._closed.wait()
-            return
-        if self.fault == "garbage":
-            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-            return
-        import h2.config
-        import h2.connection
-        import h2.events
-
-        h2conn = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=False, header_encoding=None))
-        h2conn.initiate_connection()
-        conn.sendall(h2conn.data_to_send())
-        while True:
-            data = conn.recv(65536)
-            if not data:
-                return
-            for event in h2conn.receive_data(data):
-                if isinstance(event, h2.events.DataReceived):
-                    h2conn.acknowledge_received_data(event.flow_controlled_length,
-                                                     event.stream_id)
-                if isinstance(event, h2.events.StreamEnded):
-                    if not self._respond(conn, h2conn, event.stream_id):
-                        return
-            conn.sendall(h2conn.data_to_send())
-
-    def _respond(self, conn: socket.socket, h2conn: Any, stream_id: int) -> bool:
-        """Answer one finished request; False when the connection must now drop."""
-        grpc_headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-        if self.fault == "close-mid-response":
-            h2conn.send_headers(stream_id, grpc_headers)
-            h2conn.send_data(stream_id, b"\x00\x00\x00\x00\x40" + b"\x0a" * 10)
-            conn.sendall(h2conn.data_to_send())
-            conn.shutdown(socket.SHUT_RDWR)
-            return False
-        if self.fault == "goaway":
-            h2conn.close_connection(last_stream_id=0)
-            conn.sendall(h2conn.data_to_send())
-            return False
-        if self.fault == "http-503":
-            h2conn.send_headers(stream_id, [(b":status", b"503"),
-                                            (b"content-type", b"text/plain")], end_stream=True)
-        elif self.fault == "html":
-            h2conn.send_headers(stream_id, [(b":status", b"200"),
-                                            (b"content-type", b"text/html; charset=utf-8")])
-            h2conn.send_data(stream_id, b"<html><body>not gRPC</body></html>", end_stream=True)
-        elif self.fault == "no-grpc-status":
-            h2conn.send_headers(stream_id, grpc_headers)
-            h2conn.send_data(stream_id, b"\x00\x00\x00\x00\x00")
-            h2conn.send_headers(stream_id, [(b"x-trailer", b"1")], end_stream=True)
-        else:  # grpc-status
-            from urllib.parse import quote
-
-            message = quote(self.raw_message.encode("utf-8"),
-                            safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
-            h2conn.send_headers(stream_id, [
-                *grpc_headers,
-                (b"grpc-status", self.raw_status.encode()),
-                (b"grpc-message", message.encode())], end_stream=True)
-        return True
-
-
-# --------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -611,15 +478,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hang", action="store_true", help="never answer any call")
     parser.add_argument("--log-calls", action="store_true",
                         help="print 'call <method> <container id>' on stdout for each call")
-    parser.add_argument("--raw-fault", choices=RAW_FAULTS,
-                        help="serve a broken raw HTTP/2 endpoint instead of gRPC")
-    parser.add_argument("--close-mid-response", dest="raw_fault", action="store_const",
-                        const="close-mid-response",
-                        help="same as --raw-fault close-mid-response")
-    parser.add_argument("--raw-status", default="13",
-                        help="grpc-status for --raw-fault grpc-status")
-    parser.add_argument("--raw-message", default="",
-                        help="grpc-message for --raw-fault grpc-status")
     return parser
 
 
@@ -633,14 +491,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        if options.raw_fault:
-            raw = RawFaultServer(options.socket, options.raw_fault, options.raw_status,
-                                 options.raw_message)
-            raw.start()
-            stop: Callable[[], Any] = raw.stop
-        else:
-            server = serve_grpc(options)
-            stop = lambda: server.stop(None)  # noqa: E731
+        server = serve_grpc(options)
+        stop: Callable[[], Any] = lambda: server.stop(None)  # noqa: E731
     except Exception as exc:
         sys.stderr.write(f"agent: cannot start: {type(exc).__name__}: {exc}\n")
         return 1

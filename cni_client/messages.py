@@ -5,7 +5,7 @@ protobuf plus the generated ``cni_pb2`` is about a quarter of a run. The plugin 
 *encodes* a ``CniCmdRequest`` and *decodes* a ``CniCmdResponse`` (proto/cni.proto), two tiny
 messages, so this module does exactly that with the standard library. The agent, the bench
 peers and the tests keep ``cni_pb2``, which is the oracle this codec is tested against
-(tests/test_cni_messages.py).
+(tests/cni/test_cni_messages.py).
 
 The wire format, for a reader new to it (protobuf.dev/programming-guides/encoding):
 
@@ -34,7 +34,7 @@ follows upb, protobuf's default backend since 4.21, as of protobuf 7 (7.36), exa
 * skipped groups nest at most 100 levels deep, counting each enclosing message as one level;
 * a ``string`` that is not valid UTF-8 is an error (:class:`DecodeError`).
 
-Where other protobufs differ (the tests know each case, see tests/test_cni_messages.py):
+Where other protobufs differ (the tests know each case, see tests/cni/test_cni_messages.py):
 
 * upb before protobuf 7 (6.33, which Python 3.9 gets) rejects field number 0 in a group and
   accepts a length prefix of up to 10 bytes;

@@ -94,7 +94,7 @@ def _config(client_side: bool) -> h2.config.H2Configuration:
     pseudo-headers first and valid for a request or a response (fixed in ``request_headers``
     and the server's response builders), ``:authority`` present and ``:path`` non-empty
     (checked per call, :func:`minigrpc.client_protocol.malformed_path`). Re-checking them costs
-    about 7 µs per call on each side. tests/test_status_and_http2.py sends what our builders
+    about 7 µs per call on each side. tests/unit/test_status_and_http2.py sends what our builders
     produce through a validating H2Connection too and compares the bytes.
 
     Outbound *normalisation* stays on, because it changes bytes: it strips surrounding

@@ -7,7 +7,7 @@ feeds it bytes, runs handlers and hands back responses with
 :meth:`ServerConnection.send_initial_metadata`, :meth:`~ServerConnection.send_message`,
 :meth:`~ServerConnection.finish_call` and friends.
 Nothing here touches a socket, a thread or a clock it was not given, so every rule below is
-tested byte for byte in ``tests/test_server_protocol.py``.
+tested byte for byte in ``tests/unit/test_server_protocol.py``.
 
 What this layer decides.  The rules and their reasons are in docs/wire-rules.md (its sections
 are named below) and docs/h2-notes.md ("the h2 notes"):

@@ -2,7 +2,7 @@
 
 minigrpc's client is tested against grpcio's server (grpc-core's HTTP/2 stack), never a mock.
 :class:`GrpcioServer` serves one or more services through
-:func:`minigrpc.descriptors.add_servicer` on one of the address kinds of grpc-wire.md §0:
+:func:`minigrpc.descriptors.add_servicer` on one of the address kinds of gRPC's doc/naming.md:
 
 * ``unix``: a path socket in a fresh short temporary directory (``unix:<path>``);
 * ``unix-abstract``: a Linux abstract socket with a unique name (``unix-abstract:<name>``);
@@ -53,8 +53,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def grpcio_in_process() -> bool:
-    """True when grpcio can be imported here (tests/block_grpcio.py makes even the lookup fail,
-    which counts as absent)."""
+    # An import hook may refuse grpc outright (tests/support/block_grpcio.py): that is a no.
     try:
         return importlib.util.find_spec("grpc") is not None
     except ImportError:

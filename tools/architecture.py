@@ -2,7 +2,7 @@
 
 docs/architecture.md shows this as a picture (a Mermaid graph of the real imports, which GitHub
 and most Markdown viewers draw) and as a table; ``tools/render_docs.py`` renders both from here,
-and ``tests/test_architecture.py`` enforces the rules:
+and ``tests/docs/test_architecture.py`` enforces the rules:
 
 * a module imports only modules of its own layer or of a lower one (so the sans-IO protocols
   never import a transport, and no codec imports a protocol);
@@ -198,7 +198,7 @@ def table() -> str:
     return (
         rules
         + "\n\nA module imports only its own layer and the layers below "
-        "(`tests/test_architecture.py`), and nothing in minigrpc imports cni_client.\n\n"
+        "(`tests/docs/test_architecture.py`), and nothing in minigrpc imports cni_client.\n\n"
         + "\n".join(rows)
         + "\n"
     )

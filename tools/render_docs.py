@@ -9,7 +9,7 @@ Every Markdown file under ``docs/`` (and README.md) may hold generated regions::
 ``python tools/render_docs.py`` rewrites them from the tables in :mod:`minigrpc.status`,
 :mod:`minigrpc.grpc_alias` and :mod:`cni_client.client`, and the module graph and table from
 ``tools/architecture.py``; ``--check`` exits 1 (and prints the first difference) when a file is
-stale, which ``tests/test_docs.py`` runs.
+stale, which ``tests/docs/test_docs.py`` runs.
 """
 
 from __future__ import annotations

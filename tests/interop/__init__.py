@@ -1,1 +1,2 @@
-"""The gRPC interop test service (grpc-wire.md §9): generated messages and a grpcio-API servicer."""
+"""The gRPC interop test service (gRPC's doc/interop-test-descriptions.md): generated messages and
+a grpcio-API servicer."""

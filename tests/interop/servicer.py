@@ -1,6 +1,7 @@
 """The interop ``grpc.testing.TestService``, written against grpcio's ServicerContext API only.
 
-It implements "What a test server must do" of grpc-wire.md §9 for the unary methods, so the
+It implements the server side of gRPC's doc/interop-test-descriptions.md for the unary methods, so
+the
 same instance can be served by ``grpc.server`` (a real grpcio peer for minigrpc's client) and by
 minigrpc's own server.  Register it with :func:`minigrpc.descriptors.add_servicer`;
 ``UnimplementedCall`` is absent so that calling it yields UNIMPLEMENTED.  The streaming methods
@@ -14,7 +15,7 @@ Two things a real interop server lacks, added for minigrpc's tests:
   synchronise: deadline tests need a server that is still busy when the deadline passes.
 * Every call is recorded in :attr:`TestServiceServicer.calls` (method, metadata, deadline seen).
 
-Request compression (``expect_compressed``, §9 CompressedRequest): a grpcio servicer *cannot*
+Request compression (``expect_compressed``, client_compressed_unary): a grpcio servicer *cannot*
 see it.  grpcio 1.85 strips ``grpc-encoding`` from ``invocation_metadata()`` (checked: a gzip
 request shows only ``user-agent`` and custom keys) and offers no other accessor.  The check is
 therefore made only when the context can tell: ``grpc-encoding`` present in the metadata, or a
@@ -165,7 +166,8 @@ class TestServiceServicer:
 
     @staticmethod
     def _echo_metadata(metadata: Sequence[Tuple[str, Any]], context: Any) -> None:
-        """Echo Metadata (grpc-wire.md §9): initial key in headers, -bin key in trailers.
+        """Echo Metadata (gRPC's doc/interop-test-descriptions.md): initial key in headers, -bin
+        key in trailers.
 
         Called before any status decision, so the echo also happens on error, like grpc-go.
         """
@@ -191,14 +193,14 @@ class TestServiceServicer:
     # -- RPCs ----------------------------------------------------------------------------------
 
     def EmptyCall(self, request: Any, context: Any) -> Any:
-        """empty_unary: an empty response (grpc-wire.md §9)."""
+        """empty_unary: an empty response (gRPC's doc/interop-test-descriptions.md)."""
         metadata = self._record("EmptyCall", context)
         self._wait_if_asked(metadata, context)
         self._echo_metadata(metadata, context)
         return empty_pb2.Empty()
 
     def UnaryCall(self, request: Any, context: Any) -> Any:
-        """UnaryCall as grpc-wire.md §9 "What a test server must do" describes it."""
+        """UnaryCall as gRPC's doc/interop-test-descriptions.md describes it."""
         api = self._status_api(context)
         metadata = self._record("UnaryCall", context)
         self._wait_if_asked(metadata, context)

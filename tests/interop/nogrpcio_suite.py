@@ -1,0 +1,549 @@
+"""Code generated for grpcio, run on ``minigrpc.install_as_grpc()`` in a process without grpcio.
+
+Run it explicitly (the name keeps it out of the normal collection, because it must own the
+``grpc`` module of its process):
+
+* ``tox -e nogrpcio``: a venv with minigrpc, pytest, protobuf and h2 and no grpcio, plus
+  grpcio-health-checking and grpcio-status installed with ``--no-deps``;
+* ``tests/interop/test_grpc_alias.py``, in the normal suite: a subprocess running this file with
+  ``-p tests.support.block_grpcio``, which makes grpcio unimportable although it is installed.
+
+For every grpcio-tools release in ``tests/generated_stubs/`` it imports the generated modules,
+builds their stubs on a minigrpc channel, registers their ``add_*Servicer_to_server`` on a
+minigrpc server, and makes real calls, through the stubs and through the generated
+"experimental" static methods.
+
+All four call shapes run, client and server both minigrpc; the client half of a server stream
+is also checked against a scripted HTTP/2 peer, so that a client fault is told from a server one.
+"""
+
+import base64
+import importlib
+import importlib.util
+import sys
+import warnings
+from concurrent import futures
+from pathlib import Path
+from typing import Any, Iterator, List, Tuple
+
+import pytest
+
+import minigrpc
+from minigrpc import grpc_alias
+
+grpc = minigrpc.install_as_grpc()
+
+from cni_client import cni_pb2  # noqa: E402
+from tests.interop import empty_pb2, messages_pb2  # noqa: E402
+from tests.interop.servicer import TestServiceServicer  # noqa: E402
+
+STUBS_DIR = Path(__file__).resolve().parents[1] / "generated_stubs"
+VERSIONS = sorted(
+    (path.name for path in STUBS_DIR.iterdir() if (path / "__init__.py").exists()),
+    key=lambda name: tuple(int(part) for part in name[1:].split("_")),
+)
+CNI_SERVICE = "antrea_io.antrea.pkg.apis.cni.v1beta1.Cni"
+
+
+def _version(package: str) -> str:
+    return package[1:].replace("_", ".")
+
+
+def _stubs(package: str) -> Tuple[Any, Any]:
+    base = f"tests.generated_stubs.{package}"
+    return (
+        importlib.import_module(f"{base}.test_pb2_grpc"),
+        importlib.import_module(f"{base}.cni_pb2_grpc"),
+    )
+
+
+class CniServicer:
+    """Made per version from that version's generated ``CniServicer`` (CmdDel left out)."""
+
+    @staticmethod
+    def for_module(module: Any) -> Any:
+        class Servicer(module.CniServicer):  # type: ignore[misc,name-defined]
+            def CmdAdd(self, request: Any, context: Any) -> Any:
+                result = f"added {request.cni_args.container_id}".encode()
+                return cni_pb2.CniCmdResponse(cni_result=result)
+
+        return Servicer()
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def served(request: pytest.FixtureRequest) -> Iterator[Tuple[str, Any, Any, str]]:
+    """(version, test_pb2_grpc, cni_pb2_grpc, target) with both services on a minigrpc server
+    registered by that version's ``add_*Servicer_to_server``."""
+    test_grpc, cni_grpc = _stubs(request.param)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    # The interop servicer, on that version's generated base class (which answers the methods it
+    # leaves out, UnimplementedCall, with UNIMPLEMENTED), as an application would write it.
+    servicer_class = type("Servicer", (TestServiceServicer, test_grpc.TestServiceServicer), {})
+    test_grpc.add_TestServiceServicer_to_server(servicer_class(), server)
+    test_grpc.add_UnimplementedServiceServicer_to_server(
+        test_grpc.UnimplementedServiceServicer(), server
+    )
+    cni_grpc.add_CniServicer_to_server(CniServicer.for_module(cni_grpc), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield request.param, test_grpc, cni_grpc, f"127.0.0.1:{port}"
+    finally:
+        server.stop(None).wait(10)
+
+
+# -- the alias itself -------------------------------------------------------------------------
+
+
+def test_import_grpc_gives_the_alias_not_grpcio() -> None:
+    import grpc as imported
+
+    assert imported is grpc is sys.modules["grpc"]
+    assert imported.insecure_channel is minigrpc.insecure_channel
+    assert imported.server is minigrpc.server
+    assert imported.RpcError is minigrpc.RpcError
+    assert imported.Future is minigrpc.CallFuture
+    assert not any(name == "grpc._cython" or name.startswith("grpc_tools") for name in sys.modules)
+    assert minigrpc.install_as_grpc() is imported  # idempotent
+
+
+def test_version_answered_is_the_newest_generated_code_the_suite_runs() -> None:
+    assert grpc.__version__ == grpc_alias.GRPCIO_VERSION == _version(VERSIONS[-1])
+    from grpc._utilities import first_version_is_lower
+
+    assert first_version_is_lower is grpc_alias.first_version_is_lower
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "lower"),
+    [
+        ("1.64.3", "1.85.1", True),
+        ("1.85.1", "1.85.1", False),
+        ("1.85.1", "1.64.3", False),
+        ("1.9.0", "1.10.0", True),  # numbers, not strings
+        ("2.0.0", "1.99.99", False),
+        ("1.60.1", "1.60.1.dev0", True),  # grpcio: fewer parts is lower on a tie
+        ("1.60.1.dev0", "1.60.1", False),
+        ("dev0", "1.60.1", False),  # unparsable: never lower
+        ("1.60", "1.60.1", False),
+    ],
+)
+def test_first_version_is_lower_answers_as_grpcio(first: str, second: str, lower: bool) -> None:
+    assert grpc_alias.first_version_is_lower(first, second) is lower
+
+
+def test_generated_code_from_a_newer_release_is_refused_with_grpcios_message() -> None:
+    source = (STUBS_DIR / VERSIONS[-1] / "cni_pb2_grpc.py").read_text(encoding="utf-8")
+    newer = source.replace(
+        f"GRPC_GENERATED_VERSION = '{grpc.__version__}'", "GRPC_GENERATED_VERSION = '9.0.0'"
+    )
+    assert newer != source
+    with pytest.raises(RuntimeError, match=r"depends on grpcio>=9\.0\.0"):
+        exec(compile(newer, "cni_pb2_grpc.py", "exec"), {"__name__": "newer_pb2_grpc"})
+
+
+def test_every_supported_name_is_minigrpcs_and_every_other_raises_naming_itself() -> None:
+    for entry in grpc_alias.GRPCIO_NAMES:
+        if entry.source == "":
+            continue
+        module_name, _, name = entry.name.rpartition(".")
+        module = grpc.experimental if module_name == "experimental" else grpc
+        value = getattr(module, name)
+        qualified = f"grpc.{entry.name}"
+        if entry.supported:
+            assert value is grpc_alias._resolve(entry), qualified
+            continue
+        with pytest.raises(grpc_alias.UnsupportedError, match=f"^{qualified} is not supported"):
+            value()
+        assert not isinstance(object(), value)
+
+
+def test_unsupported_names_still_work_as_base_classes_and_annotations() -> None:
+    class Configuration(grpc.ServerCertificateConfiguration):  # type: ignore[misc,name-defined]
+        pass
+
+    def local(kind: grpc.LocalConnectionType) -> None:  # type: ignore[name-defined]
+        pass
+
+    assert local.__annotations__["kind"] is grpc.LocalConnectionType
+    with pytest.raises(NotImplementedError, match=r"^grpc\.ServerCertificateConfiguration is not"):
+        Configuration()
+    with pytest.raises(NotImplementedError, match=r"grpc\.LocalConnectionType\.UDS is not"):
+        _ = grpc.LocalConnectionType.UDS
+
+
+def test_grpc_aio_imports_as_a_placeholder_and_other_submodules_do_not() -> None:
+    import grpc.aio
+    from grpc.experimental import aio
+
+    assert aio is grpc.aio
+    with pytest.raises(NotImplementedError, match=r"grpc\.aio\.insecure_channel is not supported"):
+        grpc.aio.insecure_channel("127.0.0.1:1")
+    with pytest.raises(ModuleNotFoundError, match=r"'grpc\.channelz'"):
+        importlib.import_module("grpc.channelz")
+
+
+# -- generated modules of every release -----------------------------------------------------
+
+
+@pytest.mark.parametrize("package", VERSIONS)
+def test_generated_modules_import_without_a_version_warning(package: str) -> None:
+    names = [f"tests.generated_stubs.{package}.{m}" for m in ("test_pb2_grpc", "cni_pb2_grpc")]
+    for name in names:
+        sys.modules.pop(name, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        modules = [importlib.import_module(name) for name in names]
+    assert [str(w.message) for w in caught] == []
+    for module in modules:
+        assert module.grpc is grpc
+
+
+def test_unary_calls_through_generated_stubs(served: Tuple[str, Any, Any, str]) -> None:
+    version, test_grpc, cni_grpc, target = served
+    with grpc.insecure_channel(target) as channel:
+        stub = test_grpc.TestServiceStub(channel)
+        assert stub.EmptyCall(empty_pb2.Empty(), timeout=10) == empty_pb2.Empty()
+        reply = stub.UnaryCall(messages_pb2.SimpleRequest(response_size=7), timeout=10)
+        assert reply.payload.body == bytes(7)
+        reply, call = stub.UnaryCall.with_call(
+            messages_pb2.SimpleRequest(response_size=2), timeout=10
+        )
+        assert call.code() == grpc.StatusCode.OK and reply.payload.body == bytes(2)
+        assert stub.EmptyCall.future(empty_pb2.Empty(), timeout=10).result() == empty_pb2.Empty()
+
+        with pytest.raises(grpc.RpcError) as missing:
+            stub.UnimplementedCall(empty_pb2.Empty(), timeout=10)
+        assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert missing.value.details() == "Method not implemented!"
+
+        # The generated servicer base class: set_code(UNIMPLEMENTED) then NotImplementedError.
+        other = test_grpc.UnimplementedServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as base:
+            other.UnimplementedCall(empty_pb2.Empty(), timeout=10)
+        assert base.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert base.value.details() == "Method not implemented!"
+
+        cni = cni_grpc.CniStub(channel)
+        request = cni_pb2.CniCmdRequest(cni_args=cni_pb2.CniCmdArgs(container_id=version))
+        assert cni.CmdAdd(request, timeout=10).cni_result == f"added {version}".encode()
+        with pytest.raises(grpc.RpcError) as unimplemented:
+            cni.CmdDel(request, timeout=10)
+        assert unimplemented.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def _output_request(*sizes: int) -> Any:
+    return messages_pb2.StreamingOutputCallRequest(
+        response_parameters=[messages_pb2.ResponseParameters(size=size) for size in sizes]
+    )
+
+
+def _input_requests(*sizes: int) -> Iterator[Any]:
+    for size in sizes:
+        yield messages_pb2.StreamingInputCallRequest(payload=messages_pb2.Payload(body=bytes(size)))
+
+
+def _sizes(responses: Any) -> List[int]:
+    return [len(response.payload.body) for response in responses]
+
+
+def test_streaming_calls_through_generated_stubs(served: Tuple[str, Any, Any, str]) -> None:
+    _, test_grpc, _, target = served
+    with grpc.insecure_channel(target) as channel:
+        stub = test_grpc.TestServiceStub(channel)
+        client_stream = stub.StreamingInputCall(_input_requests(3, 4), timeout=10)
+        assert client_stream.aggregated_payload_size == 7
+        server_stream = _sizes(stub.StreamingOutputCall(_output_request(1, 2, 3), timeout=10))
+        assert server_stream == [1, 2, 3]
+        both = _sizes(
+            stub.FullDuplexCall(iter([_output_request(5), _output_request(6)]), timeout=10)
+        )
+        assert both == [5, 6]
+
+
+@pytest.mark.parametrize("package", VERSIONS)
+def test_server_stream_through_generated_stub_and_static_call_from_an_h2_peer(
+    package: str,
+) -> None:
+    """The client half of a server stream alone: a scripted HTTP/2 peer answers
+    StreamingOutputCall with the messages the request asks for."""
+    from minigrpc import wire
+    from tests.support.scripted_peer import ScriptedServer
+
+    test_grpc, _ = _stubs(package)
+
+    def answer(request: Any) -> None:
+        asked = messages_pb2.StreamingOutputCallRequest.FromString(request.message)
+        request.respond_raw(
+            b"".join(
+                wire.encode_message(
+                    messages_pb2.StreamingOutputCallResponse(
+                        payload=messages_pb2.Payload(body=bytes(parameters.size))
+                    ).SerializeToString()
+                )
+                for parameters in asked.response_parameters
+            )
+        )
+
+    with ScriptedServer.h2(answer) as server:
+        with grpc.insecure_channel(server.target) as channel:
+            stub = test_grpc.TestServiceStub(channel)
+            responses = stub.StreamingOutputCall(_output_request(3, 0, 2), timeout=10)
+            assert _sizes(responses) == [3, 0, 2]
+        static = test_grpc.TestService.StreamingOutputCall(
+            _output_request(1, 4), server.target, insecure=True, timeout=10
+        )
+        assert _sizes(static) == [1, 4]
+        assert [r.path for r in server.requests] == [
+            "/grpc.testing.TestService/StreamingOutputCall"
+        ] * 2
+
+
+def test_experimental_static_unary_calls(served: Tuple[str, Any, Any, str]) -> None:
+    _, test_grpc, cni_grpc, target = served
+    service = test_grpc.TestService
+    assert service.EmptyCall(empty_pb2.Empty(), target, insecure=True, timeout=10) == (
+        empty_pb2.Empty()
+    )
+    reply = service.UnaryCall(
+        messages_pb2.SimpleRequest(response_size=3), target, insecure=True, timeout=10
+    )
+    assert reply.payload.body == bytes(3)
+    request = cni_pb2.CniCmdRequest(cni_args=cni_pb2.CniCmdArgs(container_id="static"))
+    credentials = grpc.experimental.insecure_channel_credentials()
+    reply = cni_grpc.Cni.CmdAdd(request, target, channel_credentials=credentials, timeout=10)
+    assert reply.cni_result == b"added static"
+    with pytest.raises(grpc.RpcError) as unimplemented:
+        cni_grpc.Cni.CmdDel(request, target, insecure=True, timeout=10)
+    assert unimplemented.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_experimental_static_streaming_calls(served: Tuple[str, Any, Any, str]) -> None:
+    _, test_grpc, _, target = served
+    service = test_grpc.TestService
+    total = service.StreamingInputCall(_input_requests(2, 2), target, insecure=True, timeout=10)
+    assert total.aggregated_payload_size == 4
+    sizes = _sizes(
+        service.StreamingOutputCall(_output_request(4, 1), target, insecure=True, timeout=10)
+    )
+    assert sizes == [4, 1]
+    echoed = _sizes(
+        service.FullDuplexCall(iter([_output_request(2)]), target, insecure=True, timeout=10)
+    )
+    assert echoed == [2]
+
+
+def test_experimental_calls_share_one_cached_channel_per_target(
+    served: Tuple[str, Any, Any, str],
+) -> None:
+    _, _, cni_grpc, target = served
+    from minigrpc import experimental
+
+    request = cni_pb2.CniCmdRequest(cni_args=cni_pb2.CniCmdArgs(container_id="cached"))
+    experimental._CACHE.close()
+    for _ in range(3):
+        cni_grpc.Cni.CmdAdd(request, target, insecure=True, timeout=10)
+    assert len(experimental._CACHE._channels) == 1
+    options = [("grpc.primary_user_agent", "x")]
+    cni_grpc.Cni.CmdAdd(request, target, options=options, insecure=True, timeout=10)
+    assert len(experimental._CACHE._channels) == 2
+    experimental._CACHE.close()
+
+
+def test_experimental_calls_refuse_insecure_with_credentials_in_grpcios_words() -> None:
+    _, cni_grpc = _stubs(VERSIONS[-1])
+    credentials = grpc.ssl_channel_credentials()
+    with pytest.raises(ValueError, match="insecure option is mutually exclusive"):
+        cni_grpc.Cni.CmdAdd(
+            cni_pb2.CniCmdRequest(), "127.0.0.1:1", insecure=True, channel_credentials=credentials
+        )
+
+
+@pytest.fixture(scope="module")
+def certs() -> Any:
+    from tests.support.tls_certs import make_certificates
+
+    made = make_certificates()
+    if made is None:
+        pytest.skip("the openssl command is not installed")
+    return made
+
+
+def test_experimental_static_calls_over_tls_with_a_plugin_subclass(certs: Any) -> None:
+    """Generated static calls with ``channel_credentials`` and ``call_credentials`` built from
+    grpcio's names on the alias, a ``grpc.AuthMetadataPlugin`` subclass included."""
+    _, cni_grpc = _stubs(VERSIONS[-1])
+    seen: List[Any] = []
+
+    class Cni(cni_grpc.CniServicer):  # type: ignore[misc,name-defined]
+        def CmdAdd(self, request: Any, context: Any) -> Any:
+            seen.append(dict(context.invocation_metadata()).get("x-method"))
+            return cni_pb2.CniCmdResponse(cni_result=b"secure")
+
+    class MethodPlugin(grpc.AuthMetadataPlugin):  # type: ignore[misc,name-defined]
+        def __call__(self, context: Any, callback: Any) -> None:
+            callback((("x-method", context.method_name),), None)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    cni_grpc.add_CniServicer_to_server(Cni(), server)
+    credentials = grpc.ssl_server_credentials([(certs.server_key, certs.server_chain)])
+    target = f"127.0.0.1:{server.add_secure_port('127.0.0.1:0', credentials)}"
+    server.start()
+    request = cni_pb2.CniCmdRequest()
+    try:
+        reply = cni_grpc.Cni.CmdAdd(
+            request,
+            target,
+            channel_credentials=grpc.ssl_channel_credentials(root_certificates=certs.ca),
+            call_credentials=grpc.metadata_call_credentials(MethodPlugin()),
+            timeout=10,
+        )
+        assert reply.cni_result == b"secure" and seen == ["CmdAdd"]
+        # Neither insecure=True nor credentials: grpcio's default, TLS with the system's roots,
+        # which do not trust the test CA.
+        with pytest.raises(grpc.RpcError) as untrusted:
+            cni_grpc.Cni.CmdAdd(request, target, wait_for_ready=False, timeout=10)
+        assert untrusted.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert seen == ["CmdAdd"]
+    finally:
+        server.stop(None).wait(10)
+
+
+def test_experimental_call_credentials_need_a_secure_channel(
+    served: Tuple[str, Any, Any, str],
+) -> None:
+    _, _, cni_grpc, target = served
+    with pytest.raises(ValueError, match="call credentials need a secure channel"):
+        cni_grpc.Cni.CmdAdd(
+            cni_pb2.CniCmdRequest(), target, insecure=True, call_credentials=object(), timeout=5
+        )
+
+
+# -- grpcio's pure-Python add-ons -------------------------------------------------------------
+
+
+def _addon(distribution_module: str, messages_module: str) -> None:
+    """Skip when the add-on is not installed, or its *messages* need a newer protobuf (the
+    ``oldest`` tox env); the module that imports grpc must then load, whatever happens."""
+    if importlib.util.find_spec(distribution_module) is None:
+        pytest.skip(f"{distribution_module} is not installed")
+    try:
+        importlib.import_module(messages_module)
+    except ImportError as exc:
+        pytest.skip(f"{messages_module} does not load on this protobuf: {exc}")
+
+
+@pytest.fixture()
+def health_target() -> Iterator[Tuple[Any, Any, str, Any]]:
+    _addon("grpc_health", "grpc_health.v1.health_pb2")
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    servicer = health.HealthServicer()
+    servicer.set("minigrpc.Test", health_pb2.HealthCheckResponse.NOT_SERVING)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield health_pb2, health_pb2_grpc, f"127.0.0.1:{port}", servicer
+    finally:
+        server.stop(None).wait(10)
+
+
+def test_grpc_health_check_on_minigrpc_client_and_server(
+    health_target: Tuple[Any, Any, str, Any],
+) -> None:
+    health_pb2, health_pb2_grpc, target, _ = health_target
+    assert health_pb2_grpc.grpc is grpc
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest
+        response = health_pb2.HealthCheckResponse
+        assert stub.Check(request(service=""), timeout=10).status == response.SERVING
+        assert stub.Check(request(service="minigrpc.Test"), timeout=10).status == (
+            response.NOT_SERVING
+        )
+        with pytest.raises(grpc.RpcError) as unknown:
+            stub.Check(request(service="no.such.Service"), timeout=10)
+        assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_grpc_health_watch_on_minigrpc_client_and_server(
+    health_target: Tuple[Any, Any, str, Any],
+) -> None:
+    """Watch streams the current status, then every change (grpc_health's own servicer)."""
+    health_pb2, health_pb2_grpc, target, servicer = health_target
+    status = health_pb2.HealthCheckResponse
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service="minigrpc.Test"), timeout=10)
+        assert next(watch).status == status.NOT_SERVING
+        servicer.set("minigrpc.Test", status.SERVING)
+        assert next(watch).status == status.SERVING
+        watch.cancel()
+        assert watch.code() == grpc.StatusCode.CANCELLED
+
+
+def _rich_status(code: int, message: str) -> Any:
+    from google.rpc import status_pb2
+
+    status = status_pb2.Status(code=code, message=message)
+    status.details.add().Pack(messages_pb2.Payload(body=b"why"))
+    return status
+
+
+def test_grpc_status_from_call_reads_a_minigrpc_rpc_error() -> None:
+    _addon("grpc_status", "google.rpc.status_pb2")
+    from grpc_status import rpc_status
+
+    from tests.support.scripted_peer import ScriptedServer
+
+    status = _rich_status(grpc.StatusCode.FAILED_PRECONDITION.value[0], "not ready")
+    details_bin = base64.b64encode(status.SerializeToString()).rstrip(b"=")
+
+    def answer(request: Any) -> None:
+        request.respond_raw(
+            b"",
+            trailers=[
+                (b"grpc-status", b"9"),
+                (b"grpc-message", b"not ready"),
+                (b"grpc-status-details-bin", details_bin),
+            ],
+        )
+
+    with ScriptedServer.h2(answer) as server, grpc.insecure_channel(server.target) as channel:
+        with pytest.raises(grpc.RpcError) as failed:
+            channel.unary_unary("/minigrpc.Test/Fail")(b"", timeout=10)
+    assert rpc_status.from_call(failed.value) == status
+
+
+def test_grpc_status_abort_with_status_on_a_minigrpc_server() -> None:
+    _addon("grpc_status", "google.rpc.status_pb2")
+    from grpc_status import rpc_status
+
+    status = _rich_status(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], "too many")
+
+    def fail(request: bytes, context: Any) -> bytes:
+        context.abort_with_status(rpc_status.to_status(status))
+        raise AssertionError("abort_with_status returned")
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "minigrpc.Test", {"Fail": grpc.unary_unary_rpc_method_handler(fail)}
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.RpcError) as failed:
+                channel.unary_unary("/minigrpc.Test/Fail")(b"", timeout=10)
+    finally:
+        server.stop(None).wait(10)
+    err = failed.value
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.details() == "too many"
+    assert rpc_status.from_call(err) == status

@@ -1,0 +1,356 @@
+"""Status codes, mapping tables, targets and the h2 plumbing (doc/statuscodes.md,
+doc/http-grpc-status-mapping.md, PROTOCOL-HTTP2.md "Errors")."""
+
+from __future__ import annotations
+
+import socket
+
+import h2.connection
+import h2.events
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from minigrpc import headers, http2, status, targets, wire
+from minigrpc.status import StatusCode
+from tests.support.strategies import APPLICATION_METADATA
+
+# ---- status -----------------------------------------------------------------------------------
+
+
+def test_status_codes_match_grpcio() -> None:
+    grpc = pytest.importorskip("grpc")
+    assert [c.name for c in StatusCode] == [c.name for c in grpc.StatusCode]
+    for ours in StatusCode:
+        assert ours.value == grpc.StatusCode[ours.name].value
+        assert ours.number == ours.value[0]
+
+
+def test_go_names() -> None:
+    names = [c.go_name for c in StatusCode]
+    assert names == (
+        "OK Canceled Unknown InvalidArgument DeadlineExceeded NotFound AlreadyExists "
+        "PermissionDenied ResourceExhausted FailedPrecondition Aborted OutOfRange Unimplemented "
+        "Internal Unavailable DataLoss Unauthenticated"
+    ).split()
+
+
+def test_rpc_error_reads_like_grpc_go() -> None:
+    err = status.RpcError(status.CallStatus(StatusCode.UNAVAILABLE, "connection error"))
+    assert str(err) == "rpc error: code = Unavailable desc = connection error"
+    assert err.code() is StatusCode.UNAVAILABLE and err.details() == "connection error"
+    odd = status.RpcError(status.CallStatus(StatusCode.UNKNOWN, "x", number=42))
+    assert str(odd) == "rpc error: code = Code(42) desc = x"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (b"0", (StatusCode.OK, None)),
+        (b"14", (StatusCode.UNAVAILABLE, None)),
+        ("16", (StatusCode.UNAUTHENTICATED, None)),
+        (b"17", (StatusCode.UNKNOWN, 17)),
+        (b"abc", (StatusCode.UNKNOWN, None)),
+        (b"", (StatusCode.UNKNOWN, None)),
+        (b"-1", (StatusCode.UNKNOWN, None)),
+        (None, (StatusCode.UNKNOWN, None)),
+    ],
+)
+def test_parse_grpc_status(value: object, expected: tuple) -> None:
+    assert status.parse_grpc_status(value) == expected  # type: ignore[arg-type]
+
+
+def test_http_mapping_table() -> None:
+    assert status.status_from_http(404) is StatusCode.UNIMPLEMENTED
+    assert status.status_from_http(503) is StatusCode.UNAVAILABLE
+    assert status.status_from_http(200) is StatusCode.UNKNOWN
+    assert status.status_from_http(418) is StatusCode.UNKNOWN
+
+
+def test_rst_stream_mapping_table() -> None:
+    assert status.status_from_rst_stream(8) is StatusCode.CANCELLED
+    assert status.status_from_rst_stream(8, past_deadline=True) is StatusCode.DEADLINE_EXCEEDED
+    assert status.status_from_rst_stream(7) is StatusCode.UNAVAILABLE
+    assert status.status_from_rst_stream(3) is StatusCode.RESOURCE_EXHAUSTED
+    assert status.status_from_rst_stream(0x99) is StatusCode.INTERNAL
+    assert status.rst_stream_details(2) == (
+        "stream terminated by RST_STREAM with error code: INTERNAL_ERROR"
+    )
+
+
+# ---- targets ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "family", "address", "authority"),
+    [
+        ("unix:relative.sock", socket.AF_UNIX, "relative.sock", "localhost"),
+        ("unix:/abs/x.sock", socket.AF_UNIX, "/abs/x.sock", "localhost"),
+        ("unix:///abs/x.sock", socket.AF_UNIX, "/abs/x.sock", "localhost"),
+        ("unix-abstract:name", socket.AF_UNIX, b"\0name", "localhost"),
+        ("127.0.0.1:50051", socket.AF_INET, ("127.0.0.1", 50051), "127.0.0.1:50051"),
+        ("[::1]:8080", socket.AF_INET6, ("::1", 8080), "[::1]:8080"),
+        ("dns:///localhost:5", socket.AF_UNSPEC, ("localhost", 5), "localhost:5"),
+        ("dns://8.8.8.8/example.com:7", socket.AF_UNSPEC, ("example.com", 7), "example.com:7"),
+        ("example.com", socket.AF_UNSPEC, ("example.com", 80), "example.com:80"),
+    ],
+)
+def test_parse_target(target: str, family: int, address: object, authority: str) -> None:
+    parsed = targets.parse_target(target)
+    assert (parsed.family, parsed.address, parsed.authority) == (family, address, authority)
+
+
+@pytest.mark.parametrize("bad", ["", "unix:", "[::1", "host:99999", "host:abc", "unix://x"])
+def test_parse_target_rejects(bad: str) -> None:
+    with pytest.raises(ValueError):
+        targets.parse_target(bad)
+
+
+def test_dial_text() -> None:
+    assert targets.parse_target("unix:/a.sock").dial_text == "unix /a.sock"
+    assert targets.parse_target("unix-abstract:n").dial_text == "unix @n"
+    assert targets.parse_target("[::1]:1").dial_text == "tcp [::1]:1"
+
+
+# ---- http2 ------------------------------------------------------------------------------------
+
+
+def _pair() -> tuple:
+    client = h2.connection.H2Connection(http2.client_config())
+    server = h2.connection.H2Connection(http2.server_config())
+    http2.start_connection(client)
+    server.initiate_connection()
+    server.receive_data(client.data_to_send())
+    client.receive_data(server.data_to_send())
+    server.receive_data(client.data_to_send())
+    return client, server
+
+
+def test_start_connection_settings_take_effect() -> None:
+    client, server = _pair()
+    assert server.remote_settings.initial_window_size == http2.DEFAULT_STREAM_WINDOW
+    assert server.remote_settings.max_frame_size == http2.DEFAULT_MAX_FRAME_SIZE
+    assert server.remote_settings.enable_push == 0
+    assert client.inbound_flow_control_window == http2.DEFAULT_CONNECTION_WINDOW
+
+
+@given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30))
+def test_frame_splitter_cuts_only_after_goaway(cuts: list) -> None:
+    client, server = _pair()
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/a/b"),
+                              (b":authority", b"x")], end_stream=True)
+    server.receive_data(client.data_to_send())
+    server.send_headers(sid, [(b":status", b"200")])
+    server.send_data(sid, b"hello")
+    wire_bytes = server.data_to_send()
+    goaway = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00"
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    stream = wire_bytes + goaway + ping
+    splitter = http2.FrameSplitter()
+    chunks = []
+    pos = 0
+    i = 0
+    while pos < len(stream):
+        piece = stream[pos : pos + cuts[i % len(cuts)]]
+        chunks.extend(splitter.feed(piece))
+        pos += len(piece)
+        i += 1
+    assert b"".join(chunks) == stream
+    # Exactly one chunk ends with the GOAWAY frame, and no chunk holds GOAWAY and more.
+    boundary = len(wire_bytes) + len(goaway)
+    offsets = []
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        offsets.append(total)
+    assert boundary in offsets
+
+
+def test_goaway_then_ping_in_one_read_keeps_stream_alive() -> None:
+    """grpc-go's graceful stop sends GOAWAY and PING together (PROTOCOL-HTTP2.md, "GOAWAY
+    Frame")."""
+    client, server = _pair()
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/a/b"),
+                              (b":authority", b"x")], end_stream=True)
+    server.receive_data(client.data_to_send())
+    goaway = b"\x00\x00\x08\x07\x00" + b"\x7f\xff\xff\xff"[:0] + b"\x00\x00\x00\x00"
+    goaway += (2**31 - 1).to_bytes(4, "big") + b"\x00\x00\x00\x00"
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + bytes([1, 6, 1, 8, 0, 3, 3, 9])
+    server.send_headers(sid, [(b":status", b"200")])
+    server.send_data(sid, b"\x00\x00\x00\x00\x00")
+    server.send_headers(sid, [(b"grpc-status", b"0")], end_stream=True)
+    response = server.data_to_send()
+    events = []
+    splitter = http2.FrameSplitter()
+    for chunk in splitter.feed(goaway + ping + response):
+        events.extend(client.receive_data(chunk))
+        if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
+            http2.reopen_after_goaway(client)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[0] == "ConnectionTerminated"
+    assert "PingReceived" in kinds and "DataReceived" in kinds and "StreamEnded" in kinds
+
+
+def test_frame_splitter_checks_preface() -> None:
+    splitter = http2.FrameSplitter(expect_preface=True)
+    assert splitter.feed(http2.CLIENT_PREFACE[:10]) == [http2.CLIENT_PREFACE[:10]]
+    assert splitter.feed(http2.CLIENT_PREFACE[10:]) == [http2.CLIENT_PREFACE[10:]]
+    with pytest.raises(http2.PrefaceError):
+        http2.FrameSplitter(expect_preface=True).feed(b"GET / HTTP/1.1\r\n")
+
+
+def _frame_header(length: int, frame_type: int, flags: int = 0, stream_id: int = 1) -> bytes:
+    """A 9-byte frame header (RFC 9113 §4.1)."""
+    return length.to_bytes(3, "big") + bytes((frame_type, flags)) + stream_id.to_bytes(4, "big")
+
+
+def test_frame_splitter_rejects_an_oversized_frame_at_its_header() -> None:
+    """RFC 9113 §4.2: the length is known from the header; no body byte is needed to reject."""
+    splitter = http2.FrameSplitter(max_frame_size=16384)
+    ok = _frame_header(16384, 0x0) + b"\0" * 16384  # exactly the limit passes
+    assert b"".join(splitter.feed(ok)) == ok
+    header = _frame_header(16385, 0x0)
+    assert splitter.feed(header[:5]) == [header[:5]]  # an incomplete header decides nothing
+    with pytest.raises(http2.FrameSizeError) as caught:
+        splitter.feed(header[5:])
+    assert (caught.value.length, caught.value.limit) == (16385, 16384)
+    assert isinstance(caught.value, ValueError) and "frame too large" in str(caught.value)
+
+
+def test_frame_splitter_without_limits_accepts_any_length() -> None:
+    header = _frame_header(2**24 - 1, 0x0)
+    assert http2.FrameSplitter().feed(header) == [header]
+
+
+def test_frame_splitter_checks_frames_after_the_preface() -> None:
+    splitter = http2.FrameSplitter(expect_preface=True, max_frame_size=16384)
+    with pytest.raises(http2.FrameSizeError):
+        splitter.feed(http2.CLIENT_PREFACE + _frame_header(0, 0x4, stream_id=0)
+                      + _frame_header(1 << 20, 0x0))
+
+
+def test_frame_splitter_bounds_a_growing_header_block() -> None:
+    """HEADERS + CONTINUATION without END_HEADERS past the limit (CVE-2024-27316)."""
+    splitter = http2.FrameSplitter(max_header_block=250)
+    splitter.feed(_frame_header(100, 0x1) + b"h" * 100)  # HEADERS without END_HEADERS
+    splitter.feed(_frame_header(100, 0x9) + b"c" * 100)  # CONTINUATION: 200 so far
+    with pytest.raises(http2.HeaderBlockTooLarge, match="CONTINUATION"):
+        splitter.feed(_frame_header(100, 0x9))
+
+
+def test_frame_splitter_counts_each_header_block_separately() -> None:
+    splitter = http2.FrameSplitter(max_header_block=250)
+    for stream_id in (1, 3, 5):
+        block = _frame_header(200, 0x1, stream_id=stream_id) + b"h" * 200
+        block += _frame_header(50, 0x9, flags=0x4, stream_id=stream_id) + b"c" * 50
+        assert b"".join(splitter.feed(block)) == block
+    # DATA frames never count towards a header block.
+    assert splitter.feed(_frame_header(1000, 0x0)) == [_frame_header(1000, 0x0)]
+
+
+def test_frame_splitter_isolates_goaway_in_its_own_chunk() -> None:
+    settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    goaway = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00"
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    assert http2.FrameSplitter().feed(settings + goaway + ping) == [settings, goaway, ping]
+
+
+def test_client_keeps_its_acks_when_goaway_arrives_in_the_same_read() -> None:
+    """h2 empties its output buffer on GOAWAY; the SETTINGS ACK queued just before must survive."""
+    from minigrpc.client_protocol import ClientConnectionProtocol
+
+    client = ClientConnectionProtocol()
+    client.initiate()
+    client.data_to_send()
+    server = h2.connection.H2Connection(http2.server_config())
+    server.initiate_connection()
+    goaway = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
+    client.receive_data(server.data_to_send() + goaway)
+    assert client.data_to_send().startswith(b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")  # SETTINGS ACK
+
+
+@given(
+    data=st.binary(max_size=40),
+    pad_length=st.one_of(st.none(), st.integers(min_value=0, max_value=255)),
+)
+def test_data_frame_repr_matches_hyperframe(data: bytes, pad_length: object) -> None:
+    """http2 replaces DataFrame's body repr by a cheap one; the text must stay hyperframe's."""
+    from hyperframe.frame import DataFrame, Frame
+
+    frame = DataFrame(1, data=data)
+    if pad_length is not None:
+        frame.flags.add("PADDED")
+        frame.pad_length = pad_length
+    assert frame._body_repr() == Frame._body_repr(frame)
+    assert repr(frame).endswith(Frame._body_repr(frame))
+
+
+@given(
+    data=st.binary(max_size=300),
+    as_view=st.booleans(),
+    pad_length=st.one_of(st.none(), st.integers(min_value=0, max_value=255)),
+    end_stream=st.booleans(),
+    stream_id=st.integers(min_value=1, max_value=2**31 - 1),
+)
+def test_data_frame_serialize_matches_hyperframe(
+    data: bytes, as_view: bool, pad_length: object, end_stream: bool, stream_id: int
+) -> None:
+    """http2 replaces DataFrame.serialize by a one-copy version; the bytes must stay
+    hyperframe's, for bytes and memoryview payloads alike."""
+    from hyperframe.frame import DataFrame, Frame
+
+    def make() -> DataFrame:
+        frame = DataFrame(stream_id, data=memoryview(data) if as_view else data)
+        if end_stream:
+            frame.flags.add("END_STREAM")
+        if pad_length is not None:
+            frame.flags.add("PADDED")
+            frame.pad_length = pad_length
+        return frame
+
+    ours, theirs = make(), make()
+    assert DataFrame.serialize is http2._data_frame_serialize
+    assert ours.serialize() == Frame.serialize(theirs)
+    assert ours.body_len == theirs.body_len
+
+
+# -- h2's outbound header validation is off (http2._config); prove nothing changes --------------
+
+@example(path=" /svc/m\x0c", timeout=None, encoding=None, metadata=[("k", " v ")])
+@given(
+    path=st.text(min_size=1, max_size=40).filter(lambda p: not headers.malformed_path(p)),
+    timeout=st.one_of(st.none(), st.floats(min_value=0.001, max_value=1e6)),
+    encoding=st.sampled_from([None, "gzip", "deflate"]),
+    metadata=APPLICATION_METADATA,
+)
+def test_request_headers_pass_h2_outbound_validation_unchanged(
+    path: str, timeout: object, encoding: object, metadata: list
+) -> None:
+    """Whatever request header block the API lets through, a validating h2 client accepts
+    and encodes to exactly the same bytes as ours."""
+    block = headers.request_headers(
+        path=path,
+        authority="localhost",
+        user_agent="grpc-python-minigrpc/test",
+        timeout=timeout,  # type: ignore[arg-type]
+        encoding=encoding,  # type: ignore[arg-type]
+        metadata=wire.encode_metadata(metadata),
+    )
+    written = []
+    for validate in (False, True):
+        config = http2.client_config()
+        assert config.validate_outbound_headers is False
+        config.validate_outbound_headers = validate
+        conn = h2.connection.H2Connection(config)
+        conn.initiate_connection()
+        conn.data_to_send()
+        conn.send_headers(conn.get_next_available_stream_id(), block, end_stream=True)
+        written.append(conn.data_to_send())
+    assert written[0] == written[1]
+
+
+@pytest.mark.parametrize("path", ["", " ", "\x0c", " \t\x0b ", "/svc/a\r\nx", "/svc/\n", "/svc/\0"])
+def test_malformed_paths(path: str) -> None:
+    assert headers.malformed_path(path)

@@ -10,16 +10,19 @@ tests/tls_certs.py and written as PEM files for the Go binaries, which take them
 * the Go client (tests/go/interop_client): ``-ca``, ``-server_host_override``, ``-cert`` and
   ``-key``.
 
-Everything runs over TCP to 127.0.0.1, the way a secure port is normally used. A grpc-go
+Everything runs over TCP to 127.0.0.1, the way a secure port is normally used, and a few calls
+also over unix sockets (path and abstract), where both sides check the name "localhost". A grpc-go
 client against the grpc-go server checks the peers themselves, so a failure elsewhere is
 minigrpc's. Every test is skipped, with the reason, when Go or openssl is missing.
 """
 
 from __future__ import annotations
 
+import shutil
 import socket
 import ssl
 import subprocess
+import uuid
 from typing import Any, Dict, Iterator, List, Sequence
 
 import pytest
@@ -30,6 +33,7 @@ from minigrpc.descriptors import add_servicer, stub
 from tests.go_peers import GoPeers, GoServer, GoUnavailable, build_go_peers, run_interop_case
 from tests.interop import empty_pb2, messages_pb2, test_pb2
 from tests.interop.servicer import TestServiceServicer
+from tests.peers import listen_address, short_temp_dir
 from tests.tls_certs import OVERRIDE_NAME, Certificates, make_certificates
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.go_peer]
@@ -37,6 +41,8 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.go_peer]
 #: The interop cases the grpc-go client runs against minigrpc's TLS server.
 GO_CLIENT_CASES = ["empty_unary", "large_unary", "client_streaming", "server_streaming",
                    "ping_pong"]
+#: Unix socket kinds that also get TLS calls (the tests of tests/peers.py's address kinds).
+UNIX_KINDS = ["unix", "unix-abstract"]
 LARGE_REQUEST = 271_828
 LARGE_RESPONSE = 314_159
 WAIT = 10.0
@@ -102,10 +108,24 @@ def go_override_target(go_peers: GoPeers, pem: Dict[str, str]) -> Iterator[str]:
         yield server.targets[0]
 
 
-class MinigrpcTlsServer:
-    """minigrpc's server with the interop servicer on a secure TCP port of 127.0.0.1."""
+@pytest.fixture(scope="module")
+def go_tls_unix_targets(go_peers: GoPeers, pem: Dict[str, str]) -> Iterator[Dict[str, str]]:
+    """grpc-go serving TLS on a unix socket path and an abstract one: kind -> target."""
+    directory = short_temp_dir()
+    addresses = [f"unix:{directory}/go-tls.sock",
+                 f"unix-abstract:minigrpc-go-tls-{uuid.uuid4().hex[:16]}"]
+    flags = ["-tls_cert", pem["server_chain"], "-tls_key", pem["server_key"]]
+    with GoServer(go_peers, addresses, extra_args=flags) as server:
+        yield dict(zip(UNIX_KINDS, server.targets))
+    shutil.rmtree(directory, ignore_errors=True)
 
-    def __init__(self, key: bytes, chain: bytes, client_ca: Any = None) -> None:
+
+class MinigrpcTlsServer:
+    """minigrpc's server with the interop servicer on a secure TCP port of 127.0.0.1, and on
+    secure unix sockets of ``unix_kinds`` (``unix_targets`` maps each kind to its target)."""
+
+    def __init__(self, key: bytes, chain: bytes, client_ca: Any = None,
+                 unix_kinds: Sequence[str] = ()) -> None:
         self.servicer = TestServiceServicer()
         self.server = minigrpc.server()
         add_servicer(self.server, test_pb2.DESCRIPTOR.services_by_name["TestService"],
@@ -116,18 +136,31 @@ class MinigrpcTlsServer:
         )
         port = self.server.add_secure_port("127.0.0.1:0", credentials)
         self.target = f"127.0.0.1:{port}"
+        self.directory = short_temp_dir() if unix_kinds else None
+        self.unix_targets: Dict[str, str] = {}
+        for kind in unix_kinds:
+            address = listen_address(kind, self.directory)
+            self.server.add_secure_port(address, credentials)
+            self.unix_targets[kind] = address
         self.server.start()
 
     def stop(self) -> None:
         self.servicer.release_sleepers()
         assert self.server.stop(None).wait(30), "the minigrpc server did not stop"
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def minigrpc_tls_target(certs: Certificates) -> Iterator[str]:
-    server = MinigrpcTlsServer(certs.server_key, certs.server_chain)
-    yield server.target
+def minigrpc_tls_server(certs: Certificates) -> Iterator[MinigrpcTlsServer]:
+    server = MinigrpcTlsServer(certs.server_key, certs.server_chain, unix_kinds=UNIX_KINDS)
+    yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def minigrpc_tls_target(minigrpc_tls_server: MinigrpcTlsServer) -> str:
+    return minigrpc_tls_server.target
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +247,20 @@ def test_minigrpc_unary_calls_to_grpc_go_over_tls(certs: Certificates, go_tls_ta
         assert len(response.payload.body) == LARGE_RESPONSE
 
 
+@pytest.mark.parametrize("kind", UNIX_KINDS)
+def test_minigrpc_calls_to_grpc_go_over_tls_on_unix_sockets(
+    certs: Certificates, go_tls_unix_targets: Dict[str, str], kind: str
+) -> None:
+    channel, service = secure_service(go_tls_unix_targets[kind], certs.ca)
+    with channel:
+        response = service.UnaryCall(large_request(), timeout=WAIT)
+        assert len(response.payload.body) == LARGE_RESPONSE
+        request = messages_pb2.StreamingOutputCallRequest(
+            response_parameters=[messages_pb2.ResponseParameters(size=n) for n in (1, 70000)])
+        sizes = [len(r.payload.body) for r in service.StreamingOutputCall(request, timeout=WAIT)]
+        assert sizes == [1, 70000]
+
+
 def test_minigrpc_streaming_calls_to_grpc_go_over_tls(
     certs: Certificates, go_tls_target: str
 ) -> None:
@@ -281,6 +328,16 @@ def test_grpc_go_interop_cases_over_tls(
 ) -> None:
     completed = go_client(go_peers, minigrpc_tls_target, case, ["-ca", pem["ca"]])
     assert_go_passed(completed, case)
+
+
+@pytest.mark.parametrize("kind", UNIX_KINDS)
+@pytest.mark.parametrize("case", ["large_unary", "ping_pong"])
+def test_grpc_go_over_tls_on_unix_sockets(
+    go_peers: GoPeers, pem: Dict[str, str], minigrpc_tls_server: MinigrpcTlsServer, kind: str,
+    case: str,
+) -> None:
+    target = minigrpc_tls_server.unix_targets[kind]
+    assert_go_passed(go_client(go_peers, target, case, ["-ca", pem["ca"]]), case)
 
 
 def test_grpc_go_mutual_tls(

@@ -10,7 +10,9 @@
 // With -ca FILE the channel uses TLS (credentials.NewTLS, ALPN h2) and trusts that PEM CA;
 // -server_host_override NAME verifies the server's certificate against NAME instead of the
 // target's host (and sends it as :authority, as grpc.ssl_target_name_override does), and
-// -cert FILE -key FILE present a client certificate (mutual TLS).
+// -cert FILE -key FILE present a client certificate (mutual TLS). -tls12 caps the version at
+// TLS 1.2, where a server refuses a missing client certificate inside the handshake rather
+// than after it (TLS 1.3).
 package main
 
 import (
@@ -467,7 +469,7 @@ func caseNames() []string {
 // server's certificate is serverName when given, else the target's host ("localhost" for unix
 // sockets). It is set in the tls.Config because grpc-go 1.33 would otherwise take it from the
 // passthrough endpoint, which for a unix target is not a host name.
-func tlsOption(target, caFile, serverName, certFile, keyFile string) (grpc.DialOption, error) {
+func tlsOption(target, caFile, serverName, certFile, keyFile string, tls12 bool) (grpc.DialOption, error) {
 	pem, err := ioutil.ReadFile(caFile)
 	if err != nil {
 		return nil, err
@@ -485,6 +487,9 @@ func tlsOption(target, caFile, serverName, certFile, keyFile string) (grpc.DialO
 		}
 	}
 	config := &tls.Config{RootCAs: pool, ServerName: serverName}
+	if tls12 {
+		config.MaxVersion = tls.VersionTLS12
+	}
 	if certFile != "" || keyFile != "" {
 		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
@@ -505,6 +510,7 @@ func main() {
 		"with -ca: the name the server's certificate must carry (and the :authority)")
 	certFile := flag.String("cert", "", "with -ca: PEM client certificate chain (mutual TLS)")
 	keyFile := flag.String("key", "", "with -ca: the PEM private key of -cert")
+	tls12 := flag.Bool("tls12", false, "with -ca: TLS 1.2 at most")
 	flag.Parse()
 	if *list {
 		for _, n := range caseNames() {
@@ -520,14 +526,14 @@ func main() {
 	wire.RegisterDeflate()
 	security := grpc.WithInsecure()
 	if *caFile != "" {
-		option, err := tlsOption(*target, *caFile, *override, *certFile, *keyFile)
+		option, err := tlsOption(*target, *caFile, *override, *certFile, *keyFile, *tls12)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: TLS: %v\n", *name, err)
 			os.Exit(2)
 		}
 		security = option
-	} else if *override != "" || *certFile != "" || *keyFile != "" {
-		fmt.Fprintln(os.Stderr, "interop_client: -server_host_override, -cert and -key need -ca")
+	} else if *override != "" || *certFile != "" || *keyFile != "" || *tls12 {
+		fmt.Fprintln(os.Stderr, "interop_client: -server_host_override, -cert, -key and -tls12 need -ca")
 		os.Exit(2)
 	}
 	// With TLS, grpc-go sends the verified server name as :authority and ignores WithAuthority.

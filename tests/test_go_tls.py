@@ -2,13 +2,13 @@
 ``grpc.ssl_target_name_override`` and the failures a user meets.
 
 tests/test_tls.py does the same against grpcio; this file uses grpc-go (the library
-antrea-agent runs), built by tests/go_peers.py. Certificates are made per session by
+antrea-agent runs), built by tests/go_peers.py. Certificates are made once for this file by
 tests/tls_certs.py and written as PEM files for the Go binaries, which take them as flags:
 
 * the Go server (tests/go/interop_server): ``-tls_cert``, ``-tls_key`` and, for mutual TLS,
   ``-client_ca`` (grpc-go's ``credentials.NewTLS``, which offers ALPN h2 itself);
-* the Go client (tests/go/interop_client): ``-ca``, ``-server_host_override``, ``-cert`` and
-  ``-key``.
+* the Go client (tests/go/interop_client): ``-ca``, ``-server_host_override``, ``-cert``,
+  ``-key`` and ``-tls12`` (TLS 1.2 at most).
 
 Everything runs over TCP to 127.0.0.1, the way a secure port is normally used, and a few calls
 also over unix sockets (path and abstract), where both sides check the name "localhost". A grpc-go

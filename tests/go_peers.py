@@ -267,11 +267,13 @@ class GoServer:
 
     ``addresses`` use the server's flag syntax: ``unix:PATH``, ``unix-abstract:NAME``,
     ``tcp:HOST:PORT``. After :meth:`start`, ``targets`` holds the client target of each, in
-    order (a TCP port 0 replaced by the port the kernel chose)."""
+    order (a TCP port 0 replaced by the port the kernel chose). ``extra_args`` are more flags
+    for the server, such as ``-tls_cert``, ``-tls_key`` and ``-client_ca`` (TLS, mutual TLS)."""
 
     peers: GoPeers
     addresses: Sequence[str]
     plain: bool = False
+    extra_args: Sequence[str] = ()
     targets: List[str] = field(default_factory=list)
     process: Optional[subprocess.Popen[bytes]] = None
     _stderr: Optional[IO[bytes]] = None
@@ -282,6 +284,7 @@ class GoServer:
             command.append("-plain")
         for address in self.addresses:
             command += ["-listen", address]
+        command += list(self.extra_args)
         self._stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self._stderr)
@@ -349,11 +352,16 @@ class GoServer:
 
 
 def run_interop_case(peers: GoPeers, target: str, case: str, *, unary_only: bool = False,
+                     extra_args: Sequence[str] = (),
                      timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run the Go interop client's ``case`` against ``target``; exit status 0 means passed."""
+    """Run the Go interop client's ``case`` against ``target``; exit status 0 means passed.
+
+    ``extra_args`` are more client flags, such as ``-ca``, ``-server_host_override``, ``-cert``
+    and ``-key`` (TLS)."""
     command = [peers.binary("interop_client"), "-target", target, "-case", case]
     if unary_only:
         command.append("-unary-only")
+    command += list(extra_args)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 

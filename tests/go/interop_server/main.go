@@ -9,6 +9,10 @@
 // Once every listener is open it prints one "READY <client target>" line per -listen flag, in
 // order, so a test waits on stdout rather than on a timer. With -stop-on-stdin-eof it stops
 // when its standard input closes (the benchmark harness's polite stop).
+//
+// With -tls_cert FILE -tls_key FILE every address serves TLS (grpc-go's credentials.NewTLS,
+// which offers ALPN h2 itself); adding -client_ca FILE requires and verifies a client
+// certificate signed by that CA (mutual TLS).
 package main
 
 import (
@@ -16,6 +20,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,6 +38,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // decompresses gzip requests
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
@@ -398,12 +406,38 @@ func listen(address string) (net.Listener, string, error) {
 	return nil, "", fmt.Errorf("unknown address %q (unix:PATH, unix-abstract:NAME, tcp:HOST:PORT)", address)
 }
 
+// tlsCredentials builds the server's TLS credentials from PEM files. A client CA turns on
+// mutual TLS: the handshake fails unless the client presents a certificate that CA signed.
+func tlsCredentials(certFile, keyFile, clientCAFile string) (credentials.TransportCredentials, error) {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	config := &tls.Config{Certificates: []tls.Certificate{pair}}
+	if clientCAFile != "" {
+		pem, err := ioutil.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("no certificate in " + clientCAFile)
+		}
+		config.ClientCAs = pool
+		config.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(config), nil
+}
+
 func main() {
 	var addresses listenFlags
 	flag.Var(&addresses, "listen", "address to serve on (repeatable)")
 	stopOnEOF := flag.Bool("stop-on-stdin-eof", false, "stop when standard input closes")
 	plain := flag.Bool("plain", false,
 		"grpc-go's default options only (the benchmarks): responses never compressed")
+	certFile := flag.String("tls_cert", "", "serve TLS with this PEM certificate chain")
+	keyFile := flag.String("tls_key", "", "the PEM private key of -tls_cert")
+	clientCA := flag.String("client_ca", "", "require client certificates signed by this PEM CA")
 	flag.Parse()
 	if len(addresses) == 0 {
 		fmt.Fprintln(os.Stderr, "interop_server: at least one -listen address is needed")
@@ -414,6 +448,18 @@ func main() {
 	options := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(math.MaxInt32),
 		grpc.MaxSendMsgSize(math.MaxInt32),
+	}
+	if (*certFile == "") != (*keyFile == "") || (*clientCA != "" && *certFile == "") {
+		fmt.Fprintln(os.Stderr, "interop_server: -tls_cert and -tls_key go together; -client_ca needs them")
+		os.Exit(2)
+	}
+	if *certFile != "" {
+		creds, err := tlsCredentials(*certFile, *keyFile, *clientCA)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "interop_server: TLS: %v\n", err)
+			os.Exit(1)
+		}
+		options = append(options, grpc.Creds(creds))
 	}
 	if !*plain {
 		options = append(options, grpc.RPCCompressor(selectiveGzip{}), grpc.StatsHandler(forgetAtEnd{}))

@@ -3,7 +3,7 @@
 
 tests/test_tls.py does the same against grpcio; this file uses grpc-go (the library
 antrea-agent runs), built by tests/go_peers.py. Certificates are made once for this file by
-tests/tls_certs.py and written as PEM files for the Go binaries, which take them as flags:
+tests/support/tls_certs.py and written as PEM files for the Go binaries, which take them as flags:
 
 * the Go server (tests/go/interop_server): ``-tls_cert``, ``-tls_key`` and, for mutual TLS,
   ``-client_ca`` (grpc-go's ``credentials.NewTLS``, which offers ALPN h2 itself);
@@ -34,7 +34,7 @@ from tests.go_peers import GoPeers, GoServer, GoUnavailable, build_go_peers, run
 from tests.interop import empty_pb2, messages_pb2, test_pb2
 from tests.interop.servicer import TestServiceServicer
 from tests.peers import listen_address, short_temp_dir
-from tests.tls_certs import OVERRIDE_NAME, Certificates, make_certificates
+from tests.support.tls_certs import OVERRIDE_NAME, Certificates, make_certificates
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.go_peer]
 

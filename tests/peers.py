@@ -62,8 +62,13 @@ def grpcio_in_process() -> bool:
 
 def grpcio_peer_unavailable() -> Optional[str]:
     """Why no grpcio peer can run here (a skip reason), or None when one can."""
-    if grpcio_in_process() or os.environ.get(GRPCIO_PYTHON_ENV):
+    if grpcio_in_process():
         return None
+    child_python = os.environ.get(GRPCIO_PYTHON_ENV)
+    if child_python:
+        if os.access(child_python, os.X_OK):
+            return None
+        return f"{GRPCIO_PYTHON_ENV} names {child_python}, which is not an executable"
     if platform.python_implementation() != "CPython":
         return (f"grpcio runs only on CPython; set {GRPCIO_PYTHON_ENV} to a CPython that has"
                 " it to run the grpcio peers as child processes")

@@ -1,7 +1,7 @@
 """minigrpc and grpc-go over TLS, both directions: ALPN h2, server verification, mutual TLS,
 ``grpc.ssl_target_name_override`` and the failures a user meets.
 
-tests/test_tls.py does the same against grpcio; this file uses grpc-go (the library
+tests/interop/test_tls.py does the same against grpcio; this file uses grpc-go (the library
 antrea-agent runs), built by tests/go_peers.py. Certificates are made once for this file by
 tests/support/tls_certs.py and written as PEM files for the Go binaries, which take them as flags:
 

@@ -172,10 +172,10 @@ def plugin_variants(repo_root: str, work_dir: str) -> Tuple[List[Variant], List[
                                     "stands in for the console script"))
     dist, note = build_dist(repo_root, work_dir)
     if dist is not None:
-        # The zipapp's shebang is `/usr/bin/env python3`; which python3 that finds is an
-        # accident of PATH (here possibly a pyenv shim, a bash script costing ~100 ms).  Run it
-        # with the interpreter the installed plugin uses, so that the comparison measures
-        # packaging (zipimport) and not the interpreter; and, for
+        # The zipapp's sh prologue execs the first `python3` on PATH (with -I -S); which one
+        # that is, is an accident of PATH (here possibly a pyenv shim, a bash script costing
+        # ~100 ms).  Run the archive with the interpreter the installed plugin uses, so that the
+        # comparison measures packaging (zipimport) and not the interpreter; and, for
         # information, with the system's python3 (os.defpath), as on a bare node.
         variants.append(Variant("dist", "dist/antrea", [python, dist],
                                 "zipapp from tools/build_dist.py, run by the same python"))

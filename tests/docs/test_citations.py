@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, List, Optional, Set, Tuple
 
@@ -124,7 +124,7 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
-@cache
+@lru_cache(maxsize=None)
 def tracked_files() -> Tuple[str, ...]:
     out = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
@@ -143,7 +143,7 @@ def checked_files() -> List[str]:
     ]
 
 
-@cache
+@lru_cache(maxsize=None)
 def _existing() -> Set[str]:
     """Tracked files and the directories that hold them."""
     paths = set(tracked_files())
@@ -159,7 +159,7 @@ def _exists(path: str) -> bool:
     return path in _existing() or (ROOT / path).exists()
 
 
-@cache
+@lru_cache(maxsize=None)
 def _md_basenames() -> Set[str]:
     return {Path(name).name for name in tracked_files() if name.endswith(".md")}
 
@@ -174,7 +174,7 @@ def _resolve_doc(name: str, source: str) -> Optional[str]:
     return None
 
 
-@cache
+@lru_cache(maxsize=None)
 def _anchors(doc: str) -> Tuple[str, ...]:
     """Headings and bold lead-ins of a repository Markdown document, as a reader sees them."""
     text = (ROOT / doc).read_text(encoding="utf-8")

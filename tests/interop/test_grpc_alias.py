@@ -181,7 +181,7 @@ def test_table_names_every_public_name_of_the_installed_grpcio() -> None:
     wanted = [*grpc.__all__, *(f"experimental.{name}" for name in experimental)]
     missing = [name for name in wanted if name not in names]
     assert missing == [], f"grpcio {grpc.__version__} has names the alias's table lacks"
-    if grpc._utilities.first_version_is_lower(grpc.__version__, grpc_alias.GRPCIO_VERSION):
+    if grpc_alias.first_version_is_lower(grpc.__version__, grpc_alias.GRPCIO_VERSION):
         return  # an older grpcio (Python 3.7 gets 1.62) lacks names added since; that is fine
     for entry in grpc_alias.GRPCIO_NAMES:
         module_name, _, name = entry.name.rpartition(".")

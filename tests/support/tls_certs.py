@@ -43,13 +43,24 @@ def _new_key_and_request(directory: str, name: str, subject: str) -> None:
 
 
 def _self_signed(directory: str, name: str, subject: str) -> None:
+    # The extensions a strict verifier wants of a CA (Python 3.13's default context sets
+    # VERIFY_X509_STRICT, which refuses a CA without key usage).
     _openssl(
         directory, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
         "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "30", "-subj", subject,
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        "-addext", "subjectKeyIdentifier=hash",
     )
 
 
 def _sign(directory: str, name: str, extensions: List[str]) -> None:
+    extensions = [
+        *extensions,
+        "keyUsage=critical,digitalSignature",
+        "subjectKeyIdentifier=hash",
+        "authorityKeyIdentifier=keyid,issuer",
+    ]
     with open(os.path.join(directory, f"{name}.ext"), "w") as file:
         file.write("\n".join(extensions) + "\n")
     _openssl(

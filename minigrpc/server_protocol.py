@@ -488,7 +488,7 @@ class ServerConnection(ConnectionProtocol):
         if self.closed:
             return []
         try:
-            chunks = self._splitter.feed(data)
+            chunks = self._split(data)
         except http2.FrameError as exc:
             # Each frame error carries its GOAWAY code: PROTOCOL_ERROR for a bad preface,
             # FRAME_SIZE_ERROR (RFC 9113 §4.2; a connection error even on a DATA frame, §5.4,
@@ -686,25 +686,13 @@ class ServerConnection(ConnectionProtocol):
             )
             return
         compressed, payload = call.inbound.messages.popleft()
-        if compressed:
-            if call.encoding is None:
-                self._fail_call(
-                    call,
-                    StatusCode.INTERNAL,
-                    "grpc: compressed flag set with identity or empty encoding",
-                    out,
-                )
-                return
-            try:
-                payload = wire.decompress(
-                    call.encoding, payload, self.settings.max_receive_message_length
-                )
-            except wire.MessageTooLarge as exc:
-                self._fail_call(call, StatusCode.RESOURCE_EXHAUSTED, str(exc), out)
-                return
-            except (wire.DecompressionError, wire.UnsupportedEncoding) as exc:
-                self._fail_call(call, StatusCode.INTERNAL, str(exc), out)
-                return
+        try:
+            payload = wire.decode_message(
+                compressed, payload, call.encoding, self.settings.max_receive_message_length
+            )
+        except errors.CallError as exc:
+            self._fail_call(call, exc.code, str(exc), out)
+            return
         call.request_dispatched = True
         out.append(RequestReady(stream_id, payload, call.encoding if compressed else None))
 
@@ -1012,11 +1000,6 @@ class ServerConnection(ConnectionProtocol):
         self._raw_out.append(http2.goaway_frame(self._highest_stream_id))
 
     # -- internals -------------------------------------------------------------------------------
-
-    def _reset(self, stream_id: int, error_code: int) -> None:
-        stream = self._h2.streams.get(stream_id)
-        if stream is not None and not stream.closed:
-            self._h2.reset_stream(stream_id, error_code)
 
     def _reject(
         self,

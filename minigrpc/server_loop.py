@@ -721,7 +721,8 @@ class ServerLoop:
             # grpcio's wording; grpc-go names the service or method instead.
             protocol.reject_call(event.stream_id, StatusCode.UNIMPLEMENTED, "Method not found!")
             return None
-        if _handlers.handler_behavior(handler) is None:
+        behavior = _handlers.handler_behavior(handler)
+        if behavior is None:
             # A handler whose flags name a shape it has no callable for: a registration bug.
             _LOGGER.error("%s: the handler has no callable for its shape", event.method)
             protocol.reject_call(
@@ -742,6 +743,7 @@ class ServerLoop:
         context = ServicerContext(
             self, connection, event.stream_id, event.method, event.metadata, event.deadline, handler
         )
+        context._behavior = behavior
         connection.calls[event.stream_id] = context
         self._active_rpcs += 1
         if event.deadline is not None:
@@ -947,7 +949,7 @@ class ServerLoop:
                     context, StatusCode.INTERNAL, "Exception deserializing request!", None
                 )
                 return
-        behavior: Any = _handlers.handler_behavior(handler)
+        behavior: Any = context._behavior
         if handler.response_streaming:
             self._stream_responses(context, handler, behavior, argument)
             return
@@ -957,22 +959,25 @@ class ServerLoop:
             self._outcome_of_exception(context, exc)
             return
         serialized = self._serialize(context, handler, response) if response is not None else None
-        set_code = context._code
         if serialized is None:
-            # grpcio: a code the handler set wins; otherwise INTERNAL.
-            code = StatusCode.INTERNAL
-            if set_code is not None and set_code is not StatusCode.OK:
-                code = set_code
-            details = (
-                context._details
-                if context._details is not None
-                else "Failed to serialize response!"
-            )
-            self._send_outcome(context, code, details, None)
+            self._send_no_response(context)
             return
+        set_code = context._code
         code = StatusCode.OK if set_code is None else set_code
         details = context._details or ""
         self._send_outcome(context, code, details, serialized if code is StatusCode.OK else None)
+
+    def _send_no_response(self, context: ServicerContext) -> None:
+        """A response that is None or does not serialize: grpcio sends a code the handler set
+        (other than OK), else INTERNAL, with the handler's details if it set any."""
+        set_code = context._code
+        code = StatusCode.INTERNAL
+        if set_code is not None and set_code is not StatusCode.OK:
+            code = set_code
+        details = (
+            context._details if context._details is not None else "Failed to serialize response!"
+        )
+        self._send_outcome(context, code, details, None)
 
     def _outcome_of_exception(self, context: ServicerContext, exc: Exception) -> None:
         """The handler raised: ``abort()``'s status, or UNKNOWN as grpcio reports it."""
@@ -1019,14 +1024,7 @@ class ServerLoop:
             for response in responses:
                 serialized = self._serialize(context, handler, response)
                 if serialized is None:
-                    set_code = context._code
-                    failed: StatusCode = (
-                        set_code
-                        if set_code is not None and set_code is not StatusCode.OK
-                        else StatusCode.INTERNAL
-                    )
-                    details = context._details or "Failed to serialize response!"
-                    self._send_outcome(context, failed, details, None)
+                    self._send_no_response(context)
                     return
                 if not credit.acquire(len(serialized)):
                     return  # the call ended: nobody reads further responses

@@ -98,6 +98,7 @@ class ServicerContext:
 
     __slots__ = (
         "_aborted",
+        "_behavior",
         "_callbacks",
         "_code",
         "_compress_next",
@@ -135,6 +136,8 @@ class ServicerContext:
     ) -> None:
         self._server = server
         self._handler = handler
+        #: The handler's callable of its shape, found once when the call starts.
+        self._behavior: Optional[Callable[..., Any]] = None
         self._connection = connection
         self._stream_id = stream_id
         self._method = method

@@ -8,7 +8,7 @@ releases, committed here so that the suite needs no network:
 
     python tools/generate_stubs.py                 # every version in VERSIONS
     python tools/generate_stubs.py 1.85.1          # just one
-    python tools/generate_stubs.py --venvs /tmp/stub-venvs   # keep the venvs for a next run
+    python tools/generate_stubs.py --venvs DIR      # keep the venvs in DIR for a next run
 
 For each version the script creates a throwaway venv (``--python`` picks its interpreter:
 grpcio-tools 1.48 and 1.55 ship wheels for Python 3.10 at most), installs

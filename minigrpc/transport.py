@@ -123,6 +123,8 @@ class ClientConnection:
         self._sock: Any = sock  # a socket, or a TLSSocket on a secure channel
         #: ``send()`` flag for writes that must not block; TLS writes go through ``sendall``.
         self._dontwait = _MSG_DONTWAIT if isinstance(sock, socket.socket) else 0
+        #: A TLSSocket's ``pending()``: bytes it already holds, which poll() cannot see.
+        self._tls_pending: Optional[Callable[[], bool]] = getattr(sock, "pending", None)
         self.protocol = ClientConnectionProtocol(
             max_receive_message_length=options.max_receive_message_length,
             stream_window=options.stream_window,
@@ -405,8 +407,7 @@ class ClientConnection:
         return data
 
     def _readable(self, timeout: float) -> bool:
-        pending = getattr(self._sock, "pending", None)
-        if pending is not None and pending():
+        if self._tls_pending is not None and self._tls_pending():
             return True  # TLS already holds bytes that poll() on the descriptor cannot see
         if hasattr(select, "poll"):
             if self._poller is None:

@@ -64,6 +64,7 @@ stop making sense (no preface, a malformed frame), the trace says so once and st
 that direction; the connection itself is never touched.
 """  # noqa: E501
 
+import functools
 import logging
 import os
 import struct
@@ -103,6 +104,7 @@ _EXTRA_FRAME_TYPE_NAMES = {0xC: "ORIGIN", 0x10: "PRIORITY_UPDATE"}
 _EXTRA_SETTING_NAMES = {0x9: "NO_RFC7540_PRIORITIES", 0xFE03: "GRPC_ALLOW_TRUE_BINARY_METADATA"}
 
 
+@functools.lru_cache(maxsize=None)  # once per process, not per traced connection
 def _frame_names() -> "dict[int, str]":
     """Frame type code to its RFC name, from hyperframe's frame classes.
 
@@ -123,6 +125,7 @@ def _frame_names() -> "dict[int, str]":
     return names
 
 
+@functools.lru_cache(maxsize=None)
 def _setting_names() -> "dict[int, str]":
     """SETTINGS identifier to its RFC name, from h2's ``SettingCodes``."""
     from h2.settings import SettingCodes

@@ -380,17 +380,17 @@ class ServerConnection(ConnectionProtocol):
         self.settings = settings or ServerSettings()
         self._clock = clock or time.monotonic
         self._initial_shape: Optional[bool] = None if shape_from_handler else False
-        self._h2 = _ServerH2Connection(config=http2.server_config())
+        conn = _ServerH2Connection(config=http2.server_config())
         hpack_limit = max(
             http2.CONNECTION_MAX_HEADER_LIST_SIZE,
             self.settings.max_header_list_size * _HPACK_LIMIT_FACTOR,
         )
-        self._h2.decoder = _FloorDecoder(hpack_limit)
+        conn.decoder = _FloorDecoder(hpack_limit)
         # Checks the preface, every frame's length against the MAX_FRAME_SIZE we advertise and
         # the growth of header blocks, from the 9-byte frame headers, before h2 buffers a body;
         # and cuts the input after a client's GOAWAY so that no event is lost.
         super().__init__(
-            self._h2,
+            conn,
             http2.FrameSplitter(
                 expect_preface=True,
                 max_frame_size=self.settings.max_frame_size,
@@ -419,7 +419,7 @@ class ServerConnection(ConnectionProtocol):
         """Queue our SETTINGS and connection WINDOW_UPDATE (docs/wire-rules.md, "Flow control and
         sizes")."""
         http2.start_connection(
-            self._h2,
+            self.conn,
             stream_window=self.settings.initial_window_size,
             connection_window=self.settings.connection_window,
             max_frame_size=self.settings.max_frame_size,
@@ -451,7 +451,7 @@ class ServerConnection(ConnectionProtocol):
             unsent, self._unsent = self._unsent, set()
             for stream_id in unsent:
                 self._pump_stream(stream_id)
-        data = self._h2.data_to_send()
+        data = self.conn.data_to_send()
         if self._raw_out:
             self._raw_out.append(data)
             data = b"".join(self._raw_out)
@@ -460,7 +460,7 @@ class ServerConnection(ConnectionProtocol):
 
     def _flush_h2_into_raw(self) -> None:
         """Keep frame order when a raw frame is queued after frames h2 holds."""
-        pending = self._h2.data_to_send()
+        pending = self.conn.data_to_send()
         if pending:
             self._raw_out.append(pending)
 
@@ -497,7 +497,7 @@ class ServerConnection(ConnectionProtocol):
         out: List[CallEvent] = []
         for chunk in chunks:
             try:
-                h2_events = self._h2.receive_data(chunk)
+                h2_events = self.conn.receive_data(chunk)
             except h2.exceptions.ProtocolError as exc:
                 # h2 has queued a GOAWAY; events decoded earlier in this chunk are lost.
                 out.extend(self._connection_failed(f"HTTP/2 protocol error: {exc}"))
@@ -614,7 +614,7 @@ class ServerConnection(ConnectionProtocol):
         if call is None or call.request_dispatched or call.finished:
             # Ack at once for calls we no longer read: h2 still credits the connection.
             if event.flow_controlled_length:
-                self._h2.acknowledge_received_data(event.flow_controlled_length, stream_id)
+                self.conn.acknowledge_received_data(event.flow_controlled_length, stream_id)
             return
         if event.data:
             call.last_progress = self._clock()
@@ -733,7 +733,7 @@ class ServerConnection(ConnectionProtocol):
             call.oversized = self._oversized(metadata, None)
         headers = hdrs.response_headers(encoding, () if call.oversized else metadata)
         call.headers_sent = True
-        self._h2.send_headers(call.stream_id, headers)
+        self.conn.send_headers(call.stream_id, headers)
 
     def finish_call(
         self,
@@ -799,7 +799,7 @@ class ServerConnection(ConnectionProtocol):
         h2 does not check the peer's limit when sending, and a client may treat an oversized
         block as a connection error; so the check is ours (docs/h2-notes.md, "Header lists").
         """
-        limit = self._h2.remote_settings.max_header_list_size
+        limit = self.conn.remote_settings.max_header_list_size
         if limit is None:
             return ""
         size = hdrs.header_list_size(block) + (hdrs.header_list_size(more) if more else 0) + 64
@@ -989,7 +989,7 @@ class ServerConnection(ConnectionProtocol):
         self._drain_phase = DrainPhase.ANNOUNCED
         self._flush_h2_into_raw()
         self._raw_out.append(http2.goaway_frame(_MAX_STREAM_ID))
-        self._h2.ping(DRAIN_PING_PAYLOAD)
+        self.conn.ping(DRAIN_PING_PAYLOAD)
 
     def send_final_goaway(self) -> None:
         """Graceful shutdown, step 2: GOAWAY(highest stream seen); later streams are refused."""
@@ -1015,7 +1015,7 @@ class ServerConnection(ConnectionProtocol):
         headers = hdrs.trailers_only(
             code, details, http_status=http_status, extra_headers=extra_headers
         )
-        self._h2.send_headers(stream_id, headers, end_stream=True)
+        self.conn.send_headers(stream_id, headers, end_stream=True)
         if request_open:
             self._reset(stream_id, h2.errors.ErrorCodes.NO_ERROR)
 
@@ -1036,7 +1036,7 @@ class ServerConnection(ConnectionProtocol):
             headers.extend(initial_metadata)
         call.headers_sent = True
         call.finished = True
-        self._h2.send_headers(call.stream_id, headers, end_stream=True)
+        self.conn.send_headers(call.stream_id, headers, end_stream=True)
         self._after_end_stream(call)
 
     def _queue_trailers(self, call: _Call, trailers: Headers) -> None:
@@ -1067,12 +1067,12 @@ class ServerConnection(ConnectionProtocol):
         outbound = call.outbound
         if not outbound.empty:
             room = self._output_room
-            written = outbound.write(self._h2, stream_id, room)
+            written = outbound.write(self.conn, stream_id, room)
             if room is not None:
                 room -= written
                 self._output_room = room
             if not outbound.empty:
-                if room is not None and room <= 0 and outbound.can_write(self._h2, stream_id):
+                if room is not None and room <= 0 and outbound.can_write(self.conn, stream_id):
                     self._starved = True  # the window allows more; only the socket is full
                 self._blocked.add(stream_id)
                 return
@@ -1080,5 +1080,5 @@ class ServerConnection(ConnectionProtocol):
         if call.trailers is not None:
             trailers, call.trailers = call.trailers, None
             call.finished = True
-            self._h2.send_headers(stream_id, trailers, end_stream=True)
+            self.conn.send_headers(stream_id, trailers, end_stream=True)
             self._after_end_stream(call)

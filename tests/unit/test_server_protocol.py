@@ -919,7 +919,7 @@ def _serve_one_call(
     """Run one call through a ServerConnection; return every byte the server wrote."""
     pair = Pair()
     # A real h2 flag on the real connection: h2 reads it on every send_headers().
-    pair.server._h2.config.validate_outbound_headers = validate_outbound
+    pair.server.conn.config.validate_outbound_headers = validate_outbound
     stream_id = pair.request()
     pair.settle()
     if initial:

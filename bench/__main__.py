@@ -513,7 +513,8 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     actions: Dict[str, Callable[[], Any]] = {
         "cold": lambda: coldstart.run_section(REPO_ROOT, mode.cold_runs, mode.importtime_runs, log),
         "latency": lambda: latency_section(mode, clients, latency_servers),
-        "large": lambda: large_section(mode, clients, latency_servers),
+        # grpclib serves here too: the large-message targets compare servers with it as well.
+        "large": lambda: large_section(mode, clients, [*latency_servers, "grpclib"]),
         "throughput": lambda: throughput_section(mode, throughput_servers, throughput_clients),
         # grpc-go's bench server has the echo only; the three Python libraries serve streams.
         "stream": lambda: stream_section(

@@ -10,7 +10,19 @@ lock and no gRPC layer. Per call, the client sends minigrpc's request headers
 the response; the server takes in the request and sends response headers, the message and the
 trailers; each side acknowledges the DATA it received, as minigrpc does.
 
-The result is the time of each side's h2 work per call, in microseconds (median of rounds).
+The server side answers the way one of the bench's real servers does, frame for frame, because
+the client pays h2's price for every frame it receives (see a call in each with
+``MINIGRPC_TRACE=1``):
+
+``grpcio``
+    response headers with ``grpc-accept-encoding``, the message, trailers, then a connection
+    WINDOW_UPDATE for the request's bytes;
+``grpc-go``
+    first a connection WINDOW_UPDATE and a PING (grpc-go's bandwidth probe), then response
+    headers, the message and trailers; the client answers the PING with a PING ACK.
+
+The result is the time of each side's h2 work per call, in microseconds (median of rounds), for
+each pattern.
 Compare it with a client's or a server's whole CPU per call in the latency and throughput
 sections: when h2's share alone exceeds what the reference library needs for the entire call,
 no change inside minigrpc can meet that target.
@@ -24,7 +36,7 @@ import argparse
 import json
 import statistics
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import h2.connection
 import h2.events
@@ -34,21 +46,47 @@ from bench.workloads import make_payload
 from minigrpc import http2, wire
 from minigrpc.headers import request_headers
 
-_RESPONSE_HEADERS = [
-    (b":status", b"200"),
-    (b"content-type", b"application/grpc"),
-    (b"grpc-accept-encoding", wire.ACCEPT_ENCODING.encode("ascii")),
-]
 _TRAILERS = [(b"grpc-status", b"0"), (b"grpc-message", b"")]
+_PING_PAYLOAD = b"\x02\x04\x10\x10\x09\x0e\x07\x07"
 
 
-def _acknowledge(conn: h2.connection.H2Connection, events: List[Any]) -> None:
+class ServerPattern:
+    """The frames one real server sends for a unary call, around the response itself."""
+
+    def __init__(self, name: str, response_headers: List[Tuple[bytes, bytes]],
+                 update_window_first: bool, ping_first: bool) -> None:
+        self.name = name
+        self.response_headers = response_headers
+        #: WINDOW_UPDATE for the request's bytes before the response (else after it).
+        self.update_window_first = update_window_first
+        #: A PING before the response, which the client must acknowledge.
+        self.ping_first = ping_first
+
+
+PATTERNS = {
+    pattern.name: pattern
+    for pattern in (
+        ServerPattern("grpcio", [(b":status", b"200"), (b"content-type", b"application/grpc"),
+                                 (b"grpc-accept-encoding", b"identity, deflate, gzip")],
+                      update_window_first=False, ping_first=False),
+        ServerPattern("grpc-go", [(b":status", b"200"), (b"content-type", b"application/grpc")],
+                      update_window_first=True, ping_first=True),
+    )
+}
+
+
+def _acknowledge(conn: h2.connection.H2Connection, events: List[Any]) -> int:
+    """Acknowledge received DATA as minigrpc does; the flow-controlled bytes received."""
+    received = 0
     for event in events:
         if isinstance(event, h2.events.DataReceived):
             conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            received += event.flow_controlled_length
+    return received
 
 
-def measure(calls: int, size: int) -> Dict[str, float]:
+def measure(calls: int, size: int, pattern: ServerPattern = PATTERNS["grpcio"]
+            ) -> Dict[str, float]:
     """``calls`` echo calls on a fresh connection pair; µs of client and server h2 work each."""
     client = h2.connection.H2Connection(http2.client_config())
     server = h2.connection.H2Connection(http2.server_config())
@@ -69,10 +107,16 @@ def measure(calls: int, size: int) -> Dict[str, float]:
         client.send_data(stream_id, message, end_stream=True)
         request = client.data_to_send()
         sent = time.perf_counter()
-        _acknowledge(server, server.receive_data(request))
-        server.send_headers(stream_id, _RESPONSE_HEADERS)
+        received = _acknowledge(server, server.receive_data(request))
+        if pattern.update_window_first:
+            server.increment_flow_control_window(received)
+        if pattern.ping_first:
+            server.ping(_PING_PAYLOAD)
+        server.send_headers(stream_id, pattern.response_headers)
         server.send_data(stream_id, message)
         server.send_headers(stream_id, _TRAILERS, end_stream=True)
+        if not pattern.update_window_first:
+            server.increment_flow_control_window(received)
         response = server.data_to_send()
         answered = time.perf_counter()
         _acknowledge(client, client.receive_data(response))
@@ -86,13 +130,15 @@ def measure(calls: int, size: int) -> Dict[str, float]:
 
 
 def run(calls: int, rounds: int, size: int) -> Dict[str, Any]:
-    samples = [measure(calls, size) for _ in range(rounds)]
-    return {
-        "calls": calls,
-        "rounds": rounds,
-        "client_us": statistics.median(sample["client_us"] for sample in samples),
-        "server_us": statistics.median(sample["server_us"] for sample in samples),
-    }
+    """Medians of ``rounds`` rounds per pattern: ``{pattern: {"client_us", "server_us"}}``."""
+    result: Dict[str, Any] = {"calls": calls, "rounds": rounds, "patterns": {}}
+    for name, pattern in PATTERNS.items():
+        samples = [measure(calls, size, pattern) for _ in range(rounds)]
+        result["patterns"][name] = {
+            "client_us": statistics.median(sample["client_us"] for sample in samples),
+            "server_us": statistics.median(sample["server_us"] for sample in samples),
+        }
+    return result
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

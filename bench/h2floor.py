@@ -27,7 +27,8 @@ Compare it with a client's or a server's whole CPU per call in the latency and t
 sections: when h2's share alone exceeds what the reference library needs for the entire call,
 no change inside minigrpc can meet that target.
 
-Run as ``python -m bench.h2floor [--calls N] [--rounds R]``; it prints one JSON object.
+Run as ``python -m bench.h2floor [--calls N] [--rounds R]``; it prints one JSON object. With
+``--options`` it measures instead what each of h2's header options costs (:func:`compare_options`).
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ import statistics
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import h2.config
 import h2.connection
 import h2.events
 
 from bench.peers import ECHO_PATH
 from bench.workloads import make_payload
-from minigrpc import http2, wire
+from minigrpc import headers, http2, wire
 from minigrpc.headers import request_headers
 
 _TRAILERS = [(b"grpc-status", b"0"), (b"grpc-message", b"")]
@@ -85,11 +87,13 @@ def _acknowledge(conn: h2.connection.H2Connection, events: List[Any]) -> int:
     return received
 
 
-def measure(calls: int, size: int, pattern: ServerPattern = PATTERNS["grpcio"]
-            ) -> Dict[str, float]:
-    """``calls`` echo calls on a fresh connection pair; µs of client and server h2 work each."""
-    client = h2.connection.H2Connection(http2.client_config())
-    server = h2.connection.H2Connection(http2.server_config())
+def measure(calls: int, size: int, pattern: ServerPattern = PATTERNS["grpcio"],
+            changes: Optional[Dict[str, bool]] = None) -> Dict[str, float]:
+    """``calls`` echo calls on a fresh connection pair; µs of client and server h2 work each.
+
+    ``changes`` overrides some of minigrpc's h2 options (:data:`H2_OPTIONS`) on both sides."""
+    client = h2.connection.H2Connection(_configured(http2.client_config(), changes))
+    server = h2.connection.H2Connection(_configured(http2.server_config(), changes))
     http2.start_connection(client)
     http2.start_connection(server)
     server.receive_data(client.data_to_send())
@@ -107,16 +111,16 @@ def measure(calls: int, size: int, pattern: ServerPattern = PATTERNS["grpcio"]
         client.send_data(stream_id, message, end_stream=True)
         request = client.data_to_send()
         sent = time.perf_counter()
-        received = _acknowledge(server, server.receive_data(request))
+        request_bytes = _acknowledge(server, server.receive_data(request))
         if pattern.update_window_first:
-            server.increment_flow_control_window(received)
+            server.increment_flow_control_window(request_bytes)
         if pattern.ping_first:
             server.ping(_PING_PAYLOAD)
         server.send_headers(stream_id, pattern.response_headers)
         server.send_data(stream_id, message)
         server.send_headers(stream_id, _TRAILERS, end_stream=True)
         if not pattern.update_window_first:
-            server.increment_flow_control_window(received)
+            server.increment_flow_control_window(request_bytes)
         response = server.data_to_send()
         answered = time.perf_counter()
         _acknowledge(client, client.receive_data(response))
@@ -127,6 +131,61 @@ def measure(calls: int, size: int, pattern: ServerPattern = PATTERNS["grpcio"]
         client_s += (sent - started) + (received - answered)
         server_s += (answered - sent) + (done - received)
     return {"client_us": client_s / calls * 1e6, "server_us": server_s / calls * 1e6}
+
+
+#: h2's header options (``H2Configuration``), each of which minigrpc sets deliberately
+#: (:func:`minigrpc.http2.client_config`).
+H2_OPTIONS = ("validate_outbound_headers", "normalize_outbound_headers",
+              "validate_inbound_headers", "normalize_inbound_headers")
+
+
+def _configured(config: h2.config.H2Configuration, changes: Optional[Dict[str, bool]]
+                ) -> h2.config.H2Configuration:
+    for name, value in (changes or {}).items():
+        setattr(config, name, value)
+    return config
+
+
+def compare_options(calls: int, rounds: int, size: int) -> Dict[str, Any]:
+    """h2's work per call (grpc-go's pattern) with minigrpc's options, then each one flipped,
+    and what minigrpc's own checks of received blocks cost (they replace h2's inbound
+    validation): the measurements behind docs/h2-notes.md, "Configuration"."""
+    pattern = PATTERNS["grpc-go"]
+    ours = http2.client_config()
+    variants: Dict[str, Optional[Dict[str, bool]]] = {"minigrpc's options": None}
+    for name in H2_OPTIONS:
+        flipped = not getattr(ours, name)
+        variants[f"{name}={flipped}"] = {name: flipped}
+    result: Dict[str, Any] = {"calls": calls, "rounds": rounds, "pattern": pattern.name,
+                              "variants": {}}
+    for label, changes in variants.items():
+        samples = [measure(calls, size, pattern, changes) for _ in range(rounds)]
+        result["variants"][label] = {
+            side: statistics.median(sample[side] for sample in samples)
+            for side in ("client_us", "server_us")}
+    result["own_checks_us"] = _own_checks(calls, rounds, pattern)
+    return result
+
+
+def _own_checks(calls: int, rounds: int, pattern: ServerPattern) -> Dict[str, float]:
+    """µs per call of minigrpc's checks of the blocks each side receives in ``pattern``."""
+    request = request_headers(path=ECHO_PATH, authority="localhost",
+                              user_agent="grpc-python-minigrpc/bench")
+    response, trailers = pattern.response_headers, _TRAILERS
+    client_times, server_times = [], []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for _ in range(calls):
+            headers.malformed_response(response)
+            headers.malformed_trailers(trailers)
+        middle = time.perf_counter()
+        for _ in range(calls):
+            headers.malformed_request(request)
+        done = time.perf_counter()
+        client_times.append((middle - started) / calls * 1e6)
+        server_times.append((done - middle) / calls * 1e6)
+    return {"client_us": statistics.median(client_times),
+            "server_us": statistics.median(server_times)}
 
 
 def run(calls: int, rounds: int, size: int) -> Dict[str, Any]:
@@ -146,9 +205,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--options", action="store_true",
+                        help="flip each of h2's header options in turn (compare_options)")
     options = parser.parse_args(argv)
     try:
-        result = run(options.calls, options.rounds, options.size)
+        measure_all = compare_options if options.options else run
+        result = measure_all(options.calls, options.rounds, options.size)
     except Exception as exc:  # one line for the report, never a traceback
         result = {"error": f"{type(exc).__name__}: {exc}"[:500]}
     print(json.dumps(result))

@@ -37,7 +37,16 @@ import h2.exceptions
 
 from . import errors, headers, http2, protocol
 from .headers import Header, ResponseHead, header_list_size
-from .protocol import CANCEL, NO_ERROR, REFUSED_STREAM, Inbound, Message, Outbound, SendState
+from .protocol import (
+    CANCEL,
+    NO_ERROR,
+    PROTOCOL_ERROR,
+    REFUSED_STREAM,
+    Inbound,
+    Message,
+    Outbound,
+    SendState,
+)
 from .status import (
     DEADLINE_EXCEEDED_DETAILS,
     CallStatus,
@@ -477,7 +486,11 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             self._on_response_headers(event, events)
         elif isinstance(event, h2.events.TrailersReceived):
             call = self.calls.get(event.stream_id)
-            if call is not None and not self._oversized(call, event.headers, events):
+            if call is None or self._oversized(call, event.headers, events):
+                pass
+            elif self._malformed(call, headers.malformed_trailers(event.headers), events):
+                pass
+            else:
                 call.trailers = list(event.headers)
                 call.trailing_metadata = decode_metadata(call.trailers)
         elif isinstance(event, h2.events.StreamEnded):
@@ -498,6 +511,19 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         # PingReceived: h2 queued the ACK; the transport flushes after every read.
         # SettingsAcknowledged, InformationalResponseReceived (1xx is skipped), PriorityUpdated,
         # UnknownFrameReceived, PingAckReceived (we never ping): nothing to do.
+
+    def _malformed(self, call: ClientCall, problem: str, events: List[CallEvent]) -> bool:
+        """End ``call`` INTERNAL with RST_STREAM(PROTOCOL_ERROR) if ``problem``; True if so.
+
+        A malformed block is a stream error (RFC 9113 §8.1.1): the connection's other calls go
+        on. minigrpc checks blocks rather than h2 (:func:`minigrpc.http2.client_config`).
+        """
+        if not problem:
+            return False
+        details = f"malformed header block from the server: {problem}"
+        status = CallStatus(StatusCode.INTERNAL, details)
+        events.extend(self._finish(call, status, reset_code=PROTOCOL_ERROR))
+        return True
 
     def _on_data(self, event: h2.events.DataReceived, events: List[CallEvent]) -> None:
         call = self.calls.get(event.stream_id)
@@ -534,6 +560,8 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
     ) -> None:
         call = self.calls.get(event.stream_id)
         if call is None or self._oversized(call, event.headers, events):
+            return
+        if self._malformed(call, headers.malformed_response(event.headers), events):
             return
         call.response_headers = list(event.headers)
         head = call.response_head = headers.read_response_headers(event.headers)

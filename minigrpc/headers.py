@@ -20,7 +20,7 @@ Header names and values are bytes (h2 is configured with ``header_encoding=None`
 metadata arrives here already validated and encoded (:func:`minigrpc.wire.encode_metadata`).
 """
 
-from typing import FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import wire
 from .status import (
@@ -72,6 +72,123 @@ def find_header(headers: Sequence[Header], name: bytes) -> Optional[bytes]:
         if key == name:
             return value
     return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Every received block: the HTTP/2 field rules
+# ------------------------------------------------------------------------------------------------
+
+#: Connection-specific fields, which HTTP/2 forbids (RFC 9113 §8.2.2).
+_CONNECTION_SPECIFIC = frozenset(
+    (b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade")
+)
+#: Every byte a regular field name may hold (RFC 9113 §8.2.1): none of 0x00-0x20, 0x41-0x5a
+#: (upper case), 0x7f-0xff, and no colon outside a pseudo-header's first byte.
+_NAME_BYTES = bytes(b for b in range(0x21, 0x7F) if not 0x41 <= b <= 0x5A and b != 0x3A)
+_REQUEST_PSEUDO = frozenset((b":method", b":scheme", b":authority", b":path", b":protocol"))
+_RESPONSE_PSEUDO = frozenset((b":status",))
+_TRAILER_PSEUDO: FrozenSet[bytes] = frozenset()
+#: Optional whitespace around a value, which is not part of it (RFC 9110 §5.5).
+_OWS = b" \t"
+
+
+def malformed_request(headers: Sequence[Header]) -> str:
+    """Why a request header block is malformed (RFC 9113 §8.2 and §8.3.1), or "".
+
+    A malformed request is a stream error of type PROTOCOL_ERROR (RFC 9113 §8.1.1): the server
+    resets that stream and the connection lives on. These are the checks h2's inbound validation
+    makes; minigrpc makes them itself because h2 turns every failure into a connection error that
+    ends all the connection's calls, and because they cost less here (docs/h2-notes.md,
+    "Configuration"). tests/unit/test_received_headers.py compares the two on generated blocks.
+    """
+    problem, pseudo, hosts = _field_problem(headers, _REQUEST_PSEUDO)
+    if problem:
+        return problem
+    method = pseudo.get(b":method")
+    if method is None:
+        return "the request has no :method"
+    connect = method.strip(_OWS) == b"CONNECT"
+    if b":protocol" in pseudo and not connect:
+        return ":protocol in a request that is not CONNECT"
+    if connect and b":protocol" not in pseudo:
+        if b":scheme" in pseudo or b":path" in pseudo:
+            return "a CONNECT request with :scheme or :path"
+    elif b":scheme" not in pseudo or b":path" not in pseudo:
+        return "the request lacks :scheme or :path"
+    if b":path" in pseudo and not pseudo[b":path"].strip(_OWS):
+        return "an empty :path"
+    authority = pseudo.get(b":authority")
+    if len(hosts) > 1:
+        return "more than one host field"
+    if authority is None and not hosts:
+        return "the request has neither :authority nor host"
+    if authority is not None and hosts and authority.strip(_OWS) != hosts[0].strip(_OWS):
+        return ":authority and host differ"
+    return ""
+
+
+def malformed_response(headers: Sequence[Header]) -> str:
+    """Why a response header block (or Trailers-Only block) is malformed, or "".
+
+    RFC 9113 §8.3.2: ``:status`` is required and is the only pseudo-header. See
+    :func:`malformed_request` for why minigrpc checks this rather than h2.
+    """
+    problem, pseudo, _ = _field_problem(headers, _RESPONSE_PSEUDO)
+    if problem:
+        return problem
+    if b":status" not in pseudo:
+        return "the response has no :status"
+    return ""
+
+
+def malformed_trailers(headers: Sequence[Header]) -> str:
+    """Why a trailer block is malformed (no pseudo-headers, RFC 9113 §8.1), or "".
+
+    See :func:`malformed_request` for why minigrpc checks this rather than h2.
+    """
+    return _field_problem(headers, _TRAILER_PSEUDO)[0]
+
+
+def _field_problem(
+    headers: Sequence[Header], allowed_pseudo: FrozenSet[bytes]
+) -> Tuple[str, Dict[bytes, bytes], List[bytes]]:
+    """The rules every block follows (RFC 9113 §8.2.1, §8.2.2, §8.3).
+
+    Returns the first problem ("" if none), the pseudo-headers by name, and the ``host``
+    values. A value with whitespace around it is accepted and passed on as it is: the RFC
+    forbids sending one, but grpcio's client sends such metadata and grpcio's and grpc-go's
+    servers accept it.
+    """
+    pseudo: Dict[bytes, bytes] = {}
+    hosts: List[bytes] = []
+    regular_seen = False
+    for name, value in headers:
+        if name[:1] == b":":
+            if regular_seen:
+                return f"pseudo-header {_shown(name)} after a regular field", pseudo, hosts
+            if name in pseudo:
+                return f"pseudo-header {_shown(name)} twice", pseudo, hosts
+            if name not in allowed_pseudo:
+                return f"pseudo-header {_shown(name)} not allowed here", pseudo, hosts
+            pseudo[name] = value
+        else:
+            regular_seen = True
+            if not name or name.translate(None, _NAME_BYTES):
+                return f"field name {_shown(name)} is empty or not lower-case", pseudo, hosts
+            if name in _CONNECTION_SPECIFIC:
+                return f"connection-specific field {_shown(name)}", pseudo, hosts
+            if name == b"te" and value.strip(_OWS).lower() != b"trailers":
+                return "te other than trailers", pseudo, hosts
+            if name == b"host":
+                hosts.append(value)
+        if b"\0" in value or b"\r" in value or b"\n" in value:
+            return f"NUL, CR or LF in the value of {_shown(name)}", pseudo, hosts
+    return "", pseudo, hosts
+
+
+def _shown(name: bytes) -> str:
+    """A received field name for an error message, printable whatever its bytes."""
+    return repr(name.decode("ascii", "backslashreplace"))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -84,25 +84,36 @@ def server_config() -> h2.config.H2Configuration:
 
 
 def _config(client_side: bool) -> h2.config.H2Configuration:
-    """Inbound validation and both normalisations on; outbound *validation* off (docs/h2-notes.md,
-    "Configuration").
+    """Outbound normalisation on; outbound validation and both inbound steps off
+    (docs/h2-notes.md, "Configuration", which also has what each step costs).
 
-    What a peer sends is checked by h2 as it arrives (upper-case names, connection-specific
-    fields, pseudo-header rules; RFC 9113 §8.2-8.3). Outbound validation checks only properties
-    of header lists that minigrpc builds itself: ``te: trailers`` and no connection-specific
-    field (application metadata may not use those keys, :func:`minigrpc.wire.is_reserved_key`),
-    pseudo-headers first and valid for a request or a response (fixed in ``request_headers``
-    and the server's response builders), ``:authority`` present and ``:path`` non-empty
-    (checked per call, :func:`minigrpc.client_protocol.malformed_path`). Re-checking them costs
-    about 7 µs per call on each side. tests/unit/test_status_and_http2.py sends what our builders
-    produce through a validating H2Connection too and compares the bytes.
+    *Inbound validation* is minigrpc's own: h2 turns every malformed block it receives into a
+    connection error (GOAWAY, every call on the connection ends), where RFC 9113 §8.1.1 asks for
+    a stream error. minigrpc checks each received block itself
+    (:func:`minigrpc.headers.malformed_request`, ``malformed_response``, ``malformed_trailers``),
+    resets only that stream, and spends less time doing it. tests/unit/test_received_headers.py
+    compares those checks with h2's on generated blocks. *Inbound normalisation* only joins
+    ``cookie`` fields (RFC 9113 §8.2.3); grpcio and grpc-go hand them to the application one by
+    one, and so does minigrpc.
 
-    Outbound *normalisation* stays on, because it changes bytes: it strips surrounding
+    *Outbound validation* checks only properties of header lists that minigrpc builds itself:
+    ``te: trailers`` and no connection-specific field (application metadata may not use those
+    keys, :func:`minigrpc.wire.is_reserved_key`), pseudo-headers first and valid for a request or
+    a response (fixed in ``request_headers`` and the server's response builders), ``:authority``
+    present and ``:path`` non-empty (checked per call, :func:`minigrpc.headers.malformed_path`).
+    tests/unit/test_status_and_http2.py sends what our builders produce through a validating
+    H2Connection too and compares the bytes.
+
+    *Outbound normalisation* stays on, because it changes bytes: it strips surrounding
     whitespace from values (RFC 9113 §8.2.1) and sends ``authorization`` and short ``cookie``
     values as never-indexed (RFC 7541 §7.1.3), keeping credentials out of HPACK tables.
     """
     return h2.config.H2Configuration(
-        client_side=client_side, header_encoding=None, validate_outbound_headers=False
+        client_side=client_side,
+        header_encoding=None,
+        validate_outbound_headers=False,
+        validate_inbound_headers=False,
+        normalize_inbound_headers=False,
     )
 
 

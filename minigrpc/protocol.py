@@ -282,3 +282,5 @@ class ConnectionProtocol:
 NO_ERROR = int(h2.errors.ErrorCodes.NO_ERROR)
 CANCEL = int(h2.errors.ErrorCodes.CANCEL)
 REFUSED_STREAM = int(h2.errors.ErrorCodes.REFUSED_STREAM)
+#: For a malformed header block: a stream error, not a connection error (RFC 9113 §8.1.1).
+PROTOCOL_ERROR = int(h2.errors.ErrorCodes.PROTOCOL_ERROR)

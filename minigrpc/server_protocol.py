@@ -57,7 +57,14 @@ import hpack
 
 from . import errors, http2, wire
 from . import headers as hdrs
-from .protocol import DEFAULT_BUFFER_LIMIT, ConnectionProtocol, Inbound, Outbound, SendState
+from .protocol import (
+    DEFAULT_BUFFER_LIMIT,
+    PROTOCOL_ERROR,
+    ConnectionProtocol,
+    Inbound,
+    Outbound,
+    SendState,
+)
 from .status import DEADLINE_EXCEEDED_DETAILS, Metadata, StatusCode, http2_error_name
 
 __all__ = [
@@ -515,6 +522,10 @@ class ServerConnection(ConnectionProtocol):
                 self._on_request(event, out)
             elif isinstance(event, h2.events.StreamEnded):
                 self._on_stream_ended(event.stream_id, out)
+            elif isinstance(event, h2.events.TrailersReceived):
+                # gRPC requests have none, but a malformed block still ends the stream.
+                if hdrs.malformed_trailers(event.headers):
+                    self._reset_malformed(event.stream_id, out)
             elif isinstance(event, h2.events.StreamReset):
                 self._on_stream_reset(event, out)
             elif isinstance(event, h2.events.WindowUpdated):
@@ -538,8 +549,8 @@ class ServerConnection(ConnectionProtocol):
                 # responses we still owe could not be sent anyway.
                 out.extend(self._connection_failed("the client sent GOAWAY"))
                 return True
-            # PingReceived (h2 queued the ACK), SettingsAcknowledged, TrailersReceived (gRPC
-            # requests have none; StreamEnded follows), PriorityUpdated: nothing to do.
+            # PingReceived (h2 queued the ACK), SettingsAcknowledged, well-formed
+            # TrailersReceived (StreamEnded follows), PriorityUpdated: nothing to do.
         return False
 
     def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:
@@ -583,6 +594,10 @@ class ServerConnection(ConnectionProtocol):
             # Nothing was processed, so the client may retry elsewhere (PROTOCOL-HTTP2.md, Errors:
             # REFUSED_STREAM is UNAVAILABLE and safe to retry).
             self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            return
+        if hdrs.malformed_request(event.headers):
+            # A stream error (RFC 9113 §8.1.1): the connection's other calls go on.
+            self._reset(stream_id, PROTOCOL_ERROR)
             return
         request_open = event.stream_ended is None
         head = hdrs.read_request_headers(event.headers, self.settings.max_header_list_size)
@@ -695,6 +710,16 @@ class ServerConnection(ConnectionProtocol):
             return
         call.request_dispatched = True
         out.append(RequestReady(stream_id, payload, call.encoding if compressed else None))
+
+    def _reset_malformed(self, stream_id: int, out: List[CallEvent]) -> None:
+        """RST_STREAM(PROTOCOL_ERROR) for a malformed block on a running call (RFC 9113 §8.1.1)."""
+        self._reset(stream_id, PROTOCOL_ERROR)
+        call = self._calls.pop(stream_id, None)
+        self._blocked.discard(stream_id)
+        if call is not None and not call.finished:
+            call.finished = True
+            details = "the client sent malformed trailers (PROTOCOL_ERROR)"
+            out.append(CallTerminated(stream_id, StatusCode.CANCELLED, details))
 
     def _on_stream_reset(self, event: h2.events.StreamReset, out: List[CallEvent]) -> None:
         call = self._calls.pop(event.stream_id, None)

@@ -415,6 +415,42 @@ def client_scenarios() -> List[ClientScenario]:
                     body=b"<html>hello</html>", trailers=None),
             "UNKNOWN", "PROTOCOL-HTTP2.md Responses; http-grpc-status-mapping.md",
         ),
+        # A malformed block is a stream error (RFC 9113 §8.1.1): INTERNAL for this call only,
+        # as grpc-go's client reports it.
+        ClientScenario(
+            "upper_case_response_field", "header-block", "a response field name in upper case",
+            _shaped(headers=[*grpc_headers, (b"X-Upper", b"v")]), "INTERNAL",
+            "RFC 9113 §8.2.1, §8.1.1",
+        ),
+        ClientScenario(
+            "connection_field_in_response", "header-block", "connection: close in a response",
+            _shaped(headers=[*grpc_headers, (b"connection", b"close")]), "INTERNAL",
+            "RFC 9113 §8.2.2, §8.1.1",
+        ),
+        ClientScenario(
+            "response_without_status", "header-block", "response headers without :status",
+            _shaped(headers=[(b"content-type", b"application/grpc")]), "INTERNAL",
+            "RFC 9113 §8.3.2, §8.1.1",
+        ),
+        ClientScenario(
+            "nul_in_response_value", "header-block", "a NUL byte in a response metadata value",
+            _shaped(headers=[*grpc_headers, (b"x-md", b"a\x00b")]), "INTERNAL",
+            "RFC 9113 §8.2.1, §8.1.1",
+        ),
+        ClientScenario(
+            "pseudo_header_in_trailers", "header-block", "trailers carrying :status",
+            _shaped(trailers=[(b":status", b"200"), (b"grpc-status", b"0")]), "INTERNAL",
+            "RFC 9113 §8.1, §8.1.1",
+        ),
+        ClientScenario(
+            "padded_response_metadata", "header-block",
+            "a metadata value with spaces around it, which grpc-go and grpcio accept",
+            rpc_script(lambda conn, request: conn.respond(
+                request.stream_id, reply_payload(conn, request),
+                headers=[*GRPC_OK_HEADERS, (b"x-md", b" padded ")]) and None),
+            "OK",
+            "RFC 9113 §8.2.1 (a sender's rule); interoperability",
+        ),
     ]
     for status, code in (
         (400, "INTERNAL"), (401, "UNAUTHENTICATED"), (403, "PERMISSION_DENIED"),

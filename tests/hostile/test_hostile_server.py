@@ -110,6 +110,14 @@ DESCRIPTIONS: Dict[str, str] = {
     "random_bytes_after_preface": "preface, SETTINGS, then 4 kB of random bytes",
     "oversized_frame_header": "a frame header announcing 16 MiB, then 64 kB",
     "headers_without_path": "request HEADERS without :path",
+    "upper_case_field_name": "a field name with upper-case letters",
+    "connection_specific_field": "a connection: keep-alive field",
+    "te_not_trailers": "te: gzip",
+    "nul_in_value": "a NUL byte in a metadata value",
+    "pseudo_header_after_field": ":authority after the regular fields",
+    "unknown_pseudo_header": "a :custom pseudo-header",
+    "status_in_request": "a :status pseudo-header in a request",
+    "pseudo_header_in_trailers": "request trailers carrying :path",
     "wrong_method_get": ":method GET",
     "wrong_method_put": ":method PUT",
     "wrong_content_type": "content-type text/plain",
@@ -390,6 +398,80 @@ def test_headers_without_path(server: ServerProcess, request: pytest.FixtureRequ
         refused = record.reset_code is not None or bool(attacker.goaways) or attacker.eof
     watch.check("stream or connection error (RFC 9113 §8.3.1)", outcome)
     assert refused, f"a request without :path was not refused: {outcome}"
+
+
+def _well_formed_call_on(attacker: HostileClient, stream_id: int) -> Tuple[Optional[int], List[bytes]]:
+    """A valid echo call on ``stream_id`` of the attacker's connection: (grpc-status, messages)."""
+    attacker.send_headers(stream_id, request_headers())
+    attacker.send_data(stream_id, grpc_message(b"still here"), end_stream=True)
+    record = attacker.wait_stream_done(stream_id)
+    return grpc_status_of(record), record.messages
+
+
+_REQUEST = request_headers()
+MALFORMED_REQUESTS = {
+    "upper_case_field_name": [*_REQUEST, (b"X-Upper", b"v")],
+    "connection_specific_field": [*_REQUEST, (b"connection", b"keep-alive")],
+    "te_not_trailers": request_headers(te=b"gzip"),
+    "nul_in_value": [*_REQUEST, (b"x-md", b"a\x00b")],
+    "pseudo_header_after_field": [field for field in _REQUEST if field[0] != b":authority"]
+    + [(b":authority", b"localhost")],
+    "unknown_pseudo_header": [(b":custom", b"v"), *_REQUEST],
+    "status_in_request": [(b":status", b"200"), *_REQUEST],
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(MALFORMED_REQUESTS))
+def test_malformed_request_resets_only_its_stream(
+    server: ServerProcess, request: pytest.FixtureRequest, name: str
+) -> None:
+    """A malformed request is a stream error of type PROTOCOL_ERROR (RFC 9113 §8.1.1): that
+    stream is reset, and the next call on the same connection is answered."""
+    watch = Watch(server, name, request)
+    with HostileClient(server.target) as attacker:
+        attacker.send_preface()
+        attacker.send_headers(1, MALFORMED_REQUESTS[name], end_stream=True)
+        record = attacker.wait_stream_done(1)
+        after = _well_formed_call_on(attacker, 3)
+        goaways = [g.error_code for g in attacker.goaways]
+    observed = f"RST_STREAM({record.reset_code}), goaway codes={goaways}, next call {after[0]}"
+    watch.check("RST_STREAM(PROTOCOL_ERROR), next call on the connection OK", observed)
+    assert record.reset_code == 1 and not goaways, observed
+    assert after == (0, [b"still here"]), observed
+
+
+@pytest.mark.timeout(60)
+def test_malformed_request_trailers_reset_the_stream(
+    server: ServerProcess, request: pytest.FixtureRequest
+) -> None:
+    """Trailers may not carry pseudo-headers (RFC 9113 §8.1): a stream error, not a connection
+    error."""
+    watch = Watch(server, "pseudo_header_in_trailers", request)
+    with HostileClient(server.target) as attacker:
+        attacker.send_preface()
+        attacker.send_headers(1, request_headers(path=SLOW))
+        attacker.send_data(1, grpc_message(b"x"))
+        attacker.send_headers(1, [(b":path", b"/x")], end_stream=True)
+        record = attacker.wait_stream_done(1)
+        after = _well_formed_call_on(attacker, 3)
+        goaways = [g.error_code for g in attacker.goaways]
+    observed = f"RST_STREAM({record.reset_code}), goaway codes={goaways}, next call {after[0]}"
+    watch.check("RST_STREAM(PROTOCOL_ERROR), next call on the connection OK", observed)
+    assert record.reset_code == 1 and not goaways, observed
+    assert after == (0, [b"still here"]), observed
+
+
+@pytest.mark.timeout(60)
+def test_value_with_surrounding_whitespace_is_served(server: ServerProcess) -> None:
+    """RFC 9113 §8.2.1 forbids sending it, but grpcio's client does, and grpcio's and grpc-go's
+    servers answer: so does minigrpc's (tests/interop checks it with grpcio's client)."""
+    with HostileClient(server.target) as attacker:
+        attacker.send_preface()
+        attacker.send_headers(1, [*_REQUEST, (b"x-padded", b" 2 ")])
+        attacker.send_data(1, grpc_message(b"padded"), end_stream=True)
+        record = attacker.wait_stream_done(1)
+    assert (grpc_status_of(record), record.messages) == (0, [b"padded"])
 
 
 @pytest.mark.timeout(60)

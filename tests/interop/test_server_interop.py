@@ -203,6 +203,25 @@ def test_handler_sees_the_deadline(
     assert without.time_remaining is None
 
 
+def test_padded_values_and_repeated_cookies_reach_the_handler(
+    client: Tuple[Any, Any], minigrpc_server: MinigrpcServer
+) -> None:
+    """grpcio's client sends a value with spaces around it as it is, which RFC 9113 §8.2.1
+    forbids but grpcio's and grpc-go's servers accept: minigrpc's server serves the call too
+    (a malformed block would cost only its stream, but this one is let through). Repeated
+    ``cookie`` fields stay separate, as grpcio's server hands them over. minigrpc's client trims
+    the spaces before sending (h2's outbound normalisation)."""
+    module, channel = client
+    empty, _ = interop_callables(channel)
+    before = len(minigrpc_server.servicer.calls)
+    metadata = (("cookie", "a=1"), ("x-padded", " 2 "), ("cookie", "b=2"))
+    empty(empty_pb2.Empty(), metadata=metadata, timeout=10)
+    seen = [item for item in minigrpc_server.servicer.calls[before].metadata
+            if item[0] in ("cookie", "x-padded")]
+    padded = " 2 " if module is grpc else "2"
+    assert seen == [("cookie", "a=1"), ("x-padded", padded), ("cookie", "b=2")]
+
+
 def test_metadata_and_peer_seen_by_handler(
     client: Tuple[Any, Any], minigrpc_server: MinigrpcServer
 ) -> None:

@@ -45,6 +45,10 @@ Message = Tuple[bool, bytes]
 DEFAULT_BUFFER_LIMIT = 1024 * 1024
 
 
+#: Payloads from this size on are queued behind their prefix, not copied after it.
+_SEPARATE_PREFIX_FROM = 64 * 1024
+
+
 class SendState(enum.Enum):
     """Where one side's half of a stream is."""
 
@@ -80,6 +84,19 @@ class Outbound:
             self.queued_bytes += len(framed)
         if last:
             self.state = SendState.CLOSING
+
+    def add_message(self, payload: bytes, compressed: bool = False, last: bool = False) -> None:
+        """Queue one message, framed (PROTOCOL-HTTP2.md, Length-Prefixed-Message).
+
+        A large payload is queued behind its 5-byte prefix rather than copied into one framed
+        bytes object (:func:`minigrpc.wire.encode_message`): only the DATA frame that carries
+        the prefix joins the two, every other frame is a view of the payload.
+        """
+        if len(payload) < _SEPARATE_PREFIX_FROM:
+            self.add(wire.encode_message(payload, compressed), last)
+            return
+        self.add(wire.message_prefix(len(payload), compressed))
+        self.add(payload, last)
 
     def close(self) -> None:
         """No more messages: end this side once the queue is written."""

@@ -41,7 +41,12 @@ def encode_message(payload: bytes, compressed: bool = False) -> bytes:
 
     An empty message is exactly ``00 00 00 00 00``; the empty_unary interop case checks it.
     """
-    return _PREFIX.pack(1 if compressed else 0, len(payload)) + payload
+    return message_prefix(len(payload), compressed) + payload
+
+
+def message_prefix(length: int, compressed: bool = False) -> bytes:
+    """The 5 bytes in front of a message of ``length`` bytes (PROTOCOL-HTTP2.md)."""
+    return _PREFIX.pack(1 if compressed else 0, length)
 
 
 class MessageDecoder:
@@ -81,7 +86,10 @@ class MessageDecoder:
         view = memoryview(data)
         while view:
             take = min(self._need - self._have, len(view))
-            self._chunks.append(bytes(view[:take]))
+            # A chunk taken whole is kept as it is: a large message spans many DATA frames, and
+            # copying each one before the final join would copy the message twice.
+            whole = take == len(data) and type(data) is bytes
+            self._chunks.append(data if whole else bytes(view[:take]))
             self._have += take
             view = view[take:]
             if self._have < self._need:

@@ -40,6 +40,19 @@ def test_decoder_reassembles_any_chunking(messages: list, cuts: list) -> None:
     assert decoder.at_boundary and decoder.buffered == 0
 
 
+def test_decoder_keeps_whole_bytes_chunks_but_copies_mutable_ones() -> None:
+    """A DATA payload taken whole is kept, not copied; a mutable buffer is always copied, so
+    a caller that reuses it cannot change a message already decoded."""
+    body = bytes(range(256)) * 64
+    decoder = wire.MessageDecoder(max_length=None)
+    assert decoder.feed(wire.message_prefix(len(body) * 2)) == []
+    assert decoder.feed(body) == []
+    reused = bytearray(body)
+    ((compressed, payload),) = decoder.feed(reused)
+    reused[:] = bytes(len(reused))
+    assert not compressed and type(payload) is bytes and payload == body * 2
+
+
 def test_decoder_checks_limit_from_prefix_before_buffering() -> None:
     decoder = wire.MessageDecoder(max_length=10)
     with pytest.raises(wire.MessageTooLarge) as info:
@@ -251,3 +264,4 @@ def test_accept_encoding_and_compression_names() -> None:
     assert wire.compression_name(wire.Compression.NoCompression) is None
     assert wire.compression_name(None) is None
     assert [c.value for c in wire.Compression] == [0, 1, 2]
+

@@ -458,7 +458,7 @@ class RequestSender:
         connection: ClientConnection,
         call: ClientCall,
         requests: Any,
-        frame: Callable[[Any], bytes],
+        frame: Callable[[Any], wire.Framed],
     ) -> None:
         self._connection = connection
         self._call = call

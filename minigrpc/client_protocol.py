@@ -35,7 +35,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 
-from . import errors, headers, http2, protocol
+from . import errors, headers, http2, protocol, wire
 from .headers import Header, ResponseHead, header_list_size
 from .protocol import (
     CANCEL,
@@ -102,7 +102,7 @@ class ClientCall:
         headers: Optional[List[Header]] = None,
         deadline: Optional[float] = None,
         header_factory: Optional[Callable[[Optional[float]], List[Header]]] = None,
-        request: Optional[bytes] = None,
+        request: Optional[wire.Framed] = None,
         unary_response: bool = True,
     ) -> None:
         self.headers: List[Header] = headers or []
@@ -339,7 +339,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         self.write_request(call)
         return []
 
-    def send_message(self, call: ClientCall, framed: bytes, last: bool = False) -> None:
+    def send_message(self, call: ClientCall, framed: wire.Framed, last: bool = False) -> None:
         """Queue one framed request message (``last``: it ends the request) and write."""
         if call.done or call.request.state is not SendState.OPEN:
             return

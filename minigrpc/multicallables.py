@@ -78,7 +78,7 @@ class _Invocation:
 
         self.make_headers = make_headers
 
-    def frame(self, request: Any) -> bytes:
+    def frame(self, request: Any) -> wire.Framed:
         """Serialize, compress (when chosen) and length-prefix one request message."""
         method = self.method
         try:
@@ -97,9 +97,9 @@ class _Invocation:
             raise _error(
                 StatusCode.RESOURCE_EXHAUSTED, str(MessageTooLarge(len(payload), limit, True))
             )
-        return wire.encode_message(payload, compressed)
+        return wire.frame_message(payload, compressed)
 
-    def new_call(self, request: Optional[bytes], unary_response: bool) -> ClientCall:
+    def new_call(self, request: Optional[wire.Framed], unary_response: bool) -> ClientCall:
         return ClientCall(
             deadline=self.deadline,
             header_factory=self.make_headers,
@@ -130,7 +130,7 @@ class _Method:
     def _stream(
         self,
         invocation: _Invocation,
-        request: Optional[bytes],
+        request: Optional[wire.Framed],
         requests: Any,
         unary_response: bool,
         wait_for_ready: Optional[bool],

@@ -45,10 +45,6 @@ Message = Tuple[bool, bytes]
 DEFAULT_BUFFER_LIMIT = 1024 * 1024
 
 
-#: Payloads from this size on are queued behind their prefix, not copied after it.
-_SEPARATE_PREFIX_FROM = 64 * 1024
-
-
 class SendState(enum.Enum):
     """Where one side's half of a stream is."""
 
@@ -77,26 +73,18 @@ class Outbound:
     def empty(self) -> bool:
         return not self._queue
 
-    def add(self, framed: bytes, last: bool = False) -> None:
-        """Queue one framed message; ``last`` also closes this side once it is written."""
-        if framed:
-            self._queue.append(memoryview(framed))
-            self.queued_bytes += len(framed)
+    def add(self, framed: wire.Framed, last: bool = False) -> None:
+        """Queue one framed message; ``last`` also closes this side once it is written.
+
+        A large message comes as its prefix and payload apart (:func:`minigrpc.wire.frame_message`)
+        and is queued as two pieces: only the DATA frame that carries the prefix joins them.
+        """
+        for piece in framed if isinstance(framed, tuple) else (framed,):
+            if piece:
+                self._queue.append(memoryview(piece))
+                self.queued_bytes += len(piece)
         if last:
             self.state = SendState.CLOSING
-
-    def add_message(self, payload: bytes, compressed: bool = False, last: bool = False) -> None:
-        """Queue one message, framed (PROTOCOL-HTTP2.md, Length-Prefixed-Message).
-
-        A large payload is queued behind its 5-byte prefix rather than copied into one framed
-        bytes object (:func:`minigrpc.wire.encode_message`): only the DATA frame that carries
-        the prefix joins the two, every other frame is a view of the payload.
-        """
-        if len(payload) < _SEPARATE_PREFIX_FROM:
-            self.add(wire.encode_message(payload, compressed), last)
-            return
-        self.add(wire.message_prefix(len(payload), compressed))
-        self.add(payload, last)
 
     def close(self) -> None:
         """No more messages: end this side once the queue is written."""

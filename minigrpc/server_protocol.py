@@ -814,7 +814,7 @@ class ServerConnection(ConnectionProtocol):
         if call.response_encoding is not None and compress_message:
             message = wire.compress(call.response_encoding, message)
             flag = True
-        call.outbound.add_message(message, flag)
+        call.outbound.add(wire.frame_message(message, flag))
         self._queue_trailers(call, trailers)
         return True
 
@@ -920,7 +920,7 @@ class ServerConnection(ConnectionProtocol):
         if call.response_encoding is not None and compress_message:
             message = wire.compress(call.response_encoding, message)
             flag = True
-        call.outbound.add_message(message, flag)
+        call.outbound.add(wire.frame_message(message, flag))
         # Written at the next data_to_send(): messages queued meanwhile share DATA frames.
         self._unsent.add(stream_id)
         return True

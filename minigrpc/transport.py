@@ -192,7 +192,9 @@ class ClientConnection:
         """
         return self._operate(call, deadline, self._open_locked)
 
-    def send(self, call: ClientCall, framed: bytes, last: bool, deadline: Optional[float]) -> bool:
+    def send(
+        self, call: ClientCall, framed: wire.Framed, last: bool, deadline: Optional[float]
+    ) -> bool:
         """Queue one request message and wait until h2 has taken all of it; False if it ended.
 
         The wait bounds memory: a sender never gets ahead of the peer's flow-control window by
@@ -711,7 +713,7 @@ class Transport:
 
     def call(
         self,
-        request: bytes,
+        request: wire.Framed,
         make_headers: Callable[[Optional[float]], List[Header]],
         deadline: Optional[float],
         wait_for_ready: bool = False,

@@ -49,6 +49,25 @@ def message_prefix(length: int, compressed: bool = False) -> bytes:
     return _PREFIX.pack(1 if compressed else 0, length)
 
 
+#: A message framed for sending: ``prefix + payload`` as one bytes object, or, for a large
+#: payload, the prefix and the payload kept apart (:func:`frame_message`).
+Framed = Union[bytes, Tuple[bytes, bytes]]
+#: Payloads from this size on are framed without being copied.
+_SEPARATE_PREFIX_FROM = 64 * 1024
+
+
+def frame_message(payload: bytes, compressed: bool = False) -> Framed:
+    """:func:`encode_message`, except that a large payload is not copied behind its prefix.
+
+    The sending queue (:class:`minigrpc.protocol.Outbound`) cuts a message into DATA frames
+    anyway, so only the frame that carries the prefix needs it joined to the payload; copying a
+    4 MiB payload once more just to frame it was a tenth of a large call's client CPU.
+    """
+    if len(payload) < _SEPARATE_PREFIX_FROM:
+        return encode_message(payload, compressed)
+    return message_prefix(len(payload), compressed), payload
+
+
 class MessageDecoder:
     """Reassemble Length-Prefixed-Messages from DATA payloads of any size.
 

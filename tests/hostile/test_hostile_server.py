@@ -400,7 +400,9 @@ def test_headers_without_path(server: ServerProcess, request: pytest.FixtureRequ
     assert refused, f"a request without :path was not refused: {outcome}"
 
 
-def _well_formed_call_on(attacker: HostileClient, stream_id: int) -> Tuple[Optional[int], List[bytes]]:
+def _well_formed_call_on(
+    attacker: HostileClient, stream_id: int
+) -> Tuple[Optional[int], List[bytes]]:
     """A valid echo call on ``stream_id`` of the attacker's connection: (grpc-status, messages)."""
     attacker.send_headers(stream_id, request_headers())
     attacker.send_data(stream_id, grpc_message(b"still here"), end_stream=True)

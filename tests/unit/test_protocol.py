@@ -15,7 +15,7 @@ from minigrpc.protocol import Outbound
 @pytest.mark.parametrize("size", [0, 100, 64 * 1024 - 1, 64 * 1024, 300_000])
 @pytest.mark.parametrize("compressed", [False, True])
 def test_outbound_message_goes_out_exactly_framed(size: int, compressed: bool) -> None:
-    """Large payloads queue behind their prefix instead of being copied after it; what reaches
+    """A large payload is framed without a copy (wire.frame_message); what reaches
     the wire is the same Length-Prefixed-Message, cut to the peer's frame size."""
     client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
@@ -30,7 +30,7 @@ def test_outbound_message_goes_out_exactly_framed(size: int, compressed: bool) -
                             (":authority", "x")])
     payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
     outbound = Outbound()
-    outbound.add_message(payload, compressed, last=True)
+    outbound.add(wire.frame_message(payload, compressed), last=True)
     assert outbound.queued_bytes == size + wire.PREFIX_LENGTH
     outbound.write(client, 1, end_stream_on_last=True)
     assert outbound.empty

@@ -40,6 +40,18 @@ def test_decoder_reassembles_any_chunking(messages: list, cuts: list) -> None:
     assert decoder.at_boundary and decoder.buffered == 0
 
 
+@pytest.mark.parametrize("size", [0, 64 * 1024 - 1, 64 * 1024, 1 << 20])
+def test_frame_message_is_encode_message_without_the_copy(size: int) -> None:
+    payload = b"\x07" * size
+    framed = wire.frame_message(payload, compressed=True)
+    if size < 64 * 1024:
+        assert framed == wire.encode_message(payload, compressed=True)
+    else:
+        prefix, body = framed
+        assert body is payload
+        assert prefix + body == wire.encode_message(payload, compressed=True)
+
+
 def test_decoder_keeps_whole_bytes_chunks_but_copies_mutable_ones() -> None:
     """A DATA payload taken whole is kept, not copied; a mutable buffer is always copied, so
     a caller that reuses it cannot change a message already decoded."""

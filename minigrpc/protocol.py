@@ -231,15 +231,27 @@ class ConnectionProtocol:
         #: from which it is returned in one WINDOW_UPDATE.
         self._connection_credit = 0
         self._credit_threshold = max(1, connection_window // 4)
-        #: Output h2 queued before a GOAWAY in the same read (see :meth:`_split`).
-        self._saved_output = b""
+        #: h2's output taken out of h2 early, in order (:meth:`take_h2_output`).
+        self._output: List[bytes] = []
 
     def data_to_send(self) -> bytes:
         """Everything h2 queued: frames for calls, ACKs, WINDOW_UPDATEs, PING replies."""
-        if self._saved_output:
-            saved, self._saved_output = self._saved_output, b""
-            return saved + self.conn.data_to_send()
-        return self.conn.data_to_send()
+        data = self.conn.data_to_send()
+        if not self._output:
+            return data
+        output, self._output = self._output, []
+        output.append(data)
+        return b"".join(output)
+
+    def take_h2_output(self) -> None:
+        """Move what h2 queued so far out of h2, ahead of what it queues next.
+
+        Needed before h2 could drop its queue (a GOAWAY in the same read, see
+        :meth:`_receive_chunk`) and before a frame h2 cannot send is queued behind it.
+        """
+        data = self.conn.data_to_send()
+        if data:
+            self._output.append(data)
 
     def credit_connection(self, flow_controlled: int) -> None:
         """Return connection window for DATA whose stream window :class:`Inbound` holds back."""
@@ -263,7 +275,7 @@ class ConnectionProtocol:
         earlier chunks produced (ACKs, WINDOW_UPDATEs) is kept aside first.
         """
         if index:
-            self._saved_output += self.conn.data_to_send()
+            self.take_h2_output()
         return self.conn.receive_data(chunk)
 
     def _close_with(self, error_code: int) -> None:

@@ -408,7 +408,6 @@ class ServerConnection(ConnectionProtocol):
         self._calls: Dict[int, _Call] = {}
         self._blocked: Set[int] = set()  # streams waiting for window or output room
         self._unsent: Set[int] = set()  # streams with messages queued since the last write
-        self._raw_out: List[bytes] = []
         self._output_room: Optional[int] = None  # None: unlimited
         self._starved = False  # a stream stopped for lack of output room, not of window
         self._highest_stream_id = 0
@@ -458,18 +457,12 @@ class ServerConnection(ConnectionProtocol):
             unsent, self._unsent = self._unsent, set()
             for stream_id in unsent:
                 self._pump_stream(stream_id)
-        data = self.conn.data_to_send()
-        if self._raw_out:
-            self._raw_out.append(data)
-            data = b"".join(self._raw_out)
-            self._raw_out = []
-        return data
+        return super().data_to_send()
 
-    def _flush_h2_into_raw(self) -> None:
-        """Keep frame order when a raw frame is queued after frames h2 holds."""
-        pending = self.conn.data_to_send()
-        if pending:
-            self._raw_out.append(pending)
+    def _queue_raw_frame(self, frame: bytes) -> None:
+        """Queue a frame h2 cannot send, after every frame h2 holds (their order is kept)."""
+        self.take_h2_output()
+        self._output.append(frame)
 
     def set_output_room(self, room: Optional[int]) -> None:
         """How many more DATA bytes the socket layer will accept now (None: no limit).
@@ -996,8 +989,7 @@ class ServerConnection(ConnectionProtocol):
             self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
         self._calls.clear()
         self._blocked.clear()
-        self._flush_h2_into_raw()
-        self._raw_out.append(http2.goaway_frame(self._highest_stream_id))
+        self._queue_raw_frame(http2.goaway_frame(self._highest_stream_id))
         self.closed = True
         self.close_reason = details
         return events
@@ -1012,8 +1004,7 @@ class ServerConnection(ConnectionProtocol):
         if self.closed or self._drain_phase is not DrainPhase.SERVING:
             return
         self._drain_phase = DrainPhase.ANNOUNCED
-        self._flush_h2_into_raw()
-        self._raw_out.append(http2.goaway_frame(_MAX_STREAM_ID))
+        self._queue_raw_frame(http2.goaway_frame(_MAX_STREAM_ID))
         self.conn.ping(DRAIN_PING_PAYLOAD)
 
     def send_final_goaway(self) -> None:
@@ -1021,8 +1012,7 @@ class ServerConnection(ConnectionProtocol):
         if self.closed or self._drain_phase is DrainPhase.CLOSED_TO_NEW:
             return
         self._drain_phase = DrainPhase.CLOSED_TO_NEW
-        self._flush_h2_into_raw()
-        self._raw_out.append(http2.goaway_frame(self._highest_stream_id))
+        self._queue_raw_frame(http2.goaway_frame(self._highest_stream_id))
 
     # -- internals -------------------------------------------------------------------------------
 

@@ -277,9 +277,12 @@ def _targets_section(found: Sequence[Target]) -> List[str]:
             "real plugin's skel, mapping and protobuf-free messages, so that only the RPC "
             "library differs; the row marked *for information* compares with the same plugin "
             "on the generated `cni_pb2`, as a grpcio plugin is usually written. The other "
-            "rows *for information* are the same comparisons with grpc-go (antrea-agent's "
-            "library) as the peer, or with grpc-go or h2load as the load, which no target "
-            "names.", "",
+            "rows *for information* are comparisons no target names: large messages on "
+            "minigrpc's own server, and the PyPy server. Peers and loads are the ones "
+            "antrea-agent meets: grpcio and grpc-go servers (antrea-agent's library) for the "
+            "client rows; grpcio's client, grpc-go's client and h2load (C) as the load for the "
+            "server rows. The client CPU targets divide by `bench/h2floor.py`'s measure of h2 "
+            "alone for the same frames as each server sends them.", "",
             *_table(("area", "measure", "target", "measured", "verdict", "CPU ratio"), rows)]
 
 
@@ -513,8 +516,8 @@ def _throughput_section(results: Dict[str, Any]) -> List[str]:
              f"{config.get('throughput_threads', '?')} client threads × "
              f"{config.get('throughput_calls', '?')} calls of the {config.get('latency_size', '?')}"
              "-byte echo, released together by a barrier; calls/s = all calls / wall time. The "
-             "main load comes from the grpcio client for every server (its I/O runs in C outside "
-             "the GIL, so the client costs each server the same); grpclib is served by its "
+             "grpcio client loads every server (its I/O runs in C outside the GIL, so the "
+             "client costs each server the same); grpclib is served by its "
              "single asyncio thread, grpcio and minigrpc by 8-thread pools, grpc-go by a "
              "goroutine per call. Where built, grpc-go's client (`tests/go/bench_client`: as "
              "many goroutines as threads, on one connection or one each) and h2load "

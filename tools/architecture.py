@@ -46,7 +46,7 @@ MODULES: Dict[str, Module] = {
                       "compression"),
     "status": Module(1, "status codes, RpcError, grpcio's Status, the mapping tables"),
     "errors": Module(1, "failures that carry their own status code"),
-    "headers": Module(1, "every header block of both sides, built and read"),
+    "headers": Module(1, "every header block of both sides, built, checked and read"),
     "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
     "targets": Module(1, "target strings to socket addresses and :authority"),
     "protocol": Module(2, "what both sides share: outbound and inbound messages, flow control"),

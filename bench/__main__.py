@@ -559,6 +559,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if options.render:
         with open(options.render, encoding="utf-8") as handle:
             saved = json.load(handle)
+        saved.setdefault("notes", []).extend(options.note)
         log("wrote " + write_report(saved, options.output_dir, not options.no_chart, log))
         return 0
     sections = [part for part in options.sections.split(",") if part]

@@ -485,14 +485,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         elif isinstance(event, h2.events.ResponseReceived):
             self._on_response_headers(event, events)
         elif isinstance(event, h2.events.TrailersReceived):
-            call = self.calls.get(event.stream_id)
-            if call is None or self._oversized(call, event.headers, events):
-                pass
-            elif self._malformed(call, headers.malformed_trailers(event.headers), events):
-                pass
-            else:
-                call.trailers = list(event.headers)
-                call.trailing_metadata = decode_metadata(call.trailers)
+            self._on_trailers(event, events)
         elif isinstance(event, h2.events.StreamEnded):
             call = self.calls.get(event.stream_id)
             if call is not None:
@@ -511,6 +504,15 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         # PingReceived: h2 queued the ACK; the transport flushes after every read.
         # SettingsAcknowledged, InformationalResponseReceived (1xx is skipped), PriorityUpdated,
         # UnknownFrameReceived, PingAckReceived (we never ping): nothing to do.
+
+    def _on_trailers(self, event: h2.events.TrailersReceived, events: List[CallEvent]) -> None:
+        call = self.calls.get(event.stream_id)
+        if call is None or self._oversized(call, event.headers, events):
+            return
+        if self._malformed(call, headers.malformed_trailers(event.headers), events):
+            return
+        call.trailers = list(event.headers)
+        call.trailing_metadata = decode_metadata(call.trailers)
 
     def _malformed(self, call: ClientCall, problem: str, events: List[CallEvent]) -> bool:
         """End ``call`` INTERNAL with RST_STREAM(PROTOCOL_ERROR) if ``problem``; True if so.

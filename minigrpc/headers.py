@@ -85,6 +85,12 @@ _CONNECTION_SPECIFIC = frozenset(
 #: Every byte a regular field name may hold (RFC 9113 §8.2.1): none of 0x00-0x20, 0x41-0x5a
 #: (upper case), 0x7f-0xff, and no colon outside a pseudo-header's first byte.
 _NAME_BYTES = bytes(b for b in range(0x21, 0x7F) if not 0x41 <= b <= 0x5A and b != 0x3A)
+#: Regular names that every gRPC call carries and that need no check beyond being known: the
+#: per-name checks below are skipped for them (``te`` and ``host`` have value rules).
+_KNOWN_NAMES = frozenset(
+    (b"content-type", b"user-agent", b"grpc-accept-encoding", b"grpc-encoding", b"grpc-timeout",
+     b"grpc-status", b"grpc-message", b"accept-encoding", b"grpc-status-details-bin")
+)
 _REQUEST_PSEUDO = frozenset((b":method", b":scheme", b":authority", b":path", b":protocol"))
 _RESPONSE_PSEUDO = frozenset((b":status",))
 _TRAILER_PSEUDO: FrozenSet[bytes] = frozenset()
@@ -163,7 +169,9 @@ def _field_problem(
     hosts: List[bytes] = []
     regular_seen = False
     for name, value in headers:
-        if name[:1] == b":":
+        if name in _KNOWN_NAMES:
+            regular_seen = True
+        elif name[:1] == b":":
             if regular_seen:
                 return f"pseudo-header {_shown(name)} after a regular field", pseudo, hosts
             if name in pseudo:

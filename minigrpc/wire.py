@@ -16,6 +16,7 @@ round-trips). The sections follow PROTOCOL-HTTP2.md:
 import base64
 import binascii
 import enum
+import functools
 import re
 import struct
 import zlib
@@ -468,8 +469,12 @@ def decompress(encoding: str, data: bytes, max_length: Optional[int]) -> bytes:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def parse_accept_encoding(value: Union[str, bytes, None]) -> FrozenSet[str]:
-    """The set of encodings a peer lists in ``grpc-accept-encoding`` (comma separated)."""
+    """The set of encodings a peer lists in ``grpc-accept-encoding`` (comma separated).
+
+    A peer sends the same value on every call, so the few values seen are remembered.
+    """
     if not value:
         return frozenset()
     text = value.decode("ascii", "replace") if isinstance(value, bytes) else value

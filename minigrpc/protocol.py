@@ -29,7 +29,7 @@ message larger than the window.
 
 import collections
 import enum
-from typing import Deque, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Tuple
 
 import h2.connection
 import h2.errors
@@ -185,7 +185,7 @@ class Inbound:
         """
         if flow_controlled:
             if self._buffered < self.limit:
-                connection.conn.acknowledge_received_data(flow_controlled, stream_id)
+                connection.acknowledge_later(stream_id, flow_controlled)
             else:
                 self._deferred += flow_controlled
                 connection.credit_connection(flow_controlled)
@@ -233,6 +233,8 @@ class ConnectionProtocol:
         self._credit_threshold = max(1, connection_window // 4)
         #: h2's output taken out of h2 early, in order (:meth:`take_h2_output`).
         self._output: List[bytes] = []
+        #: DATA bytes to acknowledge per stream at the end of the chunk being read.
+        self._unacknowledged: Dict[int, int] = {}
 
     def data_to_send(self) -> bytes:
         """Everything h2 queued: frames for calls, ACKs, WINDOW_UPDATEs, PING replies."""
@@ -242,6 +244,25 @@ class ConnectionProtocol:
         output, self._output = self._output, []
         output.append(data)
         return b"".join(output)
+
+    def acknowledge_later(self, stream_id: int, flow_controlled: int) -> None:
+        """Return window for DATA received on ``stream_id``, once the chunk being read is done.
+
+        A large message arrives as hundreds of DATA frames (grpcio and grpc-go send 16 KiB
+        frames whatever size the receiver allows), and h2's ``acknowledge_received_data`` costs
+        the same for each: one call per stream per chunk read instead of one per frame. The
+        WINDOW_UPDATEs go out in the same write as before, since the socket layer writes after
+        each read. A stream that ended meanwhile still returns its connection window
+        (docs/h2-notes.md, "Flow control").
+        """
+        self._unacknowledged[stream_id] = self._unacknowledged.get(stream_id, 0) + flow_controlled
+
+    def acknowledge_received(self) -> None:
+        """Acknowledge what :meth:`acknowledge_later` collected (end of each chunk read)."""
+        if self._unacknowledged:
+            owed, self._unacknowledged = self._unacknowledged, {}
+            for stream_id, size in owed.items():
+                self.conn.acknowledge_received_data(size, stream_id)
 
     def take_h2_output(self) -> None:
         """Move what h2 queued so far out of h2, ahead of what it queues next.

@@ -502,7 +502,9 @@ class ServerConnection(ConnectionProtocol):
                 # h2 has queued a GOAWAY; events decoded earlier in this chunk are lost.
                 out.extend(self._connection_failed(f"HTTP/2 protocol error: {exc}"))
                 return out
-            if self._handle_h2_events(h2_events, out):
+            finished = self._handle_h2_events(h2_events, out)
+            self.acknowledge_received()
+            if finished:
                 return out
         return out
 
@@ -622,7 +624,7 @@ class ServerConnection(ConnectionProtocol):
         if call is None or call.request_dispatched or call.finished:
             # Ack at once for calls we no longer read: h2 still credits the connection.
             if event.flow_controlled_length:
-                self.conn.acknowledge_received_data(event.flow_controlled_length, stream_id)
+                self.acknowledge_later(stream_id, event.flow_controlled_length)
             return
         if event.data:
             call.last_progress = self._clock()

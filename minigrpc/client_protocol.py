@@ -62,8 +62,9 @@ from .wire import DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, decode_metadata
 #: into one growing buffer that is copied whole when taken, so a 4 MiB request written at once
 #: meant two fresh 4 MiB allocations, which the C library maps from the kernel page by page
 #: (page faults and zeroing: about as much time as the copies themselves in a fresh process).
-#: Batches of this size are allocated and freed from memory the process already has.
-_WRITE_BATCH = 256 * 1024
+#: Batches of 64 KiB stay below glibc's first mmap threshold (128 KiB) and in the CPU's cache:
+#: measured against 32, 128 and 256 KiB, a 4 MiB echo on a grpcio server was fastest with 64.
+_WRITE_BATCH = 64 * 1024
 
 
 class CallPhase(enum.Enum):

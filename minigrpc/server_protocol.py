@@ -709,22 +709,22 @@ class ServerConnection(ConnectionProtocol):
     def _reset_malformed(self, stream_id: int, out: List[CallEvent]) -> None:
         """RST_STREAM(PROTOCOL_ERROR) for a malformed block on a running call (RFC 9113 §8.1.1)."""
         self._reset(stream_id, PROTOCOL_ERROR)
+        self._end_reset_call(
+            stream_id, "the client sent malformed trailers (PROTOCOL_ERROR)", out
+        )
+
+    def _on_stream_reset(self, event: h2.events.StreamReset, out: List[CallEvent]) -> None:
+        who = "client" if event.remote_reset else "HTTP/2 layer"
+        details = f"the {who} reset the stream ({http2_error_name(event.error_code)})"
+        self._end_reset_call(event.stream_id, details, out)
+
+    def _end_reset_call(self, stream_id: int, details: str, out: List[CallEvent]) -> None:
+        """Forget a stream that is reset; a call still running ends as CANCELLED (grpcio's code)."""
         call = self._calls.pop(stream_id, None)
         self._blocked.discard(stream_id)
         if call is not None and not call.finished:
             call.finished = True
-            details = "the client sent malformed trailers (PROTOCOL_ERROR)"
             out.append(CallTerminated(stream_id, StatusCode.CANCELLED, details))
-
-    def _on_stream_reset(self, event: h2.events.StreamReset, out: List[CallEvent]) -> None:
-        call = self._calls.pop(event.stream_id, None)
-        self._blocked.discard(event.stream_id)
-        if call is None or call.finished:
-            return
-        call.finished = True
-        who = "client" if event.remote_reset else "HTTP/2 layer"
-        details = f"the {who} reset the stream ({http2_error_name(event.error_code)})"
-        out.append(CallTerminated(event.stream_id, StatusCode.CANCELLED, details))
 
     # -- output ----------------------------------------------------------------------------------
 

@@ -9,8 +9,9 @@ one place:
   order h2 gets right (docs/h2-notes.md, "Settings").
 * :class:`FrameSplitter`: cut the inbound byte stream right after every GOAWAY frame, so that a
   GOAWAY and the frame after it never reach h2 in one ``receive_data()`` call (otherwise h2 raises
-  and the ``ConnectionTerminated`` event is lost); and reject an oversized frame or header block
-  from its 9-byte header, before h2 buffers its body.
+  and the ``ConnectionTerminated`` event is lost), and after the server's first SETTINGS frame;
+  and reject an oversized frame or header block from its 9-byte header, before h2 buffers its
+  body.
 * :func:`reopen_after_goaway`: h2 enters its CLOSED state on GOAWAY and then refuses every frame,
   which would kill the calls the GOAWAY explicitly allows to finish (RFC 9113 §6.8;
   python-hyper/h2#1181).
@@ -217,7 +218,12 @@ class FrameSplitter:
     a GOAWAY frame is cut out into a chunk of its own, so the caller can handle
     ``ConnectionTerminated`` (and :func:`reopen_after_goaway`) before h2 sees the next frame,
     and can collect what h2 queued for the frames before it (ACKs, WINDOW_UPDATEs): h2 empties
-    its output buffer when it receives a GOAWAY.
+    its output buffer when it receives a GOAWAY.  On the client the server's first frame (its
+    SETTINGS, the server preface of RFC 9113 §3.4) ends a chunk too: h2 reports nothing for a
+    chunk it raises on, so without the cut a broken frame that arrived in the same ``recv()``
+    as the SETTINGS would hide that the preface had been read, and the error's text (grpc-go's
+    "error reading server preface" or "error reading from server") would depend on how the
+    kernel happened to split the bytes.
 
     Since every header is parsed here anyway, the checks h2 makes too late happen here, at the
     cost of one comparison per frame:
@@ -237,7 +243,7 @@ class FrameSplitter:
 
     __slots__ = (
         "_block_bytes",
-        "_ends_goaway",
+        "_ends_chunk",
         "_expect_settings",
         "_header",
         "_max_block",
@@ -256,14 +262,15 @@ class FrameSplitter:
         self._header = b""
         self._expect_settings = expect_settings_first
         self._remaining = 0
-        self._ends_goaway = False
+        self._ends_chunk = False
         self._preface_left = len(CLIENT_PREFACE) if expect_preface else 0
         self._max_frame = max_frame_size
         self._max_block = max_header_block
         self._block_bytes = 0
 
     def feed(self, data: bytes) -> List[bytes]:
-        """Return ``data`` as a list of chunks, each GOAWAY frame in a chunk of its own.
+        """Return ``data`` as a list of chunks: each GOAWAY frame in a chunk of its own, and a
+        chunk ending with the server's first SETTINGS frame (``expect_settings_first``).
 
         Raises :class:`PrefaceError`, :class:`ServerPrefaceError`, :class:`FrameSizeError` or
         :class:`HeaderBlockTooLarge`.
@@ -284,10 +291,10 @@ class FrameSplitter:
                 take = min(self._remaining, size - pos)
                 pos += take
                 self._remaining -= take
-                if not self._remaining and self._ends_goaway:
+                if not self._remaining and self._ends_chunk:
                     chunks.append(data[start:pos])
                     start = pos
-                    self._ends_goaway = False
+                    self._ends_chunk = False
                 continue
             if not self._header and size - pos >= _FRAME_HEADER_LENGTH:
                 # The whole header is in this read (the common case): read it in place.
@@ -305,25 +312,27 @@ class FrameSplitter:
                 header, self._header = self._header, b""
                 length = int.from_bytes(header[:3], "big")
                 frame_type, flags = header[3], header[4]
+            ends_chunk = frame_type == _GOAWAY
             if self._expect_settings:
                 self._expect_settings = False
                 if frame_type != _SETTINGS or length % 6:
                     raise ServerPrefaceError(
                         f"first frame received is not a SETTINGS frame ({header!r})"
                     )
+                ends_chunk = True
             if self._max_frame is not None and length > self._max_frame:
                 raise FrameSizeError(length, self._max_frame)
             if self._max_block is not None and frame_type in _HEADER_BLOCK_TYPES:
                 self._count_header_block(frame_type, flags, length)
             self._remaining = length
-            self._ends_goaway = frame_type == _GOAWAY
-            if self._ends_goaway and pos - take > start:
+            self._ends_chunk = ends_chunk
+            if ends_chunk and pos - take > start:
                 chunks.append(data[start : pos - take])  # the frames before the GOAWAY
                 start = pos - take
-            if not length and self._ends_goaway:
+            if not length and self._ends_chunk:
                 chunks.append(data[start:pos])
                 start = pos
-                self._ends_goaway = False
+                self._ends_chunk = False
         if start < size:
             chunks.append(data[start:] if start else data)
         return chunks

@@ -282,7 +282,8 @@ class ConnectionProtocol:
             self.conn.increment_flow_control_window(credit)
 
     def _split(self, data: bytes) -> List[bytes]:
-        """Cut ``data`` after each GOAWAY frame (:class:`minigrpc.http2.FrameSplitter`).
+        """Cut ``data`` after each GOAWAY frame and after the server's SETTINGS frame
+        (:class:`minigrpc.http2.FrameSplitter`).
 
         Raises :class:`minigrpc.http2.ConnectionError` subclasses for what the frame headers
         alone show to be a connection error.

@@ -257,6 +257,45 @@ def test_frame_splitter_isolates_goaway_in_its_own_chunk() -> None:
     assert http2.FrameSplitter().feed(settings + goaway + ping) == [settings, goaway, ping]
 
 
+def test_frame_splitter_cuts_after_the_server_settings_on_a_client() -> None:
+    settings = b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x03\x00\x00\x00\x64"
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    splitter = http2.FrameSplitter(expect_settings_first=True)
+    assert splitter.feed(settings + ping + ping) == [settings, ping + ping]
+    # Only the first frame: a later SETTINGS travels with its neighbours.
+    assert splitter.feed(ping + settings + ping) == [ping + settings + ping]
+    # A SETTINGS split over reads ends the chunk of the read that completes it.
+    splitter = http2.FrameSplitter(expect_settings_first=True)
+    assert splitter.feed(settings[:4]) == [settings[:4]]
+    assert splitter.feed(settings[4:] + ping) == [settings[4:], ping]
+    # An empty SETTINGS (no parameters) is a whole frame at its header.
+    empty = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    assert http2.FrameSplitter(expect_settings_first=True).feed(empty + ping) == [empty, ping]
+
+
+@pytest.mark.parametrize("same_read", [True, False])
+def test_client_error_text_does_not_depend_on_how_the_preface_was_read(same_read: bool) -> None:
+    """A connection error just after the server's SETTINGS reads "error reading from server",
+    as grpc-go's does, whether or not the two frames came in one ``recv()``."""
+    from minigrpc.client_protocol import ClientConnectionProtocol
+
+    client = ClientConnectionProtocol()
+    client.initiate()
+    client.data_to_send()
+    server = h2.connection.H2Connection(http2.server_config())
+    server.initiate_connection()
+    # A connection WINDOW_UPDATE past 2^31-1 (RFC 9113 §6.9.1): a connection error in h2.
+    bad = b"\x00\x00\x04\x08\x00\x00\x00\x00\x00" + (2**31 - 1).to_bytes(4, "big")
+    preface = server.data_to_send()
+    if same_read:
+        client.receive_data(preface + bad)
+    else:
+        client.receive_data(preface)
+        client.receive_data(bad)
+    assert client.failure is not None
+    assert "error reading from server: " in client.failure, client.failure
+
+
 def test_client_keeps_its_acks_when_goaway_arrives_in_the_same_read() -> None:
     """h2 empties its output buffer on GOAWAY; the SETTINGS ACK queued just before must survive."""
     from minigrpc.client_protocol import ClientConnectionProtocol

@@ -739,7 +739,14 @@ def test_control_frame_floods(
                 break
             sent += 1000
         good_call(server.target)
-        watch.check("bounded memory, others served", f"{sent} frames accepted")
+        # How far a flood gets before the server stops it depends on socket buffers and
+        # scheduling; the document records whether it was stopped, not where.
+        outcome = (
+            f"all {count} frames accepted"
+            if sent == count
+            else f"stopped before {count} frames (connection closed or no longer read)"
+        )
+        watch.check("bounded memory, others served", outcome)
     finally:
         attacker.close()
 
@@ -777,7 +784,11 @@ def test_thousand_idle_connections(server: ServerProcess, request: pytest.Fixtur
         good_call(server.target)
         during = server.status()
         assert during["Threads"] <= watch.before["Threads"] + WORKERS, during
-        watch.check("one thread for all, others served", f"{during['fds']} server fds")
+        # One descriptor per connection; the good call's own connection may or may not be
+        # closed yet when the status is read, hence the range.
+        extra_fds = during["fds"] - watch.before["fds"]
+        assert 1000 <= extra_fds <= 1002, (during, watch.before)
+        watch.check("one thread for all, others served", "one server fd per connection")
     finally:
         for sock in socks:
             sock.close()

@@ -448,10 +448,12 @@ class RawConn:
                 return False
 
     def _send_replies(self, data: bytes) -> None:
-        """Automatic ACKs/WINDOW_UPDATEs. A client's are held until it has written its first
-        bytes (normally the preface), so that they never precede it on the wire."""
+        """Automatic ACKs/WINDOW_UPDATEs, held until the script has written its first bytes
+        (normally its preface: a client's, or a server's SETTINGS), so that they never precede it
+        on the wire (RFC 9113 §3.4). A script that opens with garbage therefore has it read as
+        the first frame, every run, not after an ACK that won a race with the script."""
         with self._write_lock:
-            if self.role == "client" and not self._sent_anything:
+            if not self._sent_anything:
                 self._held_replies.append(data)
                 return
         self.send(data)

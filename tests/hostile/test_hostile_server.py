@@ -784,10 +784,11 @@ def test_thousand_idle_connections(server: ServerProcess, request: pytest.Fixtur
         good_call(server.target)
         during = server.status()
         assert during["Threads"] <= watch.before["Threads"] + WORKERS, during
-        # One descriptor per connection; the good call's own connection may or may not be
-        # closed yet when the status is read, hence the range.
+        # One descriptor per connection, not two (no pipe or thread per connection) and none
+        # dropped. The baseline itself moves by a descriptor or two (the good call's connection,
+        # a previous test's socket still closing), hence the margin.
         extra_fds = during["fds"] - watch.before["fds"]
-        assert 1000 <= extra_fds <= 1002, (during, watch.before)
+        assert abs(extra_fds - 1000) <= 10, (during, watch.before)
         watch.check("one thread for all, others served", "one server fd per connection")
     finally:
         for sock in socks:

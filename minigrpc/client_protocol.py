@@ -39,6 +39,7 @@ from . import errors, headers, http2, protocol, wire
 from .headers import Header, ResponseHead, header_list_size
 from .protocol import (
     CANCEL,
+    DATA_BATCH,
     NO_ERROR,
     PROTOCOL_ERROR,
     REFUSED_STREAM,
@@ -57,14 +58,6 @@ from .status import (
     status_from_rst_stream,
 )
 from .wire import DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, decode_metadata
-
-#: Request bytes handed to h2 per :meth:`ClientConnectionProtocol.write_request`. h2 serializes
-#: into one growing buffer that is copied whole when taken, so a 4 MiB request written at once
-#: meant two fresh 4 MiB allocations, which the C library maps from the kernel page by page
-#: (page faults and zeroing: about as much time as the copies themselves in a fresh process).
-#: Batches of 64 KiB stay below glibc's first mmap threshold (128 KiB) and in the CPU's cache:
-#: measured against 32, 128 and 256 KiB, a 4 MiB echo on a grpcio server was fastest with 64.
-_WRITE_BATCH = 64 * 1024
 
 
 class CallPhase(enum.Enum):
@@ -366,8 +359,8 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
     def write_request(self, call: ClientCall) -> bool:
         """Write queued request bytes while the windows allow; True once nothing waits.
 
-        At most :data:`_WRITE_BATCH` bytes go to h2 at a time; the socket layer writes them
-        and calls again at once while the window lasts.
+        At most :data:`minigrpc.protocol.DATA_BATCH` bytes go to h2 at a time; the socket layer
+        writes them and calls again at once while the window lasts.
 
         The last chunk carries END_STREAM when the request is closing, so a small unary request
         is one DATA frame; a request that ends after its last message was written sends an empty
@@ -376,7 +369,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         if call.done or call.phase is not CallPhase.OPEN:
             return True
         request = call.request
-        request.write(self.conn, call.stream_id, _WRITE_BATCH, end_stream_on_last=True)
+        request.write(self.conn, call.stream_id, DATA_BATCH, end_stream_on_last=True)
         if not request.empty:
             return False
         if request.state is SendState.CLOSING:

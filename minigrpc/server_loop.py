@@ -39,6 +39,7 @@ from . import errors, wire
 from . import handlers as _handlers
 from . import server_protocol as _protocol
 from .interceptors import intercept_handler_lookup
+from .protocol import DATA_BATCH
 from .server_call import CallEndedError, RequestStream, ResponseCredit
 from .server_options import ServerOptions
 from .servicer_context import ServicerContext, _Abort
@@ -66,11 +67,6 @@ _TIMER_COMPACT_MIN = 1024
 _CLOSE_FLUSH_TIMEOUT = 5.0
 #: How long a drained connection waits, write side shut, for the client to close its end.
 _LINGER_TIMEOUT = 1.0
-#: DATA bytes handed to a connection's protocol per round of :meth:`ServerLoop._flush`. h2
-#: serializes into one buffer that is copied whole when taken: batches of 64 KiB stay below
-#: glibc's first mmap threshold and in the CPU's cache, where a 2 MiB batch (the output bound)
-#: was fresh memory, mapped page by page, for every large response.
-_SEND_BATCH = 64 * 1024
 #: Plaintext taken from a TLS engine at a time.
 _TLS_READ = 256 * 1024
 #: Server states.
@@ -533,9 +529,10 @@ class ServerLoop:
             if protocol.closed:
                 break
             starved = protocol.starved
-            # The protocol gets at most _SEND_BATCH at a time, sent before the next batch;
-            # once the socket takes nothing, the next batch waits for it to drain.
-            protocol.set_output_room(max(min(room, _SEND_BATCH), 0))
+            # The protocol gets at most DATA_BATCH at a time (not the whole output bound),
+            # sent before the next batch; once the socket takes nothing, the next batch waits
+            # for it to drain.
+            protocol.set_output_room(max(min(room, DATA_BATCH), 0))
             if room <= 0 or not starved or (output and not sent):
                 break
         for context in connection.senders:

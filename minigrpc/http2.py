@@ -327,9 +327,9 @@ class FrameSplitter:
             self._remaining = length
             self._ends_chunk = ends_chunk
             if ends_chunk and pos - take > start:
-                chunks.append(data[start : pos - take])  # the frames before the GOAWAY
+                chunks.append(data[start : pos - take])  # the frames before this one
                 start = pos - take
-            if not length and self._ends_chunk:
+            if not length and ends_chunk:
                 chunks.append(data[start:pos])
                 start = pos
                 self._ends_chunk = False

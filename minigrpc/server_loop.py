@@ -193,7 +193,8 @@ class ServerLoop:
         self._io_lock = threading.Lock()
         self._loop_thread: Optional[threading.Thread] = None
         #: Handler runs found in the current pass of the I/O loop, submitted together once the
-        #: pass has read every ready socket (:meth:`_dispatch`); None outside a pass.
+        #: pass has read every ready socket (:meth:`_dispatch`); None outside a pass. The I/O
+        #: thread holds :attr:`_io_lock` for the whole pass, so only it ever sees a list here.
         self._held_dispatches: Optional[List[Tuple[Any, ...]]] = None
         self._loop_done = False
         self._stop_deadline: Optional[float] = None
@@ -517,7 +518,7 @@ class ServerLoop:
                 try:
                     sent = connection.sock.send(output)
                 except (BlockingIOError, InterruptedError):
-                    sent = 0
+                    pass  # nothing sent: ``sent`` stays 0
                 except OSError as exc:
                     self._connection_lost(connection, f"write failed: {exc}")
                     return
@@ -827,7 +828,7 @@ class ServerLoop:
         change on one connection or for a lone call's latency.
         """
         held = self._held_dispatches
-        if held is not None and threading.current_thread() is self._loop_thread:
+        if held is not None:
             held.append((context, request))
             return
         self._submit(context, request)

@@ -227,7 +227,9 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
     ) -> None:
         super().__init__(
             h2.connection.H2Connection(config=http2.client_config()),
-            http2.FrameSplitter(max_frame_size=max_frame_size, expect_settings_first=True),
+            http2.FrameSplitter(
+                max_frame_size=max_frame_size, expect_settings_first=True, merge_data_frames=True
+            ),
             connection_window,
         )
         self.max_receive_message_length = max_receive_message_length

@@ -20,10 +20,12 @@ one place:
   twice; both are replaced for :class:`hyperframe.frame.DataFrame` by versions that produce the same
   text and bytes.
 * :func:`next_read_size`: how much each ``recv()`` asks for, on both sides.
+* The splitter can also join consecutive DATA frames of one stream before h2 parses them
+  (``merge_data_frames``), because h2's cost is per frame and grpc-go sends 16 KiB frames.
 """
 
 import struct
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple, Union
 
 import h2.config
 import h2.connection
@@ -66,6 +68,9 @@ def next_read_size(received: int) -> int:
     return LARGE_READ if received >= SMALL_READ else SMALL_READ
 
 _FRAME_HEADER_LENGTH = 9
+_DATA = 0x0
+_END_STREAM = 0x1
+_PADDED = 0x8
 _SETTINGS = 0x4
 _GOAWAY = 0x7
 _CONTINUATION = 0x9
@@ -238,6 +243,10 @@ class FrameSplitter:
       CONTINUATION frames, padding included) accepted before END_HEADERS
       (:class:`HeaderBlockTooLarge`).
 
+    With ``merge_data_frames=True`` (and a ``max_frame_size``), consecutive whole DATA frames of
+    one stream in one read reach h2 as one frame (:class:`_DataFrameMerger`): h2's cost is per
+    frame, and peers send large messages as many small frames.
+
     After any of these errors the connection is broken and the splitter must not be fed again.
     """
 
@@ -248,6 +257,7 @@ class FrameSplitter:
         "_header",
         "_max_block",
         "_max_frame",
+        "_merger",
         "_preface_left",
         "_remaining",
     )
@@ -258,8 +268,14 @@ class FrameSplitter:
         max_frame_size: Optional[int] = None,
         max_header_block: Optional[int] = None,
         expect_settings_first: bool = False,
+        merge_data_frames: bool = False,
     ) -> None:
         self._header = b""
+        self._merger = (
+            _DataFrameMerger(max_frame_size)
+            if merge_data_frames and max_frame_size is not None
+            else None
+        )
         self._expect_settings = expect_settings_first
         self._remaining = 0
         self._ends_chunk = False
@@ -275,8 +291,8 @@ class FrameSplitter:
         Raises :class:`PrefaceError`, :class:`ServerPrefaceError`, :class:`FrameSizeError` or
         :class:`HeaderBlockTooLarge`.
         """
-        chunks: List[bytes] = []
-        start = 0
+        cuts: List[int] = []  # offsets after which a chunk ends
+        merger = self._merger
         pos = 0
         size = len(data)
         if self._preface_left:
@@ -292,8 +308,7 @@ class FrameSplitter:
                 pos += take
                 self._remaining -= take
                 if not self._remaining and self._ends_chunk:
-                    chunks.append(data[start:pos])
-                    start = pos
+                    cuts.append(pos)
                     self._ends_chunk = False
                 continue
             if not self._header and size - pos >= _FRAME_HEADER_LENGTH:
@@ -302,6 +317,11 @@ class FrameSplitter:
                 length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
                 frame_type, flags = data[pos + 3], data[pos + 4]
                 header = data[pos : pos + take] if self._expect_settings else b""
+                if merger is not None:
+                    if frame_type == _DATA and pos + take + length <= size:
+                        merger.add(data, pos, length, flags)
+                    else:
+                        merger.end_run()
                 pos += take
             else:
                 take = min(_FRAME_HEADER_LENGTH - len(self._header), size - pos)
@@ -326,15 +346,20 @@ class FrameSplitter:
                 self._count_header_block(frame_type, flags, length)
             self._remaining = length
             self._ends_chunk = ends_chunk
-            if ends_chunk and pos - take > start:
-                chunks.append(data[start : pos - take])  # the frames before this one
-                start = pos - take
+            if ends_chunk and pos - take > (cuts[-1] if cuts else 0):
+                cuts.append(pos - take)  # the frames before this one
             if not length and ends_chunk:
-                chunks.append(data[start:pos])
-                start = pos
+                cuts.append(pos)
                 self._ends_chunk = False
-        if start < size:
-            chunks.append(data[start:] if start else data)
+        if merger is not None:
+            merger.end_run()
+            if merger.runs:
+                return merger.rebuild(data, cuts)
+        if not cuts:
+            return [data] if size else []
+        chunks = [data[start:end] for start, end in zip([0, *cuts], cuts)]
+        if cuts[-1] < size:
+            chunks.append(data[cuts[-1] :])
         return chunks
 
     def _count_header_block(self, frame_type: int, flags: int, length: int) -> None:
@@ -348,6 +373,96 @@ class FrameSplitter:
             )
         if flags & _END_HEADERS:
             self._block_bytes = 0
+
+
+class _DataFrameMerger:
+    """Join runs of whole DATA frames of one stream, in one read, into one frame before h2.
+
+    grpc-go sends a large message as 16 KiB DATA frames, whatever MAX_FRAME_SIZE the receiver
+    advertised, and h2 has a fixed cost for each frame it parses (docs/h2-notes.md, "Per-frame
+    cost"): a 4 MiB message is 256 frames. The boundaries between DATA frames mean nothing
+    (RFC 9113 §6.1: the payload is a sequence of bytes; flow control counts bytes, RFC 9113
+    §6.9), so unpadded frames that follow one another on one stream can reach h2 as one frame
+    carrying the same bytes, with the last frame's END_STREAM, as long as it fits the
+    MAX_FRAME_SIZE we advertised (h2's inbound limit). h2 then sees the same stream states, the
+    same flow-controlled length and the same bytes; only the number of ``DataReceived`` events
+    changes. Padded frames are left alone (their padding counts against the window), and so
+    is any frame not wholly inside the read: only whole frames are joined, so what h2 buffers
+    is unchanged.
+
+    The frame trace reads the bytes from the socket, before this, so it still shows the frames
+    as they were sent.
+    """
+
+    __slots__ = ("_frames", "_length", "_stream_id", "limit", "runs")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        #: The runs of two or more frames found in this read: their start and end offsets, the
+        #: header of the merged frame and the offsets of each frame's payload.
+        self.runs: List[Tuple[int, int, bytes, List[Tuple[int, int]]]] = []
+        self._frames: List[Tuple[int, int]] = []  # (header offset, length) in the current run
+        self._stream_id = 0
+        self._length = 0
+
+    def add(self, data: bytes, pos: int, length: int, flags: int) -> None:
+        """A DATA frame whose header starts at ``pos`` and whose payload is all in ``data``."""
+        if flags & _PADDED:
+            self.end_run()
+            return
+        stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+        if self._frames and (stream_id != self._stream_id or self._length + length > self.limit):
+            self.end_run()
+        if not self._frames:
+            self._stream_id = stream_id
+            self._length = 0
+        self._frames.append((pos, length))
+        self._length += length
+        if flags & _END_STREAM:
+            self.end_run(end_stream=True)
+
+    def end_run(self, end_stream: bool = False) -> None:
+        """The current run is over: keep it if it has more than one frame."""
+        frames = self._frames
+        if not frames:
+            return
+        self._frames = []
+        if len(frames) < 2:
+            return
+        length = self._length
+        flags = _END_STREAM if end_stream else 0
+        header = bytes((length >> 16, (length >> 8) & 0xFF, length & 0xFF, _DATA, flags))
+        header += self._stream_id.to_bytes(4, "big")
+        bodies = [(pos + _FRAME_HEADER_LENGTH, pos + _FRAME_HEADER_LENGTH + n) for pos, n in frames]
+        self.runs.append((frames[0][0], bodies[-1][1], header, bodies))
+
+    def rebuild(self, data: bytes, cuts: List[int]) -> List[bytes]:
+        """``data`` cut at ``cuts``, with each run replaced by its merged frame.
+
+        A run never spans a cut: cuts fall next to GOAWAY and SETTINGS frames, which end runs.
+        """
+        runs, self.runs = self.runs, []
+        view = memoryview(data)
+        chunks: List[bytes] = []
+        bounds = [0, *cuts]
+        if bounds[-1] < len(data):
+            bounds.append(len(data))
+        run_index = 0
+        for start, end in zip(bounds, bounds[1:]):
+            parts: List[Union[bytes, memoryview]] = []
+            while run_index < len(runs) and runs[run_index][0] < end:
+                run_start, run_end, header, bodies = runs[run_index]
+                parts.append(view[start:run_start])
+                parts.append(header)
+                parts.extend(view[body_start:body_end] for body_start, body_end in bodies)
+                start = run_end
+                run_index += 1
+            if not parts:
+                chunks.append(data[start:end])
+                continue
+            parts.append(view[start:end])
+            chunks.append(b"".join(parts))
+        return chunks
 
 
 def _data_frame_body_repr(frame: hyperframe.frame.DataFrame) -> str:

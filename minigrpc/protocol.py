@@ -256,8 +256,9 @@ class ConnectionProtocol:
     def acknowledge_later(self, stream_id: int, flow_controlled: int) -> None:
         """Return window for DATA received on ``stream_id``, once the chunk being read is done.
 
-        A large message arrives as hundreds of DATA frames (grpcio and grpc-go send 16 KiB
-        frames whatever size the receiver allows), and h2's ``acknowledge_received_data`` costs
+        A large message can arrive as hundreds of DATA frames (grpc-go sends 16 KiB frames
+        whatever size the receiver allows, and a read may hold frames that could not be joined,
+        :class:`minigrpc.http2.FrameSplitter`), and h2's ``acknowledge_received_data`` costs
         the same for each: one call per stream per chunk read instead of one per frame. The
         WINDOW_UPDATEs go out in the same write as before, since the socket layer writes after
         each read. A stream that ended meanwhile still returns its connection window

@@ -402,6 +402,7 @@ class ServerConnection(ConnectionProtocol):
                 expect_preface=True,
                 max_frame_size=self.settings.max_frame_size,
                 max_header_block=hpack_limit + _HEADER_BLOCK_SLACK,
+                merge_data_frames=True,
             ),
             self.settings.connection_window,
         )

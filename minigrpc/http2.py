@@ -320,7 +320,7 @@ class FrameSplitter:
                 if merger is not None:
                     if frame_type == _DATA and pos + take + length <= size:
                         merger.add(data, pos, length, flags)
-                    else:
+                    elif merger.run:
                         merger.end_run()
                 pos += take
             else:
@@ -394,14 +394,15 @@ class _DataFrameMerger:
     as they were sent.
     """
 
-    __slots__ = ("_frames", "_length", "_stream_id", "limit", "runs")
+    __slots__ = ("_length", "_stream_id", "limit", "run", "runs")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         #: The runs of two or more frames found in this read: their start and end offsets, the
         #: header of the merged frame and the offsets of each frame's payload.
         self.runs: List[Tuple[int, int, bytes, List[Tuple[int, int]]]] = []
-        self._frames: List[Tuple[int, int]] = []  # (header offset, length) in the current run
+        #: The current run: (header offset, payload length) of each frame.
+        self.run: List[Tuple[int, int]] = []
         self._stream_id = 0
         self._length = 0
 
@@ -411,22 +412,22 @@ class _DataFrameMerger:
             self.end_run()
             return
         stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
-        if self._frames and (stream_id != self._stream_id or self._length + length > self.limit):
+        if self.run and (stream_id != self._stream_id or self._length + length > self.limit):
             self.end_run()
-        if not self._frames:
+        if not self.run:
             self._stream_id = stream_id
             self._length = 0
-        self._frames.append((pos, length))
+        self.run.append((pos, length))
         self._length += length
         if flags & _END_STREAM:
             self.end_run(end_stream=True)
 
     def end_run(self, end_stream: bool = False) -> None:
         """The current run is over: keep it if it has more than one frame."""
-        frames = self._frames
+        frames = self.run
         if not frames:
             return
-        self._frames = []
+        self.run = []
         if len(frames) < 2:
             return
         length = self._length

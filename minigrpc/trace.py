@@ -25,31 +25,28 @@ Each line is one HTTP/2 frame (RFC 9113 §4.1), in this column order::
   bytes in hex.  Frame boundaries mean nothing to gRPC, so a message (or even its 5-byte prefix) may
   continue in later frames: those frames say ``grpc-message continued``.
 
-A unary call from a minigrpc client, as the client sees it.  h2 first announces its defaults
-in one SETTINGS frame, then minigrpc's own values in a second one; each side ACKs both::
+A unary call from a minigrpc client, as the client sees it.  Its one SETTINGS frame carries
+minigrpc's values, a WINDOW_UPDATE then raises the connection window (SETTINGS cannot), each
+side ACKs the other's SETTINGS, and closing the channel sends a GOAWAY::
 
     client --> localhost:50051  PREFACE        "PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" (client connection preface)
-    client --> localhost:50051  SETTINGS       stream=0    len=42      -                       HEADER_TABLE_SIZE=4096 ENABLE_PUSH=1 INITIAL_WINDOW_SIZE=65535 MAX_FRAME_SIZE=16384 ENABLE_CONNECT_PROTOCOL=0 MAX_CONCURRENT_STREAMS=100 MAX_HEADER_LIST_SIZE=65536
-    client --> localhost:50051  SETTINGS       stream=0    len=24      -                       INITIAL_WINDOW_SIZE=4194304 MAX_FRAME_SIZE=1048576 MAX_HEADER_LIST_SIZE=65536 ENABLE_PUSH=0
+    client --> localhost:50051  SETTINGS       stream=0    len=36      -                       HEADER_TABLE_SIZE=4096 ENABLE_PUSH=0 INITIAL_WINDOW_SIZE=4194304 MAX_FRAME_SIZE=1048576 ENABLE_CONNECT_PROTOCOL=0 MAX_HEADER_LIST_SIZE=65536
     client --> localhost:50051  WINDOW_UPDATE  stream=0    len=4       -                       increment=16711681 (connection)
-    client --> localhost:50051  HEADERS        stream=1    len=130     END_HEADERS             request headers
+    client --> localhost:50051  HEADERS        stream=1    len=138     END_HEADERS             request headers
                                   :method: POST
                                   :scheme: http
                                   :path: /grpc.testing.TestService/UnaryCall
                                   :authority: localhost:50051
                                   content-type: application/grpc
-                                  user-agent: minigrpc/0.1.0
+                                  user-agent: grpc-python-minigrpc/0.1.0
                                   te: trailers
                                   grpc-accept-encoding: identity,deflate,gzip
-                                  grpc-timeout: 1000000u  (1 s)
+                                  grpc-timeout: 999132u  (0.999132 s)
     client --> localhost:50051  DATA           stream=1    len=15      END_STREAM              grpc-message flag=0 length=10 [10 04 1a 06 12 04 61 62 63 64]
-    client <-- localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges our SETTINGS)
-    client <-- localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges our SETTINGS)
-    client <-- localhost:50051  SETTINGS       stream=0    len=42      -                       HEADER_TABLE_SIZE=4096 ENABLE_PUSH=0 INITIAL_WINDOW_SIZE=65535 MAX_FRAME_SIZE=16384 ENABLE_CONNECT_PROTOCOL=0 MAX_CONCURRENT_STREAMS=100 MAX_HEADER_LIST_SIZE=65536
-    client <-- localhost:50051  SETTINGS       stream=0    len=18      -                       INITIAL_WINDOW_SIZE=4194304 MAX_FRAME_SIZE=1048576 MAX_HEADER_LIST_SIZE=65536
-    client <-- localhost:50051  WINDOW_UPDATE  stream=0    len=4       -                       increment=16711696 (connection)
+    client <-- localhost:50051  SETTINGS       stream=0    len=42      -                       HEADER_TABLE_SIZE=4096 ENABLE_PUSH=0 INITIAL_WINDOW_SIZE=4194304 MAX_FRAME_SIZE=1048576 ENABLE_CONNECT_PROTOCOL=0 MAX_HEADER_LIST_SIZE=16384 MAX_CONCURRENT_STREAMS=100
+    client <-- localhost:50051  WINDOW_UPDATE  stream=0    len=4       -                       increment=16711681 (connection)
     client --> localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges the peer's SETTINGS)
-    client --> localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges the peer's SETTINGS)
+    client <-- localhost:50051  SETTINGS       stream=0    len=0       ACK                     (acknowledges our SETTINGS)
     client <-- localhost:50051  HEADERS        stream=1    len=47      END_HEADERS             response headers
                                   :status: 200
                                   content-type: application/grpc
@@ -58,6 +55,7 @@ in one SETTINGS frame, then minigrpc's own values in a second one; each side ACK
     client <-- localhost:50051  HEADERS        stream=1    len=24      END_STREAM|END_HEADERS  trailers
                                   grpc-status: 0  (OK)
                                   grpc-message:
+    client --> localhost:50051  GOAWAY         stream=0    len=8       -                       last_stream_id=0 error=NO_ERROR(0x0)
 
 Notes marked ``!!`` point at something a conforming peer would reject.  If the bytes
 stop making sense (no preface, a malformed frame), the trace says so once and stops tracing
@@ -85,8 +83,6 @@ __all__ = [
 ]
 
 WIRE_LOGGER = logging.getLogger("minigrpc.wire")
-
-#: RFC 9113 §3.4: the first bytes a client sends on an HTTP/2 connection.
 
 _FRAME_HEADER_LENGTH = 9
 _GRPC_PREFIX_LENGTH = 5  # PROTOCOL-HTTP2.md, Requests: 1-byte flag + 4-byte big-endian length

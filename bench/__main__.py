@@ -50,7 +50,7 @@ class Mode:
                  throughput_calls: int, throughput_rounds: int,
                  throughput_connections: Sequence[str], client_timeout_scale: float,
                  profiles: bool, stream_count: int = 10000, stream_reps: int = 5,
-                 stream_rounds: int = 3) -> None:
+                 stream_rounds: int = 3, pypy_warmup: int = pypy.PYPY_WARMUP) -> None:
         self.name = name
         self.profiles = profiles
         self.client_timeouts = {workload: seconds * client_timeout_scale
@@ -59,6 +59,8 @@ class Mode:
         self.importtime_runs = importtime_runs
         self.latency_calls = latency_calls
         self.latency_warmup = latency_warmup
+        #: Untimed calls of a PyPy latency client, and into a PyPy server (bench/pypy.py).
+        self.pypy_warmup = pypy_warmup
         self.latency_rounds = latency_rounds
         self.large_sizes = list(large_sizes)
         self.large_reps = list(large_reps)
@@ -89,7 +91,8 @@ MODES: Dict[str, Mode] = {
                  latency_rounds=1, large_sizes=(4 * MIB,), large_reps=(1,), large_rounds=1,
                  throughput_threads=2, throughput_calls=20, throughput_rounds=1,
                  throughput_connections=("shared",), client_timeout_scale=0.05,
-                 profiles=False, stream_count=200, stream_reps=1, stream_rounds=1),
+                 profiles=False, stream_count=200, stream_reps=1, stream_rounds=1,
+                 pypy_warmup=20),
 }
 
 #: The request size of the latency and throughput workloads (a CNI request is about 200 bytes).
@@ -128,7 +131,7 @@ def run_client(mode: Mode, workload: str, client: str, socket_path: str,
         python, env, client = PYPY_PYTHON[0], pypy.pypy_env(REPO_ROOT), "minigrpc"
         if "--warmup" in arguments:
             arguments = list(arguments)
-            arguments[arguments.index("--warmup") + 1] = str(pypy.PYPY_WARMUP)
+            arguments[arguments.index("--warmup") + 1] = str(mode.pypy_warmup)
     command = [python, "-m", "bench.workloads", workload, "--client", client,
                "--socket", socket_path, *arguments]
     try:
@@ -150,7 +153,7 @@ def run_client(mode: Mode, workload: str, client: str, socket_path: str,
 class Servers:
     """The echo servers of one section, started together and always stopped together."""
 
-    def __init__(self, impls: Sequence[str], directory: str) -> None:
+    def __init__(self, impls: Sequence[str], directory: str, pypy_warmup: int) -> None:
         self.sockets = {impl: os.path.join(directory, f"{impl}.sock") for impl in impls}
         self.errors: Dict[str, str] = {}
         self._peers: List[PeerProcess] = []
@@ -163,7 +166,7 @@ class Servers:
                         [PYPY_PYTHON[0], "-m", "bench.peers", "--impl", "minigrpc", "--socket",
                          self.sockets[impl]], cwd=REPO_ROOT, env=pypy.pypy_env(REPO_ROOT))
                     peer.start()
-                    self._warm_up_pypy_server(self.sockets[impl])
+                    self._warm_up_pypy_server(self.sockets[impl], pypy_warmup)
                 else:
                     peer = bench_server(impl, self.sockets[impl], REPO_ROOT)
                     peer.start()
@@ -175,11 +178,11 @@ class Servers:
             self.peer[impl] = peer
 
     @staticmethod
-    def _warm_up_pypy_server(socket_path: str) -> None:
+    def _warm_up_pypy_server(socket_path: str, calls: int) -> None:
         """Untimed calls so that PyPy's JIT has compiled the server before any row is timed."""
         subprocess.run([sys.executable, "-m", "bench.workloads", "latency", "--client",
                         "minigrpc", "--socket", socket_path, "--calls", "1", "--warmup",
-                        str(pypy.PYPY_WARMUP)], cwd=REPO_ROOT, capture_output=True, timeout=300)
+                        str(calls)], cwd=REPO_ROOT, capture_output=True, timeout=300)
 
     def run_client(self, mode: Mode, workload: str, client: str, server: str,
                    arguments: Sequence[str], server_calls: int) -> Dict[str, Any]:
@@ -225,7 +228,12 @@ def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
             "--warmup", str(mode.latency_warmup)]
     return _client_server_rounds(
         mode, "latency", mode.latency_rounds, clients, servers, {"samples_us": []},
-        args, mode.latency_calls + mode.latency_warmup, record)
+        args, lambda client: mode.latency_calls + warmup_calls(mode, client), record)
+
+
+def warmup_calls(mode: Mode, client: str) -> int:
+    """Untimed calls a latency client makes first: many more for PyPy (bench/pypy.py)."""
+    return mode.pypy_warmup if client == pypy.PYPY_CLIENT else mode.latency_warmup
 
 
 def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
@@ -238,7 +246,7 @@ def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
     reps = ",".join(str(count) for count in mode.large_reps)
     return _client_server_rounds(
         mode, "large", mode.large_rounds, clients, servers, {"mb_per_s": {}},
-        ["--sizes", sizes, "--reps", reps], 1, record)
+        ["--sizes", sizes, "--reps", reps], lambda client: 1, record)
 
 
 #: Bytes per message of the streaming section: small messages, where per-message cost shows.
@@ -255,7 +263,7 @@ def stream_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
             "--reps", str(mode.stream_reps)]
     return _client_server_rounds(
         mode, "stream", mode.stream_rounds, clients, servers, {"messages_per_s": []}, args,
-        mode.stream_count * (mode.stream_reps + 1), record, with_raw=False)
+        lambda client: mode.stream_count * (mode.stream_reps + 1), record, with_raw=False)
 
 
 def h2_floor(mode: Mode) -> Dict[str, Any]:
@@ -277,12 +285,15 @@ def h2_floor(mode: Mode) -> Dict[str, Any]:
 
 def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Sequence[str],
                           servers: Sequence[str], fields: Dict[str, Any], args: List[str],
-                          calls: int, record: Callable[[Dict[str, Any], Dict[str, Any]], None],
+                          calls: Callable[[str], int],
+                          record: Callable[[Dict[str, Any], Dict[str, Any]], None],
                           with_raw: bool = True) -> List[Dict[str, Any]]:
     """Run ``workload`` for every client/server pair, interleaved over ``rounds`` rounds.
 
     Every round visits every pair once, so slow drifts of the machine hit all pairs alike. A
     pair whose server failed to start, or that timed out once, is skipped from then on.
+    ``calls(client)`` is how many calls one run of that client makes to the server, warm-up
+    included: the server's CPU per call is divided by it.
     """
     pairs = _pairs(clients, servers, with_raw)
     rows: Dict[Tuple[str, str], Dict[str, Any]] = {
@@ -290,7 +301,8 @@ def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Seque
         for pair in pairs}
     label = "large messages" if workload == "large" else workload
     with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
-        running = Servers([*list(servers), *(["raw"] if with_raw else [])], directory)
+        running = Servers([*list(servers), *(["raw"] if with_raw else [])], directory,
+                          mode.pypy_warmup)
         try:
             for round_index in range(rounds):
                 log(f"{label} round {round_index + 1}/{rounds}")
@@ -301,7 +313,8 @@ def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Seque
                         continue
                     if _timed_out(row):
                         continue  # a pair that hung once would only hang again
-                    result = running.run_client(mode, workload, client, server, args, calls)
+                    result = running.run_client(
+                        mode, workload, client, server, args, calls(client))
                     if "error" in result:
                         row["errors"].append(result["error"])
                         continue
@@ -321,7 +334,7 @@ def throughput_section(mode: Mode, servers: Sequence[str],
         for client in clients for connections in mode.throughput_connections
         for server in servers}
     with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
-        running = Servers(servers, directory)
+        running = Servers(servers, directory, mode.pypy_warmup)
         try:
             for round_index in range(mode.throughput_rounds):
                 log(f"throughput round {round_index + 1}/{mode.throughput_rounds}")
@@ -494,6 +507,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         "config": {
             "latency_size": LATENCY_SIZE, "latency_calls": mode.latency_calls,
             "latency_warmup": mode.latency_warmup, "latency_rounds": mode.latency_rounds,
+            "pypy_warmup": mode.pypy_warmup,
             "large_sizes": mode.large_sizes, "large_reps": mode.large_reps,
             "large_rounds": mode.large_rounds, "throughput_threads": mode.throughput_threads,
             "throughput_calls": mode.throughput_calls,

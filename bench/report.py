@@ -377,6 +377,14 @@ def _importtime_section(results: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _pypy_warmup_note(config: Dict[str, Any]) -> str:
+    """How many warm-up calls the PyPy client made, when the run says (bench/pypy.py)."""
+    if "pypy_warmup" not in config:
+        return ""
+    return (f" ({config['pypy_warmup']} for the PyPy client, whose JIT is still compiling "
+            "after fewer)")
+
+
 def _latency_section(results: Dict[str, Any]) -> List[str]:
     rows_in = results.get("latency")
     if rows_in is None:
@@ -387,7 +395,8 @@ def _latency_section(results: Dict[str, Any]) -> List[str]:
              f"same bytes back, one call at a time on one warm connection over a unix socket; "
              f"{config.get('latency_calls', '?')} timed calls × {config.get('latency_rounds', '?')}"
              f" rounds (interleaved) after {config.get('latency_warmup', '?')} warm-up calls per "
-             "client process. Ratio: p50 over the grpcio client's p50 on the same server. CPU "
+             f"client process{_pypy_warmup_note(config)}. Ratio: p50 over the grpcio client's "
+             "p50 on the same server. CPU "
              "per call: the client's over its timed calls, the server's over the whole run "
              "(warm-up calls included), all threads, medians over rounds.", ""]
     rows = []

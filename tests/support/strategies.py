@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Iterator, Sequence
+
 from hypothesis import strategies as st
 
 from minigrpc import wire
@@ -20,3 +22,15 @@ APPLICATION_METADATA = st.lists(
     ),
     max_size=4,
 )
+
+
+def pieces(data: bytes, sizes: Sequence[int]) -> Iterator[bytes]:
+    """``data`` cut into consecutive pieces whose lengths cycle through ``sizes``: how the tests
+    feed a parser the reads of a socket, with generated read sizes."""
+    pos = 0
+    index = 0
+    while pos < len(data):
+        piece = data[pos : pos + sizes[index % len(sizes)]]
+        yield piece
+        pos += len(piece)
+        index += 1

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minigrpc import http2
+from tests.support.strategies import pieces
 
 DATA, HEADERS, PING, GOAWAY, WINDOW_UPDATE = 0x0, 0x1, 0x6, 0x7, 0x8
 END_STREAM, PADDED = 0x1, 0x8
@@ -93,15 +94,7 @@ frame_strategy = st.one_of(
 
 
 def feed_in_pieces(splitter: http2.FrameSplitter, data: bytes, sizes: List[int]) -> List[bytes]:
-    chunks: List[bytes] = []
-    pos = 0
-    index = 0
-    while pos < len(data):
-        piece = data[pos : pos + sizes[index % len(sizes)]]
-        chunks.extend(splitter.feed(piece))
-        pos += len(piece)
-        index += 1
-    return chunks
+    return [chunk for piece in pieces(data, sizes) for chunk in splitter.feed(piece)]
 
 
 LIMIT = 64  # a small MAX_FRAME_SIZE, so that the limit cuts runs too

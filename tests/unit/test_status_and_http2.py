@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from minigrpc import headers, http2, status, targets, wire
 from minigrpc.status import StatusCode
-from tests.support.strategies import APPLICATION_METADATA
+from tests.support.strategies import APPLICATION_METADATA, pieces
 
 # ---- status -----------------------------------------------------------------------------------
 
@@ -148,14 +148,7 @@ def test_frame_splitter_cuts_only_after_goaway(cuts: list) -> None:
     ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
     stream = wire_bytes + goaway + ping
     splitter = http2.FrameSplitter()
-    chunks = []
-    pos = 0
-    i = 0
-    while pos < len(stream):
-        piece = stream[pos : pos + cuts[i % len(cuts)]]
-        chunks.extend(splitter.feed(piece))
-        pos += len(piece)
-        i += 1
+    chunks = [chunk for piece in pieces(stream, cuts) for chunk in splitter.feed(piece)]
     assert b"".join(chunks) == stream
     # Exactly one chunk ends with the GOAWAY frame, and no chunk holds GOAWAY and more.
     boundary = len(wire_bytes) + len(goaway)

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minigrpc import wire
+from tests.support.strategies import pieces
 
 # ---- Length-Prefixed-Message ------------------------------------------------------------------
 
@@ -28,14 +29,7 @@ def test_empty_message_is_five_zero_bytes() -> None:
 def test_decoder_reassembles_any_chunking(messages: list, cuts: list) -> None:
     stream = b"".join(wire.encode_message(m, c) for c, m in messages)
     decoder = wire.MessageDecoder(max_length=None)
-    out = []
-    pos = 0
-    i = 0
-    while pos < len(stream):
-        size = cuts[i % len(cuts)]
-        out.extend(decoder.feed(stream[pos : pos + size]))
-        pos += size
-        i += 1
+    out = [message for piece in pieces(stream, cuts) for message in decoder.feed(piece)]
     assert out == [(c, m) for c, m in messages]
     assert decoder.at_boundary and decoder.buffered == 0
 

@@ -170,6 +170,8 @@ def _h2_server_with_two_streams() -> Tuple[h2.connection.H2Connection, bytes]:
     return server, client.data_to_send()
 
 
+# One example took 204 ms on h2 4.1 (tox's oldest), over hypothesis's default deadline.
+@settings(deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -179,7 +181,9 @@ def _h2_server_with_two_streams() -> Tuple[h2.connection.H2Connection, bytes]:
         ),
         max_size=25,
     ),
-    st.lists(st.integers(min_value=1, max_value=30000), min_size=1, max_size=8),
+    # Reads of at least 100 bytes: with up to 225 KB of frames, byte-sized reads would mean an
+    # h2 call per byte; the tests above cover the splitter's cuts down to single bytes.
+    st.lists(st.integers(min_value=100, max_value=30000), min_size=1, max_size=8),
 )
 def test_h2_sees_the_same_streams_and_windows(parts: list, sizes: List[int]) -> None:
     frames = [data_frame(stream, data, False, pad) for stream, data, pad in parts]

@@ -354,13 +354,11 @@ class FrameSplitter:
         if merger is not None:
             merger.end_run()
             if merger.runs:
-                return merger.rebuild(data, cuts)
+                return merger.rebuild(data, _chunk_bounds(cuts, size))
         if not cuts:
-            return [data] if size else []
-        chunks = [data[start:end] for start, end in zip([0, *cuts], cuts)]
-        if cuts[-1] < size:
-            chunks.append(data[cuts[-1] :])
-        return chunks
+            return [data] if size else []  # the common case, without slicing
+        bounds = _chunk_bounds(cuts, size)
+        return [data[start:end] for start, end in zip(bounds, bounds[1:])]
 
     def _count_header_block(self, frame_type: int, flags: int, length: int) -> None:
         if frame_type != _CONTINUATION:
@@ -373,6 +371,15 @@ class FrameSplitter:
             )
         if flags & _END_HEADERS:
             self._block_bytes = 0
+
+
+def _chunk_bounds(cuts: List[int], size: int) -> List[int]:
+    """Offsets such that chunk ``i`` is ``data[bounds[i]:bounds[i + 1]]``, from the offsets
+    after which :meth:`FrameSplitter.feed` ends a chunk."""
+    bounds = [0, *cuts]
+    if bounds[-1] < size:
+        bounds.append(size)
+    return bounds
 
 
 class _DataFrameMerger:
@@ -437,17 +444,16 @@ class _DataFrameMerger:
         bodies = [(pos + _FRAME_HEADER_LENGTH, pos + _FRAME_HEADER_LENGTH + n) for pos, n in frames]
         self.runs.append((frames[0][0], bodies[-1][1], header, bodies))
 
-    def rebuild(self, data: bytes, cuts: List[int]) -> List[bytes]:
-        """``data`` cut at ``cuts``, with each run replaced by its merged frame.
+    def rebuild(self, data: bytes, bounds: List[int]) -> List[bytes]:
+        """The chunks ``data[bounds[i]:bounds[i + 1]]``, with each run replaced by its merged
+        frame.
 
-        A run never spans a cut: cuts fall next to GOAWAY and SETTINGS frames, which end runs.
+        A run never spans a chunk boundary: chunks end next to GOAWAY and SETTINGS frames, which
+        end runs.
         """
         runs, self.runs = self.runs, []
         view = memoryview(data)
         chunks: List[bytes] = []
-        bounds = [0, *cuts]
-        if bounds[-1] < len(data):
-            bounds.append(len(data))
         run_index = 0
         for start, end in zip(bounds, bounds[1:]):
             parts: List[Union[bytes, memoryview]] = []

@@ -26,7 +26,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from bench import coldstart, loadgen, pypy
-from bench.peers import GO_SERVER_IMPL, PeerError, PeerProcess, bench_server
+from bench.peers import GO_SERVER_IMPL, IO_THREAD_SERVER_IMPL, PeerError, PeerProcess, bench_server
 from bench.report import write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -466,7 +466,8 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     has_client, has_server = minigrpc_parts()
     clients = (["minigrpc"] if has_client else []) + ["grpcio", "grpclib"]
     latency_servers = ["grpcio"] + (["minigrpc"] if has_server else [])
-    throughput_servers = (["minigrpc"] if has_server else []) + ["grpcio", "grpclib"]
+    throughput_servers = (["minigrpc", IO_THREAD_SERVER_IMPL] if has_server else []) + [
+        "grpcio", "grpclib"]
     throughput_clients = ["grpcio"]
     notes = list(notes)
     extra_versions: Dict[str, str] = {}

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import IO, Any, Dict, Optional, Sequence
+from typing import IO, Any, Dict, Optional, Sequence, Tuple
 
 #: The echo method every benchmark server implements.
 ECHO_SERVICE = "bench.Echo"
@@ -41,7 +41,11 @@ STREAM_METHOD = "Stream"
 STREAM_PATH = f"/{ECHO_SERVICE}/{STREAM_METHOD}"
 
 #: Server implementations this module can start.
-SERVER_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw", "cni-agent-grpcio")
+SERVER_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw", "cni-agent-grpcio", "minigrpc-io-thread")
+#: minigrpc's server with ``minigrpc.unary_handlers_on_io_thread``: its unary handlers run on the
+#: I/O thread, as grpclib's run on its event loop (the streaming handler still on the pool).
+IO_THREAD_SERVER_IMPL = "minigrpc-io-thread"
+IO_THREAD_OPTIONS = (("minigrpc.unary_handlers_on_io_thread", 1),)
 
 #: Thread pool size of the thread-per-call servers (grpcio, minigrpc): one per client thread of
 #: the throughput workload, so neither server queues calls behind a too small pool.
@@ -82,7 +86,9 @@ def _stream(request: bytes, context: Any) -> Any:
         yield message
 
 
-def _serve_grpc_api(module: Any, socket_path: str, workers: int) -> Any:
+def _serve_grpc_api(
+    module: Any, socket_path: str, workers: int, options: Sequence[Tuple[str, Any]] = ()
+) -> Any:
     """grpcio and minigrpc share the server API (``server``, generic handlers, ports)."""
     from concurrent import futures
 
@@ -94,7 +100,8 @@ def _serve_grpc_api(module: Any, socket_path: str, workers: int) -> Any:
         },
     )
     server = module.server(
-        futures.ThreadPoolExecutor(max_workers=workers), options=list(UNLIMITED_MESSAGE_OPTIONS)
+        futures.ThreadPoolExecutor(max_workers=workers),
+        options=list(UNLIMITED_MESSAGE_OPTIONS) + list(options),
     )
     server.add_generic_rpc_handlers((handler,))
     server.add_insecure_port("unix:" + socket_path)
@@ -279,13 +286,14 @@ def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str]
         import grpc
 
         server = _serve_grpc_api(grpc, socket_path, workers)
-    elif impl == "minigrpc":
+    elif impl in ("minigrpc", IO_THREAD_SERVER_IMPL):
         import minigrpc
 
         importlib.import_module("minigrpc.server_api")  # loaded before profiling starts
         if profiler is not None:
             profiler.start()
-        server = _serve_grpc_api(minigrpc, socket_path, workers)
+        options = IO_THREAD_OPTIONS if impl == IO_THREAD_SERVER_IMPL else ()
+        server = _serve_grpc_api(minigrpc, socket_path, workers, options)
     elif impl == "raw":
         server = _serve_raw(socket_path)
     elif impl == "cni-agent-grpcio":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from bench.peers import IO_THREAD_SERVER_IMPL
 from bench.stats import median, percentile, ratio
 
 MIB = 1 << 20
@@ -226,6 +227,16 @@ def targets(results: Dict[str, Any]) -> List[Target]:
                     "server", f"calls/s: minigrpc / {reference} server ({by}{note})", mine,
                     value, ">=", limit,
                     ratio(mine_cpu, throughput_cpu(results, reference, connections, client))))
+                # The same server with its unary handlers on the I/O thread, as grpclib runs
+                # them: for information, since grpcio's servers run them on a thread pool.
+                on_io = throughput_median(results, IO_THREAD_SERVER_IMPL, connections, client)
+                if on_io is not None:
+                    found.append(Target(
+                        "server", f"calls/s: {IO_THREAD_SERVER_IMPL} / {reference} server "
+                        f"({by}{note})", on_io, value, ">=", limit,
+                        ratio(throughput_cpu(results, IO_THREAD_SERVER_IMPL, connections, client),
+                              throughput_cpu(results, reference, connections, client)),
+                        informational=True))
     for server, judged in (("grpc-go", True), ("grpcio", False)):
         if latency_p50(results, "minigrpc-pypy", server) is not None:
             found.append(Target(
@@ -544,7 +555,10 @@ def _throughput_section(results: Dict[str, Any]) -> List[str]:
              "grpcio client loads every server (its I/O runs in C outside the GIL, so the "
              "client costs each server the same); grpclib is served by its "
              "single asyncio thread, grpcio and minigrpc by 8-thread pools, grpc-go by a "
-             "goroutine per call. Where built, grpc-go's client (`tests/go/bench_client`: as "
+             f"goroutine per call. `{IO_THREAD_SERVER_IMPL}` is minigrpc's server with the "
+             "`minigrpc.unary_handlers_on_io_thread` option: its echo handler runs on its I/O "
+             "thread, as grpclib's runs on its event loop, and saves the hand-over to a pool "
+             "thread and back. Where built, grpc-go's client (`tests/go/bench_client`: as "
              "many goroutines as threads, on one connection or one each) and h2load "
              "(nghttp2's C load generator: as many streams in flight as threads, on one "
              "connection or one each; it checks HTTP 200 and the echoed bytes) load every "

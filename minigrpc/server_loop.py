@@ -13,7 +13,9 @@ Design:
 * Handlers run on a ``concurrent.futures`` executor, as in grpcio.  The calls one pass of the
   loop finds are handed to the executor together, after the pass has read every ready socket
   (:meth:`ServerLoop._dispatch`).  What a handler does to the wire (initial metadata, its
-  result) is posted to the I/O thread through a queue and a self-pipe wake-up.  Each
+  result) is posted to the I/O thread through a queue and a self-pipe wake-up.  With the
+  ``minigrpc.unary_handlers_on_io_thread`` option, unary-unary handlers run on the I/O thread
+  itself instead (:meth:`ServerLoop._submit`), as grpclib's do on its event loop.  Each
   connection's output buffer is bounded: beyond it the loop stops reading from that client and
   stops handing DATA to h2, so a client that never reads cannot make us buffer without bound.
 * Deadlines (``grpc-timeout``) are timers in the I/O loop.  On expiry the client gets
@@ -192,6 +194,8 @@ class ServerLoop:
         #: gets it may finish its own call there and then (see :meth:`_send_outcome`).
         self._io_lock = threading.Lock()
         self._loop_thread: Optional[threading.Thread] = None
+        #: ``threading.get_ident()`` of the thread running :meth:`_run_loop`, once it runs.
+        self._io_thread_ident: Optional[int] = None
         #: Handler runs found in the current pass of the I/O loop, submitted together once the
         #: pass has read every ready socket (:meth:`_dispatch`); None outside a pass. The I/O
         #: thread holds :attr:`_io_lock` for the whole pass, so only it ever sees a list here.
@@ -298,6 +302,7 @@ class ServerLoop:
     def _run_loop(self) -> None:
         selector = self._selector
         assert selector is not None
+        self._io_thread_ident = threading.get_ident()
         self._io_lock.acquire()
         try:
             while True:
@@ -341,7 +346,7 @@ class ServerLoop:
             _LOGGER.exception("minigrpc server: the I/O loop failed")
         finally:
             try:
-                self._submit_held_dispatches()  # only a failed pass leaves any
+                self._submit_held_dispatches(in_pass=False)  # only a failed pass leaves any
                 self._finish_loop()
             finally:
                 self._io_lock.release()
@@ -833,12 +838,37 @@ class ServerLoop:
             return
         self._submit(context, request)
 
-    def _submit_held_dispatches(self) -> None:
+    def _submit_held_dispatches(self, in_pass: bool = True) -> None:
         held, self._held_dispatches = self._held_dispatches, None
         for context, request in held or ():
-            self._submit(context, request)
+            self._submit(context, request, in_pass)
 
-    def _submit(self, context: ServicerContext, request: Optional[bytes]) -> None:
+    def _submit(
+        self, context: ServicerContext, request: Optional[bytes], in_pass: bool = True
+    ) -> None:
+        """Start the call's handler: on the executor, or here with
+        ``minigrpc.unary_handlers_on_io_thread``.
+
+        A hand-over to an executor thread and back costs two thread wake-ups and the GIL
+        changing hands each time; in pure Python that is a large share of a small call's server
+        CPU (docs/benchmarks.md, "Server throughput").  grpclib avoids it by running handlers on
+        its event loop, and so can a server whose unary handlers never block, when asked to:
+        such a handler runs here, in the I/O loop's pass, and its response is written in the
+        same pass (:meth:`_send_outcome`).  Only unary-unary handlers qualify: their request is
+        whole before they start and their response is one message, so they never wait for the
+        I/O thread, which would be waiting for them.  Streaming handlers always use the executor.
+        """
+        if (
+            in_pass
+            and request is not None
+            and self._options.unary_handlers_on_io_thread
+            and not context._handler.response_streaming
+        ):
+            try:
+                self._run_handler(context, context._handler, request)
+            except BaseException:  # the loop must survive whatever a handler raises
+                self._internal_error(context._connection)
+            return
         try:
             self._executor.submit(self._run_handler, context, context._handler, request)
         except RuntimeError:  # the executor was shut down
@@ -885,7 +915,7 @@ class ServerLoop:
         details: str,
         message: Optional[bytes],
     ) -> None:
-        """Handler thread: send the outcome, here if the I/O thread is idle, else through it.
+        """Send the outcome: from a handler thread here if the I/O thread is idle, else through it.
 
         Handing every response to the I/O thread costs a wake-up (a byte on the wake socket,
         ``select()`` returning, two reads) and a thread switch per call: about a third of a call's
@@ -897,7 +927,13 @@ class ServerLoop:
         same CPU per call), so concurrent calls keep the path they always had. Anything unusual (the
         server stopping, the connection draining, unsent output) also goes through the I/O thread.
         """
-        if self._send_outcome_directly(context, code, details, message):
+        if threading.get_ident() == self._io_thread_ident:
+            # A handler run on the I/O thread (:meth:`_submit`): write now, in the loop's pass,
+            # unless something this handler posted (initial metadata, a cancel) must go first.
+            if not self._commands:
+                self._write_outcome(context, code, details, message)
+                return
+        elif self._send_outcome_directly(context, code, details, message):
             return
         self._post(self._write_outcome, context, code, details, message)
 

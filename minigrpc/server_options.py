@@ -2,24 +2,25 @@
 
 Options (``options=[(key, value), ...]``; unknown ``grpc.*`` keys are ignored, as grpcio does):
 
-=====================================  ==========  ==============================================
-key                                    default     meaning
-=====================================  ==========  ==============================================
-``grpc.max_receive_message_length``    4 MiB       largest request message (-1: no limit)
-``grpc.max_send_message_length``       no limit    largest response message (-1: no limit)
-``grpc.max_concurrent_streams``        100         calls per connection; more are refused
-``grpc.max_metadata_size``             16 KiB      request header list size per call
-``grpc.http2.max_frame_size``          1 MiB       largest frame we accept (SETTINGS)
-``minigrpc.max_frame_size``            1 MiB       the same (the client's option name)
-``grpc.default_compression_algorithm`` none        compress responses (a ``Compression``)
-``minigrpc.initial_window_size``       4 MiB       per-stream receive window (SETTINGS)
-``minigrpc.connection_window_size``    16 MiB      connection receive window (WINDOW_UPDATE)
-``minigrpc.unix_socket_mode``          ``0o600``   permission bits of a unix socket file
-``minigrpc.max_output_buffer``         2 MiB       unsent bytes per connection before backpressure
-``grpc.server_handshake_timeout_ms``   120000      close a client that sends no preface+SETTINGS
-``grpc.max_connection_idle_ms``        300000      GOAWAY a connection without calls this long
-``minigrpc.request_stall_timeout_ms``  30000       cancel a call whose request stops arriving
-=====================================  ==========  ==============================================
+========================================  ==========  ==============================================
+key                                       default     meaning
+========================================  ==========  ==============================================
+``grpc.max_receive_message_length``       4 MiB       largest request message (-1: no limit)
+``grpc.max_send_message_length``          no limit    largest response message (-1: no limit)
+``grpc.max_concurrent_streams``           100         calls per connection; more are refused
+``grpc.max_metadata_size``                16 KiB      request header list size per call
+``grpc.http2.max_frame_size``             1 MiB       largest frame we accept (SETTINGS)
+``minigrpc.max_frame_size``               1 MiB       the same (the client's option name)
+``grpc.default_compression_algorithm``    none        compress responses (a ``Compression``)
+``minigrpc.initial_window_size``          4 MiB       per-stream receive window (SETTINGS)
+``minigrpc.connection_window_size``       16 MiB      connection receive window (WINDOW_UPDATE)
+``minigrpc.unix_socket_mode``             ``0o600``   permission bits of a unix socket file
+``minigrpc.max_output_buffer``            2 MiB       unsent bytes per connection, then backpressure
+``grpc.server_handshake_timeout_ms``      120000      close a client that sends no preface+SETTINGS
+``grpc.max_connection_idle_ms``           300000      GOAWAY a connection without calls this long
+``minigrpc.request_stall_timeout_ms``     30000       cancel a call whose request stops arriving
+``minigrpc.unary_handlers_on_io_thread``  0           1: run unary-unary handlers on the I/O thread
+========================================  ==========  ==============================================
 
 For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
 
@@ -39,6 +40,14 @@ cannot exhaust the server's file descriptors or memory:
   client sending a deadline: a call whose request headers arrived but whose message or
   END_STREAM has not, and which receives no request DATA for that long, is cancelled with
   RST_STREAM(CANCEL).  Its handler never ran, so nothing else needs cancelling.
+
+``minigrpc.unary_handlers_on_io_thread`` trades grpcio's threading for speed, for servers whose
+unary-unary handlers only compute: such a handler then runs on the I/O thread, as grpclib runs
+its handlers on its event loop, instead of on the executor.  That saves the two thread
+hand-overs of every call (docs/benchmarks.md, "Server throughput").  While such a handler runs,
+the server reads, writes and times out nothing else, so it must not block: no sleeping, no I/O
+that can wait, and no call to a server whose answer needs this one.  Streaming handlers, whose
+requests or flow control make them wait for the I/O thread, use the executor either way.
 """
 
 import logging
@@ -91,6 +100,7 @@ class ServerOptions:
         self.handshake_timeout: Optional[float] = DEFAULT_HANDSHAKE_TIMEOUT
         self.max_connection_idle: Optional[float] = DEFAULT_MAX_CONNECTION_IDLE
         self.request_stall_timeout: Optional[float] = DEFAULT_REQUEST_STALL_TIMEOUT
+        self.unary_handlers_on_io_thread = False
         for item in options or ():
             try:
                 key, value = item
@@ -133,6 +143,8 @@ class ServerOptions:
             self.max_connection_idle = _milliseconds(value)
         elif key == "minigrpc.request_stall_timeout_ms":
             self.request_stall_timeout = _milliseconds(value)
+        elif key == "minigrpc.unary_handlers_on_io_thread":
+            self.unary_handlers_on_io_thread = bool(int(value))
         elif key == "minigrpc.max_output_buffer":
             self.max_output_buffer = max(64 * 1024, int(value))
         else:

@@ -201,8 +201,13 @@ def _error_with_response(request: bytes, context: Any) -> bytes:
     return b"ignored"
 
 
-@pytest.fixture(scope="module")
-def semantics_server() -> Iterator[MinigrpcServer]:
+@pytest.fixture(
+    scope="module",
+    params=[(), (("minigrpc.unary_handlers_on_io_thread", 1),)],
+    ids=["executor", "io-thread"],
+)
+def semantics_server(request: pytest.FixtureRequest) -> Iterator[MinigrpcServer]:
+    """The handlers above, run on the executor and (the speed option) on the I/O thread."""
     handlers = _bytes_handlers(
         {
             "Raise": _raise,
@@ -219,7 +224,7 @@ def semantics_server() -> Iterator[MinigrpcServer]:
             "MetadataKeys": _metadata_keys,
         }
     )
-    with MinigrpcServer("unix", handlers=[handlers]) as server:
+    with MinigrpcServer("unix", handlers=[handlers], options=list(request.param)) as server:
         yield server
 
 

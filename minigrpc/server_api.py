@@ -178,7 +178,9 @@ def server(
 ) -> Server:
     """Create a server, as ``grpc.server()``.
 
-    ``thread_pool`` runs the handlers (an executor of up to 32 threads is created when None).
+    ``thread_pool`` runs the handlers (an executor of up to 32 threads is created when None);
+    with the ``minigrpc.unary_handlers_on_io_thread`` option, unary-unary handlers run on the
+    server's I/O thread instead.  ``options`` are listed in :mod:`minigrpc.server_options`.
     ``interceptors`` (``ServerInterceptor`` objects) wrap the handler lookup of every call, the
     first one outermost (:mod:`minigrpc.interceptors`).  ``xds`` is not supported and is
     rejected rather than ignored.

@@ -3,12 +3,14 @@
 The option exists for speed (minigrpc/server_options.py), so what these tests pin down is that
 it changes where handlers run and nothing a client can see: which thread runs each of the four
 handler shapes, the order of what a handler sends, the outcome of a handler that raises, and
-many concurrent calls over several connections, all with grpcio's client.  The handler
+many concurrent calls over several connections.  Each test runs with grpcio's client and with
+minigrpc's (so that PyPy, where grpcio does not run, tests the option too).  The handler
 semantics tests of test_server_behaviour.py also run with the option on.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from typing import Any, Dict, Iterator, List
@@ -19,14 +21,21 @@ import minigrpc
 from minigrpc import handlers as mg_handlers
 from tests.support.minigrpc_server import MinigrpcServer, run_in_threads
 
-grpc = pytest.importorskip("grpc")
-
 pytestmark = pytest.mark.timeout(90)
 
 WAIT = 10.0  # seconds any call may take before the test fails
 IO_THREAD_OPTION = ("minigrpc.unary_handlers_on_io_thread", 1)
 #: The name server_api.py gives the I/O thread.
 IO_THREAD_NAME = "minigrpc-server-io"
+
+
+@pytest.fixture(params=["grpcio", "minigrpc"])
+def client(request: pytest.FixtureRequest) -> Any:
+    """The client library's module: ``insecure_channel``, ``RpcError`` and ``StatusCode``."""
+    if request.param == "grpcio":
+        return pytest.importorskip("grpc")
+    importlib.import_module("minigrpc.channel")
+    return minigrpc
 
 
 class _ThreadRecorder:
@@ -70,11 +79,11 @@ class _ThreadRecorder:
 
 
 @pytest.mark.parametrize("on_io_thread", [False, True], ids=["executor", "io-thread"])
-def test_only_unary_unary_handlers_move_to_the_io_thread(on_io_thread: bool) -> None:
+def test_only_unary_unary_handlers_move_to_the_io_thread(client: Any, on_io_thread: bool) -> None:
     recorder = _ThreadRecorder()
     options = [IO_THREAD_OPTION] if on_io_thread else []
     with MinigrpcServer("unix", handlers=[recorder.handler()], options=options) as server:
-        with grpc.insecure_channel(server.target) as channel:
+        with client.insecure_channel(server.target) as channel:
             assert channel.unary_unary("/test.Shapes/UnaryUnary")(b"a", timeout=WAIT) == b"a"
             responses = channel.unary_stream("/test.Shapes/UnaryStream")(b"b", timeout=WAIT)
             assert list(responses) == [b"b", b"b"]
@@ -125,9 +134,11 @@ def io_thread_server() -> Iterator[MinigrpcServer]:
         yield server
 
 
-def test_initial_metadata_goes_before_the_response(io_thread_server: MinigrpcServer) -> None:
+def test_initial_metadata_goes_before_the_response(
+    client: Any, io_thread_server: MinigrpcServer
+) -> None:
     """send_initial_metadata() is posted to the loop; the response must not overtake it."""
-    with grpc.insecure_channel(io_thread_server.target) as channel:
+    with client.insecure_channel(io_thread_server.target) as channel:
         call = channel.unary_unary("/test.Bytes/MetadataThenAnswer")
         for _ in range(20):
             response, outcome = call.with_call(b"abc", timeout=WAIT)
@@ -137,7 +148,7 @@ def test_initial_metadata_goes_before_the_response(io_thread_server: MinigrpcSer
 
 
 def test_base_exception_drops_its_connection_and_the_server_goes_on(
-    io_thread_server: MinigrpcServer, caplog: pytest.LogCaptureFixture
+    client: Any, io_thread_server: MinigrpcServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A handler on the I/O thread that raises SystemExit must not stop the I/O loop.
 
@@ -146,19 +157,21 @@ def test_base_exception_drops_its_connection_and_the_server_goes_on(
     closes and its client learns at once.
     """
     with caplog.at_level(logging.ERROR, logger="minigrpc.server"):
-        with grpc.insecure_channel(io_thread_server.target) as channel:
-            with pytest.raises(grpc.RpcError) as excinfo:
+        with client.insecure_channel(io_thread_server.target) as channel:
+            with pytest.raises(client.RpcError) as excinfo:
                 channel.unary_unary("/test.Bytes/RaiseBaseException")(b"x", timeout=WAIT)
-            assert excinfo.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert excinfo.value.code() == client.StatusCode.UNAVAILABLE
     assert any("internal error" in record.getMessage() for record in caplog.records)
-    with grpc.insecure_channel(io_thread_server.target) as channel:
+    with client.insecure_channel(io_thread_server.target) as channel:
         assert channel.unary_unary("/test.Bytes/Echo")(b"still here", timeout=WAIT) == (
             b"still here"
         )
 
 
-def test_many_callers_on_several_connections(io_thread_server: MinigrpcServer) -> None:
-    channels = [grpc.insecure_channel(io_thread_server.target) for _ in range(4)]
+def test_many_callers_on_several_connections(
+    client: Any, io_thread_server: MinigrpcServer
+) -> None:
+    channels = [client.insecure_channel(io_thread_server.target) for _ in range(4)]
     try:
 
         def work(index: int) -> None:

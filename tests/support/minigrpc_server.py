@@ -122,5 +122,34 @@ def run_in_threads(count: int, function: Callable[[int], None]) -> List[BaseExce
     return errors
 
 
+def echo_from_threads(
+    insecure_channel: Callable[[str], Any],
+    target: str,
+    path: str,
+    channels: int,
+    threads: int,
+    calls: int = 100,
+    timeout: float = 10.0,
+) -> List[BaseException]:
+    """``threads`` threads, spread over ``channels`` channels to ``target``, each making ``calls``
+    echo calls of ``path`` with payloads unique to the thread and call; return what they raised.
+
+    ``insecure_channel`` is grpcio's or minigrpc's; the channels are closed afterwards.
+    """
+    opened = [insecure_channel(target) for _ in range(channels)]
+    try:
+
+        def work(index: int) -> None:
+            echo = opened[index % channels].unary_unary(path)
+            for call_number in range(calls):
+                payload = f"{index}-{call_number}".encode()
+                assert echo(payload, timeout=timeout) == payload
+
+        return run_in_threads(threads, work)
+    finally:
+        for channel in opened:
+            channel.close()
+
+
 def iterate_kinds() -> Iterator[str]:
     yield from ADDRESS_KINDS

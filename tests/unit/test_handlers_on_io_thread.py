@@ -19,7 +19,7 @@ import pytest
 
 import minigrpc
 from minigrpc import handlers as mg_handlers
-from tests.support.minigrpc_server import MinigrpcServer, run_in_threads
+from tests.support.minigrpc_server import MinigrpcServer, echo_from_threads
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -171,19 +171,11 @@ def test_base_exception_drops_its_connection_and_the_server_goes_on(
 def test_many_callers_on_several_connections(
     client: Any, io_thread_server: MinigrpcServer
 ) -> None:
-    channels = [client.insecure_channel(io_thread_server.target) for _ in range(4)]
-    try:
-
-        def work(index: int) -> None:
-            echo = channels[index % len(channels)].unary_unary("/test.Bytes/Echo")
-            for call_number in range(100):
-                payload = f"{index}-{call_number}".encode()
-                assert echo(payload, timeout=WAIT) == payload
-
-        assert run_in_threads(16, work) == []
-    finally:
-        for channel in channels:
-            channel.close()
+    errors = echo_from_threads(
+        client.insecure_channel, io_thread_server.target, "/test.Bytes/Echo", channels=4,
+        threads=16, timeout=WAIT,
+    )
+    assert errors == []
 
 
 @pytest.mark.parametrize("value", ["yes", None])

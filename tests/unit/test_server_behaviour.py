@@ -28,8 +28,8 @@ from tests.support.minigrpc_server import (
     ADDRESS_KINDS,
     EMPTY_PATH,
     MinigrpcServer,
+    echo_from_threads,
     interop_callables,
-    run_in_threads,
 )
 from tests.support.scripted_peer import RawH2Client, connect, grpc_request_headers
 
@@ -539,33 +539,21 @@ def test_server_side_cancel() -> None:
 
 def test_twenty_threads_hundred_calls_each(kind: str) -> None:
     with MinigrpcServer(kind, handlers=[_bytes_handlers({"Echo": _echo})]) as server:
-        channels = [grpc.insecure_channel(server.target) for _ in range(4)]
-        try:
-
-            def work(index: int) -> None:
-                echo = _call(channels[index % len(channels)], "Echo")
-                for call_number in range(100):
-                    payload = f"{index}-{call_number}".encode()
-                    assert echo(payload, timeout=WAIT) == payload
-
-            assert run_in_threads(20, work) == []
-        finally:
-            for channel in channels:
-                channel.close()
+        errors = echo_from_threads(
+            grpc.insecure_channel, server.target, "/test.Bytes/Echo", channels=4, threads=20,
+            timeout=WAIT,
+        )
+        assert errors == []
 
 
 def test_minigrpc_client_twenty_threads() -> None:
     pytest.importorskip("minigrpc.channel")
     with MinigrpcServer("unix", handlers=[_bytes_handlers({"Echo": _echo})]) as server:
-        with minigrpc.insecure_channel(server.target) as channel:
-            echo = _call(channel, "Echo")
-
-            def work(index: int) -> None:
-                for call_number in range(100):
-                    payload = f"{index}-{call_number}".encode()
-                    assert echo(payload, timeout=WAIT) == payload
-
-            assert run_in_threads(20, work) == []
+        errors = echo_from_threads(
+            minigrpc.insecure_channel, server.target, "/test.Bytes/Echo", channels=1,
+            threads=20, timeout=WAIT,
+        )
+        assert errors == []
 
 
 def test_stalled_and_garbage_connections_do_not_affect_others(kind: str) -> None:

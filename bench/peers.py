@@ -40,12 +40,12 @@ ECHO_PATH = f"/{ECHO_SERVICE}/{ECHO_METHOD}"
 STREAM_METHOD = "Stream"
 STREAM_PATH = f"/{ECHO_SERVICE}/{STREAM_METHOD}"
 
-#: Server implementations this module can start.
-SERVER_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw", "cni-agent-grpcio", "minigrpc-io-thread")
 #: minigrpc's server with ``minigrpc.unary_handlers_on_io_thread``: its unary handlers run on the
 #: I/O thread, as grpclib's run on its event loop (the streaming handler still on the pool).
 IO_THREAD_SERVER_IMPL = "minigrpc-io-thread"
 IO_THREAD_OPTIONS = (("minigrpc.unary_handlers_on_io_thread", 1),)
+#: Server implementations this module can start.
+SERVER_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw", "cni-agent-grpcio", IO_THREAD_SERVER_IMPL)
 
 #: Thread pool size of the thread-per-call servers (grpcio, minigrpc): one per client thread of
 #: the throughput workload, so neither server queues calls behind a too small pool.

@@ -127,11 +127,8 @@ def run_client(mode: Mode, workload: str, client: str, socket_path: str,
     """Run one :mod:`bench.workloads` child and return its JSON (or ``{"error": ...}``)."""
     python, env = sys.executable, None
     if client == pypy.PYPY_CLIENT:
-        # minigrpc's client under PyPy, with the JIT's longer warm-up (bench/pypy.py).
+        # minigrpc's client under PyPy (its longer warm-up is in ``arguments``: warmup_calls).
         python, env, client = PYPY_PYTHON[0], pypy.pypy_env(REPO_ROOT), "minigrpc"
-        if "--warmup" in arguments:
-            arguments = list(arguments)
-            arguments[arguments.index("--warmup") + 1] = str(mode.pypy_warmup)
     command = [python, "-m", "bench.workloads", workload, "--client", client,
                "--socket", socket_path, *arguments]
     try:
@@ -224,8 +221,10 @@ def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
             if key in result:
                 row.setdefault(key, []).append(result[key])
 
-    args = ["--size", str(LATENCY_SIZE), "--calls", str(mode.latency_calls),
-            "--warmup", str(mode.latency_warmup)]
+    def args(client: str) -> List[str]:
+        return ["--size", str(LATENCY_SIZE), "--calls", str(mode.latency_calls),
+                "--warmup", str(warmup_calls(mode, client))]
+
     return _client_server_rounds(
         mode, "latency", mode.latency_rounds, clients, servers, {"samples_us": []},
         args, lambda client: mode.latency_calls + warmup_calls(mode, client), record)
@@ -246,7 +245,7 @@ def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
     reps = ",".join(str(count) for count in mode.large_reps)
     return _client_server_rounds(
         mode, "large", mode.large_rounds, clients, servers, {"mb_per_s": {}},
-        ["--sizes", sizes, "--reps", reps], lambda client: 1, record)
+        lambda client: ["--sizes", sizes, "--reps", reps], lambda client: 1, record)
 
 
 #: Bytes per message of the streaming section: small messages, where per-message cost shows.
@@ -262,7 +261,8 @@ def stream_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
     args = ["--count", str(mode.stream_count), "--size", str(STREAM_MESSAGE_SIZE),
             "--reps", str(mode.stream_reps)]
     return _client_server_rounds(
-        mode, "stream", mode.stream_rounds, clients, servers, {"messages_per_s": []}, args,
+        mode, "stream", mode.stream_rounds, clients, servers, {"messages_per_s": []},
+        lambda client: args,
         lambda client: mode.stream_count * (mode.stream_reps + 1), record, with_raw=False)
 
 
@@ -284,16 +284,17 @@ def h2_floor(mode: Mode) -> Dict[str, Any]:
 
 
 def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Sequence[str],
-                          servers: Sequence[str], fields: Dict[str, Any], args: List[str],
-                          calls: Callable[[str], int],
+                          servers: Sequence[str], fields: Dict[str, Any],
+                          args: Callable[[str], List[str]], calls: Callable[[str], int],
                           record: Callable[[Dict[str, Any], Dict[str, Any]], None],
                           with_raw: bool = True) -> List[Dict[str, Any]]:
     """Run ``workload`` for every client/server pair, interleaved over ``rounds`` rounds.
 
     Every round visits every pair once, so slow drifts of the machine hit all pairs alike. A
     pair whose server failed to start, or that timed out once, is skipped from then on.
-    ``calls(client)`` is how many calls one run of that client makes to the server, warm-up
-    included: the server's CPU per call is divided by it.
+    ``args(client)`` are the workload's arguments for that client, and ``calls(client)`` is how
+    many calls one run of it makes to the server, warm-up included: the server's CPU per call is
+    divided by it.
     """
     pairs = _pairs(clients, servers, with_raw)
     rows: Dict[Tuple[str, str], Dict[str, Any]] = {
@@ -314,7 +315,7 @@ def _client_server_rounds(mode: Mode, workload: str, rounds: int, clients: Seque
                     if _timed_out(row):
                         continue  # a pair that hung once would only hang again
                     result = running.run_client(
-                        mode, workload, client, server, args, calls(client))
+                        mode, workload, client, server, args(client), calls(client))
                     if "error" in result:
                         row["errors"].append(result["error"])
                         continue

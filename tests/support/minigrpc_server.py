@@ -24,11 +24,14 @@ from tests.support.scripted_peer import EMPTY_PATH
 __all__ = [
     "ADDRESS_KINDS",
     "EMPTY_PATH",
+    "IO_THREAD_OPTION",
     "MinigrpcServer",
     "interop_callables",
 ]
 
 UNARY_PATH = "/grpc.testing.TestService/UnaryCall"
+#: The server option that runs unary-unary handlers on the I/O thread (minigrpc/server_options.py).
+IO_THREAD_OPTION = ("minigrpc.unary_handlers_on_io_thread", 1)
 
 
 class MinigrpcServer:

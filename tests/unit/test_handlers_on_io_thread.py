@@ -19,12 +19,11 @@ import pytest
 
 import minigrpc
 from minigrpc import handlers as mg_handlers
-from tests.support.minigrpc_server import MinigrpcServer, echo_from_threads
+from tests.support.minigrpc_server import IO_THREAD_OPTION, MinigrpcServer, echo_from_threads
 
 pytestmark = pytest.mark.timeout(90)
 
 WAIT = 10.0  # seconds any call may take before the test fails
-IO_THREAD_OPTION = ("minigrpc.unary_handlers_on_io_thread", 1)
 #: The name server_api.py gives the I/O thread.
 IO_THREAD_NAME = "minigrpc-server-io"
 

@@ -27,6 +27,7 @@ from tests.interop import empty_pb2, messages_pb2
 from tests.support.minigrpc_server import (
     ADDRESS_KINDS,
     EMPTY_PATH,
+    IO_THREAD_OPTION,
     MinigrpcServer,
     echo_from_threads,
     interop_callables,
@@ -203,7 +204,7 @@ def _error_with_response(request: bytes, context: Any) -> bytes:
 
 @pytest.fixture(
     scope="module",
-    params=[(), (("minigrpc.unary_handlers_on_io_thread", 1),)],
+    params=[(), (IO_THREAD_OPTION,)],
     ids=["executor", "io-thread"],
 )
 def semantics_server(request: pytest.FixtureRequest) -> Iterator[MinigrpcServer]:

@@ -72,12 +72,55 @@ MODULES: Dict[str, Module] = {
     "experimental": Module(4, "grpc.experimental's channel-less calls, for generated code"),
     "grpc_alias": Module(4, "makes `import grpc` resolve to minigrpc, for generated code"),
     "__init__": Module(4, "the package: grpcio's names, loaded on first use"),
+    # The asyncio API (grpc.aio): its transports sit beside the blocking ones, its API above.
+    "aio": Module(4, "the asyncio package: grpc.aio's names, loaded on first use"),
+    "aio._errors": Module(4, "grpc.aio's exceptions and its EOF marker"),
+    "aio._metadata": Module(4, "grpc.aio.Metadata, the ordered multi-map of call metadata"),
 }
 
 
 def module_names() -> List[str]:
-    """The modules that exist in ``minigrpc/``."""
-    return sorted(path.stem for path in PACKAGE.glob("*.py"))
+    """The modules that exist in ``minigrpc/``, subpackages included (``aio._channel``).
+
+    A subpackage's ``__init__.py`` is named after the subpackage (``aio``); the package's own
+    ``__init__.py`` is ``__init__``.
+    """
+    names = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts.pop()
+        names.append(".".join(parts))
+    return sorted(names)
+
+
+def module_path(module: str) -> Path:
+    """The file of a module name as :func:`module_names` spells it."""
+    if module == "__init__":
+        return PACKAGE / "__init__.py"
+    parts = module.split(".")
+    package = PACKAGE.joinpath(*parts)
+    if package.is_dir():
+        return package / "__init__.py"
+    return PACKAGE.joinpath(*parts[:-1]) / f"{parts[-1]}.py"
+
+
+def module_file(module: str) -> str:
+    """The file of a module, relative to ``minigrpc/`` (``aio/_channel.py``)."""
+    return module_path(module).relative_to(PACKAGE).as_posix()
+
+
+def _package_of(module: str) -> List[str]:
+    """The package a module's relative imports start from, as name parts below minigrpc."""
+    if module == "__init__":
+        return []
+    parts = module.split(".")
+    return parts if module_path(module).name == "__init__.py" else parts[:-1]
+
+
+def _known(parts: List[str]) -> str:
+    """The module name for ``parts`` below minigrpc (the package itself is ``__init__``)."""
+    return ".".join(parts) if parts else "__init__"
 
 
 def _type_checking_lines(tree: ast.Module) -> Set[int]:
@@ -94,39 +137,49 @@ def _type_checking_lines(tree: ast.Module) -> Set[int]:
     return lines
 
 
+def _from_import_targets(base: List[str], module: str, names: List[str]) -> Set[str]:
+    """What ``from <base>.<module> import <names>`` loads: the submodule for each imported name
+    that is one (``from . import wire``), else the module itself."""
+    parts = base + (module.split(".") if module else [])
+    found = set()
+    for name in names:
+        submodule = _known([*parts, name])
+        found.add(submodule if module_path(submodule).exists() else _known(parts))
+    return found
+
+
 def imports_of(module: str) -> Tuple[Set[str], Set[str]]:
     """(minigrpc modules, other top-level packages) that ``module`` imports at run time."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    tree = ast.parse(module_path(module).read_text(encoding="utf-8"))
     skip = _type_checking_lines(tree)
+    package = _package_of(module)
     inside: Set[str] = set()
     outside: Set[str] = set()
     for node in ast.walk(tree):
         if getattr(node, "lineno", None) in skip:
             continue
         if isinstance(node, ast.ImportFrom):
+            names = [alias.name for alias in node.names]
             if node.level:
-                if node.module:
-                    inside.add(node.module.split(".")[0])
-                else:
-                    inside.update(alias.name for alias in node.names)
+                base = package[: len(package) - (node.level - 1)]
+                inside.update(_from_import_targets(base, node.module or "", names))
             elif node.module:
-                top = node.module.split(".")[0]
+                top, _, rest = node.module.partition(".")
                 if top == "minigrpc":
-                    parts = node.module.split(".")
-                    if len(parts) > 1:
-                        inside.add(parts[1])
-                    else:
-                        inside.update(alias.name for alias in node.names)
+                    inside.update(_from_import_targets([], rest, names))
                 else:
                     outside.add(top)
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "minigrpc" and len(parts) > 1:
-                    inside.add(parts[1])
+                top, _, rest = alias.name.partition(".")
+                if top == "minigrpc" and rest:
+                    inside.add(rest)
                 else:
-                    outside.add(parts[0])
-    inside = {name for name in inside if name in MODULES and name != module}
+                    outside.add(top)
+    # A package's __init__ is loaded before any of its modules: importing a name from it (such
+    # as ``__version__``) adds no dependency worth drawing.
+    ancestors = {_known(package[:depth]) for depth in range(len(package) + 1)}
+    inside = {name for name in inside if name in MODULES and name != module} - ancestors
     return inside, outside
 
 
@@ -139,7 +192,9 @@ def violations() -> List[str]:
     found = []
     for module in module_names():
         if module not in MODULES:
-            found.append(f"minigrpc/{module}.py is not listed in tools/architecture.py MODULES")
+            found.append(
+                f"minigrpc/{module_file(module)} is not listed in tools/architecture.py MODULES"
+            )
     for module in MODULES:
         if module not in module_names():
             found.append(f"tools/architecture.py lists {module}, which minigrpc/ does not have")
@@ -148,7 +203,7 @@ def violations() -> List[str]:
             continue
         inside, outside = imports_of(module)
         if "cni_client" in outside:
-            found.append(f"minigrpc/{module}.py imports cni_client")
+            found.append(f"minigrpc/{module_file(module)} imports cni_client")
         layer = MODULES[module].layer
         for imported in sorted(inside):
             if MODULES[imported].layer > layer:
@@ -178,7 +233,7 @@ def mermaid() -> str:
 
 
 def _node(name: str) -> str:
-    return "pkg_init" if name == "__init__" else name
+    return "pkg_init" if name == "__init__" else name.replace(".", "__")
 
 
 def table() -> str:
@@ -191,7 +246,7 @@ def table() -> str:
                 continue
             imported = ", ".join(f"`{m}`" for m in sorted(graph[name])) or "none"
             rows.append(
-                f"| `{name}.py` | {layer.number} {layer.name} | {MODULES[name].concern} "
+                f"| `{module_file(name)}` | {layer.number} {layer.name} | {MODULES[name].concern} "
                 f"| {imported} |"
             )
     rules = "\n".join(f"{layer.number}. **{layer.name}**: {layer.rule}." for layer in LAYERS)

@@ -218,11 +218,16 @@ def _top_level_names() -> dict:
     names: dict = {}
     for package_name in ("minigrpc", "cni_client"):
         package = importlib.import_module(package_name)
-        for info in pkgutil.iter_modules(package.__path__):
-            if info.name == "__main__":
+        # Subpackages too (minigrpc.aio): once their modules are imported, `aio._metadata`
+        # resolves as an attribute of the subpackage, like any module name.
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
+            short = info.name[len(package_name) + 1 :]
+            if short.split(".")[-1] == "__main__":
                 continue
-            module = importlib.import_module(f"{package_name}.{info.name}")
-            names.setdefault(info.name, module)
+            module = importlib.import_module(info.name)
+            if "." in short:
+                continue
+            names.setdefault(short, module)
             for name, value in vars(module).items():
                 names.setdefault(name, value)
     return names

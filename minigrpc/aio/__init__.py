@@ -1,0 +1,53 @@
+"""minigrpc.aio: grpcio's asyncio API (``grpc.aio``) on minigrpc's sans-IO core.
+
+The asyncio side drives the same protocol state machines as the blocking side
+(:mod:`minigrpc.client_protocol`, :mod:`minigrpc.server_protocol`); only the I/O differs.  Names
+load on first use, as in :mod:`minigrpc`, so importing this package costs nothing until a name
+is used.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any, Dict, List
+
+#: Each public name and the module of this package that defines it.
+_EXPORTS: Dict[str, str] = {
+    # errors and markers
+    "AioRpcError": "_errors",
+    "BaseError": "_errors",
+    "UsageError": "_errors",
+    "AbortError": "_errors",
+    "InternalError": "_errors",
+    "EOF": "_errors",
+    "init_grpc_aio": "_errors",
+    "shutdown_grpc_aio": "_errors",
+    # metadata
+    "Metadata": "_metadata",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from ._errors import (
+        EOF,
+        AbortError,
+        AioRpcError,
+        BaseError,
+        InternalError,
+        UsageError,
+        init_grpc_aio,
+        shutdown_grpc_aio,
+    )
+    from ._metadata import Metadata
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'minigrpc.aio' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

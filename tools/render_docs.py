@@ -84,8 +84,20 @@ def grpc_to_cni() -> str:
     return note + _table(["gRPC status", "CNI code", "msg", "details"], rows)
 
 
+def grpcio_unit_tests() -> str:
+    """The summary of the last run of grpcio's unit tests (docs/grpcio-unit-tests.md)."""
+    doc = ROOT / "docs" / "grpcio-unit-tests.md"
+    found = re.search(r"<!-- summary -->\n(.*?)\n<!-- /summary -->", doc.read_text("utf-8"), re.S)
+    summary = found.group(1).strip() if found else "(no run recorded yet)"
+    return (
+        f"{summary} Per module and per test: [docs/grpcio-unit-tests.md]"
+        "(docs/grpcio-unit-tests.md); rerun with `make grpcio-unit`.\n"
+    )
+
+
 RENDERERS: Dict[str, Callable[[], str]] = {
     "grpc-compatibility": grpc_alias.compatibility_markdown,
+    "grpcio-unit-tests": grpcio_unit_tests,
     "http-to-grpc": http_to_grpc,
     "rst-stream-to-grpc": rst_stream_to_grpc,
     "grpc-to-cni": grpc_to_cni,

@@ -25,28 +25,29 @@ __version__ = "0.1.0"
 _EXPORTS: Dict[str, str] = {
     # client
     "insecure_channel": "channel",
-    "Channel": "channel",
-    "Call": "calls",
+    "Channel": "interfaces",
+    "Call": "interfaces",
+    "Future": "interfaces",
     "CallFuture": "calls",
     "StreamingCall": "calls",
     "FutureTimeoutError": "errors",
     "FutureCancelledError": "errors",
-    "UnaryUnaryMultiCallable": "multicallables",
-    "UnaryStreamMultiCallable": "multicallables",
-    "StreamUnaryMultiCallable": "multicallables",
-    "StreamStreamMultiCallable": "multicallables",
+    "UnaryUnaryMultiCallable": "interfaces",
+    "UnaryStreamMultiCallable": "interfaces",
+    "StreamUnaryMultiCallable": "interfaces",
+    "StreamStreamMultiCallable": "interfaces",
     # server
     "server": "server_api",
-    "Server": "server_api",
-    "ServicerContext": "servicer_context",
+    "Server": "interfaces",
+    "ServicerContext": "interfaces",
     # handlers
     "unary_unary_rpc_method_handler": "handlers",
-    "ClientCallDetails": "interceptors",
-    "ServerInterceptor": "interceptors",
-    "StreamStreamClientInterceptor": "interceptors",
-    "StreamUnaryClientInterceptor": "interceptors",
-    "UnaryStreamClientInterceptor": "interceptors",
-    "UnaryUnaryClientInterceptor": "interceptors",
+    "ClientCallDetails": "interfaces",
+    "ServerInterceptor": "interfaces",
+    "StreamStreamClientInterceptor": "interfaces",
+    "StreamUnaryClientInterceptor": "interfaces",
+    "UnaryStreamClientInterceptor": "interfaces",
+    "UnaryUnaryClientInterceptor": "interfaces",
     "intercept_channel": "interceptors",
     "ChannelCredentials": "tls",
     "ServerCredentials": "tls",
@@ -64,10 +65,10 @@ _EXPORTS: Dict[str, str] = {
     "stream_unary_rpc_method_handler": "handlers",
     "stream_stream_rpc_method_handler": "handlers",
     "method_handlers_generic_handler": "handlers",
-    "ServiceRpcHandler": "handlers",
-    "RpcMethodHandler": "handlers",
-    "GenericRpcHandler": "handlers",
-    "HandlerCallDetails": "handlers",
+    "ServiceRpcHandler": "interfaces",
+    "RpcMethodHandler": "interfaces",
+    "GenericRpcHandler": "interfaces",
+    "HandlerCallDetails": "interfaces",
     # status
     "StatusCode": "status",
     "Status": "status",
@@ -89,46 +90,47 @@ _EXPORTS: Dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .calls import Call, CallFuture, StreamingCall
-    from .channel import Channel, insecure_channel, secure_channel
+    from . import experimental
+    from .calls import CallFuture, StreamingCall
+    from .channel import insecure_channel, secure_channel
     from .connectivity import ChannelConnectivity, channel_ready_future
     from .descriptors import add_servicer, stub
     from .errors import FutureCancelledError, FutureTimeoutError
     from .grpc_alias import install_as_grpc
     from .handlers import (
-        GenericRpcHandler,
-        HandlerCallDetails,
-        RpcMethodHandler,
-        ServiceRpcHandler,
         method_handlers_generic_handler,
         stream_stream_rpc_method_handler,
         stream_unary_rpc_method_handler,
         unary_stream_rpc_method_handler,
         unary_unary_rpc_method_handler,
     )
-    from .interceptors import (
-        ClientCallDetails,
-        ServerInterceptor,
-        StreamStreamClientInterceptor,
-        StreamUnaryClientInterceptor,
-        UnaryStreamClientInterceptor,
-        UnaryUnaryClientInterceptor,
-        intercept_channel,
-    )
+    from .interceptors import intercept_channel
     from .interfaces import (
         AuthMetadataContext,
         AuthMetadataPlugin,
         AuthMetadataPluginCallback,
+        Call,
+        Channel,
+        ClientCallDetails,
+        Future,
+        GenericRpcHandler,
+        HandlerCallDetails,
         RpcContext,
-    )
-    from .multicallables import (
+        RpcMethodHandler,
+        Server,
+        ServerInterceptor,
+        ServicerContext,
+        ServiceRpcHandler,
+        StreamStreamClientInterceptor,
         StreamStreamMultiCallable,
+        StreamUnaryClientInterceptor,
         StreamUnaryMultiCallable,
+        UnaryStreamClientInterceptor,
         UnaryStreamMultiCallable,
+        UnaryUnaryClientInterceptor,
         UnaryUnaryMultiCallable,
     )
-    from .server_api import Server, server
-    from .servicer_context import ServicerContext
+    from .server_api import server
     from .status import RpcError, Status, StatusCode
     from .tls import (
         CallCredentials,

@@ -1,45 +1,162 @@
 """What a client holds while a call runs or after it ended: grpcio's Call and Future objects.
 
-* :class:`Call`: a finished unary call, as ``with_call`` returns it.
-* :class:`CallFuture`: what ``unary_unary(...).future()`` returns, a Future that is also a Call.
+Every one of them is a ``grpc.Call`` and a ``grpc.Future`` (:mod:`minigrpc.interfaces`), as in
+grpcio, where code checks ``isinstance`` against both:
+
+* :class:`Call`: a finished unary call that succeeded, as ``with_call`` returns it;
+* :class:`InactiveRpcError`: a finished unary call that failed, raised as the ``RpcError``;
+* :class:`CallFuture`: what ``unary_unary(...).future()`` returns;
 * :class:`StreamingCall`: what a call with a response stream returns (``unary_stream`` and
   ``stream_stream``), and what ``stream_unary(...).future()`` returns.  Like grpcio's
   ``_MultiThreadedRendezvous`` it is at once an iterator of responses, a ``grpc.Call``, a
   ``grpc.Future`` and the ``RpcError`` that iteration raises when the call fails.
 
-minigrpc's client has no thread of its own: the thread that waits on a call (iterating it,
-asking for its code, waiting on its result) reads the connection on behalf of every call on it
-(:mod:`minigrpc.transport`).  Callbacks registered with ``add_callback`` or
-``add_done_callback`` therefore run on the thread that sees the call end, after it ended.
-The only thread minigrpc starts for a client is the one that reads a request iterator
-(:class:`RequestSender`), because the iterator may block until responses arrive (a ping-pong).
+minigrpc's client has no reader thread of its own: the thread that waits on a call (iterating
+it, asking for its code, waiting on its result) reads the connection on behalf of every call on
+it (:mod:`minigrpc.transport`).  A future is the exception: nobody may be waiting on it, yet its
+callbacks must run when the call ends and ``done()`` must say so, as in grpcio; so each future
+has one thread that waits for the end (the unary future runs the whole call on it).  Callbacks
+run on the thread that sees the call end, after it ended.  The other thread minigrpc starts for
+a client reads a request iterator (:class:`RequestSender`), because the iterator may block until
+responses arrive (a ping-pong).
 """
 
+import logging
+import sys
 import threading
 import time
+from types import TracebackType
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
-from . import wire
+from . import interfaces, wire
 from .client_protocol import ClientCall
 from .errors import CallError, FutureCancelledError, FutureTimeoutError
-from .status import CallStatus, FinishedCall, Metadata, RpcError, StatusCode
+from .status import CallStatus, Metadata, RpcError, StatusCode
 from .transport import CANCELLED_DETAILS, CallHandle, ClientConnection
 
 Deserializer = Optional[Callable[[bytes], Any]]
 
+_LOGGER = logging.getLogger(__name__)
 
-class Call(FinishedCall):
-    """A finished call, as ``with_call`` returns it (grpcio's ``grpc.Call`` for a unary call)."""
 
-    def __init__(self, status: CallStatus) -> None:
-        self.status = status
+def _run_callbacks(callbacks: List[Callable[[], None]]) -> None:
+    """Run a call's callbacks; one that raises is logged, and the others still run."""
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:  # a callback's failure is not the call's
+            _LOGGER.exception("a call's callback raised")
+
+
+def traceback_of(error: BaseException) -> Optional[TracebackType]:
+    """The traceback of a call's error; one that was never raised gets one here, as in grpcio
+    (``future.traceback()`` of a failed call is never None)."""
+    if error.__traceback__ is not None:
+        return error.__traceback__
+    try:
+        raise error
+    except BaseException:
+        return sys.exc_info()[2]
+
+
+class FinishedCall(interfaces.Call, interfaces.Future):
+    """A call that has ended, read from :attr:`status`: a ``grpc.Call`` and a done ``Future``.
+
+    ``result()`` is the response of a call that succeeded and raises the error of one that
+    failed; callbacks added now run at once (``add_done_callback``) or are refused
+    (``add_callback`` returns False), as grpcio does for a call that is over.
+    """
+
+    status: CallStatus
+
+    def code(self) -> StatusCode:
+        return self.status.code
+
+    def details(self) -> str:
+        return self.status.details
+
+    def initial_metadata(self) -> Metadata:
+        return self.status.initial_metadata
+
+    def trailing_metadata(self) -> Metadata:
+        return self.status.trailing_metadata
+
+    def debug_error_string(self) -> str:
+        """The status, in grpc-go's words (grpcio gives its C core's error text)."""
+        return str(self.status)
+
+    @property
+    def status_details_bin(self) -> Optional[bytes]:
+        """The raw ``grpc-status-details-bin`` bytes, or None (decode with google.rpc.Status)."""
+        return self.status.details_bin
+
+    # grpc.RpcContext
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self) -> Optional[float]:
+        return None
+
+    def cancel(self) -> bool:
+        return False
 
     def add_callback(self, callback: Callable[[], None]) -> bool:
-        """grpcio returns False when the call has already ended, which a finished call has."""
         return False
+
+    # grpc.Future
+    def cancelled(self) -> bool:
+        return False
+
+    def running(self) -> bool:
+        return False
+
+    def done(self) -> bool:
+        return True
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        return None
+
+    def traceback(self, timeout: Optional[float] = None) -> Optional[TracebackType]:
+        error = self.exception(timeout)
+        return None if error is None else traceback_of(error)
+
+    def add_done_callback(self, fn: Callable[[Any], None]) -> None:
+        fn(self)
+
+
+class Call(FinishedCall):
+    """A unary call that ended OK, as ``with_call`` returns it; ``result()`` is the response."""
+
+    def __init__(self, status: CallStatus, response: Any = None) -> None:
+        self.status = status
+        self._response = response
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        return self._response
 
     def __repr__(self) -> str:
         return f"<minigrpc.Call code={self.status.code.name}>"
+
+
+class InactiveRpcError(RpcError, FinishedCall):
+    """A unary call that failed: the ``RpcError`` raised, and the call (grpcio's
+    ``_InactiveRpcError``).  ``str(e)`` reads like grpc-go's ``status.Error``."""
+
+    def __init__(self, status: CallStatus) -> None:
+        super().__init__(str(status))
+        self.status = status
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        raise self
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        return self
+
+    def __str__(self) -> str:
+        return str(self.status)
+
+    def __repr__(self) -> str:
+        return f"<RpcError code={self.status.code.name} details={self.status.details!r}>"
 
 
 def decode_response(
@@ -63,47 +180,54 @@ def decode_response(
         raise _error(StatusCode.INTERNAL, "Exception deserializing response!", call) from None
 
 
-def _error(code: StatusCode, details: str, call: Optional[ClientCall] = None) -> RpcError:
+def _error(code: StatusCode, details: str, call: Optional[ClientCall] = None) -> InactiveRpcError:
     initial: Metadata = call.initial_metadata if call is not None else ()
     trailing: Metadata = call.trailing_metadata if call is not None else ()
-    return RpcError(CallStatus(code, details, initial, trailing))
+    return InactiveRpcError(CallStatus(code, details, initial, trailing))
 
 
-class CallFuture(Call):
-    """What ``future()`` returns: a ``grpc.Future`` that is also a ``grpc.Call`` (as in grpcio).
+class CallFuture(interfaces.Call, interfaces.Future):
+    """What ``unary_unary(...).future()`` returns: a ``grpc.Future`` that is also a ``grpc.Call``.
 
-    Call methods (``code()``, ``details()``, metadata) block until the call has ended.
+    The call runs on a thread of its own, which resolves the future when the call ends (and
+    runs the callbacks there).  Call methods (``code()``, ``details()``, metadata) block until
+    the call has ended.
     """
 
     def __init__(self, handle: CallHandle, timeout: Optional[float]) -> None:
-        super().__init__(CallStatus(StatusCode.OK))
+        self.status = CallStatus(StatusCode.OK)
         self._handle = handle
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._response: Any = None
         self._exception: Optional[BaseException] = None
+        self._traceback: Optional[TracebackType] = None
         self._cancelled = False
-        self._callbacks: List[Callable[[Any], None]] = []
+        self._callbacks: List[Callable[[], None]] = []
 
-    def _resolve(self, outcome: Any) -> None:
+    def resolve(self, outcome: Any) -> None:
+        """Record how the call ended (an exception, or ``(response, call)``); run callbacks."""
         with self._lock:
             if self._done.is_set():
                 return
             if isinstance(outcome, BaseException):
                 self._exception = outcome
-                if isinstance(outcome, RpcError):
-                    self.status = outcome.status
+                self._traceback = outcome.__traceback__
+                status = getattr(outcome, "status", None)
+                if isinstance(status, CallStatus):
+                    self.status = status
                     self._cancelled = self._cancelled or (
-                        outcome.code() is StatusCode.CANCELLED and self._handle.cancelled
+                        status.code is StatusCode.CANCELLED and self._handle.cancelled
                     )
+                else:  # not a call's failure: e.g. the request did not serialize
+                    self.status = CallStatus(StatusCode.UNKNOWN, str(outcome))
             else:
                 self._response, call = outcome
                 self.status = call.status
             self._done.set()
             callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback(self)
+        _run_callbacks(callbacks)
 
     # grpc.Future
     def cancel(self) -> bool:
@@ -113,7 +237,7 @@ class CallFuture(Call):
                 return False
             self._cancelled = True
         self._handle.cancel()
-        self._resolve(RpcError(self._handle.status))
+        self.resolve(InactiveRpcError(self._handle.status))
         return True
 
     def cancelled(self) -> bool:
@@ -141,16 +265,16 @@ class CallFuture(Call):
             raise FutureCancelledError()
         return self._exception
 
-    def traceback(self, timeout: Optional[float] = None) -> Any:
+    def traceback(self, timeout: Optional[float] = None) -> Optional[TracebackType]:
+        """The traceback of the call's failure, as it was raised (grpcio keeps it too)."""
         error = self.exception(timeout)
-        return None if error is None else error.__traceback__
+        if error is None:
+            return None
+        return self._traceback or traceback_of(error)
 
     def add_done_callback(self, fn: Callable[[Any], None]) -> None:
-        with self._lock:
-            if not self._done.is_set():
-                self._callbacks.append(fn)
-                return
-        fn(self)
+        if not self.add_callback(lambda: fn(self)):
+            fn(self)
 
     # grpc.Call / grpc.RpcContext
     def is_active(self) -> bool:
@@ -164,32 +288,36 @@ class CallFuture(Call):
     def add_callback(self, callback: Callable[[], None]) -> bool:
         with self._lock:
             if not self._done.is_set():
-                self._callbacks.append(lambda _future: callback())
+                self._callbacks.append(callback)
                 return True
         return False
 
     def code(self) -> StatusCode:
         self._done.wait()
-        return super().code()
+        return self.status.code
 
     def details(self) -> str:
         self._done.wait()
-        return super().details()
+        return self.status.details
 
     def initial_metadata(self) -> Metadata:
         self._done.wait()
-        return super().initial_metadata()
+        return self.status.initial_metadata
 
     def trailing_metadata(self) -> Metadata:
         self._done.wait()
-        return super().trailing_metadata()
+        return self.status.trailing_metadata
+
+    def debug_error_string(self) -> str:
+        self._done.wait()
+        return str(self.status)
 
     def __repr__(self) -> str:
         state = "done" if self._done.is_set() else "running"
         return f"<minigrpc.CallFuture {state}>"
 
 
-class StreamingCall(RpcError):
+class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
     """A running call with a response stream: iterator, ``grpc.Call``, ``grpc.Future``, error.
 
     Iterating yields the deserialized responses; once the call ends, iteration stops when its
@@ -220,15 +348,17 @@ class StreamingCall(RpcError):
         self._reopen = reopen
         Exception.__init__(self, "running")
         self._lock = threading.Lock()
+        #: Held while the end is recorded; re-entrant, for a callback that asks for the result.
+        self._ending = threading.RLock()
         self._callbacks: List[Callable[[], None]] = []
         self._cancelled = False
         self._finished = False
         self._response: Any = None
-        self._decode_error: Optional[RpcError] = None
+        self._decode_error: Optional[InactiveRpcError] = None
         self._received_any = False
         self.status = call.status or CallStatus(StatusCode.OK)
         if call.done:
-            self._on_end()
+            self._complete()
 
     # -- the end of the call ----------------------------------------------------------------
 
@@ -246,13 +376,14 @@ class StreamingCall(RpcError):
             self.status = status
             self.args = (str(status),)
             callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # a callback's failure is not the call's
-                import logging
+        _run_callbacks(callbacks)
 
-                logging.getLogger("minigrpc.calls").exception("a call's callback raised")
+    def watch(self) -> None:
+        """Wait for the end on a thread of its own, so that the callbacks run and ``done()``
+        turns True although nobody waits (a future's contract).  Only for a unary response:
+        the thread reads the connection, and one response is all it may buffer."""
+        if self._unary_response and not self._finished:
+            threading.Thread(target=self._wait_done, name="minigrpc-future", daemon=True).start()
 
     def _retry_if_never_processed(self) -> bool:
         """Start again on a new connection if the server provably never saw the call."""
@@ -274,11 +405,17 @@ class StreamingCall(RpcError):
                 continue
             break
         if call.done:
+            self._complete()
+            return True
+        return False
+
+    def _complete(self) -> None:
+        """Record the end, taking the one response of a unary-response call first.  The
+        watcher thread and callers may all get here; the first takes the response."""
+        with self._ending:
             if self._unary_response and not self._finished:
                 self._take_unary_response()
             self._on_end()
-            return True
-        return False
 
     def _take_unary_response(self) -> None:
         call = self._call
@@ -291,7 +428,7 @@ class StreamingCall(RpcError):
             self._response = decode_response(
                 message, call.response_encoding, self._max_receive, self._deserializer, call
             )
-        except RpcError as exc:
+        except InactiveRpcError as exc:
             self._decode_error = exc
 
     # -- iterator ------------------------------------------------------------------------------
@@ -315,7 +452,7 @@ class StreamingCall(RpcError):
                         self._deserializer,
                         call,
                     )
-                except RpcError as exc:
+                except InactiveRpcError as exc:
                     # The response was unusable: the call fails with that status.
                     self._decode_error = exc
                     if connection is not None:
@@ -396,7 +533,7 @@ class StreamingCall(RpcError):
         if self._connection is not None:
             self._connection.expire_if_overdue(self._call)
         if self._call.done:
-            self._on_end()
+            self._complete()
 
     # -- grpc.Future -----------------------------------------------------------------------------
 
@@ -426,9 +563,9 @@ class StreamingCall(RpcError):
             raise FutureCancelledError()
         return None if self.status.code is StatusCode.OK else self
 
-    def traceback(self, timeout: Optional[float] = None) -> Any:
+    def traceback(self, timeout: Optional[float] = None) -> Optional[TracebackType]:
         error = self.exception(timeout)
-        return None if error is None else error.__traceback__
+        return None if error is None else traceback_of(error)
 
     def add_done_callback(self, fn: Callable[[Any], None]) -> None:
         if not self.add_callback(lambda: fn(self)):

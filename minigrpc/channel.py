@@ -38,7 +38,7 @@ pays per frame (docs/wire-rules.md, "Flow control and sizes").
 
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from . import __version__, wire
+from . import __version__, interfaces, wire
 from .calls import Call, CallFuture, FutureCancelledError, FutureTimeoutError, StreamingCall
 from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .multicallables import (
@@ -128,7 +128,7 @@ class _ChannelConfig:
         self.transport = TransportOptions(max_receive_message_length=self.max_receive, **transport)
 
 
-class Channel:
+class Channel(interfaces.Channel):
     """A client channel: one lazily opened HTTP/2 connection shared by every call.
 
     Thread-safe: calls from many threads are multiplexed on the connection. ``close()`` (or
@@ -321,7 +321,8 @@ class SecureChannel(Channel):
         plugins = [source for source in sources if source is not None]
         if not plugins:
             return []
-        from .status import CallStatus, RpcError
+        from .calls import InactiveRpcError
+        from .status import CallStatus
         from .tls import TLSFailure
 
         service, _, method_name = path.rpartition("/")
@@ -331,14 +332,15 @@ class SecureChannel(Channel):
             for source in plugins:
                 metadata.extend(source.metadata(service_url, method_name, timeout))
         except TLSFailure as exc:
-            raise RpcError(CallStatus(StatusCode.UNAVAILABLE, str(exc))) from None
+            raise InactiveRpcError(CallStatus(StatusCode.UNAVAILABLE, str(exc))) from None
         except Exception as exc:
             details = f"Getting metadata from plugin failed with error: {exc}"
-            raise RpcError(CallStatus(StatusCode.UNAVAILABLE, details)) from None
+            raise InactiveRpcError(CallStatus(StatusCode.UNAVAILABLE, details)) from None
         try:
             return wire.encode_metadata(metadata)
         except ValueError as exc:
-            raise RpcError(CallStatus(StatusCode.INTERNAL, f"Invalid metadata: {exc}")) from None
+            status = CallStatus(StatusCode.INTERNAL, f"Invalid metadata: {exc}")
+            raise InactiveRpcError(status) from None
 
 
 def secure_channel(

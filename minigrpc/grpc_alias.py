@@ -31,12 +31,14 @@ NotImplementedError) naming it and saying why.  ``grpc.<anything else>`` submodu
 ModuleNotFoundError saying the alias does not have them.
 """
 
+import concurrent.futures
 import importlib
 import importlib.abc
 import importlib.machinery
+import logging
 import sys
 import types
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = [
     "GRPCIO_NAMES",
@@ -90,20 +92,14 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("UnaryStreamMultiCallable", True, ""),
     ApiName("StreamUnaryMultiCallable", True, ""),
     ApiName("StreamStreamMultiCallable", True, ""),
-    ApiName("Call", True, "the outcome of a finished call (`with_call`)"),
-    ApiName(
-        "Future", True, "grpcio's abstract class; minigrpc's futures are `CallFuture`", "CallFuture"
-    ),
+    ApiName("Call", True, "abstract, as in grpcio; every call object minigrpc returns is one"),
+    ApiName("Future", True, "abstract, as in grpcio; every future minigrpc returns is one"),
     ApiName("FutureTimeoutError", True, ""),
     ApiName("FutureCancelledError", True, ""),
-    ApiName("RpcError", True, "also a Call: `code()`, `details()`, both metadata"),
+    ApiName("RpcError", True, "the plain base class; what minigrpc raises is also a Call"),
     ApiName("StatusCode", True, "same members and values"),
     ApiName("Compression", True, "`NoCompression`, `Deflate`, `Gzip`"),
-    ApiName(
-        "RpcContext",
-        True,
-        "for subclassing; minigrpc's calls and contexts have its methods without deriving from it",
-    ),
+    ApiName("RpcContext", True, "abstract; minigrpc's calls and servicer contexts derive from it"),
     ApiName("ChannelConnectivity", True, "`Channel.subscribe` reports it"),
     ApiName("channel_ready_future", True, ""),
     ApiName("ClientCallDetails", True, ""),
@@ -120,7 +116,12 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("GenericRpcHandler", True, ""),
     ApiName("ServiceRpcHandler", True, ""),
     ApiName("HandlerCallDetails", True, ""),
-    ApiName("RpcMethodHandler", True, "the same named tuple"),
+    ApiName(
+        "RpcMethodHandler",
+        True,
+        "abstract, as in grpcio; the `*_rpc_method_handler` functions return a named tuple "
+        "deriving from it",
+    ),
     ApiName("method_handlers_generic_handler", True, ""),
     ApiName("unary_unary_rpc_method_handler", True, ""),
     ApiName("unary_stream_rpc_method_handler", True, ""),
@@ -169,6 +170,15 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
         "",
     ),
     ApiName("_utilities", True, "`first_version_is_lower`, for generated code's version check", ""),
+    ApiName(
+        "_channel",
+        True,
+        "`_InactiveRpcError`, `_MultiThreadedRendezvous` (which code catches by name) and "
+        "`_USER_AGENT`",
+        "",
+    ),
+    ApiName("_grpcio_metadata", True, "`__version__`", ""),
+    ApiName("framework.foundation.logging_pool", True, "`pool(max_workers)`", ""),
     ApiName("experimental", True, "the names below", ""),
     ApiName(
         "aio",
@@ -335,10 +345,84 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         if not isinstance(sys.modules.get("grpc"), _GrpcModule):
             return None
         raise ModuleNotFoundError(
-            f"No module named {fullname!r}: minigrpc's grpc alias provides only "
-            "grpc, grpc._utilities, grpc.experimental and grpc.aio (a placeholder)",
+            f"No module named {fullname!r}: minigrpc's grpc alias provides only grpc, "
+            "grpc._utilities, grpc.experimental, grpc.aio (a placeholder) and "
+            + ", ".join(sorted(_PRIVATE_MODULES)),
             name=fullname,
         )
+
+
+# -- grpcio's modules beyond its API that code in the wild imports ---------------------------------
+
+
+def _log_exceptions(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return behavior(*args, **kwargs)
+        except Exception:
+            logging.getLogger("grpc").exception("%r raised in a logging pool", behavior)
+            raise
+
+    return logged
+
+
+class _LoggingPool(concurrent.futures.ThreadPoolExecutor):
+    """``grpc.framework.foundation.logging_pool.pool(n)``: a thread pool that logs what its
+    tasks raise (grpcio's servers are often given one); ``map`` goes through ``submit``."""
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:  # (fn, /, *args, **kwargs)
+        return super().submit(_log_exceptions(args[0]), *args[1:], **kwargs)
+
+
+def _logging_pool(max_workers: int) -> concurrent.futures.ThreadPoolExecutor:
+    return _LoggingPool(max_workers)
+
+
+#: grpcio modules outside ``grpc.__all__`` that code imports: name -> {attribute: (minigrpc
+#: module, attribute)} (``None``: the value itself).  ``grpc._channel`` is where grpcio's error
+#: and rendezvous classes live, which code catches by name; ``grpc._grpcio_metadata`` holds the
+#: version; ``grpc.framework.foundation.logging_pool`` the thread pool grpcio's own tests and
+#: examples give servers.
+_PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
+    "grpc._channel": {
+        "_USER_AGENT": ("channel", "USER_AGENT"),
+        "_InactiveRpcError": ("calls", "InactiveRpcError"),
+        "_MultiThreadedRendezvous": ("calls", "StreamingCall"),
+        "_Rendezvous": ("calls", "StreamingCall"),
+        "Channel": ("channel", "Channel"),
+    },
+    "grpc._grpcio_metadata": {"__version__": (None, GRPCIO_VERSION)},
+    "grpc.framework": {},
+    "grpc.framework.foundation": {},
+    "grpc.framework.foundation.logging_pool": {"pool": (None, _logging_pool)},
+}
+
+
+class _LazyModule(types.ModuleType):
+    """One of :data:`_PRIVATE_MODULES`: its attributes come from minigrpc on first use."""
+
+    def __getattr__(self, name: str) -> Any:
+        found = _PRIVATE_MODULES.get(self.__name__, {}).get(name)
+        if found is None:
+            raise AttributeError(f"module {self.__name__!r} (minigrpc's alias) has no {name!r}")
+        module, attribute = found
+        value = attribute
+        if module is not None:
+            value = getattr(importlib.import_module(f".{module}", __package__), attribute)
+        setattr(self, name, value)
+        return value
+
+
+def _private_modules(grpc: types.ModuleType) -> Dict[str, types.ModuleType]:
+    """:data:`_PRIVATE_MODULES` as modules, each set as an attribute of its parent."""
+    modules: Dict[str, types.ModuleType] = {"grpc": grpc}
+    for name in sorted(_PRIVATE_MODULES):  # parents before children
+        module = _new_module(_LazyModule, name, f"minigrpc's stand-in for grpcio's {name}.")
+        parent, _, short = name.rpartition(".")
+        setattr(modules[parent], short, module)
+        modules[name] = module
+    del modules["grpc"]
+    return modules
 
 
 def _new_module(cls: type, name: str, doc: str) -> Any:
@@ -378,6 +462,7 @@ def _build() -> Dict[str, types.ModuleType]:
         "grpc.experimental": experimental,
         "grpc.experimental.aio": aio,
         "grpc.aio": aio,
+        **_private_modules(grpc),
     }
 
 

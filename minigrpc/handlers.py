@@ -20,45 +20,66 @@ stream_stream      ``(request_iterator, context)``             an iterator of re
 
 from typing import Any, Callable, Dict, Iterator, Mapping, NamedTuple, Optional
 
+from . import interfaces
+from .interfaces import GenericRpcHandler, ServiceRpcHandler
 from .status import Metadata
+
+__all__ = [
+    "DictionaryGenericHandler",
+    "GenericRpcHandler",
+    "HandlerCallDetails",
+    "RpcMethodHandler",
+    "ServiceRpcHandler",
+    "method_handlers_generic_handler",
+    "stream_stream_rpc_method_handler",
+    "stream_unary_rpc_method_handler",
+    "unary_stream_rpc_method_handler",
+    "unary_unary_rpc_method_handler",
+]
 
 Deserializer = Optional[Callable[[bytes], Any]]
 Serializer = Optional[Callable[[Any], bytes]]
 
 
-class HandlerCallDetails(NamedTuple):
-    """What a generic handler is told about an incoming call (grpcio's ``HandlerCallDetails``)."""
-
-    method: str
-    invocation_metadata: Metadata
-
-
-class RpcMethodHandler(NamedTuple):
-    """How to run one method (grpcio's ``RpcMethodHandler`` fields, in grpcio's order)."""
-
-    request_streaming: bool
-    response_streaming: bool
-    request_deserializer: Deserializer
-    response_serializer: Serializer
-    unary_unary: Optional[Callable[[Any, Any], Any]]
-    unary_stream: Optional[Callable[..., Any]]
-    stream_unary: Optional[Callable[..., Any]]
-    stream_stream: Optional[Callable[..., Any]]
+class HandlerCallDetails(
+    NamedTuple("HandlerCallDetails", [("method", str), ("invocation_metadata", Metadata)]),
+    interfaces.HandlerCallDetails,
+):
+    """What the server tells a generic handler about an incoming call: a named tuple that is a
+    ``grpc.HandlerCallDetails`` (grpcio's own is one too)."""
 
 
-class GenericRpcHandler:
-    """Base class for objects that map a method path to a handler (grpcio's abstract class)."""
+class RpcMethodHandler(
+    NamedTuple(
+        "RpcMethodHandler",
+        [
+            ("request_streaming", bool),
+            ("response_streaming", bool),
+            ("request_deserializer", Deserializer),
+            ("response_serializer", Serializer),
+            ("unary_unary", Optional[Callable[[Any, Any], Any]]),
+            ("unary_stream", Optional[Callable[..., Any]]),
+            ("stream_unary", Optional[Callable[..., Any]]),
+            ("stream_stream", Optional[Callable[..., Any]]),
+        ],
+    ),
+    interfaces.RpcMethodHandler,
+):
+    r"""The handler the four ``*_rpc_method_handler`` functions build: a named tuple of the
+    eight fields, in grpcio's order, that is a ``grpc.RpcMethodHandler`` (grpcio's is the
+    same, which ``grpc.experimental.wrap_server_method_handler`` relies on: it ``_replace``\ s
+    the behaviour).  Servers take any ``grpc.RpcMethodHandler``, not only this one."""
 
-    def service(self, handler_call_details: HandlerCallDetails) -> Optional[RpcMethodHandler]:
-        raise NotImplementedError
 
+class DictionaryGenericHandler(ServiceRpcHandler):
+    """The handlers of one service, looked up by ``/<service>/<method>`` (case-sensitive);
+    what :func:`method_handlers_generic_handler` returns."""
 
-class ServiceRpcHandler(GenericRpcHandler):
-    """The handlers of one service, looked up by ``/<service>/<method>`` (case-sensitive)."""
-
-    def __init__(self, service: str, method_handlers: Mapping[str, RpcMethodHandler]) -> None:
+    def __init__(
+        self, service: str, method_handlers: Mapping[str, interfaces.RpcMethodHandler]
+    ) -> None:
         self._name = service
-        self._method_handlers: Dict[str, RpcMethodHandler] = {}
+        self._method_handlers: Dict[str, interfaces.RpcMethodHandler] = {}
         for method, handler in method_handlers.items():
             path = f"/{service}/{method}"
             check_handler(path, handler)
@@ -67,10 +88,12 @@ class ServiceRpcHandler(GenericRpcHandler):
     def service_name(self) -> str:
         return self._name
 
-    def service(self, handler_call_details: HandlerCallDetails) -> Optional[RpcMethodHandler]:
+    def service(
+        self, handler_call_details: interfaces.HandlerCallDetails
+    ) -> Optional[interfaces.RpcMethodHandler]:
         return self._method_handlers.get(handler_call_details.method)
 
-    def method_paths(self) -> Dict[str, RpcMethodHandler]:
+    def method_paths(self) -> Dict[str, interfaces.RpcMethodHandler]:
         """Full paths to handlers, so a server can index them without calling :meth:`service`."""
         return dict(self._method_handlers)
 
@@ -119,14 +142,14 @@ def stream_stream_rpc_method_handler(
     )
 
 
-def handler_shape(handler: RpcMethodHandler) -> str:
+def handler_shape(handler: interfaces.RpcMethodHandler) -> str:
     """``unary_unary``, ``unary_stream``, ``stream_unary`` or ``stream_stream``."""
     requests = "stream" if handler.request_streaming else "unary"
     responses = "stream" if handler.response_streaming else "unary"
     return f"{requests}_{responses}"
 
 
-def handler_behavior(handler: RpcMethodHandler) -> Optional[Callable[..., Any]]:
+def handler_behavior(handler: interfaces.RpcMethodHandler) -> Optional[Callable[..., Any]]:
     """The callable of the handler's own shape (``unary_unary`` for a unary handler, ...)."""
     behavior: Optional[Callable[..., Any]] = getattr(handler, handler_shape(handler), None)
     return behavior
@@ -147,7 +170,7 @@ def check_handler(path: str, handler: Any) -> None:
 
 
 def method_handlers_generic_handler(
-    service: str, method_handlers: Mapping[str, RpcMethodHandler]
-) -> ServiceRpcHandler:
+    service: str, method_handlers: Mapping[str, interfaces.RpcMethodHandler]
+) -> DictionaryGenericHandler:
     """Bundle a service's method handlers into one generic handler (grpcio's function)."""
-    return ServiceRpcHandler(service, method_handlers)
+    return DictionaryGenericHandler(service, method_handlers)

@@ -17,10 +17,26 @@ last one the registered handlers.  Returning another ``RpcMethodHandler`` wraps 
 method; returning None makes the call UNIMPLEMENTED.
 """
 
-import abc
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+import sys
+from types import TracebackType
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
 
-from .status import RpcError
+from .interfaces import (
+    Call,
+    Channel,
+    ClientCallDetails,
+    Future,
+    ServerInterceptor,
+    StreamStreamClientInterceptor,
+    StreamStreamMultiCallable,
+    StreamUnaryClientInterceptor,
+    StreamUnaryMultiCallable,
+    UnaryStreamClientInterceptor,
+    UnaryStreamMultiCallable,
+    UnaryUnaryClientInterceptor,
+    UnaryUnaryMultiCallable,
+)
+from .status import RpcError, StatusCode
 
 __all__ = [
     "ClientCallDetails",
@@ -32,18 +48,6 @@ __all__ = [
     "intercept_channel",
     "intercept_handler_lookup",
 ]
-
-
-class ClientCallDetails(abc.ABC):
-    """grpcio's abstract ``ClientCallDetails``: method, timeout, metadata, credentials,
-    wait_for_ready and compression of one call, as an interceptor sees them."""
-
-    method: str
-    timeout: Optional[float]
-    metadata: Any
-    credentials: Any
-    wait_for_ready: Optional[bool]
-    compression: Any
 
 
 class _CallDetails(
@@ -63,106 +67,153 @@ class _CallDetails(
     pass
 
 
-class UnaryUnaryClientInterceptor(abc.ABC):
-    @abc.abstractmethod
-    def intercept_unary_unary(
-        self, continuation: Any, client_call_details: Any, request: Any
-    ) -> Any:
-        raise NotImplementedError()
-
-
-class UnaryStreamClientInterceptor(abc.ABC):
-    @abc.abstractmethod
-    def intercept_unary_stream(
-        self, continuation: Any, client_call_details: Any, request: Any
-    ) -> Any:
-        raise NotImplementedError()
-
-
-class StreamUnaryClientInterceptor(abc.ABC):
-    @abc.abstractmethod
-    def intercept_stream_unary(
-        self, continuation: Any, client_call_details: Any, request_iterator: Any
-    ) -> Any:
-        raise NotImplementedError()
-
-
-class StreamStreamClientInterceptor(abc.ABC):
-    @abc.abstractmethod
-    def intercept_stream_stream(
-        self, continuation: Any, client_call_details: Any, request_iterator: Any
-    ) -> Any:
-        raise NotImplementedError()
-
-
-class ServerInterceptor(abc.ABC):
-    @abc.abstractmethod
-    def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
-        raise NotImplementedError()
-
-
 # -- what a unary continuation returns --------------------------------------------------------
 
 
-class _UnaryOutcome:
-    """A finished unary call that succeeded: ``Call`` and ``Future`` at once (grpcio's shape)."""
+class _FailureOutcome(RpcError, Call, Future):
+    """An exception raised while intercepting a call, delivered as a failed call (INTERNAL).
 
-    def __init__(self, response: Any, call: Any) -> None:
-        self._response = response
-        self._call = call
+    grpcio turns an exception that an interceptor (or the call set-up beneath it) raises into
+    this object instead of letting it out of ``future()`` or a streaming call: ``result()`` and
+    iteration re-raise the original exception, ``code()`` is INTERNAL.
+    """
 
-    def result(self, timeout: Optional[float] = None) -> Any:
-        return self._response
+    def __init__(self, exception: BaseException, traceback: Optional[TracebackType]) -> None:
+        super().__init__(str(exception))
+        self._exception = exception
+        self._traceback = traceback
 
-    def exception(self, timeout: Optional[float] = None) -> None:
+    def initial_metadata(self) -> Any:
         return None
 
-    def traceback(self, timeout: Optional[float] = None) -> None:
+    def trailing_metadata(self) -> Any:
         return None
 
-    def done(self) -> bool:
-        return True
+    def code(self) -> StatusCode:
+        return StatusCode.INTERNAL
 
-    def running(self) -> bool:
+    def details(self) -> str:
+        return "Exception raised while intercepting the RPC"
+
+    def debug_error_string(self) -> str:
+        return f"{self.details()}: {self._exception!r}"
+
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self) -> Optional[float]:
+        return None
+
+    def cancel(self) -> bool:
+        return False
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
         return False
 
     def cancelled(self) -> bool:
         return False
 
-    def cancel(self) -> bool:
+    def running(self) -> bool:
         return False
+
+    def done(self) -> bool:
+        return True
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        raise self._exception
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        return self._exception
+
+    def traceback(self, timeout: Optional[float] = None) -> Optional[TracebackType]:
+        return self._traceback
 
     def add_done_callback(self, fn: Callable[[Any], None]) -> None:
         fn(self)
 
-    def __getattr__(self, name: str) -> Any:  # code(), details(), metadata, is_active(), ...
-        return getattr(self._call, name)
+    def __iter__(self) -> "_FailureOutcome":
+        return self
+
+    def __next__(self) -> Any:
+        raise self._exception
+
+    def next(self) -> Any:
+        return self.__next__()
 
 
-class _FailedOutcome(_UnaryOutcome):
-    """A unary call that ended with an error: ``result()`` raises it, as in grpcio."""
+def _failure() -> _FailureOutcome:
+    """The exception being handled, as a failed call."""
+    _, exception, traceback = sys.exc_info()
+    assert exception is not None
+    return _FailureOutcome(exception, traceback)
 
-    def __init__(self, error: BaseException, call: Any = None) -> None:
-        super().__init__(None, call if call is not None else error)
-        self._error = error
+
+class _UnaryOutcome(Call, Future):
+    """A unary call that succeeded under ``with_call``: the response and the call, as one
+    finished ``Call`` and done ``Future`` (what a continuation returns to its interceptor)."""
+
+    def __init__(self, response: Any, call: Any) -> None:
+        self._response = response
+        self._call = call
+
+    def initial_metadata(self) -> Any:
+        return self._call.initial_metadata()
+
+    def trailing_metadata(self) -> Any:
+        return self._call.trailing_metadata()
+
+    def code(self) -> StatusCode:
+        code: StatusCode = self._call.code()
+        return code
+
+    def details(self) -> Optional[str]:
+        details: Optional[str] = self._call.details()
+        return details
+
+    def debug_error_string(self) -> str:
+        return str(getattr(self._call, "debug_error_string", lambda: "")())
+
+    def is_active(self) -> bool:
+        return bool(self._call.is_active())
+
+    def time_remaining(self) -> Optional[float]:
+        remaining: Optional[float] = self._call.time_remaining()
+        return remaining
+
+    def cancel(self) -> bool:
+        return bool(self._call.cancel())
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        return bool(self._call.add_callback(callback))
+
+    def cancelled(self) -> bool:
+        return False
+
+    def running(self) -> bool:
+        return False
+
+    def done(self) -> bool:
+        return True
 
     def result(self, timeout: Optional[float] = None) -> Any:
-        raise self._error
+        return self._response
 
-    def exception(self, timeout: Optional[float] = None) -> Any:
-        return self._error
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        return None
 
-    def traceback(self, timeout: Optional[float] = None) -> Any:
-        return self._error.__traceback__
+    def traceback(self, timeout: Optional[float] = None) -> Optional[TracebackType]:
+        return None
+
+    def add_done_callback(self, fn: Callable[[Any], None]) -> None:
+        fn(self)
 
 
-def _options(details: Any) -> "dict[str, Any]":
+def _unwrap(details: Any, original: _CallDetails) -> Dict[str, Any]:
+    """The call options in the details an interceptor passed on; where its object lacks an
+    attribute (it need not be a complete ClientCallDetails), the call's own value stays."""
     return {
-        "timeout": getattr(details, "timeout", None),
-        "metadata": getattr(details, "metadata", None),
-        "credentials": getattr(details, "credentials", None),
-        "wait_for_ready": getattr(details, "wait_for_ready", None),
-        "compression": getattr(details, "compression", None),
+        name: getattr(details, name, getattr(original, name))
+        for name in ("timeout", "metadata", "credentials", "wait_for_ready", "compression")
     }
 
 
@@ -171,6 +222,8 @@ def _options(details: Any) -> "dict[str, Any]":
 
 class _Intercepted:
     """One multi-callable of an intercepted channel: the interceptor, then the real one."""
+
+    intercept_name = ""
 
     def __init__(self, make: Callable[[str], Any], method: str, interceptor: Any) -> None:
         self._make = make  # method -> the next channel's multi-callable
@@ -189,27 +242,17 @@ class _Intercepted:
             self._method, timeout, metadata, credentials, wait_for_ready, compression
         )
 
+    def _next(self, details: Any, original: _CallDetails) -> Any:
+        """The next multi-callable, for the method the interceptor's details name."""
+        return self._make(getattr(details, "method", original.method))
+
+    def _intercept(self, continuation: Callable[[Any, Any], Any], details: _CallDetails,
+                   request: Any) -> Any:
+        return getattr(self._interceptor, self.intercept_name)(continuation, details, request)
+
 
 class _UnaryResponse(_Intercepted):
     """unary_unary and stream_unary: ``__call__``, ``with_call`` and ``future``."""
-
-    intercept_name = ""
-
-    def _intercept(self, request: Any, details: _CallDetails, use_future: bool) -> Any:
-        def continuation(new_details: Any, new_request: Any) -> Any:
-            target = self._make(new_details.method)
-            if use_future:
-                return target.future(new_request, **_options(new_details))
-            try:
-                response, call = target.with_call(new_request, **_options(new_details))
-            except RpcError as error:
-                return _FailedOutcome(error)
-            except Exception as error:
-                return _FailedOutcome(error)
-            return _UnaryOutcome(response, call)
-
-        intercept = getattr(self._interceptor, self.intercept_name)
-        return intercept(continuation, details, request)
 
     def __call__(
         self,
@@ -234,8 +277,21 @@ class _UnaryResponse(_Intercepted):
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        details = self._details(timeout, metadata, credentials, wait_for_ready, compression)
-        outcome = self._intercept(request, details, use_future=False)
+        """The interceptor sees a finished call: the RpcError itself when it failed, and an
+        exception from beneath it as a failed call; what it returns is waited on here."""
+        original = self._details(timeout, metadata, credentials, wait_for_ready, compression)
+
+        def continuation(details: Any, new_request: Any) -> Any:
+            target = self._next(details, original)
+            try:
+                response, call = target.with_call(new_request, **_unwrap(details, original))
+            except RpcError as error:
+                return error
+            except Exception:
+                return _failure()
+            return _UnaryOutcome(response, call)
+
+        outcome = self._intercept(continuation, original, request)
         return outcome.result(), outcome
 
     def future(
@@ -247,14 +303,21 @@ class _UnaryResponse(_Intercepted):
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        details = self._details(timeout, metadata, credentials, wait_for_ready, compression)
-        return self._intercept(request, details, use_future=True)
+        """Never raises: an exception from the interceptor becomes a failed future."""
+        original = self._details(timeout, metadata, credentials, wait_for_ready, compression)
+
+        def continuation(details: Any, new_request: Any) -> Any:
+            target = self._next(details, original)
+            return target.future(new_request, **_unwrap(details, original))
+
+        try:
+            return self._intercept(continuation, original, request)
+        except Exception:
+            return _failure()
 
 
 class _StreamResponse(_Intercepted):
     """unary_stream and stream_stream: ``__call__`` returns the response iterator."""
-
-    intercept_name = ""
 
     def __call__(
         self,
@@ -265,31 +328,36 @@ class _StreamResponse(_Intercepted):
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        details = self._details(timeout, metadata, credentials, wait_for_ready, compression)
+        """Never raises: an exception from the interceptor becomes a failed call, which raises
+        it again when iterated."""
+        original = self._details(timeout, metadata, credentials, wait_for_ready, compression)
 
-        def continuation(new_details: Any, new_request: Any) -> Any:
-            return self._make(new_details.method)(new_request, **_options(new_details))
+        def continuation(details: Any, new_request: Any) -> Any:
+            return self._next(details, original)(new_request, **_unwrap(details, original))
 
-        return getattr(self._interceptor, self.intercept_name)(continuation, details, request)
+        try:
+            return self._intercept(continuation, original, request)
+        except Exception:
+            return _failure()
 
 
-class _InterceptedUnaryUnary(_UnaryResponse):
+class _InterceptedUnaryUnary(_UnaryResponse, UnaryUnaryMultiCallable):
     intercept_name = "intercept_unary_unary"
 
 
-class _InterceptedStreamUnary(_UnaryResponse):
+class _InterceptedStreamUnary(_UnaryResponse, StreamUnaryMultiCallable):
     intercept_name = "intercept_stream_unary"
 
 
-class _InterceptedUnaryStream(_StreamResponse):
+class _InterceptedUnaryStream(_StreamResponse, UnaryStreamMultiCallable):
     intercept_name = "intercept_unary_stream"
 
 
-class _InterceptedStreamStream(_StreamResponse):
+class _InterceptedStreamStream(_StreamResponse, StreamStreamMultiCallable):
     intercept_name = "intercept_stream_stream"
 
 
-class _InterceptedChannel:
+class _InterceptedChannel(Channel):
     """A channel with one interceptor in front of another channel (grpcio's ``_Channel``)."""
 
     def __init__(self, channel: Any, interceptor: Any) -> None:

@@ -18,12 +18,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple
 
-from . import wire
-from .calls import Call, CallFuture, RequestSender, StreamingCall, decode_response
+from . import interfaces, wire
+from .calls import Call, CallFuture, InactiveRpcError, RequestSender, StreamingCall, decode_response
 from .client_protocol import ClientCall
 from .errors import MessageTooLarge
 from .headers import Header, malformed_path, request_headers
-from .status import CallStatus, RpcError, StatusCode
+from .status import CallStatus, StatusCode
 from .transport import CallHandle, ClientConnection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,8 +34,8 @@ Deserializer = Optional[Callable[[bytes], Any]]
 MetadataArg = Optional[Iterable[Tuple[str, Any]]]
 
 
-def _error(code: StatusCode, details: str) -> RpcError:
-    return RpcError(CallStatus(code, details))
+def _error(code: StatusCode, details: str) -> InactiveRpcError:
+    return InactiveRpcError(CallStatus(code, details))
 
 
 class _Invocation:
@@ -160,7 +160,7 @@ class _Method:
         return streaming
 
 
-class UnaryUnaryMultiCallable(_Method):
+class UnaryUnaryMultiCallable(_Method, interfaces.UnaryUnaryMultiCallable):
     """Invokes one unary method; what ``Channel.unary_unary`` returns."""
 
     def __call__(
@@ -213,7 +213,7 @@ class UnaryUnaryMultiCallable(_Method):
                 )
             except BaseException as exc:  # delivered through the future
                 outcome = exc
-            future._resolve(outcome)
+            future.resolve(outcome)
 
         threading.Thread(target=run, name="minigrpc-future", daemon=True).start()
         return future
@@ -239,7 +239,7 @@ class UnaryUnaryMultiCallable(_Method):
         status = call.status
         assert status is not None
         if status.code is not StatusCode.OK:
-            raise RpcError(status)
+            raise InactiveRpcError(status)
         response = decode_response(
             call.messages[0],
             call.response_encoding,
@@ -247,10 +247,10 @@ class UnaryUnaryMultiCallable(_Method):
             self.deserializer,
             call,
         )
-        return response, Call(status)
+        return response, Call(status, response)
 
 
-class UnaryStreamMultiCallable(_Method):
+class UnaryStreamMultiCallable(_Method, interfaces.UnaryStreamMultiCallable):
     """Invokes a server-streaming method; what ``Channel.unary_stream`` returns."""
 
     def __call__(
@@ -269,7 +269,7 @@ class UnaryStreamMultiCallable(_Method):
         return self._stream(invocation, message, None, False, wait_for_ready)
 
 
-class StreamUnaryMultiCallable(_Method):
+class StreamUnaryMultiCallable(_Method, interfaces.StreamUnaryMultiCallable):
     """Invokes a client-streaming method; what ``Channel.stream_unary`` returns."""
 
     def __call__(
@@ -296,11 +296,11 @@ class StreamUnaryMultiCallable(_Method):
         compression: Optional[int] = None,
     ) -> Tuple[Any, Call]:
         """Send every request, then return the response and the :class:`Call`."""
-        future = self.future(
+        call = self._start(
             request_iterator, timeout, metadata, credentials, wait_for_ready, compression
         )
-        response = future.result()
-        return response, Call(future.status)
+        response = call.result()
+        return response, Call(call.status, response)
 
     def future(
         self,
@@ -311,13 +311,32 @@ class StreamUnaryMultiCallable(_Method):
         wait_for_ready: Optional[bool] = None,
         compression: Optional[int] = None,
     ) -> StreamingCall:
-        """Start the call; ``result()`` waits for the response (the result is also a Call)."""
+        """Start the call; ``result()`` waits for the response (the result is also a Call).
+
+        A thread waits for the end, so that callbacks run and ``done()`` turns True without
+        anybody waiting, as in grpcio.
+        """
+        call = self._start(
+            request_iterator, timeout, metadata, credentials, wait_for_ready, compression
+        )
+        call.watch()
+        return call
+
+    def _start(
+        self,
+        request_iterator: Any,
+        timeout: Optional[float],
+        metadata: MetadataArg,
+        credentials: Any,
+        wait_for_ready: Optional[bool],
+        compression: Optional[int],
+    ) -> StreamingCall:
         invocation = _Invocation(self, timeout, metadata, credentials, compression)
         self._unavailable_target()
         return self._stream(invocation, None, request_iterator, True, wait_for_ready)
 
 
-class StreamStreamMultiCallable(_Method):
+class StreamStreamMultiCallable(_Method, interfaces.StreamStreamMultiCallable):
     """Invokes a bidirectional-streaming method; what ``Channel.stream_stream`` returns."""
 
     def __call__(

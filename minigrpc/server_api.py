@@ -24,8 +24,8 @@ import threading
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import handlers as _handlers
+from . import interfaces, wire
 from . import targets as _targets
-from . import wire
 from .server_loop import _NEW, _STARTED, _STOPPED, _STOPPING, ServerLoop
 from .server_options import ServerOptions
 from .sockets import bind_tcp, bind_unix
@@ -33,7 +33,7 @@ from .sockets import bind_tcp, bind_unix
 __all__ = ["Server", "server"]
 
 
-class Server(ServerLoop):
+class Server(ServerLoop, interfaces.Server):
     """A gRPC server with grpcio's ``grpc.Server`` API; create it with :func:`server`."""
 
     def __init__(
@@ -51,13 +51,15 @@ class Server(ServerLoop):
     # -- registration ----------------------------------------------------------------------------
 
     def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[Any]) -> None:
-        """Add objects with a ``service(handler_call_details)`` method (grpcio's API)."""
-        for handler in generic_rpc_handlers:
+        """Add objects with a ``service(handler_call_details)`` method (grpcio's API: any such
+        object, a ``grpc.GenericRpcHandler`` or not).  All are checked before any is added."""
+        handlers = list(generic_rpc_handlers)
+        for handler in handlers:
             if not callable(getattr(handler, "service", None)):
                 raise AttributeError(
-                    f"{handler!r} is not a generic RPC handler: it has no service() method"
+                    f"{handler!r} is not a grpc.GenericRpcHandler: it has no service() method"
                 )
-            self._generic_handlers.append(handler)
+        self._generic_handlers.extend(handlers)
 
     def add_registered_method_handlers(
         self, service_name: str, method_handlers: Mapping[str, Any]

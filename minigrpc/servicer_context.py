@@ -24,6 +24,7 @@ grpcio so that its handlers and clients see what they expect:
 * ``grpc.StatusCode`` members from grpcio are accepted wherever a status code is expected.
 """
 
+import enum
 import logging
 import time
 from typing import (
@@ -34,12 +35,13 @@ from typing import (
     Iterable,
     List,
     NamedTuple,
+    NoReturn,
     Optional,
     Tuple,
     Union,
 )
 
-from . import wire
+from . import interfaces, wire
 from .server_call import RequestStream, ResponseCredit
 from .status import Metadata, StatusCode
 
@@ -62,20 +64,25 @@ class Metadatum(NamedTuple):
 
 
 def _status_code(code: Any) -> StatusCode:
-    """Accept minigrpc's StatusCode, grpcio's (same names and values) or a number.
+    """The code a handler's ``set_code``/``abort`` value puts on the wire, as grpcio decides it.
 
-    A handler written for grpcio passes ``grpc.StatusCode.NOT_FOUND``; it must work unchanged.
+    minigrpc's StatusCode, or grpcio's (the same names and values: a handler written for grpcio
+    passes ``grpc.StatusCode.NOT_FOUND``); anything else, a number included, is UNKNOWN, as
+    grpcio sends it (``abort(3, ...)`` is not INVALID_ARGUMENT there either).
     """
     if isinstance(code, StatusCode):
         return code
     name = getattr(code, "name", None)
-    if isinstance(name, str) and name in StatusCode.__members__:
+    if isinstance(name, str) and name in StatusCode.__members__ and isinstance(code, enum.Enum):
         return StatusCode[name]
-    if isinstance(code, int) and not isinstance(code, bool):
-        found = StatusCode.from_number(code)
-        if found is not None:
-            return found
-    raise TypeError(f"expected a StatusCode, got {code!r}")
+    return StatusCode.UNKNOWN
+
+
+def _text(details: Any) -> Optional[str]:
+    """Status details as text: grpcio accepts str or UTF-8 bytes."""
+    if isinstance(details, (bytes, bytearray)):
+        return bytes(details).decode("utf-8", "replace")
+    return None if details is None else str(details)
 
 
 class _Abort(Exception):
@@ -87,7 +94,7 @@ class _Abort(Exception):
 NO_DEADLINE = None
 
 
-class ServicerContext:
+class ServicerContext(interfaces.ServicerContext):
     """The context a handler receives: grpcio's ``ServicerContext`` API for unary calls.
 
     Methods that change the wire (``send_initial_metadata``, ``cancel``) are handed to the I/O
@@ -101,6 +108,7 @@ class ServicerContext:
         "_behavior",
         "_callbacks",
         "_code",
+        "_code_as_set",
         "_compress_next",
         "_compression",
         "_connection",
@@ -144,7 +152,9 @@ class ServicerContext:
         self._metadata = metadata
         self._metadata_items: Optional[Tuple[Metadatum, ...]] = None
         self._deadline = deadline
+        #: The code the call ends with, and the value the handler gave (``code()``).
         self._code: Optional[StatusCode] = None
+        self._code_as_set: Any = None
         self._details: Optional[str] = None
         self._trailing_metadata: Metadata = ()
         self._trailing_headers: Optional[List[Tuple[bytes, bytes]]] = None
@@ -256,38 +266,44 @@ class ServicerContext:
     def trailing_metadata(self) -> Metadata:
         return self._trailing_metadata
 
-    def abort(self, code: StatusCode, details: str) -> None:
+    def abort(self, code: Any, details: str) -> NoReturn:
         """End the call with ``code`` and ``details`` by raising an exception (grpcio's contract).
 
-        ``code`` must not be OK; like grpcio, OK is logged and turned into UNKNOWN.
+        Like grpcio: OK is logged and becomes UNKNOWN with empty details; a value that is not a
+        status code (``abort(42, ...)``) is UNKNOWN with the details given.
         """
-        code = _status_code(code)
-        if code is StatusCode.OK:
+        if code is StatusCode.OK or getattr(code, "name", None) == "OK":
             _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
             code = StatusCode.UNKNOWN
             details = ""
-        self._code = code
-        self._details = details
+        self._record_code(code)
+        self._details = _text(details)
         self._aborted = True
         raise _Abort()
 
-    def abort_with_status(self, status: Any) -> None:
+    def abort_with_status(self, status: Any) -> NoReturn:
         """``abort`` with a ``grpc.Status``-like object (code, details, trailing_metadata)."""
         self.set_trailing_metadata(getattr(status, "trailing_metadata", None) or ())
         self.abort(status.code, status.details)
 
-    def set_code(self, code: StatusCode) -> None:
+    def set_code(self, code: Any) -> None:
         """Set the call's status code; grpcio's ``grpc.StatusCode`` members work too."""
+        self._record_code(code)
+
+    def _record_code(self, code: Any) -> None:
+        self._code_as_set = code
         self._code = _status_code(code)
 
     def set_details(self, details: str) -> None:
-        self._details = details
+        self._details = _text(details)
 
-    def code(self) -> Optional[StatusCode]:
-        return self._code
+    def code(self) -> Any:
+        """The code the handler set (as it gave it), or None."""
+        return self._code_as_set
 
-    def details(self) -> Optional[str]:
-        return self._details
+    def details(self) -> Optional[bytes]:
+        """The details the handler set, as UTF-8 bytes like grpcio's, or None."""
+        return None if self._details is None else self._details.encode("utf-8")
 
     def set_compression(self, compression: Optional[int]) -> None:
         """Compress the response with this ``Compression`` if the client accepts it

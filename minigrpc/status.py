@@ -16,7 +16,7 @@ Codes and names follow ``doc/statuscodes.md``; :class:`StatusCode` mirrors grpci
 
 import abc
 import enum
-from typing import Mapping, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional, Tuple, Union
 
 #: Call metadata as grpcio exposes it: ``(key, value)`` pairs, ``bytes`` values for ``-bin`` keys.
 Metadata = Tuple[Tuple[str, Union[str, bytes]], ...]
@@ -140,63 +140,29 @@ class CallStatus(NamedTuple):
 DEADLINE_EXCEEDED_DETAILS = "Deadline Exceeded"
 
 
-class FinishedCall:
-    """The ``grpc.Call`` accessors of a call that has ended, read from :attr:`status`.
+class RpcError(Exception):
+    """Raised for every call that does not end with OK: grpcio's ``grpc.RpcError``.
 
-    Shared by :class:`RpcError` (a failed call) and ``minigrpc.channel.Call`` (what
-    ``with_call`` returns), which grpcio also treats as one kind of object.
+    As in grpcio, the base class carries nothing and takes any arguments, so code may raise
+    and subclass it.  What minigrpc raises is also the call that failed: a finished unary call
+    (``minigrpc.calls.InactiveRpcError``) or the streaming call itself, so
+    ``except grpc.RpcError as e: e.code()`` works unchanged.  Their ``str(e)`` reads like
+    grpc-go's ``status.Error`` (``rpc error: code = Unavailable desc = ...``), which is what the
+    CNI plugin must print.  The accessors below are declared for type checkers only, as the
+    type stubs of grpcio declare them: an ``RpcError`` constructed by hand has none.
     """
 
-    status: CallStatus
+    if TYPE_CHECKING:  # pragma: no cover - what every RpcError minigrpc raises offers
 
-    def code(self) -> StatusCode:
-        return self.status.code
+        def code(self) -> StatusCode: ...
 
-    def details(self) -> str:
-        return self.status.details
+        def details(self) -> str: ...
 
-    def initial_metadata(self) -> Metadata:
-        return self.status.initial_metadata
+        def initial_metadata(self) -> Metadata: ...
 
-    def trailing_metadata(self) -> Metadata:
-        return self.status.trailing_metadata
+        def trailing_metadata(self) -> Metadata: ...
 
-    def is_active(self) -> bool:
-        return False
-
-    def time_remaining(self) -> Optional[float]:
-        return None
-
-    def cancel(self) -> bool:
-        return False
-
-
-class RpcError(FinishedCall, Exception):
-    """Raised for every call that does not end with OK.
-
-    Like grpcio's ``_InactiveRpcError`` it is both the exception and the finished call, so
-    ``except grpc.RpcError as e: e.code()`` works unchanged. ``str(e)`` reads like grpc-go's
-    ``status.Error`` (``rpc error: code = Unavailable desc = ...``), which is what the CNI plugin
-    must print.
-    """
-
-    def __init__(self, status: CallStatus) -> None:
-        super().__init__(str(status))
-        self.status = status
-
-    @property
-    def status_details_bin(self) -> Optional[bytes]:
-        """The raw ``grpc-status-details-bin`` bytes, or None (decode with google.rpc.Status)."""
-        return self.status.details_bin
-
-    def debug_error_string(self) -> str:
-        return str(self.status)
-
-    def __str__(self) -> str:
-        return str(self.status)
-
-    def __repr__(self) -> str:
-        return f"<RpcError code={self.status.code.name} details={self.status.details!r}>"
+        def debug_error_string(self) -> str: ...
 
 
 def parse_grpc_status(value: Union[bytes, str, None]) -> Tuple[StatusCode, Optional[int]]:

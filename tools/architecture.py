@@ -68,7 +68,8 @@ MODULES: Dict[str, Module] = {
     "channel": Module(4, "insecure_channel and secure_channel"),
     "server_api": Module(4, "grpcio's Server and server()"),
     "descriptors": Module(4, "stubs and servicer registration from protobuf descriptors"),
-    "interfaces": Module(4, "grpcio's abstract classes for contexts and auth plugins"),
+    "interfaces": Module(1, "grpcio's abstract classes: what code subclasses and checks "
+                            "isinstance against"),
     "experimental": Module(4, "grpc.experimental's channel-less calls, for generated code"),
     "grpc_alias": Module(4, "makes `import grpc` resolve to minigrpc, for generated code"),
     "__init__": Module(4, "the package: grpcio's names, loaded on first use"),

@@ -85,8 +85,9 @@ class AioRpcError(RpcError):
         status = CallStatus(
             code, details or "", tuple(initial_metadata or ()), tuple(trailing_metadata or ())
         )
-        super().__init__(status)
-        self.args = ()
+        super().__init__()
+        #: The record the blocking API's errors carry too (wire number, details-bin).
+        self.status = status
         self._code = code
         self._details = details
         self._initial_metadata = initial_metadata

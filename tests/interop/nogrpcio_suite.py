@@ -102,7 +102,8 @@ def test_import_grpc_gives_the_alias_not_grpcio() -> None:
     assert imported.insecure_channel is minigrpc.insecure_channel
     assert imported.server is minigrpc.server
     assert imported.RpcError is minigrpc.RpcError
-    assert imported.Future is minigrpc.CallFuture
+    assert imported.Future is minigrpc.Future
+    assert imported.RpcMethodHandler is minigrpc.RpcMethodHandler
     assert not any(name == "grpc._cython" or name.startswith("grpc_tools") for name in sys.modules)
     assert minigrpc.install_as_grpc() is imported  # idempotent
 
@@ -181,6 +182,33 @@ def test_grpc_aio_imports_as_a_placeholder_and_other_submodules_do_not() -> None
         grpc.aio.insecure_channel("127.0.0.1:1")
     with pytest.raises(ModuleNotFoundError, match=r"'grpc\.channelz'"):
         importlib.import_module("grpc.channelz")
+
+
+def test_grpcios_other_modules_that_code_imports(caplog: pytest.LogCaptureFixture) -> None:
+    """``grpc._channel`` (whose error classes code catches by name), ``grpc._grpcio_metadata``
+    and ``grpc.framework.foundation.logging_pool``, as grpcio's own tests use them."""
+    import logging
+
+    from grpc import _channel, _grpcio_metadata
+    from grpc.framework.foundation import logging_pool
+
+    assert _grpcio_metadata.__version__ == grpc.__version__
+    assert _channel._USER_AGENT.startswith("grpc-python")
+    with grpc.insecure_channel("unix-abstract:minigrpc-nobody-listens-here") as channel:
+        with pytest.raises(_channel._InactiveRpcError) as unary:
+            channel.unary_unary("/a.B/C")(b"", timeout=10)
+        with pytest.raises(_channel._MultiThreadedRendezvous) as stream:
+            next(channel.unary_stream("/a.B/C")(b"", timeout=10))
+    assert unary.value.code() is stream.value.code() is grpc.StatusCode.UNAVAILABLE
+    pool = logging_pool.pool(2)
+    try:
+        with caplog.at_level(logging.ERROR, logger="grpc"):
+            with pytest.raises(ZeroDivisionError):
+                pool.submit(lambda: 1 // 0).result(timeout=10)
+            assert list(pool.map(abs, [-1, -2])) == [1, 2]
+    finally:
+        pool.shutdown()
+    assert "ZeroDivisionError" in caplog.text
 
 
 # -- generated modules of every release -----------------------------------------------------

@@ -36,11 +36,22 @@ def test_go_names() -> None:
 
 
 def test_rpc_error_reads_like_grpc_go() -> None:
-    err = status.RpcError(status.CallStatus(StatusCode.UNAVAILABLE, "connection error"))
+    from minigrpc.calls import InactiveRpcError
+
+    err = InactiveRpcError(status.CallStatus(StatusCode.UNAVAILABLE, "connection error"))
+    assert isinstance(err, status.RpcError)
     assert str(err) == "rpc error: code = Unavailable desc = connection error"
     assert err.code() is StatusCode.UNAVAILABLE and err.details() == "connection error"
-    odd = status.RpcError(status.CallStatus(StatusCode.UNKNOWN, "x", number=42))
+    odd = InactiveRpcError(status.CallStatus(StatusCode.UNKNOWN, "x", number=42))
     assert str(odd) == "rpc error: code = Code(42) desc = x"
+
+
+def test_rpc_error_is_grpcio_plain_base_class() -> None:
+    """grpcio's RpcError takes any arguments and carries nothing; code raises and subclasses
+    it (a test double, a library's own error)."""
+    error = status.RpcError()
+    assert isinstance(error, Exception) and not hasattr(error, "code")
+    assert str(status.RpcError("anything", 1)) == "('anything', 1)"
 
 
 @pytest.mark.parametrize(

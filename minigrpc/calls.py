@@ -59,6 +59,12 @@ def traceback_of(error: BaseException) -> Optional[TracebackType]:
         return sys.exc_info()[2]
 
 
+def debug_error_string(status: CallStatus) -> str:
+    """A call's ``debug_error_string()``: the status in grpc-go's words (grpcio gives its C
+    core's error text), and empty for a call that ended OK, as in grpcio."""
+    return "" if status.code is StatusCode.OK else str(status)
+
+
 class FinishedCall(interfaces.Call, interfaces.Future):
     """A call that has ended, read from :attr:`status`: a ``grpc.Call`` and a done ``Future``.
 
@@ -82,8 +88,7 @@ class FinishedCall(interfaces.Call, interfaces.Future):
         return self.status.trailing_metadata
 
     def debug_error_string(self) -> str:
-        """The status, in grpc-go's words (grpcio gives its C core's error text)."""
-        return str(self.status)
+        return debug_error_string(self.status)
 
     @property
     def status_details_bin(self) -> Optional[bytes]:
@@ -310,7 +315,7 @@ class CallFuture(interfaces.Call, interfaces.Future):
 
     def debug_error_string(self) -> str:
         self._done.wait()
-        return str(self.status)
+        return debug_error_string(self.status)
 
     def __repr__(self) -> str:
         state = "done" if self._done.is_set() else "running"
@@ -492,7 +497,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
 
     def debug_error_string(self) -> str:
         self._wait_done()
-        return str(self.status)
+        return debug_error_string(self.status)
 
     # -- grpc.RpcContext -------------------------------------------------------------------------
 

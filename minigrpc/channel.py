@@ -24,7 +24,9 @@ Channel options (``options=[(name, value), ...]``); unknown names are ignored, a
 * ``grpc.max_metadata_size``: largest response header block (or trailers) of one call, bytes
   as HTTP/2 counts them; default 16 KiB, -1 for none. Larger: INTERNAL.
 * ``grpc.default_authority``: the ``:authority`` to send instead of the target's.
-* ``grpc.primary_user_agent``: prepended to ``user-agent`` (``<it> grpc-python-minigrpc/<v>``).
+* ``grpc.primary_user_agent`` / ``grpc.secondary_user_agent``: put before / after minigrpc's
+  product token in ``user-agent`` (``<primary> grpc-python-minigrpc/<v> <secondary>``), as
+  grpcio places them.
 * ``grpc.initial_reconnect_backoff_ms`` / ``grpc.max_reconnect_backoff_ms``: the waits between
   connection attempts of a ``wait_for_ready`` call (defaults 1 s and 120 s,
   ``doc/connection-backoff.md``).
@@ -99,7 +101,7 @@ class _ChannelConfig:
         self.max_receive: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
         self.max_send: Optional[int] = None
         self.authority = target.authority if target is not None else "localhost"
-        self.user_agent = USER_AGENT
+        primary_agent = secondary_agent = ""
         transport: dict = {}
         for item in options or ():
             name, value = item
@@ -110,7 +112,9 @@ class _ChannelConfig:
             elif name == "grpc.default_authority":
                 self.authority = str(value)
             elif name == "grpc.primary_user_agent":
-                self.user_agent = f"{value} {USER_AGENT}"
+                primary_agent = str(value)
+            elif name == "grpc.secondary_user_agent":
+                secondary_agent = str(value)
             elif name == "grpc.max_metadata_size":
                 transport["max_header_list_size"] = _limit_option(value, name)
             elif name == "grpc.initial_reconnect_backoff_ms":
@@ -125,6 +129,9 @@ class _ChannelConfig:
                 transport["max_frame_size"] = _ranged_option(value, name, _MIN_FRAME, _MAX_FRAME)
             # Anything else (grpc.keepalive_time_ms, grpc.enable_retries, ...) is ignored, as
             # grpcio ignores arguments it does not know.
+        self.user_agent = " ".join(
+            part for part in (primary_agent, USER_AGENT, secondary_agent) if part
+        )
         self.transport = TransportOptions(max_receive_message_length=self.max_receive, **transport)
 
 

@@ -483,6 +483,12 @@ def install_as_grpc() -> types.ModuleType:
             f"{version}); call it before the first `import grpc`, or keep using that grpc"
         )
     modules = _build()
+    # grpcio gives its "grpc" logger a NullHandler, the library convention (logging HOWTO,
+    # "Configuring Logging for a Library"): nothing is printed until the application configures
+    # logging, and code that inspects that logger finds it.
+    grpc_logger = logging.getLogger("grpc")
+    if not any(isinstance(handler, logging.NullHandler) for handler in grpc_logger.handlers):
+        grpc_logger.addHandler(logging.NullHandler())
     if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
     sys.modules.update(modules)

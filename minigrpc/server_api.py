@@ -108,7 +108,7 @@ class Server(ServerLoop, interfaces.Server):
             self._listeners.append(listener)
             return 1
         try:
-            listeners = bind_tcp(target)
+            listeners = bind_tcp(target, self._options.reuse_port)
         except OSError as exc:
             raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
         for listener in listeners:

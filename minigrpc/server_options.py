@@ -20,6 +20,7 @@ key                                       default     meaning
 ``grpc.max_connection_idle_ms``           300000      GOAWAY a connection without calls this long
 ``minigrpc.request_stall_timeout_ms``     30000       cancel a call whose request stops arriving
 ``minigrpc.unary_handlers_on_io_thread``  0           1: run unary-unary handlers on the I/O thread
+``grpc.so_reuseport``                     0           1: SO_REUSEPORT on TCP ports (port sharing)
 ========================================  ==========  ==============================================
 
 For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
@@ -48,6 +49,11 @@ hand-overs of every call (docs/benchmarks.md, "Server throughput").  While such 
 the server reads, writes and times out nothing else, so it must not block: no sleeping, no I/O
 that can wait, and no call to a server whose answer needs this one.  Streaming handlers, whose
 requests or flow control make them wait for the I/O thread, use the executor either way.
+
+``grpc.so_reuseport`` lets several processes (or a server and a socket reserving its port)
+bind one TCP port.  grpc-core turns it on by default on Linux; minigrpc does not, so that a
+second server on a port in use fails to bind instead of silently sharing the port's
+connections.
 """
 
 import logging
@@ -101,6 +107,7 @@ class ServerOptions:
         self.max_connection_idle: Optional[float] = DEFAULT_MAX_CONNECTION_IDLE
         self.request_stall_timeout: Optional[float] = DEFAULT_REQUEST_STALL_TIMEOUT
         self.unary_handlers_on_io_thread = False
+        self.reuse_port = False
         for item in options or ():
             try:
                 key, value = item
@@ -145,6 +152,8 @@ class ServerOptions:
             self.request_stall_timeout = _milliseconds(value)
         elif key == "minigrpc.unary_handlers_on_io_thread":
             self.unary_handlers_on_io_thread = bool(int(value))
+        elif key == "grpc.so_reuseport":
+            self.reuse_port = bool(int(value))
         elif key == "minigrpc.max_output_buffer":
             self.max_output_buffer = max(64 * 1024, int(value))
         else:

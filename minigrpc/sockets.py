@@ -218,8 +218,12 @@ def bind_unix(target: Target, mode: int) -> Listener:
         raise
 
 
-def bind_tcp(target: Target) -> List[Listener]:
-    """Bind every address ``host`` resolves to, on one port (port 0: the first one's)."""
+def bind_tcp(target: Target, reuse_port: bool = False) -> List[Listener]:
+    """Bind every address ``host`` resolves to, on one port (port 0: the first one's).
+
+    ``reuse_port`` sets SO_REUSEPORT (Linux, BSD): other sockets that set it too may bind the
+    same port, and the kernel spreads connections over them.
+    """
     assert isinstance(target.address, tuple)
     host, port = target.address
     if host in ("", "*"):
@@ -239,6 +243,8 @@ def bind_tcp(target: Target) -> List[Listener]:
         sock = socket.socket(family, kind, proto)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port and hasattr(socket, "SO_REUSEPORT"):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 # '[::]' serves IPv4 too, as in grpcio; a specific v6 address stays v6.
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)

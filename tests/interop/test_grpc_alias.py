@@ -117,6 +117,24 @@ def test_install_wins_over_an_installed_but_not_imported_grpcio() -> None:
     assert result.stdout.strip() == grpc_alias.GRPCIO_VERSION
 
 
+def test_the_alias_has_grpcios_logger_with_a_null_handler() -> None:
+    """grpcio's ``grpc`` logger exists with one NullHandler once ``grpc`` is imported; the
+    alias sets up the same logger, and the root logger stays unconfigured."""
+    result = _run(
+        """
+        import logging
+        import minigrpc
+        minigrpc.install_as_grpc()
+        minigrpc.install_as_grpc()
+        import grpc
+        handlers = logging.getLogger("grpc").handlers
+        print(len(handlers), type(handlers[0]).__name__, len(logging.getLogger().handlers))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "NullHandler", "0"]
+
+
 def test_readme_opt_in_line_makes_generated_code_run_without_grpcio() -> None:
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text("utf-8"), re.S)
     (line,) = [block for block in blocks if "install_as_grpc" in block]

@@ -11,12 +11,14 @@ is the reference in the same run:
   on DEADLINE_EXCEEDED, and ``done()`` turns True;
 * an exception in a client interceptor comes out as a failed future, not from ``future()``;
 * a failed call's ``cancelled()``, ``traceback()`` and ``debug_error_string()``;
-* ``abort`` with a value that is not a status code, and ``ServicerContext.details()``.
+* ``abort`` with a value that is not a status code, and ``ServicerContext.details()``;
+* channel and server options: ``grpc.secondary_user_agent``, ``grpc.so_reuseport``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 from concurrent import futures
 from typing import Any, Callable, Iterator, List, Optional
@@ -228,7 +230,7 @@ def test_a_failed_call_is_a_done_future_with_a_traceback(api: Any) -> None:
         assert isinstance(future.exception(timeout=10), api.RpcError)
         assert future.traceback(timeout=10) is not None
         _, call = channel.unary_unary(f"/{SERVICE}/Echo").with_call(b"x", timeout=10)
-        assert isinstance(call.debug_error_string(), str)
+        assert call.debug_error_string() == ""  # nothing to say about a call that went well
 
 
 # -- client interceptors: an exception is a failed future ---------------------------------------
@@ -343,3 +345,65 @@ def test_servicer_context_details_and_code_read_back_as_grpcio(api: Any) -> None
     assert read == [(None, None), (api.StatusCode.NOT_FOUND, "gone ☺".encode())]
     assert caught.value.code() is grpc.StatusCode.NOT_FOUND
     assert caught.value.details() == "gone ☺"
+
+
+# -- channel and server options -------------------------------------------------------------------
+
+
+def test_primary_and_secondary_user_agents_go_around_the_librarys_own(api: Any) -> None:
+    agents: List[str] = []
+
+    def behaviour(context: Any) -> Optional[bytes]:
+        agents.extend(value for key, value in context.invocation_metadata() if key == "user-agent")
+        return b""
+
+    options = [("grpc.primary_user_agent", "first/1"), ("grpc.secondary_user_agent", "last/2")]
+    with serving(grpc, context_service(grpc, behaviour)) as target:
+        with api.insecure_channel(target, options=options) as channel:
+            channel.unary_unary(f"/{SERVICE}/Do")(b"", timeout=10)
+        with api.insecure_channel(target) as channel:
+            channel.unary_unary(f"/{SERVICE}/Do")(b"", timeout=10)
+    with_options, plain = agents
+    assert with_options.startswith("first/1 ") and with_options.endswith(" last/2")
+    assert with_options == f"first/1 {plain} last/2"
+    assert plain.startswith("grpc-python")
+
+
+@contextlib.contextmanager
+def port_held_with_so_reuseport() -> Iterator[int]:
+    """A TCP port on loopback bound (not listening) by a socket with SO_REUSEPORT, the way
+    grpcio's tests reserve a port for a server to take over."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
+    finally:
+        holder.close()
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"), reason="no SO_REUSEPORT here")
+def test_so_reuseport_lets_a_server_share_a_reserved_port(api: Any) -> None:
+    server = api.server(
+        futures.ThreadPoolExecutor(max_workers=2),
+        handlers=[echo_service(api)],
+        options=[("grpc.so_reuseport", 1)],
+    )
+    with port_held_with_so_reuseport() as port:
+        assert server.add_insecure_port(f"127.0.0.1:{port}") == port
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert channel.unary_unary(f"/{SERVICE}/Echo")(b"x", timeout=10) == b"x"
+    finally:
+        server.stop(None).wait(10)
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"), reason="no SO_REUSEPORT here")
+def test_without_so_reuseport_a_port_in_use_does_not_bind() -> None:
+    """minigrpc's default differs from grpc-core's (on by default on Linux): a second server
+    on a port in use fails instead of silently sharing it."""
+    server = minigrpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    with port_held_with_so_reuseport() as port, pytest.raises(RuntimeError, match="bind"):
+        server.add_insecure_port(f"127.0.0.1:{port}")
+    server.stop(None)

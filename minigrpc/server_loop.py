@@ -869,8 +869,14 @@ class ServerLoop:
             except BaseException:  # the loop must survive whatever a handler raises
                 self._internal_error(context._connection)
             return
+        # grpcio's experimental per-method pool: a behaviour with an ``experimental_thread_pool``
+        # attribute (a ThreadPoolExecutor) runs there instead of on the server's executor.
+        pool = getattr(context._behavior, "experimental_thread_pool", None)
+        executor = pool if isinstance(pool, concurrent.futures.ThreadPoolExecutor) else None
         try:
-            self._executor.submit(self._run_handler, context, context._handler, request)
+            (executor or self._executor).submit(
+                self._run_handler, context, context._handler, request
+            )
         except RuntimeError:  # the executor was shut down
             self._send_outcome(context, StatusCode.UNAVAILABLE, "the server is shutting down", None)
 
@@ -1088,21 +1094,15 @@ class ServerLoop:
         The handler waits (in :meth:`ResponseCredit.acquire`) while too much of what it sent is
         unwritten; a call that ends meanwhile stops the iteration and closes the generator.
         """
-        credit = context._response_credit
-        assert credit is not None
+        if getattr(behavior, "experimental_non_blocking", False):
+            self._start_non_blocking_stream(context, handler, behavior, argument)
+            return
         responses: Any = None
         try:
             responses = behavior(argument, context)
             for response in responses:
-                serialized = self._serialize(context, handler, response)
-                if serialized is None:
-                    self._send_no_response(context)
+                if not self._hand_over_response(context, handler, response):
                     return
-                if not credit.acquire(len(serialized)):
-                    return  # the call ended: nobody reads further responses
-                compress = context._compress_next
-                context._compress_next = True  # disable_next_message_compression is per message
-                self._post(self._send_response, context, serialized, compress)
         except Exception as exc:
             self._outcome_of_exception(context, exc)
             return
@@ -1112,6 +1112,45 @@ class ServerLoop:
                 close()
         code = StatusCode.OK if context._code is None else context._code
         self._send_outcome(context, code, context._details or "", None)
+
+    def _hand_over_response(self, context: ServicerContext, handler: Any, response: Any) -> bool:
+        """Handler's thread: serialize one streamed response and queue it for the I/O thread,
+        waiting while too much is unsent; False once the call is over (ended, or this response
+        did not serialize and the call now ends INTERNAL)."""
+        credit = context._response_credit
+        assert credit is not None
+        serialized = self._serialize(context, handler, response)
+        if serialized is None:
+            self._send_no_response(context)
+            return False
+        if not credit.acquire(len(serialized)):
+            return False  # the call ended: nobody reads further responses
+        compress = context._compress_next
+        context._compress_next = True  # disable_next_message_compression is per message
+        self._post(self._send_response, context, serialized, compress)
+        return True
+
+    def _start_non_blocking_stream(
+        self, context: ServicerContext, handler: Any, behavior: Any, argument: Any
+    ) -> None:
+        """grpcio's experimental non-blocking streaming handler (a behaviour whose
+        ``experimental_non_blocking`` attribute is true): it is called as
+        ``behavior(argument, context, on_next)`` and may return before the call is over; it,
+        or any thread it hands the work to, calls ``on_next(response)`` for each response and
+        ``on_next(None)`` to end the call with the status set on the context (OK if none).
+        Responses after the end are dropped, as in grpcio."""
+
+        def on_next(response: Any) -> None:
+            if response is not None:
+                self._hand_over_response(context, handler, response)
+                return
+            code = StatusCode.OK if context._code is None else context._code
+            self._send_outcome(context, code, context._details or "", None)
+
+        try:
+            behavior(argument, context, on_next)
+        except Exception as exc:
+            self._outcome_of_exception(context, exc)
 
     def _send_response(self, context: ServicerContext, message: bytes, compress: bool) -> None:
         """I/O thread: queue one streamed response message on the connection."""

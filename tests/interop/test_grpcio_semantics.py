@@ -12,7 +12,9 @@ is the reference in the same run:
 * an exception in a client interceptor comes out as a failed future, not from ``future()``;
 * a failed call's ``cancelled()``, ``traceback()`` and ``debug_error_string()``;
 * ``abort`` with a value that is not a status code, and ``ServicerContext.details()``;
-* channel and server options: ``grpc.secondary_user_agent``, ``grpc.so_reuseport``.
+* channel and server options: ``grpc.secondary_user_agent``, ``grpc.so_reuseport``;
+* grpcio's experimental server handlers: a method's own thread pool and non-blocking streaming
+  handlers that answer through ``on_next`` from any thread.
 """
 
 from __future__ import annotations
@@ -407,3 +409,77 @@ def test_without_so_reuseport_a_port_in_use_does_not_bind() -> None:
     with port_held_with_so_reuseport() as port, pytest.raises(RuntimeError, match="bind"):
         server.add_insecure_port(f"127.0.0.1:{port}")
     server.stop(None)
+
+
+# -- grpcio's experimental server handlers --------------------------------------------------------
+
+
+class RecordingPool(futures.ThreadPoolExecutor):
+    """A method's own pool (``experimental_thread_pool``) that says whether it ran anything."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.used = threading.Event()
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:  # (fn, /, *args, **kwargs)
+        self.used.set()
+        return super().submit(*args, **kwargs)
+
+
+def non_blocking_service(api: Any, pool: RecordingPool, later: RecordingPool) -> Any:
+    """``Countdown``: a non-blocking unary-stream handler that returns at once and answers
+    from another thread; ``Twice``: a stream-stream one that answers each request twice and
+    ends with a status set on the context."""
+
+    def countdown(request: bytes, context: Any, on_next: Callable[[Any], None]) -> None:
+        def answer() -> None:
+            for n in range(int(request), 0, -1):
+                on_next(str(n).encode())
+            context.set_trailing_metadata((("counted", request.decode()),))
+            on_next(None)
+            on_next(b"after the end")  # dropped
+
+        later.submit(answer)
+
+    def twice(requests: Iterator[bytes], context: Any, on_next: Callable[[Any], None]) -> None:
+        for request in requests:
+            on_next(request)
+            on_next(request)
+        context.set_code(api.StatusCode.NOT_FOUND)
+        context.set_details("no more")
+        on_next(None)
+
+    for behaviour in (countdown, twice):
+        behaviour.experimental_non_blocking = True  # type: ignore[attr-defined]
+        behaviour.experimental_thread_pool = pool  # type: ignore[attr-defined]
+    return api.method_handlers_generic_handler(
+        SERVICE,
+        {
+            "Countdown": api.unary_stream_rpc_method_handler(countdown),
+            "Twice": api.stream_stream_rpc_method_handler(twice),
+        },
+    )
+
+
+def test_non_blocking_streaming_handlers_answer_through_on_next(api: Any) -> None:
+    """Both servers, one grpcio client: the same responses, status and trailing metadata."""
+    pool, later = RecordingPool(), RecordingPool()
+    try:
+        with serving(api, non_blocking_service(api, pool, later)) as target:
+            with grpc.insecure_channel(target) as channel:
+                countdown = channel.unary_stream(f"/{SERVICE}/Countdown")(b"3", timeout=10)
+                assert list(countdown) == [b"3", b"2", b"1"]
+                assert countdown.code() is grpc.StatusCode.OK
+                assert ("counted", "3") in countdown.trailing_metadata()
+                twice = channel.stream_stream(f"/{SERVICE}/Twice")(iter([b"a", b"b"]), timeout=10)
+                with pytest.raises(grpc.RpcError) as ended:
+                    for _ in range(5):
+                        next(twice)
+                assert [ended.value.code(), ended.value.details()] == [
+                    grpc.StatusCode.NOT_FOUND,
+                    "no more",
+                ]
+        assert pool.used.is_set(), "the method's experimental_thread_pool was not used"
+    finally:
+        pool.shutdown()
+        later.shutdown()

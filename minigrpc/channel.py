@@ -162,6 +162,10 @@ class Channel(interfaces.Channel):
             # grpcio accepts any target and fails each call UNAVAILABLE; so do we.
             self._target = None
             self.target_error = f"failed to parse target {target!r}: {exc}"
+        if self._target is not None:
+            self.target_error = self._refusal(self._target)
+            if self.target_error:  # the channel's credentials do not serve this target
+                self._target = None
         self.config = _ChannelConfig(self._target, options)
         self._compression = compression
         self.closed = False
@@ -175,6 +179,11 @@ class Channel(interfaces.Channel):
 
     def _make_transport(self, target: Target) -> Transport:
         return Transport(target, self.config.transport)
+
+    def _refusal(self, target: Target) -> str:
+        """Why this channel cannot use ``target`` ("" if it can); its calls then fail
+        UNAVAILABLE with this text, as those of a target that does not parse."""
+        return ""
 
     def request_encoding(self, compression: Optional[int]) -> Optional[str]:
         """The compression for a call's requests, if any: the call's choice, else the channel's,
@@ -300,6 +309,10 @@ class SecureChannel(Channel):
                 f"minigrpc.ssl_channel_credentials(), not {type(credentials).__name__}"
             )
         self._credentials = credentials
+        #: Local credentials (``local_channel_credentials``): plaintext to a local peer.
+        self._local = getattr(credentials, "local", None)
+        if self._local is not None:
+            self.scheme = "http"
         self._name_override: Optional[str] = None
         for name, value in options or ():
             if name == "grpc.ssl_target_name_override":
@@ -310,14 +323,25 @@ class SecureChannel(Channel):
         ):
             self.config.authority = self._name_override
 
+    def _refusal(self, target: Target) -> str:
+        if self._local is None:
+            return ""
+        from .tls import local_target_error
+
+        host = str(target.address[0]) if isinstance(target.address, tuple) else None
+        return local_target_error(self._local, target.is_unix, host)
+
     def _make_transport(self, target: Target) -> Transport:
+        context = self._credentials.client_context()
+        if context is None:  # local credentials: plaintext
+            return Transport(target, self.config.transport)
         if self._name_override is not None:
             hostname = self._name_override
         elif isinstance(target.address, tuple):
             hostname = str(target.address[0])
         else:
             hostname = "localhost"  # a unix socket has no host name; grpc uses the authority
-        tls = ClientTLS(self._credentials.client_context(), hostname)
+        tls = ClientTLS(context, hostname)
         return Transport(target, self.config.transport, tls)
 
     def call_credentials_headers(

@@ -70,11 +70,6 @@ class ApiName(NamedTuple):
     source: Optional[str] = None
 
 
-_CERT_RELOAD = "certificate reloading is not implemented; restart with new `ssl_server_credentials`"
-_LOCAL = (
-    "local credentials are not implemented; `insecure_channel` / `add_insecure_port` serve unix "
-    "sockets and loopback"
-)
 _GOOGLE = "Google Cloud / xDS credentials are out of scope"
 _RUNTIME_PROTOS = (
     "loads `.proto` files at run time through grpcio-tools' protoc; use generated modules, or "
@@ -142,17 +137,30 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("AuthMetadataPlugin", True, "for subclassing; any callable plugin works"),
     ApiName("AuthMetadataContext", True, "for subclassing and annotations"),
     ApiName("AuthMetadataPluginCallback", True, "for subclassing and annotations"),
-    ApiName("ServerCertificateConfiguration", False, _CERT_RELOAD),
-    ApiName("ssl_server_certificate_configuration", False, _CERT_RELOAD),
-    ApiName("dynamic_ssl_server_credentials", False, _CERT_RELOAD),
+    ApiName("ServerCertificateConfiguration", True, "for `dynamic_ssl_server_credentials`"),
+    ApiName("ssl_server_certificate_configuration", True, "the first key/chain pair is served"),
+    ApiName(
+        "dynamic_ssl_server_credentials",
+        True,
+        "the fetcher is asked before each handshake, as in grpc-core",
+    ),
     ApiName(
         "insecure_server_credentials",
-        False,
-        "not implemented: it serves `add_secure_port` in plaintext; use `add_insecure_port`",
+        True,
+        "`add_secure_port` with them serves plaintext, as grpc-core does",
     ),
-    ApiName("local_channel_credentials", False, _LOCAL),
-    ApiName("local_server_credentials", False, _LOCAL),
-    ApiName("LocalConnectionType", False, _LOCAL),
+    ApiName(
+        "local_channel_credentials",
+        True,
+        "plaintext with call credentials; a target that is not local fails calls UNAVAILABLE",
+    ),
+    ApiName(
+        "local_server_credentials",
+        True,
+        "`add_secure_port` refuses an address that is not local (grpc-core binds it and "
+        "refuses remote peers)",
+    ),
+    ApiName("LocalConnectionType", True, "`UDS`, `LOCAL_TCP`"),
     ApiName("alts_channel_credentials", False, _GOOGLE),
     ApiName("alts_server_credentials", False, _GOOGLE),
     ApiName("compute_engine_channel_credentials", False, _GOOGLE),

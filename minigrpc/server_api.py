@@ -21,7 +21,7 @@ import concurrent.futures
 import selectors
 import socket
 import threading
-from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import handlers as _handlers
 from . import interfaces, wire
@@ -77,16 +77,33 @@ class Server(ServerLoop, interfaces.Server):
         return self._add_port(address, None)
 
     def add_secure_port(self, address: str, server_credentials: Any) -> int:
-        """Listen for HTTP/2 over TLS on ``address`` (``minigrpc.ssl_server_credentials()``)."""
-        context = getattr(server_credentials, "context", None)
-        if not callable(getattr(context, "wrap_bio", None)):
+        """Listen for HTTP/2 over TLS on ``address`` (``minigrpc.ssl_server_credentials()``,
+        ``dynamic_ssl_server_credentials()``), or in plaintext with local credentials (on a
+        local address only) or ``insecure_server_credentials()``."""
+        from .tls import ServerCredentials, local_target_error
+
+        if not isinstance(server_credentials, ServerCredentials):
             raise TypeError(
                 "add_secure_port() needs minigrpc.ssl_server_credentials(...), not "
                 f"{type(server_credentials).__name__}"
             )
-        return self._add_port(address, context)
+        local = server_credentials.local
 
-    def _add_port(self, address: str, tls: Any) -> int:
+        def check(target: _targets.Target) -> None:
+            if local is not None:
+                host = str(target.address[0]) if isinstance(target.address, tuple) else None
+                refusal = local_target_error(local, target.is_unix, host)
+                if refusal:
+                    raise RuntimeError(f"cannot listen on {address!r}: {refusal}")
+
+        return self._add_port(address, server_credentials.context, check)
+
+    def _add_port(
+        self,
+        address: str,
+        tls: Any,
+        check: Optional[Callable[[_targets.Target], None]] = None,
+    ) -> int:
         """Listen on ``unix:path``, ``unix:///abs``, ``unix-abstract:name`` or ``host:port``.
 
         Returns the TCP port (the one chosen, for port 0); for a unix socket it returns 1, as
@@ -99,6 +116,8 @@ class Server(ServerLoop, interfaces.Server):
             target = _targets.parse_target(address, default_port=0)
         except ValueError as exc:
             raise RuntimeError(f"cannot listen on {address!r}: {exc}") from None
+        if check is not None:
+            check(target)
         if target.is_unix:
             try:
                 listener = bind_unix(target, self._options.unix_socket_mode)

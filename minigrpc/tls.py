@@ -12,9 +12,20 @@ decrypt bytes in memory, never while it waits on the socket.  The server, which 
 and single-threaded, feeds the same engine what it reads.
 
 The public names are grpcio's: :func:`ssl_channel_credentials`, :func:`ssl_server_credentials`,
-the call credentials helpers, and (in :mod:`minigrpc.channel`) ``secure_channel``.
+the call credentials helpers, and (in :mod:`minigrpc.channel`) ``secure_channel``.  Besides TLS:
+
+* **Certificate reloading** (:func:`dynamic_ssl_server_credentials`): the server asks a fetcher
+  for a new :class:`ServerCertificateConfiguration` before each TLS handshake, as grpc-core does,
+  so certificates rotate without a restart; connections already open keep theirs.
+* **Local credentials** (:func:`local_channel_credentials`, :func:`local_server_credentials`):
+  plaintext HTTP/2 that grpcio counts as secure enough for call credentials, because the peer is
+  on the same machine: a unix socket (``UDS``) or a loopback TCP address (``LOCAL_TCP``).
 """
 
+import contextvars
+import enum
+import ipaddress
+import logging
 import os
 import shutil
 import socket
@@ -27,16 +38,25 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 __all__ = [
     "CallCredentials",
     "ChannelCredentials",
+    "LocalConnectionType",
+    "ServerCertificateConfiguration",
     "ServerCredentials",
     "TLSEngine",
     "TLSSocket",
     "access_token_call_credentials",
     "composite_call_credentials",
     "composite_channel_credentials",
+    "dynamic_ssl_server_credentials",
+    "insecure_server_credentials",
+    "local_channel_credentials",
+    "local_server_credentials",
     "metadata_call_credentials",
     "ssl_channel_credentials",
+    "ssl_server_certificate_configuration",
     "ssl_server_credentials",
 ]
+
+_LOGGER = logging.getLogger("minigrpc.tls")
 
 #: The one application protocol gRPC speaks over TLS (RFC 9113 §3.2).
 ALPN_H2 = "h2"
@@ -78,17 +98,23 @@ class CallCredentials:
 
     ``plugin(context, callback)`` is grpcio's ``AuthMetadataPlugin`` contract: ``context`` has
     ``service_url`` and ``method_name``; ``callback(metadata, error)`` answers.
+
+    Each plugin runs in (a copy of) the ``contextvars`` context current when its credentials
+    were made, as in grpcio, whose plugins run on threads of its own: a plugin reads the same
+    context variables whichever thread makes the call.
     """
 
-    def __init__(self, plugins: Sequence[Any]) -> None:
+    def __init__(self, plugins: Sequence[Tuple[Any, contextvars.Context]]) -> None:
+        #: (plugin, the context it runs in)
         self.plugins = tuple(plugins)
 
     def metadata(self, service_url: str, method_name: str, timeout: Optional[float]) -> list:
         """Ask every plugin, in order; an error or a plugin that never answers raises."""
         collected: list = []
-        for plugin in self.plugins:
+        for plugin, context in self.plugins:
             answer = _PluginAnswer()
-            plugin(_AuthContext(service_url, method_name), answer)
+            # A copy per call: one Context cannot be entered by two threads at once.
+            context.copy().run(plugin, _AuthContext(service_url, method_name), answer)
             if not answer.answered.wait(timeout):
                 raise TLSFailure("a call credentials plugin did not answer in time")
             if answer.error is not None:
@@ -127,11 +153,11 @@ class _AccessToken:
 
 
 def metadata_call_credentials(metadata_plugin: Any, name: Optional[str] = None) -> CallCredentials:
-    return CallCredentials((metadata_plugin,))
+    return CallCredentials(((metadata_plugin, contextvars.copy_context()),))
 
 
 def access_token_call_credentials(access_token: str) -> CallCredentials:
-    return CallCredentials((_AccessToken(access_token),))
+    return CallCredentials(((_AccessToken(access_token), contextvars.copy_context()),))
 
 
 def composite_call_credentials(*call_credentials: CallCredentials) -> CallCredentials:
@@ -148,6 +174,7 @@ class ChannelCredentials:
         private_key: Optional[bytes] = None,
         certificate_chain: Optional[bytes] = None,
         call_credentials: Optional[CallCredentials] = None,
+        local: Optional["LocalConnectionType"] = None,
     ) -> None:
         if (private_key is None) != (certificate_chain is None):
             raise ValueError("private_key and certificate_chain go together: give both or neither")
@@ -155,6 +182,8 @@ class ChannelCredentials:
         self._private_key = private_key
         self._certificate_chain = certificate_chain
         self.call_credentials = call_credentials
+        #: Set for :func:`local_channel_credentials`: plaintext, to a local peer of this kind.
+        self.local = local
         self._context: Optional[ssl.SSLContext] = None
         self._lock = threading.Lock()
 
@@ -163,11 +192,18 @@ class ChannelCredentials:
         if self.call_credentials is not None:
             combined = composite_call_credentials(self.call_credentials, call_credentials)
         return ChannelCredentials(
-            self._root_certificates, self._private_key, self._certificate_chain, combined
+            self._root_certificates,
+            self._private_key,
+            self._certificate_chain,
+            combined,
+            self.local,
         )
 
-    def client_context(self) -> ssl.SSLContext:
-        """The ``SSLContext`` (built once): verify the server, offer ALPN h2, TLS 1.2+."""
+    def client_context(self) -> Optional[ssl.SSLContext]:
+        """The ``SSLContext`` (built once): verify the server, offer ALPN h2, TLS 1.2+; None
+        for local credentials, which speak plaintext."""
+        if self.local is not None:
+            return None
         with self._lock:
             if self._context is None:
                 context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -211,12 +247,154 @@ def composite_channel_credentials(
     return channel_credentials
 
 
-class ServerCredentials:
-    """What a secure port needs (grpcio's ``ServerCredentials``)."""
+class LocalConnectionType(enum.Enum):
+    """The kind of local connection local credentials accept (grpcio's enum and values)."""
 
-    def __init__(self, context: ssl.SSLContext, require_client_auth: bool) -> None:
+    UDS = 0
+    LOCAL_TCP = 1
+
+
+def local_channel_credentials(
+    local_connect_type: LocalConnectionType = LocalConnectionType.LOCAL_TCP,
+) -> ChannelCredentials:
+    """Credentials for a channel to a server on this machine (grpcio's function).
+
+    The channel speaks plaintext, and call credentials work on it as on a TLS channel.  Its
+    target must be local: a unix socket for ``UDS``; for ``LOCAL_TCP`` ``localhost`` or a
+    loopback address.  Another target fails every call UNAVAILABLE, saying why.
+    """
+    if not isinstance(local_connect_type, LocalConnectionType):
+        raise TypeError(f"expected a grpc.LocalConnectionType, got {local_connect_type!r}")
+    return ChannelCredentials(local=local_connect_type)
+
+
+def local_target_error(kind: LocalConnectionType, is_unix: bool, host: Optional[str]) -> str:
+    """Why local credentials of ``kind`` refuse an address ("" if they accept it): a unix
+    socket for UDS; ``localhost`` or a loopback address for LOCAL_TCP."""
+    if kind is LocalConnectionType.UDS:
+        return "" if is_unix else "UDS local credentials need a unix: target"
+    if is_unix:
+        return "LOCAL_TCP local credentials need a TCP target on loopback, not a unix socket"
+    if host == "localhost":
+        return ""
+    try:
+        if ipaddress.ip_address(host or "").is_loopback:
+            return ""
+    except ValueError:
+        pass
+    return f"LOCAL_TCP local credentials need localhost or a loopback address, not {host!r}"
+
+
+class ServerCertificateConfiguration:
+    """Server key/chain pairs and the roots that verify clients (grpcio's class, returned by
+    :func:`ssl_server_certificate_configuration`); reusable, in any number of credentials."""
+
+    def __init__(
+        self, pairs: Sequence[Tuple[bytes, bytes]], root_certificates: Optional[bytes]
+    ) -> None:
+        self._pairs = tuple(pairs)
+        self._root_certificates = root_certificates
+        self._contexts: Dict[bool, ssl.SSLContext] = {}
+        self._lock = threading.Lock()
+        self.context(False)  # a bad PEM fails here, not at a client's handshake
+
+    def context(self, require_client_auth: bool) -> ssl.SSLContext:
+        """The server ``SSLContext`` (built once per ``require_client_auth``).
+
+        Only the first pair is used: Python's ``ssl`` has one certificate per context (grpcio
+        picks by SNI among several).
+        """
+        with self._lock:
+            context = self._contexts.get(require_client_auth)
+            if context is None:
+                context = self._contexts[require_client_auth] = self._build(require_client_auth)
+            return context
+
+    def _build(self, require_client_auth: bool) -> ssl.SSLContext:
+        roots = self._root_certificates
+        if require_client_auth and roots is None:
+            raise ValueError("require_client_auth needs root_certificates to verify clients with")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            private_key, certificate_chain = self._pairs[0]
+            _load_chain(context, certificate_chain, private_key)
+            if require_client_auth and roots is not None:
+                context.load_verify_locations(cadata=_pem_text(roots, "root_certificates"))
+                context.verify_mode = ssl.CERT_REQUIRED
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(f"invalid TLS server credentials: {exc}") from None
+        context.set_alpn_protocols([ALPN_H2])
+        return context
+
+
+def ssl_server_certificate_configuration(
+    private_key_certificate_chain_pairs: Sequence[Tuple[bytes, bytes]],
+    root_certificates: Optional[bytes] = None,
+) -> ServerCertificateConfiguration:
+    """One certificate configuration for :func:`dynamic_ssl_server_credentials` (grpcio's)."""
+    pairs = list(private_key_certificate_chain_pairs)
+    if not pairs:
+        raise ValueError("at least one private key / certificate chain pair is required")
+    return ServerCertificateConfiguration(pairs, root_certificates)
+
+
+class _ReloadingContext:
+    """What a port with dynamic credentials wraps each accepted connection with: before every
+    handshake it asks the fetcher for a new configuration, as grpc-core does (a fetcher that
+    returns None or raises keeps the current one), then wraps with that configuration."""
+
+    def __init__(
+        self,
+        initial: ServerCertificateConfiguration,
+        fetcher: Callable[[], Optional[ServerCertificateConfiguration]],
+        require_client_auth: bool,
+    ) -> None:
+        self._current = initial
+        self._fetcher = fetcher
+        self._require_client_auth = require_client_auth
+        self._lock = threading.Lock()
+
+    def current(self) -> ssl.SSLContext:
+        """The context for the next handshake, after asking the fetcher."""
+        try:
+            fetched = self._fetcher()
+        except Exception:
+            _LOGGER.exception("the certificate configuration fetcher raised; keeping the current")
+            fetched = None
+        with self._lock:
+            if isinstance(fetched, ServerCertificateConfiguration):
+                self._current = fetched
+            elif fetched is not None:
+                _LOGGER.error(
+                    "the certificate configuration fetcher returned %r, not a "
+                    "ServerCertificateConfiguration; keeping the current one",
+                    fetched,
+                )
+            configuration = self._current
+        return configuration.context(self._require_client_auth)
+
+    def wrap_bio(self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, **kwargs: Any) -> Any:
+        return self.current().wrap_bio(incoming, outgoing, **kwargs)
+
+
+class ServerCredentials:
+    """What a secure port needs (grpcio's ``ServerCredentials``).
+
+    ``context`` wraps accepted connections in TLS (an ``SSLContext``, or the reloading wrapper
+    of dynamic credentials); None for plaintext: local credentials, whose ``local`` says which
+    addresses they serve, and :func:`insecure_server_credentials`.
+    """
+
+    def __init__(
+        self,
+        context: Any,
+        require_client_auth: bool,
+        local: Optional[LocalConnectionType] = None,
+    ) -> None:
         self.context = context
         self.require_client_auth = require_client_auth
+        self.local = local
 
 
 def ssl_server_credentials(
@@ -224,29 +402,65 @@ def ssl_server_credentials(
     root_certificates: Optional[bytes] = None,
     require_client_auth: bool = False,
 ) -> ServerCredentials:
-    """TLS for ``add_secure_port``: one or more (key, chain) pairs; with ``root_certificates``
-    client certificates are verified against them, and required if ``require_client_auth``.
+    """TLS for ``add_secure_port``: one or more (key, chain) pairs; with ``require_client_auth``
+    a client must present a certificate that ``root_certificates`` verify.  Without it no
+    client certificate is asked for, as in grpcio (``root_certificates`` are then unused).
 
     Only the first pair is used: Python's ``ssl`` has one certificate per context (grpcio picks
     by SNI among several).
     """
-    pairs = list(private_key_certificate_chain_pairs)
-    if not pairs:
-        raise ValueError("at least one private key / certificate chain pair is required")
-    if require_client_auth and root_certificates is None:
-        raise ValueError("require_client_auth needs root_certificates to verify clients with")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        private_key, certificate_chain = pairs[0]
-        _load_chain(context, certificate_chain, private_key)
-        if root_certificates is not None:
-            context.load_verify_locations(cadata=_pem_text(root_certificates, "root_certificates"))
-            context.verify_mode = ssl.CERT_REQUIRED if require_client_auth else ssl.CERT_OPTIONAL
-    except (ssl.SSLError, OSError) as exc:
-        raise ValueError(f"invalid TLS server credentials: {exc}") from None
-    context.set_alpn_protocols([ALPN_H2])
-    return ServerCredentials(context, require_client_auth)
+    configuration = ssl_server_certificate_configuration(
+        private_key_certificate_chain_pairs, root_certificates
+    )
+    return ServerCredentials(configuration.context(require_client_auth), require_client_auth)
+
+
+def dynamic_ssl_server_credentials(
+    initial_certificate_configuration: ServerCertificateConfiguration,
+    certificate_configuration_fetcher: Callable[[], Optional[ServerCertificateConfiguration]],
+    require_client_authentication: bool = False,
+) -> ServerCredentials:
+    """TLS whose certificates can change while the server runs (grpcio's function).
+
+    Before each new connection's handshake the server calls
+    ``certificate_configuration_fetcher()``: a :class:`ServerCertificateConfiguration` replaces
+    the current one from then on; None (or an exception, which is logged) keeps it.
+    """
+    if not isinstance(initial_certificate_configuration, ServerCertificateConfiguration):
+        raise TypeError(
+            "initial_certificate_configuration must be a grpc.ServerCertificateConfiguration "
+            "(grpc.ssl_server_certificate_configuration()), got "
+            f"{type(initial_certificate_configuration).__name__}"
+        )
+    if not callable(certificate_configuration_fetcher):
+        raise TypeError(
+            "certificate_configuration_fetcher must be callable, got "
+            f"{type(certificate_configuration_fetcher).__name__}"
+        )
+    initial_certificate_configuration.context(require_client_authentication)
+    reloading = _ReloadingContext(
+        initial_certificate_configuration,
+        certificate_configuration_fetcher,
+        require_client_authentication,
+    )
+    return ServerCredentials(reloading, require_client_authentication)
+
+
+def local_server_credentials(
+    local_connect_type: LocalConnectionType = LocalConnectionType.LOCAL_TCP,
+) -> ServerCredentials:
+    """Credentials for a port that serves clients on this machine (grpcio's function):
+    plaintext, on a unix socket for ``UDS`` or on a loopback address for ``LOCAL_TCP``;
+    ``add_secure_port`` refuses any other address."""
+    if not isinstance(local_connect_type, LocalConnectionType):
+        raise TypeError(f"expected a grpc.LocalConnectionType, got {local_connect_type!r}")
+    return ServerCredentials(None, False, local_connect_type)
+
+
+def insecure_server_credentials() -> ServerCredentials:
+    """No security: ``add_secure_port`` with these serves plaintext, as grpc-core does (grpcio
+    offers them as the fallback of xDS server credentials)."""
+    return ServerCredentials(None, False)
 
 
 # -- the engine -------------------------------------------------------------------------------

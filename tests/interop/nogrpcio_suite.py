@@ -160,17 +160,17 @@ def test_every_supported_name_is_minigrpcs_and_every_other_raises_naming_itself(
 
 
 def test_unsupported_names_still_work_as_base_classes_and_annotations() -> None:
-    class Configuration(grpc.ServerCertificateConfiguration):  # type: ignore[misc,name-defined]
+    class Credentials(grpc.alts_server_credentials):  # type: ignore[misc,name-defined]
         pass
 
-    def local(kind: grpc.LocalConnectionType) -> None:  # type: ignore[name-defined]
+    def server(credentials: grpc.xds_server_credentials) -> None:  # type: ignore[name-defined]
         pass
 
-    assert local.__annotations__["kind"] is grpc.LocalConnectionType
-    with pytest.raises(NotImplementedError, match=r"^grpc\.ServerCertificateConfiguration is not"):
-        Configuration()
-    with pytest.raises(NotImplementedError, match=r"grpc\.LocalConnectionType\.UDS is not"):
-        _ = grpc.LocalConnectionType.UDS
+    assert server.__annotations__["credentials"] is grpc.xds_server_credentials
+    with pytest.raises(NotImplementedError, match=r"^grpc\.alts_server_credentials is not"):
+        Credentials()
+    with pytest.raises(NotImplementedError, match=r"grpc\.xds_server_credentials\.fallback is not"):
+        _ = grpc.xds_server_credentials.fallback
 
 
 def test_grpc_aio_imports_as_a_placeholder_and_other_submodules_do_not() -> None:

@@ -94,7 +94,72 @@ _EXPORTS: Dict[str, str] = {
     "AuthMetadataPluginCallback": "interfaces",
 }
 
-__all__ = sorted(_EXPORTS)
+#: Written out, not computed, so that type checkers see it: ``from minigrpc import *`` (and a
+#: one-line ``grpc`` stub re-exporting it, README "Type checking") gives exactly these names.
+#: A test checks it against ``_EXPORTS``.
+__all__ = [
+    "AuthMetadataContext",
+    "AuthMetadataPlugin",
+    "AuthMetadataPluginCallback",
+    "Call",
+    "CallCredentials",
+    "CallFuture",
+    "Channel",
+    "ChannelConnectivity",
+    "ChannelCredentials",
+    "ClientCallDetails",
+    "Compression",
+    "Future",
+    "FutureCancelledError",
+    "FutureTimeoutError",
+    "GenericRpcHandler",
+    "HandlerCallDetails",
+    "LocalConnectionType",
+    "RpcContext",
+    "RpcError",
+    "RpcMethodHandler",
+    "Server",
+    "ServerCertificateConfiguration",
+    "ServerCredentials",
+    "ServerInterceptor",
+    "ServiceRpcHandler",
+    "ServicerContext",
+    "Status",
+    "StatusCode",
+    "StreamStreamClientInterceptor",
+    "StreamStreamMultiCallable",
+    "StreamUnaryClientInterceptor",
+    "StreamUnaryMultiCallable",
+    "StreamingCall",
+    "UnaryStreamClientInterceptor",
+    "UnaryStreamMultiCallable",
+    "UnaryUnaryClientInterceptor",
+    "UnaryUnaryMultiCallable",
+    "access_token_call_credentials",
+    "add_servicer",
+    "channel_ready_future",
+    "composite_call_credentials",
+    "composite_channel_credentials",
+    "dynamic_ssl_server_credentials",
+    "insecure_channel",
+    "insecure_server_credentials",
+    "install_as_grpc",
+    "intercept_channel",
+    "local_channel_credentials",
+    "local_server_credentials",
+    "metadata_call_credentials",
+    "method_handlers_generic_handler",
+    "secure_channel",
+    "server",
+    "ssl_channel_credentials",
+    "ssl_server_certificate_configuration",
+    "ssl_server_credentials",
+    "stream_stream_rpc_method_handler",
+    "stream_unary_rpc_method_handler",
+    "stub",
+    "unary_stream_rpc_method_handler",
+    "unary_unary_rpc_method_handler",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import experimental
@@ -160,19 +225,23 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .wire import Compression
 
 
-def __getattr__(name: str) -> Any:
-    if name == "experimental":  # a submodule, as grpc.experimental is grpcio's
-        return importlib.import_module(".experimental", __name__)
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'minigrpc' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module_name}", __name__), name)
-    globals()[name] = value
-    return value
+# Hidden from type checkers: a module-level ``__getattr__`` would make every misspelt
+# ``minigrpc.<name>`` type-check as Any; the ``TYPE_CHECKING`` imports above declare the names.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        if name == "experimental":  # a submodule, as grpc.experimental is grpcio's
+            return importlib.import_module(".experimental", __name__)
+        module_name = _EXPORTS.get(name)
+        if module_name is None:
+            raise AttributeError(f"module 'minigrpc' has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+        globals()[name] = value
+        return value
 
 
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    def __dir__() -> List[str]:
+        return sorted(set(globals()) | set(_EXPORTS))
 
 
 if sys.version_info < (3, 7):  # noqa: UP036  # pragma: no cover - PEP 562 arrived in 3.7

@@ -289,7 +289,9 @@ class SecureChannel(Channel):
     """A channel whose connections run over TLS (``:scheme`` ``https``, ALPN ``h2``).
 
     Channel options it adds: ``grpc.ssl_target_name_override``, the name the server's
-    certificate must carry (and the ``:authority``, unless ``grpc.default_authority`` is set).
+    certificate must carry (and the ``:authority``, unless ``grpc.default_authority`` is set);
+    ``grpc.ssl_session_cache``, a ``grpc.experimental.session_cache.ssl_session_cache_lru()``
+    that new connections resume their TLS sessions from.
     Per-call ``credentials`` and the call credentials of a composite channel credential add
     their metadata to every call.
     """
@@ -314,9 +316,12 @@ class SecureChannel(Channel):
         if self._local is not None:
             self.scheme = "http"
         self._name_override: Optional[str] = None
+        self._session_cache: Any = None
         for name, value in options or ():
             if name == "grpc.ssl_target_name_override":
                 self._name_override = str(value)
+            elif name == "grpc.ssl_session_cache":
+                self._session_cache = value
         super().__init__(target, options, compression)
         if self._name_override is not None and not any(
             name == "grpc.default_authority" for name, _ in options or ()
@@ -341,7 +346,7 @@ class SecureChannel(Channel):
             hostname = str(target.address[0])
         else:
             hostname = "localhost"  # a unix socket has no host name; grpc uses the authority
-        tls = ClientTLS(context, hostname)
+        tls = ClientTLS(context, hostname, self._session_cache)
         return Transport(target, self.config.transport, tls)
 
     def call_credentials_headers(

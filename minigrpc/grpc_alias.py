@@ -210,6 +210,13 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("experimental.UsageError", True, ""),
     ApiName("experimental.wrap_server_method_handler", True, ""),
     ApiName(
+        "experimental.session_cache",
+        True,
+        "`ssl_session_cache_lru(capacity)`, for the `grpc.ssl_session_cache` channel option: "
+        "new TLS connections resume a cached session",
+        "",
+    ),
+    ApiName(
         "experimental.ssl_channel_credentials_with_custom_signer",
         False,
         "a private key held outside the process (custom signer) is not implemented",
@@ -304,7 +311,7 @@ _TOP_LEVEL: Dict[str, ApiName] = {
 _EXPERIMENTAL: Dict[str, ApiName] = {
     entry.name.partition(".")[2]: entry
     for entry in GRPCIO_NAMES
-    if entry.name.startswith("experimental.")
+    if entry.name.startswith("experimental.") and entry.source != ""
 }
 
 
@@ -390,7 +397,7 @@ def _logging_pool(max_workers: int) -> concurrent.futures.ThreadPoolExecutor:
 #: module, attribute)} (``None``: the value itself).  ``grpc._channel`` is where grpcio's error
 #: and rendezvous classes live, which code catches by name; ``grpc._grpcio_metadata`` holds the
 #: version; ``grpc.framework.foundation.logging_pool`` the thread pool grpcio's own tests and
-#: examples give servers.
+#: examples give servers; ``grpc.experimental.session_cache`` the TLS session cache.
 _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
     "grpc._channel": {
         "_USER_AGENT": ("channel", "USER_AGENT"),
@@ -403,6 +410,7 @@ _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
     "grpc.framework": {},
     "grpc.framework.foundation": {},
     "grpc.framework.foundation.logging_pool": {"pool": (None, _logging_pool)},
+    "grpc.experimental.session_cache": {"ssl_session_cache_lru": ("tls", "ssl_session_cache_lru")},
 }
 
 
@@ -421,15 +429,17 @@ class _LazyModule(types.ModuleType):
         return value
 
 
-def _private_modules(grpc: types.ModuleType) -> Dict[str, types.ModuleType]:
+def _private_modules(
+    grpc: types.ModuleType, experimental: types.ModuleType
+) -> Dict[str, types.ModuleType]:
     """:data:`_PRIVATE_MODULES` as modules, each set as an attribute of its parent."""
-    modules: Dict[str, types.ModuleType] = {"grpc": grpc}
+    modules: Dict[str, types.ModuleType] = {"grpc": grpc, "grpc.experimental": experimental}
     for name in sorted(_PRIVATE_MODULES):  # parents before children
         module = _new_module(_LazyModule, name, f"minigrpc's stand-in for grpcio's {name}.")
         parent, _, short = name.rpartition(".")
         setattr(modules[parent], short, module)
         modules[name] = module
-    del modules["grpc"]
+    del modules["grpc"], modules["grpc.experimental"]
     return modules
 
 
@@ -470,7 +480,7 @@ def _build() -> Dict[str, types.ModuleType]:
         "grpc.experimental": experimental,
         "grpc.experimental.aio": aio,
         "grpc.aio": aio,
-        **_private_modules(grpc),
+        **_private_modules(grpc, experimental),
     }
 
 

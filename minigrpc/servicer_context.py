@@ -238,10 +238,15 @@ class ServicerContext(interfaces.ServicerContext):
         return None
 
     def auth_context(self) -> Dict[str, List[bytes]]:
-        """grpcio's keys: ``transport_security_type`` (``ssl``) and the client certificate's
-        names on a TLS connection; empty on plaintext."""
+        """grpcio's keys: ``security_level``, ``transport_security_type`` (``ssl`` or
+        ``insecure``), and on a TLS connection ``ssl_session_reused`` and the client
+        certificate's names."""
         tls = self._connection.tls
-        return {} if tls is None else tls.auth_context()
+        if tls is None:
+            from .tls import PLAINTEXT_AUTH_CONTEXT
+
+            return {key: list(values) for key, values in PLAINTEXT_AUTH_CONTEXT.items()}
+        return tls.auth_context()
 
     def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
         """Send the response headers now, with this metadata (at most once, as in grpcio)."""

@@ -22,6 +22,7 @@ the call credentials helpers, and (in :mod:`minigrpc.channel`) ``secure_channel`
   on the same machine: a unix socket (``UDS``) or a loopback TCP address (``LOCAL_TCP``).
 """
 
+import collections
 import contextvars
 import enum
 import ipaddress
@@ -39,6 +40,7 @@ __all__ = [
     "CallCredentials",
     "ChannelCredentials",
     "LocalConnectionType",
+    "SSLSessionCache",
     "ServerCertificateConfiguration",
     "ServerCredentials",
     "TLSEngine",
@@ -54,6 +56,7 @@ __all__ = [
     "ssl_channel_credentials",
     "ssl_server_certificate_configuration",
     "ssl_server_credentials",
+    "ssl_session_cache_lru",
 ]
 
 _LOGGER = logging.getLogger("minigrpc.tls")
@@ -473,12 +476,20 @@ class TLSEngine:
     """
 
     def __init__(
-        self, context: ssl.SSLContext, server_side: bool, server_hostname: Optional[str] = None
+        self,
+        context: ssl.SSLContext,
+        server_side: bool,
+        server_hostname: Optional[str] = None,
+        session: Optional[ssl.SSLSession] = None,
     ) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self.tls = context.wrap_bio(
-            self._incoming, self._outgoing, server_side=server_side, server_hostname=server_hostname
+            self._incoming,
+            self._outgoing,
+            server_side=server_side,
+            server_hostname=server_hostname,
+            session=session,
         )
         self.established = False
 
@@ -534,8 +545,13 @@ class TLSEngine:
         return self.tls.pending() > 0 or self._incoming.pending > 0
 
     def auth_context(self) -> Dict[str, List[bytes]]:
-        """grpcio's ``auth_context()`` keys for a TLS connection."""
-        context: Dict[str, List[bytes]] = {"transport_security_type": [b"ssl"]}
+        """grpcio's ``auth_context()`` keys for a TLS connection (:data:`PLAINTEXT_AUTH_CONTEXT`
+        is a plaintext one's)."""
+        context: Dict[str, List[bytes]] = {
+            "security_level": [b"TSI_PRIVACY_AND_INTEGRITY"],
+            "transport_security_type": [b"ssl"],
+            "ssl_session_reused": [b"true" if self.tls.session_reused else b"false"],
+        }
         certificate: Any = self.tls.getpeercert()
         if certificate:
             names = [value.encode() for _kind, value in certificate.get("subjectAltName", ())]
@@ -557,6 +573,51 @@ def _ssl_error_text(exc: ssl.SSLError) -> str:
     return f"tls: {reason}"
 
 
+#: grpcio's ``auth_context()`` of a plaintext connection.
+PLAINTEXT_AUTH_CONTEXT: Dict[str, List[bytes]] = {
+    "security_level": [b"TSI_SECURITY_NONE"],
+    "transport_security_type": [b"insecure"],
+}
+
+
+class SSLSessionCache:
+    """TLS sessions a client keeps to resume, by server name, least recently used dropped
+    beyond ``capacity`` (grpcio's ``grpc.experimental.session_cache.ssl_session_cache_lru``;
+    give it to channels as the ``grpc.ssl_session_cache`` option).
+
+    A resumed session skips the certificate exchange and its public-key operations (RFC 8446
+    §2.2), which is most of a new connection's cost.  A server that cannot resume the offered
+    session (another server with the same name, or one restarted with new ticket keys) makes
+    a full handshake, whose session then replaces the cached one.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"a session cache holds at least one session, not {capacity}")
+        self._capacity = capacity
+        self._sessions: collections.OrderedDict[str, ssl.SSLSession] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, server_name: str) -> Optional[ssl.SSLSession]:
+        with self._lock:
+            session = self._sessions.get(server_name)
+            if session is not None:
+                self._sessions.move_to_end(server_name)
+            return session
+
+    def put(self, server_name: str, session: ssl.SSLSession) -> None:
+        with self._lock:
+            self._sessions[server_name] = session
+            self._sessions.move_to_end(server_name)
+            while len(self._sessions) > self._capacity:
+                self._sessions.popitem(last=False)
+
+
+def ssl_session_cache_lru(capacity: int) -> SSLSessionCache:
+    """grpcio's ``grpc.experimental.session_cache.ssl_session_cache_lru``."""
+    return SSLSessionCache(capacity)
+
+
 class TLSSocket:
     """A connected client socket with TLS on top, for one reader and one writer thread at once.
 
@@ -565,11 +626,31 @@ class TLSSocket:
     received, which ``poll()`` on the descriptor cannot see).
     """
 
-    def __init__(self, sock: socket.socket, engine: TLSEngine) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        engine: TLSEngine,
+        session_cache: Optional[SSLSessionCache] = None,
+        server_hostname: str = "",
+    ) -> None:
         self._sock = sock
         self._engine = engine
         self._engine_lock = threading.Lock()
         self._send_lock = threading.Lock()
+        #: Where this connection's session goes once it can be resumed (None: nowhere).
+        self._session_cache = session_cache
+        self._server_hostname = server_hostname
+        self._keep_session()
+
+    def _keep_session(self) -> None:
+        """Put the session in the cache once it carries a ticket: TLS 1.3 sends tickets after
+        the handshake (RFC 8446 §4.6.1), so this is tried again as data arrives."""
+        if self._session_cache is None:
+            return
+        session = self._engine.tls.session
+        if session is not None and session.has_ticket:
+            self._session_cache.put(self._server_hostname, session)
+            self._session_cache = None
 
     @classmethod
     def connect(
@@ -578,12 +659,17 @@ class TLSSocket:
         context: ssl.SSLContext,
         server_hostname: str,
         deadline: Optional[float],
+        session_cache: Optional[SSLSessionCache] = None,
     ) -> "TLSSocket":
-        """Run the client handshake on ``sock`` (blocking, bounded by ``deadline``).
+        """Run the client handshake on ``sock`` (blocking, bounded by ``deadline``), resuming
+        the session ``session_cache`` holds for ``server_hostname`` if it has one.
 
         Raises :class:`TLSFailure`, or ``socket.timeout`` when the deadline passes.
         """
-        engine = TLSEngine(context, server_side=False, server_hostname=server_hostname)
+        session = session_cache.get(server_hostname) if session_cache is not None else None
+        engine = TLSEngine(
+            context, server_side=False, server_hostname=server_hostname, session=session
+        )
         try:
             while True:
                 done = engine.handshake()
@@ -603,7 +689,7 @@ class TLSSocket:
                 engine.feed(data)
         finally:
             sock.settimeout(None)
-        return cls(sock, engine)
+        return cls(sock, engine, session_cache, server_hostname)
 
     @property
     def engine(self) -> TLSEngine:
@@ -619,7 +705,9 @@ class TLSSocket:
     def recv(self, size: int) -> bytes:
         while True:
             with self._engine_lock:
-                data = self._engine.read(size)
+                data = self._engine.read(size)  # also takes in tickets that arrived
+                if self._session_cache is not None:
+                    self._keep_session()
                 out = self._engine.outgoing()
             if out:
                 with self._send_lock:

@@ -58,6 +58,8 @@ class ClientTLS(NamedTuple):
     #: The name the server's certificate must carry (SNI too): the target's host, or
     #: ``grpc.ssl_target_name_override``.
     server_hostname: str
+    #: ``grpc.ssl_session_cache``: where sessions are kept to resume (a ``tls.SSLSessionCache``).
+    session_cache: Any = None
 
 _LOG = logging.getLogger("minigrpc.transport")
 
@@ -684,7 +686,9 @@ class Transport:
         from .tls import TLSSocket  # the ssl module costs a plaintext channel's start-up
 
         try:
-            return TLSSocket.connect(sock, self.tls.context, self.tls.server_hostname, deadline)
+            return TLSSocket.connect(
+                sock, self.tls.context, self.tls.server_hostname, deadline, self.tls.session_cache
+            )
         except socket.timeout:
             sock.close()
             raise DeadlineReached() from None

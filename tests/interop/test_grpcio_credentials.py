@@ -253,3 +253,88 @@ def test_without_require_client_auth_no_client_certificate_is_asked_for(
         )
         with grpc.secure_channel(f"localhost:{port}", credentials) as channel:
             assert channel.unary_unary(METHOD)(b"x", timeout=10) == b"x"
+
+
+# -- TLS session resumption and the auth context ------------------------------------------------
+
+
+def session_cache_of(library: str) -> Any:
+    if library == "grpcio":
+        from grpc.experimental import session_cache
+
+        return session_cache.ssl_session_cache_lru(1)
+    from minigrpc.tls import ssl_session_cache_lru
+
+    return ssl_session_cache_lru(1)
+
+
+class Reused:
+    """What the server's ``auth_context()`` said of each call."""
+
+    def __init__(self) -> None:
+        self.contexts: List[Any] = []
+
+
+def auth_handler(api: Any, reused: Reused) -> Any:
+    def look(request: bytes, context: Any) -> bytes:
+        reused.contexts.append(context.auth_context())
+        return request
+
+    return api.method_handlers_generic_handler(
+        "credentials.Echo", {"Echo": api.unary_unary_rpc_method_handler(look)}
+    )
+
+
+@pytest.mark.parametrize("client", ["minigrpc", "grpcio"])
+def test_a_session_cache_resumes_tls_sessions(
+    api: Any, client: str, certs: Certificates
+) -> None:
+    """The first connection makes a full handshake and the next ones resume its session, as
+    the server's ``auth_context()`` says; a second server of the same name cannot resume the
+    first one's session, and its own then replaces it in the cache."""
+    caller = minigrpc if client == "minigrpc" else grpc
+    cache = session_cache_of(client)
+    credentials = caller.ssl_channel_credentials(root_certificates=certs.ca)
+    options = [("grpc.ssl_session_cache", cache)]
+
+    def one_call(port: int) -> None:
+        with caller.secure_channel(f"localhost:{port}", credentials, options=options) as channel:
+            assert channel.unary_unary(METHOD)(b"x", timeout=10) == b"x"
+
+    reused = Reused()
+    pairs = [(certs.server_key, certs.server_chain)]
+    servers = []
+    try:
+        for _ in range(2):
+            server = api.server(futures.ThreadPoolExecutor(max_workers=2))
+            server.add_generic_rpc_handlers((auth_handler(api, reused),))
+            port = server.add_secure_port("localhost:0", api.ssl_server_credentials(pairs))
+            servers.append((server, port))
+            server.start()
+        (_, first), (_, second) = servers
+        for port in (first, first, first, second, second, first):
+            one_call(port)
+    finally:
+        for server, _ in servers:
+            server.stop(None)
+    said = [context["ssl_session_reused"] for context in reused.contexts]
+    assert said == [[b"false"], [b"true"], [b"true"], [b"false"], [b"true"], [b"false"]]
+    for context in reused.contexts:
+        assert context["transport_security_type"] == [b"ssl"]
+        assert context["security_level"] == [b"TSI_PRIVACY_AND_INTEGRITY"]
+
+
+def test_a_plaintext_auth_context_says_insecure(api: Any) -> None:
+    reused = Reused()
+    server = api.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((auth_handler(api, reused),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            channel.unary_unary(METHOD)(b"x", timeout=10)
+    finally:
+        server.stop(None)
+    assert reused.contexts == [
+        {"security_level": [b"TSI_SECURITY_NONE"], "transport_security_type": [b"insecure"]}
+    ]

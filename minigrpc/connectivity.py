@@ -13,9 +13,11 @@ SHUTDOWN            the channel was closed
 ==================  ========================================================================
 
 Callbacks run on one thread per channel, in the order the changes happened, as in grpcio; a
-new subscriber is told the current state first.  minigrpc reads a connection only while calls
-run on it (there is no background reader thread), so a connection lost while no call runs is
-noticed, and reported as IDLE, when the next call uses it.
+new subscriber is told the current state first.  minigrpc reads a connection while calls run
+on it, and, while anyone is subscribed, also while it is idle (the transport's watch thread):
+a server that goes away (EOF, a reset, a GOAWAY) is then reported at once, as by grpcio.
+Without subscribers nobody reads an idle connection, so a one-shot client starts no thread;
+a loss is then noticed when the next call uses the connection.
 """
 
 import collections
@@ -52,6 +54,9 @@ class ConnectivityWatch:
 
     def __init__(self, connect: Callable[[], None]) -> None:
         self._connect = connect
+        #: Called (without the lock) when the first subscriber arrives: the transport starts
+        #: watching its idle connection.
+        self.on_watched: Optional[Callable[[], None]] = None
         self._lock = threading.Lock()
         self._state = ChannelConnectivity.IDLE
         self._subscribers: List[Callback] = []
@@ -62,6 +67,11 @@ class ConnectivityWatch:
     @property
     def state(self) -> ChannelConnectivity:
         return self._state
+
+    @property
+    def watched(self) -> bool:
+        """Someone is subscribed."""
+        return bool(self._subscribers)
 
     def set(self, state: ChannelConnectivity) -> None:
         """Record a new state (SHUTDOWN is final) and tell the subscribers."""
@@ -75,6 +85,7 @@ class ConnectivityWatch:
 
     def subscribe(self, callback: Callback, try_to_connect: bool = False) -> None:
         with self._lock:
+            first = not self._subscribers
             self._subscribers.append(callback)
             self._pending.append(([callback], self._state))
             self._start_delivery_locked()
@@ -82,6 +93,8 @@ class ConnectivityWatch:
                 ChannelConnectivity.IDLE,
                 ChannelConnectivity.TRANSIENT_FAILURE,
             )
+        if first and self.on_watched is not None:
+            self.on_watched()
         if connect:
             self.try_to_connect()
 

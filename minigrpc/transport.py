@@ -63,6 +63,9 @@ class ClientTLS(NamedTuple):
 
 _LOG = logging.getLogger("minigrpc.transport")
 
+#: How often a connection's watch thread checks that someone still watches the channel.
+WATCH_INTERVAL = 1.0
+
 #: What a call cancelled on the client reports, in grpcio's words.
 CANCELLED_DETAILS = "Locally cancelled by application!"
 
@@ -153,6 +156,8 @@ class ClientConnection:
         self._read_size = http2.SMALL_READ
         #: The call and deadline of the thread inside run(), for deadline-bounded writes.
         self._local = threading.local()
+        #: A watch thread reads this connection while it is idle (:meth:`watch`).
+        self._watching = False
 
     # -- state ----------------------------------------------------------------------------
 
@@ -439,6 +444,37 @@ class ClientConnection:
                 data, error = None, exc
             self._absorb(data, error)
 
+    def watch(self, watched: Callable[[], bool]) -> None:
+        """Read this connection in the background while ``watched()`` (the channel has
+        connectivity subscribers), so that EOF, a reset or a GOAWAY that arrives while no call
+        runs changes the channel's state at once, as grpcio reports it.
+
+        The watch thread is one more reader among the calls' threads (:meth:`_wait`: one reads,
+        the others wait for what it reads), so calls are unaffected.  It looks at ``watched()``
+        at least every :data:`WATCH_INTERVAL` seconds and ends when it turns False or the
+        connection ends.
+        """
+        with self._lock:
+            if self._watching or self._closed:
+                return
+            self._watching = True
+        threading.Thread(
+            target=self._watch, args=(watched,), name="minigrpc-watch", daemon=True
+        ).start()
+
+    def _watch(self, watched: Callable[[], bool]) -> None:
+        with self._lock:
+            try:
+                while watched() and not self._closed and self.protocol.failure is None:
+                    self._wait(
+                        lambda: self._closed or self.protocol.failure is not None,
+                        time.monotonic() + WATCH_INTERVAL,
+                        None,
+                    )
+            finally:
+                self._watching = False
+        self._drain_outbox()
+
     def _absorb(self, data: Optional[bytes], error: Optional[BaseException]) -> None:
         """Feed one read result to the protocol (lock held), flush, and wake every waiter."""
         if error is not None:
@@ -637,6 +673,7 @@ class Transport:
         self._connection: Optional[ClientConnection] = None
         self._closed = False
         self.connectivity = ConnectivityWatch(self._connect_until_ready)
+        self.connectivity.on_watched = self._watch_connection
 
     @property
     def closed(self) -> bool:
@@ -674,6 +711,8 @@ class Transport:
             connection = ClientConnection(self.target, sock, self.options, self._connection_ended)
             self._connection = connection
             self.connectivity.set(ChannelConnectivity.READY)
+            if self.connectivity.watched:
+                connection.watch(lambda: self.connectivity.watched)
             return connection
         finally:
             self._lock.release()
@@ -698,6 +737,12 @@ class Transport:
                 'connection error: desc = "transport: authentication handshake failed: '
                 f'{exc}"'
             ) from None
+
+    def _watch_connection(self) -> None:
+        """The channel got its first subscriber: watch the current connection while idle."""
+        connection = self._connection
+        if connection is not None and connection.usable:
+            connection.watch(lambda: self.connectivity.watched)
 
     def _connection_ended(self, what: str) -> None:
         """A connection took its last call (GOAWAY) or failed: the channel is IDLE again."""

@@ -14,12 +14,14 @@ is the reference in the same run:
 * ``abort`` with a value that is not a status code, and ``ServicerContext.details()``;
 * channel and server options: ``grpc.secondary_user_agent``, ``grpc.so_reuseport``;
 * grpcio's experimental server handlers: a method's own thread pool and non-blocking streaming
-  handlers that answer through ``on_next`` from any thread.
+  handlers that answer through ``on_next`` from any thread;
+* a watched channel notices its server going away while no call runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import socket
 import threading
 from concurrent import futures
@@ -483,3 +485,19 @@ def test_non_blocking_streaming_handlers_answer_through_on_next(api: Any) -> Non
     finally:
         pool.shutdown()
         later.shutdown()
+
+
+# -- connectivity ------------------------------------------------------------------------------
+
+
+def test_a_watched_idle_channel_leaves_ready_when_its_server_stops(api: Any) -> None:
+    states: queue.Queue[Any] = queue.Queue()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=[echo_service(grpc)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with api.insecure_channel(f"127.0.0.1:{port}") as channel:
+        channel.subscribe(states.put, try_to_connect=True)
+        while states.get(timeout=10) is not api.ChannelConnectivity.READY:
+            pass
+        server.stop(None).wait(10)
+        assert states.get(timeout=10) is not api.ChannelConnectivity.READY

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import queue
+import threading
 from typing import Any, Iterator, List
 
 import pytest
@@ -66,7 +67,7 @@ def test_subscribe_reports_idle_then_connecting_then_ready(server: MinigrpcServe
     assert log.next() is ChannelConnectivity.SHUTDOWN
 
 
-def test_a_call_connects_and_a_lost_server_shows_at_the_next_call(
+def test_a_watched_channel_notices_its_server_going_away_while_idle(
     server: MinigrpcServer,
 ) -> None:
     log = StateLog()
@@ -76,15 +77,43 @@ def test_a_call_connects_and_a_lost_server_shows_at_the_next_call(
         channel.unary_unary("/grpc.testing.TestService/EmptyCall")(b"", timeout=WAIT)
         assert log.until(ChannelConnectivity.READY)[-1] is ChannelConnectivity.READY
         server.stop(grace=WAIT)
-        # Nothing reads an idle connection, so its loss shows at the next call: the connection
-        # ends (IDLE), the redial fails (CONNECTING, TRANSIENT_FAILURE).
+        # No call runs: the channel's watch thread reads the GOAWAY and EOF and reports IDLE.
+        assert log.next() is ChannelConnectivity.IDLE
         with pytest.raises(minigrpc.RpcError):
             channel.unary_unary("/grpc.testing.TestService/EmptyCall")(b"", timeout=WAIT)
         assert log.until(ChannelConnectivity.TRANSIENT_FAILURE) == [
-            ChannelConnectivity.IDLE,
             ChannelConnectivity.CONNECTING,
             ChannelConnectivity.TRANSIENT_FAILURE,
         ]
+
+
+def watch_threads() -> List[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "minigrpc-watch"]
+
+
+def test_only_a_watched_channel_reads_while_idle_and_calls_share_the_reading(
+    server: MinigrpcServer,
+) -> None:
+    """Without subscribers no thread reads an idle connection (a one-shot client starts
+    none); with one, the watch thread and the calls' threads take turns reading, and it ends
+    once the last subscriber has gone."""
+    log = StateLog()
+    empty = "/grpc.testing.TestService/EmptyCall"
+    before = set(watch_threads())
+    with minigrpc.insecure_channel(server.target) as channel:
+        channel.unary_unary(empty)(b"", timeout=WAIT)
+        assert set(watch_threads()) == before
+        channel.subscribe(log)
+        assert log.next() is ChannelConnectivity.READY
+        started = [thread for thread in watch_threads() if thread not in before]
+        assert len(started) == 1
+        for _ in range(20):
+            channel.unary_unary(empty)(b"", timeout=WAIT)
+        channel.unsubscribe(log)
+        started[0].join(WAIT)
+        assert not started[0].is_alive()
+        channel.unary_unary(empty)(b"", timeout=WAIT)
+    assert log.states.empty()
 
 
 def test_failed_dial_is_transient_failure() -> None:

@@ -318,10 +318,23 @@ class ConnectionProtocol:
         except h2.exceptions.ProtocolError:
             pass
 
+    def _stream_closed(self, stream_id: int) -> bool:
+        """True once h2 closed or forgot the stream, so that nothing more may be sent on it.
+
+        h2 decodes a whole read before its events are handled, so a stream whose request is
+        being answered may already be closed by a later frame of the same read: the peer's
+        RST_STREAM, or h2's own reset for a stream error such as a WINDOW_UPDATE overflowing
+        the stream window (RFC 9113 §6.9.1) or DATA after END_STREAM (RFC 9113 §5.1). Such a
+        stream gets nothing more (RFC 9113 §5.1, "closed"), and its error stays its own
+        (RFC 9113 §5.4.2): the answer is dropped instead of h2 raising on the connection's
+        behalf.
+        """
+        stream = self.conn.streams.get(stream_id)
+        return stream is None or stream.closed
+
     def _reset(self, stream_id: int, error_code: int) -> None:
         """RST_STREAM, unless h2 already closed or forgot the stream (then it would raise)."""
-        stream = self.conn.streams.get(stream_id)
-        if stream is not None and not stream.closed:
+        if not self._stream_closed(stream_id):
             try:
                 self.conn.reset_stream(stream_id, error_code)
             except h2.exceptions.ProtocolError:

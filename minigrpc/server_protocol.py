@@ -754,7 +754,8 @@ class ServerConnection(ConnectionProtocol):
             call.oversized = self._oversized(metadata, None)
         headers = hdrs.response_headers(encoding, () if call.oversized else metadata)
         call.headers_sent = True
-        self.conn.send_headers(call.stream_id, headers)
+        if not self._stream_closed(call.stream_id):
+            self.conn.send_headers(call.stream_id, headers)
 
     def finish_call(
         self,
@@ -1030,6 +1031,8 @@ class ServerConnection(ConnectionProtocol):
         extra_headers: Sequence[Tuple[bytes, bytes]] = (),
     ) -> None:
         """Trailers-Only rejection of a stream that never became a call."""
+        if self._stream_closed(stream_id):
+            return  # closed by a later frame of the same read: the stream's error is its own
         headers = hdrs.trailers_only(
             code, details, http_status=http_status, extra_headers=extra_headers
         )
@@ -1054,7 +1057,8 @@ class ServerConnection(ConnectionProtocol):
             headers.extend(initial_metadata)
         call.headers_sent = True
         call.finished = True
-        self.conn.send_headers(call.stream_id, headers, end_stream=True)
+        if not self._stream_closed(call.stream_id):
+            self.conn.send_headers(call.stream_id, headers, end_stream=True)
         self._after_end_stream(call)
 
     def _queue_trailers(self, call: _Call, trailers: Headers) -> None:
@@ -1079,7 +1083,8 @@ class ServerConnection(ConnectionProtocol):
     def _pump_stream(self, stream_id: int) -> None:
         """Hand h2 as much of the pending response as windows and output room allow."""
         call = self._calls.get(stream_id)
-        if call is None or call.finished:
+        if call is None or call.finished or self._stream_closed(stream_id):
+            # A stream h2 closed in the read being handled: its StreamReset event ends the call.
             self._blocked.discard(stream_id)
             return
         outbound = call.outbound

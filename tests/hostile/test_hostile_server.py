@@ -60,6 +60,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 ECHO = "/hostile.Echo/Call"
 BIG = "/hostile.Echo/Big"
 SLOW = "/hostile.Echo/Slow"
+#: A bidi echo: a call that stays open while other streams of its connection are attacked.
+CHAT = "/hostile.Echo/Chat"
 WAIT = 10.0
 #: Executor size of the server under test: its thread count may grow by this much, no more.
 WORKERS = 4
@@ -170,10 +172,15 @@ def slow(request, context):
     time.sleep(0.05)  # a handler doing 50 ms of work
     return request
 
+def chat(requests, context):
+    for message in requests:
+        yield message
+
 handler = minigrpc.method_handlers_generic_handler("hostile.Echo", {
     "Call": minigrpc.unary_unary_rpc_method_handler(echo),
     "Big": minigrpc.unary_unary_rpc_method_handler(big),
     "Slow": minigrpc.unary_unary_rpc_method_handler(slow),
+    "Chat": minigrpc.stream_stream_rpc_method_handler(chat),
 })
 server = minigrpc.server(concurrent.futures.ThreadPoolExecutor(%d), handlers=[handler],
                          options=options)

@@ -1024,3 +1024,81 @@ def test_unread_streamed_requests_hold_back_the_stream_window() -> None:
         pass
     pair.settle()
     assert pair.client.local_flow_control_window(stream_id) > before
+
+
+def _closing_frames(stream_id: int) -> Dict[str, bytes]:
+    """Frames that close or end ``stream_id`` from the client's side."""
+    frame = hyperframe.frame
+    return {
+        "rst_stream": frame.RstStreamFrame(stream_id, error_code=8).serialize(),
+        # 65,535 + 2 x 2^30 overflows 2^31-1: h2 resets with FLOW_CONTROL_ERROR (RFC 9113 §6.9.1).
+        "window_overflow": frame.WindowUpdateFrame(stream_id, window_increment=1 << 30)
+        .serialize()
+        * 2,
+        "end_stream": frame.DataFrame(stream_id, b"", flags=["END_STREAM"]).serialize(),
+    }
+
+
+def _assert_answered_raw(pair: Pair, live: int) -> None:
+    """The live call is answered and nothing ends the connection, read from the server's raw
+    output: the h2 client knows nothing of the streams injected under it."""
+    pair.raw_from_server.clear()
+    pair.server.finish_call(live, StatusCode.OK, message=b"still here")
+    pair.raw_from_server += pair.server.data_to_send()
+    frames = pair.frames_from_server()
+    assert not any(isinstance(f, hyperframe.frame.GoAwayFrame) for f in frames)
+    body = b"".join(
+        f.data for f in frames if isinstance(f, hyperframe.frame.DataFrame) and f.stream_id == live
+    )
+    assert body == wire.encode_message(b"still here")
+    ends = [f for f in frames if f.stream_id == live and "END_STREAM" in f.flags]
+    assert len(ends) == 1 and isinstance(ends[0], hyperframe.frame.HeadersFrame)
+
+
+@pytest.mark.parametrize("closer", ["rst_stream", "window_overflow", "end_stream"])
+@pytest.mark.parametrize(
+    "extra", [[(b"grpc-encoding", b"snappy")], [(b"content-type", b"text/plain")]]
+)
+def test_rejection_of_a_stream_closed_in_the_same_read_spares_the_connection(
+    closer: str, extra: List[Tuple[bytes, bytes]]
+) -> None:
+    """A rejected request and a frame closing its stream in one read: h2 has closed the stream
+    before the rejection is sent, which is then dropped; the call on stream 1 goes on
+    (RFC 9113 §5.4.2: a stream error)."""
+    pair = Pair()
+    live = pair.request(end=False)
+    pair.settle()
+    headers = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", b"/svc/Method"),
+        (b":authority", b"localhost"),
+        (b"te", b"trailers"),
+    ]
+    headers += [(b"content-type", b"application/grpc")] if extra[0][0] != b"content-type" else []
+    block = hpack.Encoder().encode(headers + extra)
+    read = hyperframe.frame.HeadersFrame(3, block, flags=["END_HEADERS"]).serialize()
+    read += _closing_frames(3)[closer]
+    pair.server.receive_data(read)
+    assert not pair.server.closed
+    _assert_answered_raw(pair, live)
+
+
+def test_blocked_response_of_a_stream_reset_in_the_same_read_is_dropped() -> None:
+    """A WINDOW_UPDATE then RST_STREAM for a stream whose response waits for window, in one
+    read: the response is not written on the closed stream, and stream 1 goes on."""
+    pair = Pair()
+    live = pair.request(end=False)
+    blocked = pair.request()
+    pair.settle()
+    pair.auto_ack = False
+    pair.server.finish_call(blocked, StatusCode.OK, message=b"x" * 200_000)
+    pair.settle()
+    frame = hyperframe.frame
+    read = frame.WindowUpdateFrame(blocked, window_increment=100_000).serialize()
+    read += frame.WindowUpdateFrame(0, window_increment=100_000).serialize()
+    read += frame.RstStreamFrame(blocked, error_code=8).serialize()
+    events = pair.server.receive_data(read)
+    assert not pair.server.closed
+    assert not any(isinstance(e, CallTerminated) and e.stream_id == live for e in events)
+    _assert_answered_raw(pair, live)

@@ -178,7 +178,14 @@ class Channel(interfaces.Channel):
             self._connectivity.set(ChannelConnectivity.TRANSIENT_FAILURE)
 
     def _make_transport(self, target: Target) -> Transport:
-        return Transport(target, self.config.transport)
+        return Transport(target, self.config.transport, self.client_tls(target))
+
+    def client_tls(self, target: Target) -> Optional[ClientTLS]:
+        """The TLS settings of this channel's connections to ``target``; None: plaintext.
+
+        The asyncio channel asks the same question, so both transports dial alike.
+        """
+        return None
 
     def _refusal(self, target: Target) -> str:
         """Why this channel cannot use ``target`` ("" if it can); its calls then fail
@@ -336,18 +343,17 @@ class SecureChannel(Channel):
         host = str(target.address[0]) if isinstance(target.address, tuple) else None
         return local_target_error(self._local, target.is_unix, host)
 
-    def _make_transport(self, target: Target) -> Transport:
+    def client_tls(self, target: Target) -> Optional[ClientTLS]:
         context = self._credentials.client_context()
         if context is None:  # local credentials: plaintext
-            return Transport(target, self.config.transport)
+            return None
         if self._name_override is not None:
             hostname = self._name_override
         elif isinstance(target.address, tuple):
             hostname = str(target.address[0])
         else:
             hostname = "localhost"  # a unix socket has no host name; grpc uses the authority
-        tls = ClientTLS(context, hostname, self._session_cache)
-        return Transport(target, self.config.transport, tls)
+        return ClientTLS(context, hostname, self._session_cache)
 
     def call_credentials_headers(
         self, credentials: Any, path: str, timeout: Optional[float] = None

@@ -36,7 +36,7 @@ class DeadlineReached(Exception):
     """The call's deadline passed before a connection was ready."""
 
 
-def _dial_error(target: Target, error: BaseException, op: str = "connect") -> ConnectFailed:
+def dial_error(target: Target, error: BaseException, op: str = "connect") -> ConnectFailed:
     """grpc-go's wording: ``connection error: desc = "transport: Error while dialing: …"``."""
     return ConnectFailed(
         'connection error: desc = "transport: Error while dialing: '
@@ -88,7 +88,7 @@ def open_socket(target: Target, deadline: Optional[float]) -> socket.socket:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
     assert last_error is not None
-    raise _dial_error(target, last_error)
+    raise dial_error(target, last_error)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -77,6 +77,10 @@ MODULES: Dict[str, Module] = {
     "aio": Module(4, "the asyncio package: grpc.aio's names, loaded on first use"),
     "aio._errors": Module(4, "grpc.aio's exceptions and its EOF marker"),
     "aio._metadata": Module(4, "grpc.aio.Metadata, the ordered multi-map of call metadata"),
+    "aio._transport": Module(3, "the asyncio client connection: event-loop I/O and waits"),
+    "aio._call": Module(4, "grpc.aio's call objects: awaitable, async-iterable, writable"),
+    "aio._channel": Module(4, "grpc.aio's channel and its four multi-callables"),
+    "aio._interceptors": Module(4, "grpc.aio's client interceptors and ClientCallDetails"),
 }
 
 

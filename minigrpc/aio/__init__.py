@@ -22,11 +22,47 @@ _EXPORTS: Dict[str, str] = {
     "shutdown_grpc_aio": "_errors",
     # metadata
     "Metadata": "_metadata",
+    # the client
+    "Channel": "_channel",
+    "insecure_channel": "_channel",
+    "secure_channel": "_channel",
+    "UnaryUnaryMultiCallable": "_channel",
+    "UnaryStreamMultiCallable": "_channel",
+    "StreamUnaryMultiCallable": "_channel",
+    "StreamStreamMultiCallable": "_channel",
+    "Call": "_call",
+    "UnaryUnaryCall": "_call",
+    "UnaryStreamCall": "_call",
+    "StreamUnaryCall": "_call",
+    "StreamStreamCall": "_call",
+    "ClientCallDetails": "_interceptors",
+    "ClientInterceptor": "_interceptors",
+    "InterceptedCall": "_interceptors",
+    "UnaryUnaryClientInterceptor": "_interceptors",
+    "UnaryStreamClientInterceptor": "_interceptors",
+    "StreamUnaryClientInterceptor": "_interceptors",
+    "StreamStreamClientInterceptor": "_interceptors",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from ._call import (
+        Call,
+        StreamStreamCall,
+        StreamUnaryCall,
+        UnaryStreamCall,
+        UnaryUnaryCall,
+    )
+    from ._channel import (
+        Channel,
+        StreamStreamMultiCallable,
+        StreamUnaryMultiCallable,
+        UnaryStreamMultiCallable,
+        UnaryUnaryMultiCallable,
+        insecure_channel,
+        secure_channel,
+    )
     from ._errors import (
         EOF,
         AbortError,
@@ -36,6 +72,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UsageError,
         init_grpc_aio,
         shutdown_grpc_aio,
+    )
+    from ._interceptors import (
+        ClientCallDetails,
+        ClientInterceptor,
+        InterceptedCall,
+        StreamStreamClientInterceptor,
+        StreamUnaryClientInterceptor,
+        UnaryStreamClientInterceptor,
+        UnaryUnaryClientInterceptor,
     )
     from ._metadata import Metadata
 

@@ -1,0 +1,430 @@
+"""The call objects of the asyncio API: awaitable unary calls and async-iterable streams.
+
+Each call runs in one task of its own (``_run``): it finds a connection, opens the stream, sends
+a request iterator's messages from a second task, and waits for the status, so that deadlines
+hold and ``done()`` turns true whether or not anybody reads.  Responses are taken by whoever
+reads (``await call``, ``read()``, ``async for``); a reader that stops taking them stops the
+window the protocol returns to the server (:class:`minigrpc.protocol.Inbound`).
+
+Cancelling the call, or the task that awaits or reads it, sends RST_STREAM(CANCEL) and ends it
+CANCELLED, as grpcio does (PROTOCOL-HTTP2.md, Errors).
+"""
+
+import asyncio
+import time
+from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
+
+from ..calls import decode_response
+from ..client_protocol import ClientCall
+from ..status import CallStatus, RpcError, StatusCode
+from ._errors import EOF, AioRpcError, UsageError
+from ._metadata import Metadata
+from ._transport import CANCELLED, AioConnection, AioTransport, finished
+
+#: grpcio's words when a streaming request's two styles are mixed, or written after its end.
+MIXED_STYLES = "Please don't mix two styles of API for streaming requests"
+HALF_CLOSED = 'RPC is half closed after calling "done_writing".'
+
+
+class Invocation:
+    """What a call needs from its channel: framing, the header factory and the transport."""
+
+    def __init__(
+        self,
+        transport: AioTransport,
+        make_call: Callable[[Any, bool], ClientCall],
+        frame: Callable[[Any], Any],
+        deadline: Optional[float],
+        deserializer: Optional[Callable[[bytes], Any]],
+        max_receive: Optional[int],
+        wait_for_ready: bool,
+    ) -> None:
+        self.transport = transport
+        self.make_call = make_call
+        self.frame = frame
+        self.deadline = deadline
+        self.deserializer = deserializer
+        self.max_receive = max_receive
+        self.wait_for_ready = wait_for_ready
+
+
+class Call:
+    """What every asyncio call is (grpcio's ``grpc.aio.Call`` and ``RpcContext``)."""
+
+    _unary_response = True
+    #: The request is a stream (an iterator, or ``write()``/``done_writing()``).
+    _streaming_request = False
+
+    def __init__(
+        self,
+        invocation: Optional[Invocation],
+        request: Any = None,
+        request_iterator: Any = None,
+        failure: Optional[CallStatus] = None,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        self._invocation = invocation
+        self._request = request
+        self._request_iterator = request_iterator
+        self._failure = failure
+        self._connection: Optional[AioConnection] = None
+        self._call: Optional[ClientCall] = None
+        self._status: Optional[CallStatus] = None
+        self._opened: asyncio.Future[None] = loop.create_future()
+        self._finished: asyncio.Future[None] = loop.create_future()
+        self._callbacks: List[Callable[[Any], None]] = []
+        self._sender: Optional[asyncio.Task[None]] = None
+        self._reading = False
+        self._half_closed = False
+        self._task: asyncio.Task[Any] = loop.create_task(self._run())
+        self._task.add_done_callback(_retrieve)
+
+    # -- the task ---------------------------------------------------------------------------
+
+    async def _run(self) -> Any:
+        try:
+            return await self._run_call()
+        except AioRpcError:
+            raise
+        except RpcError as exc:  # the request did not serialize, or metadata was refused
+            status = failed_status(exc)
+            self._cancel_locally(status)
+            raise AioRpcError.from_status(status) from None
+        except asyncio.CancelledError:
+            self._cancel_locally(CANCELLED)
+            raise
+        finally:
+            if not self._opened.done():
+                self._opened.set_result(None)
+            if self._status is None:
+                call = self._call
+                status = call.status if call is not None and call.status is not None else CANCELLED
+                self._finish(status)
+
+    async def _run_call(self) -> Any:
+        if self._failure is not None:
+            self._finish(self._failure)
+            raise AioRpcError.from_status(self._failure)
+        invocation = self._invocation
+        assert invocation is not None
+        framed = None
+        if self._request_iterator is None and not self._streaming_request:
+            framed = invocation.frame(self._request)
+        unary = self._unary_response and not self._streaming_request
+        connection, call = await invocation.transport.attempt(
+            lambda: invocation.make_call(framed, self._unary_response),
+            invocation.deadline,
+            invocation.wait_for_ready,
+            unary,
+            self._on_open,
+        )
+        self._connection, self._call = connection, call
+        if not self._opened.done():
+            self._opened.set_result(None)
+        if connection is not None and not call.done:
+            if self._request_iterator is not None:
+                self._sender = asyncio.get_running_loop().create_task(
+                    self._send_all(connection, call, self._request_iterator)
+                )
+            await connection.wait_done(call, invocation.deadline)
+        assert call.status is not None
+        if not self._unary_response:
+            self._finish(call.status)
+            return None
+        return self._unary_result(call)
+
+    def _on_open(self, connection: AioConnection, call: ClientCall) -> None:
+        """The call has a stream (an attempt of it; a retry replaces it)."""
+        self._connection, self._call = connection, call
+        if not self._opened.done():
+            self._opened.set_result(None)
+
+    def _unary_result(self, call: ClientCall) -> Any:
+        status = call.status
+        assert status is not None and self._invocation is not None
+        if status.code is StatusCode.OK:
+            try:
+                response = decode_response(
+                    call.messages[0],
+                    call.response_encoding,
+                    self._invocation.max_receive,
+                    self._invocation.deserializer,
+                    call,
+                )
+            except RpcError as exc:
+                status = exc.status  # type: ignore[attr-defined]
+            else:
+                self._finish(status)
+                return response
+        self._finish(status)
+        raise AioRpcError.from_status(status)
+
+    async def _send_all(self, connection: AioConnection, call: ClientCall, requests: Any) -> None:
+        """Send a request iterator's messages (sync or async), then END_STREAM.
+
+        An exception from the iterator ends the call UNKNOWN, as in the blocking API.
+        """
+        invocation = self._invocation
+        assert invocation is not None
+        deadline = invocation.deadline
+        try:
+            if hasattr(requests, "__aiter__"):
+                async for request in requests:
+                    if not await self._send_one(connection, call, request, deadline):
+                        return
+            else:
+                for request in requests:
+                    if not await self._send_one(connection, call, request, deadline):
+                        return
+        except RpcError as exc:
+            connection.cancel(call, failed_status(exc))
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            connection.cancel(call, CallStatus(StatusCode.UNKNOWN, "Exception iterating requests!"))
+            return
+        await connection.close_request(call, deadline)
+
+    async def _send_one(
+        self, connection: AioConnection, call: ClientCall, request: Any, deadline: Optional[float]
+    ) -> bool:
+        assert self._invocation is not None
+        return await connection.send(call, self._invocation.frame(request), False, deadline)
+
+    def _finish(self, status: CallStatus) -> None:
+        if self._status is not None:
+            return
+        self._status = status
+        if not self._finished.done():
+            self._finished.set_result(None)
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def _cancel_locally(self, status: CallStatus) -> None:
+        connection, call = self._connection, self._call
+        if connection is not None and call is not None:
+            connection.cancel(call, status)
+        elif call is not None and not call.done:
+            finished(call, status)
+        self._finish(call.status if call is not None and call.status is not None else status)
+
+    # -- grpcio's RpcContext ------------------------------------------------------------------
+
+    def cancelled(self) -> bool:
+        return self._status is not None and self._status.code is StatusCode.CANCELLED
+
+    def done(self) -> bool:
+        return self._status is not None
+
+    def time_remaining(self) -> Optional[float]:
+        deadline = self._invocation.deadline if self._invocation is not None else None
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def cancel(self) -> bool:
+        """End the call CANCELLED with RST_STREAM(CANCEL); False if it had already ended."""
+        if self._status is not None:
+            return False
+        self._cancel_locally(CANCELLED)
+        self._task.cancel()
+        if self._sender is not None:
+            self._sender.cancel()
+        return True
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        """Run ``callback(call)`` once the call has ended (at once if it has)."""
+        if self._status is not None:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    # -- grpcio's Call ------------------------------------------------------------------------
+
+    async def _wait_finished(self) -> CallStatus:
+        await asyncio.shield(self._finished)
+        assert self._status is not None
+        return self._status
+
+    async def initial_metadata(self) -> Metadata:
+        """The server's response headers, once they arrive (empty for Trailers-Only)."""
+        await asyncio.shield(self._opened)
+        connection, call = self._connection, self._call
+        if connection is not None and call is not None and not call.done:
+            deadline = self._invocation.deadline if self._invocation is not None else None
+            await connection.wait_for_headers(call, deadline)
+        if call is not None:
+            return Metadata.from_tuple(call.initial_metadata)
+        return Metadata()
+
+    async def trailing_metadata(self) -> Metadata:
+        return Metadata.from_tuple((await self._wait_finished()).trailing_metadata)
+
+    async def code(self) -> StatusCode:
+        return (await self._wait_finished()).code
+
+    async def details(self) -> str:
+        return (await self._wait_finished()).details
+
+    async def debug_error_string(self) -> str:
+        status = await self._wait_finished()
+        return "" if status.code is StatusCode.OK else str(status)
+
+    async def wait_for_connection(self) -> None:
+        """Return once the call is on a connection (its HEADERS sent) or has ended.
+
+        Raises :class:`AioRpcError` if it ended with an error before that.
+        """
+        await asyncio.shield(self._opened)
+        call = self._call
+        if self._status is not None and self._status.code is not StatusCode.OK:
+            if call is None or not call.stream_id:
+                raise AioRpcError.from_status(self._status)
+
+    def __repr__(self) -> str:
+        state = "running" if self._status is None else str(self._status.code)
+        return f"<{type(self).__name__} {state}>"
+
+
+def _retrieve(task: "asyncio.Task[Any]") -> None:
+    """Mark a call task's outcome as seen: it reaches the user through the call, not the loop."""
+    if not task.cancelled():
+        task.exception()
+
+
+class _UnaryResponseMixin(Call):
+    def __await__(self) -> Any:
+        return (yield from self._task.__await__())
+
+
+class _StreamResponseMixin(Call):
+    _unary_response = False
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        if self._reading:
+            raise UsageError(MIXED_STYLES.replace("requests", "responses"))
+        self._reading = True
+        return self._responses()
+
+    async def _responses(self) -> AsyncIterator[Any]:
+        while True:
+            response = await self._read()
+            if response is EOF:
+                return
+            yield response
+
+    async def read(self) -> Any:
+        """The next response, or :data:`~minigrpc.aio.EOF` once the stream ended OK."""
+        if self._reading:
+            raise UsageError(MIXED_STYLES.replace("requests", "responses"))
+        return await self._read()
+
+    async def _read(self) -> Any:
+        await asyncio.shield(self._opened)
+        connection, call, invocation = self._connection, self._call, self._invocation
+        message = None
+        if connection is not None and call is not None and invocation is not None:
+            try:
+                message = await connection.receive(call, invocation.deadline)
+            except asyncio.CancelledError:
+                self.cancel()
+                raise
+        if message is None:
+            status = await self._wait_finished()
+            if status.code is StatusCode.OK:
+                return EOF
+            raise AioRpcError.from_status(status)
+        assert call is not None and invocation is not None
+        try:
+            return decode_response(
+                message,
+                call.response_encoding,
+                invocation.max_receive,
+                invocation.deserializer,
+                call,
+            )
+        except RpcError as exc:
+            status = exc.status  # type: ignore[attr-defined]
+            self._cancel_locally(status)
+            raise AioRpcError.from_status(status) from None
+
+
+class _StreamRequestMixin(Call):
+    _streaming_request = True
+
+    async def write(self, request: Any) -> None:
+        """Send one request message (only without a request iterator)."""
+        if self._request_iterator is not None:
+            raise UsageError(MIXED_STYLES)
+        if self._half_closed:
+            raise asyncio.InvalidStateError(HALF_CLOSED)
+        await asyncio.shield(self._opened)
+        await self._raise_if_ended()
+        connection, call = self._connection, self._call
+        assert connection is not None and call is not None and self._invocation is not None
+        try:
+            framed = self._invocation.frame(request)
+        except RpcError as exc:
+            connection.cancel(call, exc.status)  # type: ignore[attr-defined]
+            raise AioRpcError.from_status(exc.status) from None  # type: ignore[attr-defined]
+        try:
+            sent = await connection.send(call, framed, False, self._invocation.deadline)
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
+        if not sent:
+            await self._raise_if_ended()
+
+    async def done_writing(self) -> None:
+        """End the request stream (only without a request iterator)."""
+        if self._request_iterator is not None:
+            raise UsageError(MIXED_STYLES)
+        if self._half_closed:
+            return
+        self._half_closed = True
+        await asyncio.shield(self._opened)
+        connection, call = self._connection, self._call
+        if connection is not None and call is not None and not call.done:
+            assert self._invocation is not None
+            await connection.close_request(call, self._invocation.deadline)
+
+    async def _raise_if_ended(self) -> None:
+        call = self._call
+        if (call is not None and call.done) or self._status is not None:
+            status = await self._wait_finished()
+            if status.code is not StatusCode.OK:
+                raise AioRpcError.from_status(status)
+            raise asyncio.InvalidStateError("RPC already finished.")
+
+
+class UnaryUnaryCall(_UnaryResponseMixin):
+    """``await`` it for the response (grpcio's ``grpc.aio.UnaryUnaryCall``)."""
+
+
+class UnaryStreamCall(_StreamResponseMixin):
+    """``async for`` over it, or ``read()``, for the responses."""
+
+
+class StreamUnaryCall(_StreamRequestMixin, _UnaryResponseMixin):
+    """``write()``/``done_writing()`` (or a request iterator), then ``await`` the response."""
+
+
+class StreamStreamCall(_StreamRequestMixin, _StreamResponseMixin):
+    """Both directions stream: ``write()``/``done_writing()`` and ``read()``/``async for``."""
+
+
+def failed_status(exc: RpcError) -> CallStatus:
+    """The status a blocking-API error carries (raised before a call could start)."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, CallStatus):
+        return status
+    return CallStatus(StatusCode.UNKNOWN, str(exc))
+
+
+__all__: Tuple[str, ...] = (
+    "Call",
+    "StreamStreamCall",
+    "StreamUnaryCall",
+    "UnaryStreamCall",
+    "UnaryUnaryCall",
+)

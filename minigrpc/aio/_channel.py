@@ -1,0 +1,403 @@
+"""The asyncio channel and its four multi-callables, with grpcio's ``grpc.aio`` signatures.
+
+A channel's options, credentials, header block, compression choice and message framing are the
+blocking channel's (:mod:`minigrpc.channel`, :mod:`minigrpc.multicallables`): the asyncio
+channel keeps one of those as its *settings* and swaps only the transport
+(:class:`~minigrpc.aio._transport.AioTransport`).
+"""
+
+import asyncio
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Set, Tuple
+
+from .. import channel as blocking
+from ..client_protocol import ClientCall
+from ..connectivity import ChannelConnectivity
+from ..multicallables import _Invocation, _Method
+from ..status import CallStatus, RpcError
+from ..targets import Target
+from ._call import (
+    Call,
+    Invocation,
+    StreamStreamCall,
+    StreamUnaryCall,
+    UnaryStreamCall,
+    UnaryUnaryCall,
+    failed_status,
+)
+from ._errors import UsageError
+from ._interceptors import ClientCallDetails, intercept, split_interceptors
+from ._transport import AioTransport
+
+Options = Optional[Sequence[Tuple[str, Any]]]
+MetadataArg = Optional[Iterable[Tuple[str, Any]]]
+
+
+class _Settings(blocking.Channel):
+    """A plaintext channel's settings, with an asyncio transport behind them."""
+
+    def __init__(self, owner: "Channel", *args: Any) -> None:
+        self._owner = owner
+        super().__init__(*args)
+
+    def _make_transport(self, target: Target) -> Any:
+        return AioTransport(
+            target, self.config.transport, self.client_tls(target), self._owner._set_state
+        )
+
+
+class _SecureSettings(_Settings, blocking.SecureChannel):
+    """A secure channel's settings: TLS and call credentials as in the blocking API."""
+
+
+class Channel:
+    """An asyncio channel (grpcio's ``grpc.aio.Channel``): one HTTP/2 connection for every call
+    made from its event loop.  ``await channel.close()`` or ``async with`` closes it."""
+
+    def __init__(
+        self,
+        target: str,
+        options: Options = None,
+        compression: Optional[int] = None,
+        credentials: Any = None,
+        interceptors: Optional[Sequence[Any]] = None,
+    ) -> None:
+        self._state = ChannelConnectivity.IDLE
+        self._state_changed: Optional[asyncio.Event] = None
+        self._calls: Set[Call] = set()
+        self._connecting: Optional[asyncio.Task[None]] = None
+        if credentials is None:
+            self._settings: blocking.Channel = _Settings(self, target, options, compression)
+        else:
+            self._settings = _SecureSettings(self, target, credentials, options, compression)
+        if self._settings.transport is None:
+            self._state = ChannelConnectivity.TRANSIENT_FAILURE
+        self._interceptors = split_interceptors(interceptors)
+
+    @property
+    def _transport(self) -> Optional[AioTransport]:
+        return self._settings.transport  # type: ignore[return-value]
+
+    # -- connectivity -----------------------------------------------------------------------
+
+    def _set_state(self, state: ChannelConnectivity) -> None:
+        if state is self._state or self._state is ChannelConnectivity.SHUTDOWN:
+            return
+        self._state = state
+        changed, self._state_changed = self._state_changed, None
+        if changed is not None:
+            changed.set()
+
+    def get_state(self, try_to_connect: bool = False) -> ChannelConnectivity:
+        """The connectivity state; ``try_to_connect`` starts connecting an IDLE channel."""
+        if try_to_connect and self._state in (
+            ChannelConnectivity.IDLE,
+            ChannelConnectivity.TRANSIENT_FAILURE,
+        ):
+            self._try_to_connect()
+        return self._state
+
+    def _try_to_connect(self) -> None:
+        transport = self._transport
+        if transport is None or (self._connecting is not None and not self._connecting.done()):
+            return
+
+        async def connect() -> None:
+            backoff = transport.options.initial_backoff
+            while not transport.closed:
+                try:
+                    await transport.connection(None)
+                    return
+                except Exception:
+                    pass
+                await asyncio.sleep(backoff)
+                backoff = min(
+                    backoff * transport.options.backoff_multiplier, transport.options.max_backoff
+                )
+
+        self._connecting = asyncio.get_running_loop().create_task(connect())
+
+    async def wait_for_state_change(self, last_observed_state: ChannelConnectivity) -> None:
+        """Return once the state differs from ``last_observed_state``."""
+        while self._state is last_observed_state:
+            if self._state_changed is None:
+                self._state_changed = asyncio.Event()
+            await self._state_changed.wait()
+
+    async def channel_ready(self) -> None:
+        """Connect if needed and return once the channel is READY."""
+        while True:
+            state = self.get_state(try_to_connect=True)
+            if state is ChannelConnectivity.READY:
+                return
+            if state is ChannelConnectivity.SHUTDOWN:
+                raise asyncio.InvalidStateError("the channel is closed")
+            await self.wait_for_state_change(state)
+
+    # -- closing ----------------------------------------------------------------------------
+
+    async def close(self, grace: Optional[float] = None) -> None:
+        """Close the channel.  Calls still running get ``grace`` seconds to end, then end
+        CANCELLED ("Channel closed!"), as in grpcio."""
+        self._settings.closed = True
+        running = [call._task for call in self._calls if not call.done()]
+        if grace and running:
+            await asyncio.wait(running, timeout=grace)
+        if self._connecting is not None:
+            self._connecting.cancel()
+        transport = self._transport
+        if transport is not None:
+            transport.close()
+        self._set_state(ChannelConnectivity.SHUTDOWN)
+        running = [call._task for call in self._calls if not call.done()]
+        if running:
+            await asyncio.wait(running)
+
+    async def __aenter__(self) -> "Channel":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close(None)
+
+    # -- multi-callables --------------------------------------------------------------------
+
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: Optional[Callable[[bytes], Any]] = None,
+        _registered_method: Optional[bool] = False,
+    ) -> "UnaryUnaryMultiCallable":
+        return UnaryUnaryMultiCallable(self, method, request_serializer, response_deserializer)
+
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: Optional[Callable[[bytes], Any]] = None,
+        _registered_method: Optional[bool] = False,
+    ) -> "UnaryStreamMultiCallable":
+        return UnaryStreamMultiCallable(self, method, request_serializer, response_deserializer)
+
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: Optional[Callable[[bytes], Any]] = None,
+        _registered_method: Optional[bool] = False,
+    ) -> "StreamUnaryMultiCallable":
+        return StreamUnaryMultiCallable(self, method, request_serializer, response_deserializer)
+
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: Optional[Callable[[bytes], Any]] = None,
+        _registered_method: Optional[bool] = False,
+    ) -> "StreamStreamMultiCallable":
+        return StreamStreamMultiCallable(self, method, request_serializer, response_deserializer)
+
+    def __repr__(self) -> str:
+        return f"<minigrpc.aio.Channel {self._state.name}>"
+
+
+class _MultiCallable:
+    """What the four share: the channel, the path, the (de)serializers and call start-up."""
+
+    _call_class: Any = Call
+    _kind = ""
+
+    def __init__(
+        self,
+        channel: Channel,
+        method: Any,
+        request_serializer: Optional[Callable[[Any], bytes]],
+        response_deserializer: Optional[Callable[[bytes], Any]],
+    ) -> None:
+        self._channel = channel
+        self._method = _Method(channel._settings, method, request_serializer, response_deserializer)
+
+    def _start(
+        self,
+        request: Any,
+        request_iterator: Any,
+        timeout: Optional[float],
+        metadata: MetadataArg,
+        credentials: Any,
+        wait_for_ready: Optional[bool],
+        compression: Optional[int],
+    ) -> Any:
+        details = ClientCallDetails(
+            self._method.path, timeout, metadata, credentials, wait_for_ready, compression
+        )
+        interceptors = self._channel._interceptors.get(self._kind, [])
+        argument = request_iterator if self._call_class._streaming_request else request
+        if interceptors:
+            return intercept(interceptors, self._kind, self._invoke, details, argument)
+        return self._invoke(details, argument)
+
+    def _invoke(self, details: ClientCallDetails, argument: Any) -> Call:
+        """Start the call described by ``details`` (what the last interceptor continues to)."""
+        channel = self._channel
+        streaming = self._call_class._streaming_request
+        request, request_iterator = (None, argument) if streaming else (argument, None)
+        method = self._method
+        if details.method != method.path:
+            method = _Method(
+                channel._settings, details.method, method.serializer, method.deserializer
+            )
+        try:
+            invocation = _Invocation(
+                method,
+                details.timeout,
+                _plain_metadata(details.metadata),
+                details.credentials,
+                details.compression,
+            )
+        except ValueError as exc:  # a closed channel
+            raise UsageError(str(exc)) from None
+        except RpcError as exc:
+            return self._call_class(None, request, request_iterator, failed_status(exc))
+        transport = channel._transport
+        if transport is None:
+            status = CallStatus(blocking.StatusCode.UNAVAILABLE, channel._settings.target_error)
+            return self._call_class(None, request, request_iterator, status)
+
+        def make_call(framed: Any, unary_response: bool) -> ClientCall:
+            return invocation.new_call(framed, unary_response)
+
+        aio_invocation = Invocation(
+            transport,
+            make_call,
+            invocation.frame,
+            invocation.deadline,
+            method.deserializer,
+            channel._settings.config.max_receive,
+            bool(details.wait_for_ready),
+        )
+        call = self._call_class(aio_invocation, request, request_iterator)
+        channel._calls.add(call)
+        call.add_done_callback(channel._calls.discard)
+        return call
+
+
+def _plain_metadata(metadata: Any) -> Any:
+    """``aio.Metadata`` or pairs; the header encoder takes pairs."""
+    if metadata is None:
+        return None
+    return tuple(metadata)
+
+
+class UnaryUnaryMultiCallable(_MultiCallable):
+    """Invokes a unary method: ``await stub.Method(request)``."""
+
+    _call_class = UnaryUnaryCall
+    _kind = "unary_unary"
+
+    def __call__(
+        self,
+        request: Any,
+        *,
+        timeout: Optional[float] = None,
+        metadata: MetadataArg = None,
+        credentials: Any = None,
+        wait_for_ready: Optional[bool] = None,
+        compression: Optional[int] = None,
+    ) -> UnaryUnaryCall:
+        return self._start(
+            request, None, timeout, metadata, credentials, wait_for_ready, compression
+        )
+
+
+class UnaryStreamMultiCallable(_MultiCallable):
+    """Invokes a server-streaming method: ``async for response in stub.Method(request)``."""
+
+    _call_class = UnaryStreamCall
+    _kind = "unary_stream"
+
+    def __call__(
+        self,
+        request: Any,
+        *,
+        timeout: Optional[float] = None,
+        metadata: MetadataArg = None,
+        credentials: Any = None,
+        wait_for_ready: Optional[bool] = None,
+        compression: Optional[int] = None,
+    ) -> UnaryStreamCall:
+        return self._start(
+            request, None, timeout, metadata, credentials, wait_for_ready, compression
+        )
+
+
+class StreamUnaryMultiCallable(_MultiCallable):
+    """Invokes a client-streaming method, with a request iterator or ``write()``."""
+
+    _call_class = StreamUnaryCall
+    _kind = "stream_unary"
+
+    def __call__(
+        self,
+        request_iterator: Any = None,
+        timeout: Optional[float] = None,
+        metadata: MetadataArg = None,
+        credentials: Any = None,
+        wait_for_ready: Optional[bool] = None,
+        compression: Optional[int] = None,
+    ) -> StreamUnaryCall:
+        return self._start(
+            None, request_iterator, timeout, metadata, credentials, wait_for_ready, compression
+        )
+
+
+class StreamStreamMultiCallable(_MultiCallable):
+    """Invokes a bidirectional-streaming method, with a request iterator or ``write()``."""
+
+    _call_class = StreamStreamCall
+    _kind = "stream_stream"
+
+    def __call__(
+        self,
+        request_iterator: Any = None,
+        timeout: Optional[float] = None,
+        metadata: MetadataArg = None,
+        credentials: Any = None,
+        wait_for_ready: Optional[bool] = None,
+        compression: Optional[int] = None,
+    ) -> StreamStreamCall:
+        return self._start(
+            None, request_iterator, timeout, metadata, credentials, wait_for_ready, compression
+        )
+
+
+def insecure_channel(
+    target: str,
+    options: Options = None,
+    compression: Optional[int] = None,
+    interceptors: Optional[Sequence[Any]] = None,
+) -> Channel:
+    """A plaintext asyncio channel to ``target`` (``unix:path``, ``unix-abstract:name``,
+    ``host:port``); nothing connects until the first call or ``channel_ready()``."""
+    return Channel(target, options, compression, None, interceptors)
+
+
+def secure_channel(
+    target: str,
+    credentials: Any,
+    options: Options = None,
+    compression: Optional[int] = None,
+    interceptors: Optional[Sequence[Any]] = None,
+) -> Channel:
+    """A TLS asyncio channel (``asyncio``'s ssl) with the blocking API's credentials."""
+    return Channel(target, options, compression, credentials, interceptors)
+
+
+__all__: List[str] = [
+    "Channel",
+    "ClientCallDetails",
+    "StreamStreamMultiCallable",
+    "StreamUnaryMultiCallable",
+    "UnaryStreamMultiCallable",
+    "UnaryUnaryMultiCallable",
+    "insecure_channel",
+    "secure_channel",
+]

@@ -1,0 +1,443 @@
+"""The asyncio client transport: one HTTP/2 connection per channel, driven by the event loop.
+
+:class:`AioConnection` is an :class:`asyncio.Protocol` around the same sans-IO
+:class:`~minigrpc.client_protocol.ClientConnectionProtocol` that the blocking transport drives:
+bytes from the loop go into it, the bytes it queues go out, and every coroutine waiting on a
+call (for a response, send window or a stream slot) is woken after each chunk and checks its
+own condition again.  No gRPC rule lives here; this module only waits.
+
+Memory stays bounded both ways: a writer waits for flow-control window and for the loop's write
+buffer to drain (``pause_writing``), and a reader that stops taking messages stops the protocol
+from returning window to the server (:class:`minigrpc.protocol.Inbound`), which holds the
+server's sender back (RFC 9113 §5.2).
+
+:class:`AioTransport` is the channel's view: a lazy connect, a new connection after a GOAWAY or
+a failure, gRPC's connection backoff while a ``wait_for_ready`` call waits
+(``doc/connection-backoff.md``), and one transparent retry of a call the server provably never
+processed (REFUSED_STREAM, or above a GOAWAY's last-stream-id).
+"""
+
+import asyncio
+import random
+import time
+from typing import Any, Callable, List, Optional, Tuple
+
+from ..client_protocol import CallEvent, CallPhase, ClientCall, ClientConnectionProtocol
+from ..connectivity import ChannelConnectivity
+from ..protocol import Message
+from ..sockets import ConnectFailed, dial_error
+from ..status import DEADLINE_EXCEEDED_DETAILS, CallStatus, StatusCode
+from ..targets import Target
+from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
+
+#: What a call cut short by ``cancel()`` or a cancelled task reports (grpcio's words).
+CANCELLED = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
+
+
+def _deadline_status() -> CallStatus:
+    return CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
+
+
+def _expired(deadline: Optional[float]) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def finished(call: ClientCall, status: CallStatus) -> ClientCall:
+    """End a call that never got a stream (deadline, connect failure, cancellation)."""
+    call.status = status
+    call.phase = CallPhase.ENDED
+    return call
+
+
+class AioConnection(asyncio.Protocol):
+    """One HTTP/2 connection: the loop's transport, the protocol state and the waiters."""
+
+    def __init__(self, options: TransportOptions, on_unusable: Callable[[], None]) -> None:
+        self.protocol = ClientConnectionProtocol(
+            max_receive_message_length=options.max_receive_message_length,
+            stream_window=options.stream_window,
+            connection_window=options.connection_window,
+            max_frame_size=options.max_frame_size,
+            max_header_list_size=options.max_header_list_size,
+        )
+        self.protocol.initiate()
+        self._on_unusable = on_unusable
+        self._transport: Optional[asyncio.Transport] = None
+        self._changed = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._closed = False
+
+    # -- asyncio.Protocol -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._settle(self.protocol.receive_data(data))
+
+    def eof_received(self) -> Optional[bool]:
+        return False  # close our side too: HTTP/2 has no half-closed connection
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._closed = True
+        self._writable.set()
+        if self.protocol.failure is None:
+            details = "Socket closed" if exc is None else f"connection lost: {exc}"
+            self._settle(self.protocol.connection_lost(details))
+        else:
+            self._wake()
+        self._on_unusable()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def usable(self) -> bool:
+        """New calls may go here (no GOAWAY, no failure, not closed)."""
+        return not self._closed and not self.protocol.draining
+
+    @property
+    def peer_accept_encodings(self) -> Optional[frozenset]:
+        return self.protocol.peer_accept_encodings
+
+    def _settle(self, events: List[CallEvent]) -> None:
+        """Write what the protocol queued and wake every waiter to look again."""
+        self._flush()
+        if not self.usable:
+            self._on_unusable()
+            if self.protocol.idle:
+                self.close()
+        self._wake()
+
+    def _flush(self) -> None:
+        data = self.protocol.data_to_send()
+        if data and self._transport is not None and not self._closed:
+            self._transport.write(data)
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def _wait(
+        self, ready: Callable[[], bool], deadline: Optional[float], call: Optional[ClientCall]
+    ) -> None:
+        """Wait until ``ready()``; at ``deadline`` the call (if given) ends DEADLINE_EXCEEDED.
+
+        A cancelled waiter (``task.cancel()``) cancels its call: RST_STREAM(CANCEL) goes out
+        before the CancelledError travels on (PROTOCOL-HTTP2.md, Errors).
+        """
+        try:
+            while not ready():
+                changed = self._changed
+                if deadline is None:
+                    await changed.wait()
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if call is not None:
+                        self._settle(self.protocol.expire(call))
+                    return
+                try:
+                    await asyncio.wait_for(changed.wait(), left)
+                except asyncio.TimeoutError:
+                    pass
+        except BaseException:
+            if call is not None and not call.done:
+                self._settle(self.protocol.cancel(call, CANCELLED))
+            raise
+
+    # -- the call -------------------------------------------------------------------------
+
+    async def open(self, call: ClientCall, deadline: Optional[float]) -> bool:
+        """Start ``call`` here and write what its request queued; False if it cannot start.
+
+        A call that could not start never reached the server; the transport moves it to a new
+        connection.  Above the peer's MAX_CONCURRENT_STREAMS it waits for a slot.
+        """
+        protocol = self.protocol
+        await self._wait(
+            lambda: call.done or protocol.can_start_call() or not self.usable, deadline, None
+        )
+        if call.done:
+            return True
+        if not protocol.can_start_call():
+            if self.usable and _expired(deadline):
+                self._settle(protocol.abandon(call, _deadline_status()))
+                return True
+            return False
+        self._settle(protocol.start_call(call))
+        await self.write_request(call, deadline)
+        return True
+
+    async def write_request(self, call: ClientCall, deadline: Optional[float]) -> None:
+        """Write the call's queued request, waiting for window and for the write buffer."""
+        protocol = self.protocol
+        while not call.done and not protocol.write_request(call):
+            self._flush()
+            await self._wait(lambda: call.done or protocol.window_available(call), deadline, call)
+        self._flush()
+        if not self._writable.is_set():
+            await self._wait(self._writable.is_set, deadline, call)
+
+    async def send(
+        self, call: ClientCall, framed: Any, last: bool, deadline: Optional[float]
+    ) -> bool:
+        """Queue one request message and wait until h2 has taken it; False if the call ended."""
+        self.protocol.send_message(call, framed, last)
+        await self.write_request(call, deadline)
+        return not call.done
+
+    async def close_request(self, call: ClientCall, deadline: Optional[float]) -> None:
+        """End the request stream (END_STREAM) after the messages already sent."""
+        self.protocol.close_request(call)
+        await self.write_request(call, deadline)
+
+    async def receive(self, call: ClientCall, deadline: Optional[float]) -> Optional[Message]:
+        """The next response message, waiting for it; None once the call has ended."""
+        await self._wait(lambda: call.done or call.messages_waiting, deadline, call)
+        message = self.protocol.take_message(call)
+        self._settle([])
+        return message
+
+    async def wait_for_headers(self, call: ClientCall, deadline: Optional[float]) -> None:
+        await self._wait(lambda: call.done or call.response_head is not None, deadline, call)
+
+    async def wait_done(self, call: ClientCall, deadline: Optional[float]) -> None:
+        await self._wait(lambda: call.done, deadline, call)
+        self._settle([])
+
+    def cancel(self, call: ClientCall, status: CallStatus) -> None:
+        """End ``call`` now with ``status``: RST_STREAM(CANCEL) if it has a stream."""
+        if not call.done:
+            self._settle(self.protocol.abandon(call, status))
+
+    def close(self, status: Optional[CallStatus] = None) -> None:
+        """Close the connection; calls still running end with ``status`` ("Channel closed!").
+
+        A GOAWAY(NO_ERROR) goes out first when the connection still works.
+        """
+        if self._closed and self._transport is None:
+            return
+        ending = status or CallStatus(StatusCode.CANCELLED, "Channel closed!")
+        for call in list(self.protocol.calls.values()):
+            self.protocol.cancel(call, ending)
+        if self.protocol.failure is None:
+            try:
+                self.protocol.conn.close_connection()
+            except Exception:  # h2 already closed (GOAWAY received): nothing to say
+                pass
+            self._flush()
+            self.protocol.failure = "connection closed by the client"
+        self._closed = True
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
+        self._wake()
+
+
+class AioTransport:
+    """The channel's connection manager: lazy connect, reconnect, transparent retry."""
+
+    #: The blocking channel's connectivity watch; the asyncio channel keeps its state itself
+    #: (``on_state``), so its settings object has none.
+    connectivity: Any = None
+
+    def __init__(
+        self,
+        target: Target,
+        options: TransportOptions,
+        tls: Optional[ClientTLS],
+        on_state: Callable[[ChannelConnectivity], None],
+    ) -> None:
+        self.target = target
+        self.options = options
+        self.tls = tls
+        self._on_state = on_state
+        self._lock: Optional[asyncio.Lock] = None
+        self._connection: Optional[AioConnection] = None
+        self.closed = False
+
+    def peer_accepts(self, encoding: str) -> bool:
+        """False only when the server listed its encodings and ``encoding`` is not one of them
+        (``doc/compression.md``)."""
+        connection = self._connection
+        accepted = connection.peer_accept_encodings if connection is not None else None
+        return accepted is None or encoding in accepted
+
+    async def connection(self, deadline: Optional[float]) -> AioConnection:
+        """The current usable connection, or a new one; raises ConnectFailed or TimeoutError."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.closed:
+                raise ConnectFailed("Channel closed!")
+            connection = self._connection
+            if connection is not None and connection.usable:
+                return connection
+            if connection is not None and connection.protocol.idle:
+                connection.close()
+            self._on_state(ChannelConnectivity.CONNECTING)
+            try:
+                connection = await self._dial(deadline)
+            except ConnectFailed:
+                self._on_state(ChannelConnectivity.TRANSIENT_FAILURE)
+                raise
+            except asyncio.TimeoutError:
+                self._on_state(ChannelConnectivity.IDLE)
+                raise
+            if self.closed:
+                connection.close()
+                raise ConnectFailed("Channel closed!")
+            self._connection = connection
+            self._on_state(ChannelConnectivity.READY)
+            return connection
+
+    async def _dial(self, deadline: Optional[float]) -> AioConnection:
+        loop = asyncio.get_running_loop()
+        target, tls = self.target, self.tls
+
+        def unusable() -> None:
+            if self._connection is connection and not self.closed:
+                self._on_state(ChannelConnectivity.IDLE)
+
+        connection = AioConnection(self.options, unusable)
+        ssl_args: dict = {}
+        if tls is not None:
+            ssl_args = {"ssl": tls.context, "server_hostname": tls.server_hostname}
+        if isinstance(target.address, tuple):
+            host, port = target.address
+            opening: Any = loop.create_connection(lambda: connection, host, port, **ssl_args)
+        else:
+            address = target.address
+            path = (
+                address.decode("utf-8", "surrogateescape")
+                if isinstance(address, bytes)
+                else address
+            )
+            opening = loop.create_unix_connection(lambda: connection, path, **ssl_args)
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            await asyncio.wait_for(opening, timeout)
+        except asyncio.TimeoutError:
+            raise
+        except OSError as exc:
+            if tls is not None and _is_tls_error(exc):
+                raise ConnectFailed(
+                    f'connection error: desc = "transport: authentication handshake failed: {exc}"'
+                ) from None
+            raise dial_error(target, exc) from None
+        if tls is not None:
+            selected = (
+                connection._transport.get_extra_info("ssl_object")
+                if connection._transport
+                else None
+            )
+            protocol = selected.selected_alpn_protocol() if selected is not None else None
+            if protocol not in (None, "h2"):
+                connection.close()
+                raise ConnectFailed(
+                    'connection error: desc = "transport: authentication handshake failed: '
+                    f'the server chose ALPN protocol {protocol!r}, not h2"'
+                )
+        connection._flush()
+        return connection
+
+    async def attempt(
+        self,
+        make_call: Callable[[], ClientCall],
+        deadline: Optional[float],
+        wait_for_ready: bool,
+        to_the_end: bool,
+        opened: Optional[Callable[[AioConnection, ClientCall], None]] = None,
+    ) -> Tuple[Optional[AioConnection], ClientCall]:
+        """Find a connection and start (``to_the_end``: run) a call on it, retrying when safe.
+
+        The same policy as the blocking transport's: a call that provably never reached the
+        server is retried once on a new connection; with ``wait_for_ready`` a failed connect (or
+        a server that closed before saying anything) waits with gRPC's connection backoff until
+        the deadline.
+        """
+        retries_left = 1
+        backoff = self.options.initial_backoff
+        while True:
+            if self.closed:
+                return None, finished(
+                    make_call(), CallStatus(StatusCode.CANCELLED, "Channel closed!")
+                )
+            if _expired(deadline):
+                return None, finished(make_call(), _deadline_status())
+            try:
+                connection = await self.connection(deadline)
+            except asyncio.TimeoutError:
+                return None, finished(make_call(), _deadline_status())
+            except ConnectFailed as exc:
+                if not wait_for_ready or self.closed:
+                    return None, finished(
+                        make_call(), CallStatus(StatusCode.UNAVAILABLE, exc.details)
+                    )
+                if not await self._back_off(backoff, deadline):
+                    return None, finished(make_call(), _deadline_status())
+                backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
+                continue
+            call = make_call()
+            if not await connection.open(call, deadline):
+                continue  # never started here: the connection was draining
+            if opened is not None:
+                opened(connection, call)
+            if to_the_end:
+                await connection.wait_done(call, deadline)
+            if not call.done:
+                return connection, call
+            assert call.status is not None
+            if call.retryable and retries_left:
+                retries_left -= 1
+                continue
+            if (
+                wait_for_ready
+                and call.status.code is StatusCode.UNAVAILABLE
+                and connection.protocol.bytes_received == 0
+                and not self.closed
+            ):
+                if not await self._back_off(backoff, deadline):
+                    return connection, finished(make_call(), _deadline_status())
+                backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
+                continue
+            return connection, call
+
+    async def _back_off(self, backoff: float, deadline: Optional[float]) -> bool:
+        """Sleep one jittered backoff step; False if the deadline comes first."""
+        jitter = self.options.backoff_jitter
+        delay = backoff * random.uniform(1 - jitter, 1 + jitter)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            delay = min(delay, left)
+        await asyncio.sleep(delay)
+        return not _expired(deadline)
+
+    def close(self) -> None:
+        """Close the connection; running calls end CANCELLED ("Channel closed!")."""
+        self.closed = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+        self._on_state(ChannelConnectivity.SHUTDOWN)
+
+    @property
+    def idle(self) -> bool:
+        connection = self._connection
+        return connection is None or connection.protocol.idle
+
+
+def _is_tls_error(exc: OSError) -> bool:
+    import ssl
+
+    return isinstance(exc, (ssl.SSLError, ssl.CertificateError))

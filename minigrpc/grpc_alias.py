@@ -10,8 +10,8 @@ without grpcio, one line before the first ``import grpc`` makes them run unchang
 module's alias: a module named ``grpc`` whose names are grpcio's (the table
 :data:`GRPCIO_NAMES`), served by minigrpc, plus the submodules generated code and grpcio's own
 pure-Python add-ons touch: ``grpc._utilities``, ``grpc.experimental`` (:mod:`minigrpc.
-experimental`) and ``grpc.aio`` / ``grpc.experimental.aio`` (present so that grpcio-status
-imports; minigrpc has no asyncio API, see below).
+experimental`) and ``grpc.aio`` / ``grpc.experimental.aio`` (:mod:`minigrpc.aio`, so that
+generated stubs run unchanged on an asyncio channel).
 
 **When grpcio is there too.**  If ``grpc`` is already imported (grpcio, or anything else),
 :func:`install_as_grpc` raises RuntimeError rather than have two ``grpc`` modules in one process
@@ -190,9 +190,8 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("experimental", True, "the names below", ""),
     ApiName(
         "aio",
-        False,
-        "minigrpc has no asyncio API; the module exists (also as `grpc.experimental.aio`) so "
-        "that modules naming it import",
+        True,
+        "`minigrpc.aio` (also as `grpc.experimental.aio`), on the same sans-IO core",
         "",
     ),
     # -- grpc.experimental ----------------------------------------------------------------------
@@ -281,22 +280,6 @@ def _placeholder(qualified_name: str, note: str) -> Any:
     )
 
 
-class _UnsupportedModule(types.ModuleType):
-    """``grpc.aio``: importable, so that modules naming it load; every name is a placeholder."""
-
-    def __init__(self, name: str, note: str) -> None:
-        super().__init__(name, _unsupported_message(name, note))
-        self.__path__: List[str] = []
-        self._note = note
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        value = _placeholder(f"{self.__name__}.{name}", self._note)
-        setattr(self, name, value)
-        return value
-
-
 def _resolve(entry: ApiName) -> Any:
     """The object the alias serves for a supported name."""
     source = entry.source if entry.source is not None else entry.name.rpartition(".")[2]
@@ -361,7 +344,7 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
             return None
         raise ModuleNotFoundError(
             f"No module named {fullname!r}: minigrpc's grpc alias provides only grpc, "
-            "grpc._utilities, grpc.experimental, grpc.aio (a placeholder) and "
+            "grpc._utilities, grpc.experimental, grpc.aio and "
             + ", ".join(sorted(_PRIVATE_MODULES)),
             name=fullname,
         )
@@ -468,8 +451,8 @@ def _build() -> Dict[str, types.ModuleType]:
     utilities.__spec__ = importlib.machinery.ModuleSpec("grpc._utilities", None)
     utilities.__package__ = "grpc"
     utilities.first_version_is_lower = first_version_is_lower
-    aio = _UnsupportedModule("grpc.aio", "minigrpc has no asyncio API; use the blocking one")
-    aio.__spec__ = importlib.machinery.ModuleSpec("grpc.aio", None, is_package=True)
+    # The asyncio API is minigrpc.aio itself (its names load on first use).
+    aio = importlib.import_module("minigrpc.aio")
     experimental.aio = aio
     grpc._utilities = utilities
     grpc.experimental = experimental

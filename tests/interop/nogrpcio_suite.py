@@ -173,13 +173,14 @@ def test_unsupported_names_still_work_as_base_classes_and_annotations() -> None:
         _ = grpc.xds_server_credentials.fallback
 
 
-def test_grpc_aio_imports_as_a_placeholder_and_other_submodules_do_not() -> None:
+def test_grpc_aio_is_minigrpc_aio_and_other_submodules_do_not_import() -> None:
     import grpc.aio
     from grpc.experimental import aio
 
-    assert aio is grpc.aio
-    with pytest.raises(NotImplementedError, match=r"grpc\.aio\.insecure_channel is not supported"):
-        grpc.aio.insecure_channel("127.0.0.1:1")
+    import minigrpc.aio
+
+    assert aio is grpc.aio is minigrpc.aio
+    assert grpc.aio.insecure_channel is minigrpc.aio.insecure_channel
     with pytest.raises(ModuleNotFoundError, match=r"'grpc\.channelz'"):
         importlib.import_module("grpc.channelz")
 
@@ -287,6 +288,34 @@ def test_streaming_calls_through_generated_stubs(served: Tuple[str, Any, Any, st
             stub.FullDuplexCall(iter([_output_request(5), _output_request(6)]), timeout=10)
         )
         assert both == [5, 6]
+
+
+def test_generated_stubs_on_an_asyncio_channel(served: Tuple[str, Any, Any, str]) -> None:
+    """The same generated stubs, unchanged, with ``grpc.aio.insecure_channel``."""
+    import asyncio
+
+    version, test_grpc, cni_grpc, target = served
+
+    async def main() -> None:
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = test_grpc.TestServiceStub(channel)
+            assert await stub.EmptyCall(empty_pb2.Empty(), timeout=10) == empty_pb2.Empty()
+            reply = await stub.UnaryCall(messages_pb2.SimpleRequest(response_size=7), timeout=10)
+            assert reply.payload.body == bytes(7)
+            client_stream = await stub.StreamingInputCall(_input_requests(3, 4), timeout=10)
+            assert client_stream.aggregated_payload_size == 7
+            call = stub.StreamingOutputCall(_output_request(1, 2, 3), timeout=10)
+            assert [len(r.payload.body) async for r in call] == [1, 2, 3]
+            both = stub.FullDuplexCall(iter([_output_request(5), _output_request(6)]))
+            assert [len(r.payload.body) async for r in both] == [5, 6]
+            with pytest.raises(grpc.aio.AioRpcError) as missing:
+                await stub.UnimplementedCall(empty_pb2.Empty(), timeout=10)
+            assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            cni = cni_grpc.CniStub(channel)
+            request = cni_pb2.CniCmdRequest(cni_args=cni_pb2.CniCmdArgs(container_id=version))
+            assert (await cni.CmdAdd(request, timeout=10)).cni_result == f"added {version}".encode()
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("package", VERSIONS)

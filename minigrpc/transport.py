@@ -34,9 +34,9 @@ import time
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import http2, wire
+from .attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
 from .client_protocol import (
     CallEvent,
-    CallPhase,
     ClientCall,
     ClientConnectionProtocol,
     ConnectionFailed,
@@ -47,7 +47,7 @@ from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .errors import os_error_text
 from .protocol import Message
 from .sockets import ConnectFailed, DeadlineReached, open_socket
-from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, StatusCode
+from .status import CallStatus, StatusCode
 from .targets import Target
 
 
@@ -308,7 +308,7 @@ class ClientConnection:
             return True
         if not self.protocol.can_start_call():
             if self.usable and _expired(deadline):
-                self._settle(self.protocol.abandon(call, _deadline_status()))
+                self._settle(self.protocol.abandon(call, deadline_status()))
                 return True
             return False
         self._settle(self.protocol.start_call(call))
@@ -655,10 +655,6 @@ def _expired(deadline: Optional[float]) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-def _deadline_status() -> CallStatus:
-    return CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
-
-
 class Transport:
     """The channel's connection manager: lazy connect, reconnect, transparent retry."""
 
@@ -750,15 +746,14 @@ class Transport:
 
     def _connect_until_ready(self) -> None:
         """``try_to_connect``: dial, backing off between failures, until READY or closed."""
-        backoff = self.options.initial_backoff
+        attempts = self.attempts(None, True)
         while not self._closed:
             try:
                 self._connection_for(None)
                 return
             except (ConnectFailed, DeadlineReached):
                 pass
-            self._back_off(backoff, None)
-            backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
+            self._back_off(attempts)
 
     def call(
         self,
@@ -810,33 +805,26 @@ class Transport:
         that closed before saying anything, waits and tries again with gRPC's connection backoff
         (doc/connection-backoff.md) until the deadline.
         """
-        retries_left = 1
-        backoff = self.options.initial_backoff
+        attempts = self.attempts(deadline, wait_for_ready)
         while True:
             if handle is not None and handle.cancelled:
-                return None, _finished(make_call(), handle.status)
-            if self._closed:
-                return None, _finished(
-                    make_call(), CallStatus(StatusCode.CANCELLED, "Channel closed!")
-                )
-            if _expired(deadline):
-                return None, _finished(make_call(), _deadline_status())
+                return None, finished(make_call(), handle.status)
+            ending = attempts.before_attempt(self._closed)
+            if ending is not None:
+                return None, finished(make_call(), ending)
             try:
                 connection = self._connection_for(deadline)
             except DeadlineReached:
-                return None, _finished(make_call(), _deadline_status())
+                return None, finished(make_call(), deadline_status())
             except ConnectFailed as exc:
-                if not wait_for_ready or self._closed:
-                    return None, _finished(
-                        make_call(), CallStatus(StatusCode.UNAVAILABLE, exc.details)
-                    )
-                if not self._back_off(backoff, deadline, handle):
-                    return None, _finished(make_call(), _deadline_status())
-                backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
+                ending = attempts.after_connect_failure(exc.details, self._closed)
+                if ending is not None:
+                    return None, finished(make_call(), ending)
+                self._back_off(attempts, handle)
                 continue
             call = make_call()
             if handle is not None and not handle.attach(connection, call):
-                return None, _finished(call, handle.status)
+                return None, finished(call, handle.status)
             started = connection.run(call, deadline) if to_the_end else connection.open(
                 call, deadline
             )
@@ -844,41 +832,38 @@ class Transport:
                 continue  # never started here: the connection was draining; take a new one
             if not call.done:
                 return connection, call
-            assert call.status is not None
-            if call.retryable and retries_left:
-                retries_left -= 1
+            verdict = attempts.after_attempt(
+                call, connection.protocol.bytes_received, self._closed
+            )
+            if verdict == RETRY_NOW:
                 continue
-            if (
-                wait_for_ready
-                and call.status.code is StatusCode.UNAVAILABLE
-                and connection.protocol.bytes_received == 0
-                and not self._closed
-            ):
-                # The server closed before saying anything: like a failed connect.
-                if not self._back_off(backoff, deadline, handle):
-                    return connection, _finished(make_call(), _deadline_status())
-                backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
+            if verdict == BACK_OFF:  # the server closed before saying anything
+                self._back_off(attempts, handle)
                 continue
             return connection, call
 
-    def _back_off(
-        self, backoff: float, deadline: Optional[float], handle: "Optional[CallHandle]" = None
-    ) -> bool:
-        """Sleep one backoff step (connection-backoff.md); False if the deadline comes first."""
-        import random  # only a waiting wait_for_ready call needs it
+    def attempts(self, deadline: Optional[float], wait_for_ready: bool) -> Attempts:
+        """A call's retry and backoff state, with this channel's backoff options."""
+        options = self.options
+        return Attempts(
+            deadline,
+            wait_for_ready,
+            options.initial_backoff,
+            options.max_backoff,
+            options.backoff_multiplier,
+            options.backoff_jitter,
+        )
 
-        jitter = self.options.backoff_jitter
-        delay = backoff * random.uniform(1 - jitter, 1 + jitter)
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            delay = min(delay, left)
+    @staticmethod
+    def _back_off(attempts: Attempts, handle: "Optional[CallHandle]" = None) -> None:
+        """Sleep one backoff step (a cancelled call wakes at once); the deadline ends it."""
+        delay = attempts.next_delay()
+        if delay is None:
+            return
         if handle is not None:
             handle.wake.wait(delay)
         else:
             time.sleep(delay)
-        return not _expired(deadline)
 
     def close(self) -> None:
         """Close the connection; running calls end CANCELLED ("Channel closed!", like grpcio)."""
@@ -917,10 +902,3 @@ class CallHandle:
         self.wake.set()
         if connection is not None and call is not None:
             connection.cancel(call, self.status)
-
-
-def _finished(call: ClientCall, status: CallStatus) -> ClientCall:
-    """End a call that never got a stream (deadline, connect failure, cancellation)."""
-    call.status = status
-    call.phase = CallPhase.ENDED
-    return call

@@ -51,6 +51,7 @@ MODULES: Dict[str, Module] = {
     "targets": Module(1, "target strings to socket addresses and :authority"),
     "protocol": Module(2, "what both sides share: outbound and inbound messages, flow control"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
+    "attempts": Module(2, "transparent retry and wait-for-ready backoff, for both transports"),
     "server_protocol": Module(2, "the server's calls as a state machine"),
     "trace": Module(3, "the frame trace of the bytes a socket carries"),
     "sockets": Module(3, "dialling and binding, shared by client and server"),

@@ -14,12 +14,13 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 
+from ..attempts import finished
 from ..calls import decode_response
 from ..client_protocol import ClientCall
 from ..status import CallStatus, RpcError, StatusCode
 from ._errors import EOF, AioRpcError, UsageError
 from ._metadata import Metadata
-from ._transport import CANCELLED, AioConnection, AioTransport, finished
+from ._transport import CANCELLED, AioConnection, AioTransport
 
 #: grpcio's words when a streaming request's two styles are mixed, or written after its end.
 MIXED_STYLES = "Please don't mix two styles of API for streaming requests"

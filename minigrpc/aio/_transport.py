@@ -14,39 +14,24 @@ server's sender back (RFC 9113 §5.2).
 :class:`AioTransport` is the channel's view: a lazy connect, a new connection after a GOAWAY or
 a failure, gRPC's connection backoff while a ``wait_for_ready`` call waits
 (``doc/connection-backoff.md``), and one transparent retry of a call the server provably never
-processed (REFUSED_STREAM, or above a GOAWAY's last-stream-id).
+processed, as :mod:`minigrpc.attempts` decides for both transports.
 """
 
 import asyncio
-import random
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
-from ..client_protocol import CallEvent, CallPhase, ClientCall, ClientConnectionProtocol
+from ..attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
+from ..client_protocol import CallEvent, ClientCall, ClientConnectionProtocol
 from ..connectivity import ChannelConnectivity
 from ..protocol import Message
 from ..sockets import ConnectFailed, dial_error
-from ..status import DEADLINE_EXCEEDED_DETAILS, CallStatus, StatusCode
+from ..status import CallStatus, StatusCode
 from ..targets import Target
 from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
 
 #: What a call cut short by ``cancel()`` or a cancelled task reports (grpcio's words).
 CANCELLED = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
-
-
-def _deadline_status() -> CallStatus:
-    return CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
-
-
-def _expired(deadline: Optional[float]) -> bool:
-    return deadline is not None and time.monotonic() >= deadline
-
-
-def finished(call: ClientCall, status: CallStatus) -> ClientCall:
-    """End a call that never got a stream (deadline, connect failure, cancellation)."""
-    call.status = status
-    call.phase = CallPhase.ENDED
-    return call
 
 
 class AioConnection(asyncio.Protocol):
@@ -168,8 +153,8 @@ class AioConnection(asyncio.Protocol):
         if call.done:
             return True
         if not protocol.can_start_call():
-            if self.usable and _expired(deadline):
-                self._settle(protocol.abandon(call, _deadline_status()))
+            if self.usable and deadline is not None and time.monotonic() >= deadline:
+                self._settle(protocol.abandon(call, deadline_status()))
                 return True
             return False
         self._settle(protocol.start_call(call))
@@ -364,27 +349,27 @@ class AioTransport:
         a server that closed before saying anything) waits with gRPC's connection backoff until
         the deadline.
         """
-        retries_left = 1
-        backoff = self.options.initial_backoff
+        attempts = Attempts(
+            deadline,
+            wait_for_ready,
+            self.options.initial_backoff,
+            self.options.max_backoff,
+            self.options.backoff_multiplier,
+            self.options.backoff_jitter,
+        )
         while True:
-            if self.closed:
-                return None, finished(
-                    make_call(), CallStatus(StatusCode.CANCELLED, "Channel closed!")
-                )
-            if _expired(deadline):
-                return None, finished(make_call(), _deadline_status())
+            ending = attempts.before_attempt(self.closed)
+            if ending is not None:
+                return None, finished(make_call(), ending)
             try:
                 connection = await self.connection(deadline)
             except asyncio.TimeoutError:
-                return None, finished(make_call(), _deadline_status())
+                return None, finished(make_call(), deadline_status())
             except ConnectFailed as exc:
-                if not wait_for_ready or self.closed:
-                    return None, finished(
-                        make_call(), CallStatus(StatusCode.UNAVAILABLE, exc.details)
-                    )
-                if not await self._back_off(backoff, deadline):
-                    return None, finished(make_call(), _deadline_status())
-                backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
+                ending = attempts.after_connect_failure(exc.details, self.closed)
+                if ending is not None:
+                    return None, finished(make_call(), ending)
+                await self._back_off(attempts)
                 continue
             call = make_call()
             if not await connection.open(call, deadline):
@@ -395,33 +380,20 @@ class AioTransport:
                 await connection.wait_done(call, deadline)
             if not call.done:
                 return connection, call
-            assert call.status is not None
-            if call.retryable and retries_left:
-                retries_left -= 1
+            verdict = attempts.after_attempt(call, connection.protocol.bytes_received, self.closed)
+            if verdict == RETRY_NOW:
                 continue
-            if (
-                wait_for_ready
-                and call.status.code is StatusCode.UNAVAILABLE
-                and connection.protocol.bytes_received == 0
-                and not self.closed
-            ):
-                if not await self._back_off(backoff, deadline):
-                    return connection, finished(make_call(), _deadline_status())
-                backoff = min(backoff * self.options.backoff_multiplier, self.options.max_backoff)
+            if verdict == BACK_OFF:  # the server closed before saying anything
+                await self._back_off(attempts)
                 continue
             return connection, call
 
-    async def _back_off(self, backoff: float, deadline: Optional[float]) -> bool:
-        """Sleep one jittered backoff step; False if the deadline comes first."""
-        jitter = self.options.backoff_jitter
-        delay = backoff * random.uniform(1 - jitter, 1 + jitter)
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            delay = min(delay, left)
-        await asyncio.sleep(delay)
-        return not _expired(deadline)
+    @staticmethod
+    async def _back_off(attempts: Attempts) -> None:
+        """Sleep one backoff step; the deadline ends it."""
+        delay = attempts.next_delay()
+        if delay is not None:
+            await asyncio.sleep(delay)
 
     def close(self) -> None:
         """Close the connection; running calls end CANCELLED ("Channel closed!")."""

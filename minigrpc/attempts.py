@@ -1,9 +1,9 @@
 """When a client call is tried again, without I/O: what both client transports decide alike.
 
-* **Transparent retry** (gRPC's ``doc/retry-design.md``, "Transparent retries"): a call the
-  server provably never processed — the connection was draining before the call got a stream,
-  RST_STREAM(REFUSED_STREAM), or a stream above a GOAWAY's last-stream-id (RFC 9113 §6.8) — is
-  retried once on a new connection, without the application seeing it.
+* **Transparent retry**: a call the server provably never processed — the connection was
+  draining before the call got a stream, RST_STREAM(REFUSED_STREAM), or a stream above a
+  GOAWAY's last-stream-id (RFC 9113 §8.7, "Request Reliability") — is retried once on a new
+  connection, without the application seeing it.
 * **Wait for ready**: a failed connect, or a server that closed before sending anything, fails
   the call UNAVAILABLE at once, unless the call waits for the channel to be ready; then the
   transport sleeps with gRPC's connection backoff (``doc/connection-backoff.md``: exponential,

@@ -165,6 +165,62 @@ def test_client_scenario(
     run_client_scenario(scenario, with_deadline, False, request, capfd, thread_exceptions)
 
 
+class AioChannel:
+    """minigrpc.aio's channel behind the blocking shape the scenarios drive: its event loop
+    runs in a thread of its own, joined on ``close()``, and each call is one coroutine."""
+
+    def __init__(self, target: str) -> None:
+        import asyncio
+
+        from minigrpc import aio
+
+        self._asyncio = asyncio
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="aio-loop")
+        self._thread.start()
+
+        async def make() -> Any:
+            return aio.insecure_channel(target)
+
+        self._channel = self._run(make())
+
+    def _run(self, coroutine: Any) -> Any:
+        return self._asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def unary_unary(self, path: str, **serializers: Any) -> Callable[..., Any]:
+        def call(request: bytes, timeout: Optional[float] = None) -> Any:
+            async def invoke() -> Any:
+                return await self._channel.unary_unary(path, **serializers)(
+                    request, timeout=timeout
+                )
+
+            return self._run(invoke())
+
+        return call
+
+    def close(self) -> None:
+        self._run(self._channel.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    "scenario", [pytest.param(s, id=s.name) for s in SCENARIOS if s.name not in KNOWN_BUGS]
+)
+def test_aio_client_scenario(
+    scenario: ClientScenario,
+    request: pytest.FixtureRequest,
+    capfd: pytest.CaptureFixture[str],
+    thread_exceptions: List[Any],
+) -> None:
+    """The same scenarios, with a deadline, against minigrpc.aio's client."""
+    if CLIENT_IMPL != "minigrpc":
+        pytest.skip("the asyncio variant runs minigrpc's client only")
+    run_client_scenario(scenario, True, False, request, capfd, thread_exceptions, AioChannel)
+
+
 #: Scenarios where TCP differs from a unix socket (FIN/RST timing, Nagle, half-close).
 TCP_SCENARIOS = (
     "close_before_preface", "garbage_preface_then_close", "length_prefix_cut_then_eof",
@@ -194,6 +250,7 @@ def run_client_scenario(
     request: pytest.FixtureRequest,
     capfd: pytest.CaptureFixture[str],
     thread_exceptions: List[Any],
+    make_channel: Optional[Callable[[str], Any]] = None,
 ) -> None:
     """One scenario: the documented code in time, recovery, no leak, no traceback."""
     snapshot = ResourceSnapshot()
@@ -201,7 +258,7 @@ def run_client_scenario(
     observed = "?"
     recovered: Optional[bool] = None
     try:
-        channel = grpc.insecure_channel(server.target)
+        channel = (make_channel or grpc.insecure_channel)(server.target)
         try:
             call = channel.unary_unary(
                 PATH, request_serializer=_identity, response_deserializer=_identity

@@ -19,7 +19,7 @@ method; returning None makes the call UNIMPLEMENTED.
 
 import sys
 from types import TracebackType
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
 from .interfaces import (
     Call,
@@ -36,6 +36,7 @@ from .interfaces import (
     UnaryUnaryClientInterceptor,
     UnaryUnaryMultiCallable,
 )
+from .server_dispatch import intercept_handler_lookup
 from .status import RpcError, StatusCode
 
 __all__ = [
@@ -481,18 +482,3 @@ def intercept_channel(channel: Any, *interceptors: Any) -> Any:
             )
         channel = _InterceptedChannel(channel, interceptor)
     return channel
-
-
-def intercept_handler_lookup(
-    interceptors: Sequence[Any], lookup: Callable[[Any], Any], handler_call_details: Any
-) -> Any:
-    """Run ``handler_call_details`` through the server interceptors, then ``lookup``."""
-
-    def step(index: int) -> Callable[[Any], Any]:
-        if index == len(interceptors):
-            return lookup
-        interceptor = interceptors[index]
-        following = step(index + 1)
-        return lambda details: interceptor.intercept_service(following, details)
-
-    return step(0)(handler_call_details)

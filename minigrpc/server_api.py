@@ -59,7 +59,7 @@ class Server(ServerLoop, interfaces.Server):
                 raise AttributeError(
                     f"{handler!r} is not a grpc.GenericRpcHandler: it has no service() method"
                 )
-        self._generic_handlers.extend(handlers)
+        self._handler_table.generic.extend(handlers)
 
     def add_registered_method_handlers(
         self, service_name: str, method_handlers: Mapping[str, Any]
@@ -68,7 +68,7 @@ class Server(ServerLoop, interfaces.Server):
         for method, handler in method_handlers.items():
             path = f"/{service_name}/{method}"
             _handlers.check_handler(path, handler)
-            self._registered[path] = handler
+            self._handler_table.registered[path] = handler
 
     # -- ports -----------------------------------------------------------------------------------
 
@@ -225,5 +225,5 @@ def server(
         maximum_concurrent_rpcs,
         None if compression is None else int(wire.Compression(compression)),
     )
-    created._interceptors = tuple(interceptors or ())
+    created._handler_table.interceptors = tuple(interceptors or ())
     return created

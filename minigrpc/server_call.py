@@ -19,7 +19,8 @@ import collections
 import threading
 from typing import Any, Callable, Deque, Iterator, Optional
 
-from .status import CallStatus, RpcError, StatusCode
+from .server_dispatch import CallEndedError
+from .status import StatusCode
 
 __all__ = [
     "REQUEST_QUEUE_LIMIT",
@@ -33,17 +34,6 @@ __all__ = [
 REQUEST_QUEUE_LIMIT = 1024 * 1024
 #: Bytes of response messages a handler may have handed over and not yet seen written.
 RESPONSE_HIGH_WATER = 256 * 1024
-
-
-class CallEndedError(RpcError):
-    """Raised by a request iterator whose call already ended (cancelled, expired, reset).
-
-    grpcio's request iterator raises a ``grpc.RpcError`` then too; a handler that lets it
-    propagate ends quietly, since nobody waits for its answer any more.
-    """
-
-    def __init__(self, code: StatusCode) -> None:
-        super().__init__(CallStatus(code, "the call ended"))
 
 
 class RequestStream:

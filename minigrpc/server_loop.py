@@ -38,15 +38,14 @@ import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from . import errors, wire
-from . import handlers as _handlers
+from . import server_dispatch as _dispatch
 from . import server_protocol as _protocol
-from .interceptors import intercept_handler_lookup
 from .protocol import DATA_BATCH
-from .server_call import CallEndedError, RequestStream, ResponseCredit
+from .server_call import RequestStream, ResponseCredit
 from .server_options import ServerOptions
 from .servicer_context import ServicerContext, _Abort
 from .sockets import Listener, peer_name
-from .status import Metadata, StatusCode
+from .status import StatusCode
 
 try:
     from .trace import tracer_for as _tracer_for
@@ -170,10 +169,8 @@ class ServerLoop:
         self._settings = options.protocol_settings()
         self._maximum_concurrent_rpcs = maximum_concurrent_rpcs
         self._default_compression = options.compression if compression is None else int(compression)
-        self._generic_handlers: List[Any] = []
-        #: ``ServerInterceptor`` objects around the handler lookup (see :func:`server`).
-        self._interceptors: Tuple[Any, ...] = ()
-        self._registered: Dict[str, _handlers.RpcMethodHandler] = {}
+        #: The registered and generic handlers and the server interceptors around them.
+        self._handler_table = _dispatch.HandlerTable()
         self._listeners: List[Listener] = []
         self._connections: Set[_Connection] = set()
         self._active_rpcs = 0
@@ -700,68 +697,29 @@ class ServerLoop:
         self._handle_events(connection, connection.protocol.cancel_call(stream_id, details))
         self._dirty.add(connection)
 
-    def _find_handler(self, method: str, metadata: Metadata) -> Optional[Any]:
-        if self._interceptors:
-            return intercept_handler_lookup(
-                self._interceptors,
-                lambda details: self._lookup(details.method, details.invocation_metadata),
-                _handlers.HandlerCallDetails(method, metadata),
-            )
-        return self._lookup(method, metadata)
-
-    def _lookup(self, method: str, metadata: Metadata) -> Optional[Any]:
-        handler = self._registered.get(method)
-        if handler is not None:
-            return handler
-        if self._generic_handlers:
-            details = _handlers.HandlerCallDetails(method, metadata)
-            for generic in self._generic_handlers:
-                handler = generic.service(details)
-                if handler is not None:
-                    return handler
-        return None
-
     def _start_call(
         self, connection: _Connection, event: _protocol.CallStarted
     ) -> Optional[ServicerContext]:
         """Find the handler and create the call's context; None if the call was rejected."""
         connection.idle_since = time.monotonic()
         protocol = connection.protocol
+        admission: Any
         try:
-            handler = self._find_handler(event.method, event.metadata)
+            handler = self._handler_table.find(event.method, event.metadata)
         except Exception as exc:
-            _LOGGER.exception("looking up the handler for %s failed", event.method)
-            protocol.reject_call(
-                event.stream_id, StatusCode.UNKNOWN, f"Exception servicing handler: {exc}"
+            admission = _dispatch.lookup_failed(event.method, exc)
+        else:
+            admission = self._handler_table.admit(
+                event.method, handler, self._active_rpcs, self._maximum_concurrent_rpcs
             )
+        if isinstance(admission, _dispatch.Outcome):
+            protocol.reject_call(event.stream_id, admission.code, admission.details)
             return None
-        if handler is None:
-            # grpcio's wording; grpc-go names the service or method instead.
-            protocol.reject_call(event.stream_id, StatusCode.UNIMPLEMENTED, "Method not found!")
-            return None
-        behavior = _handlers.handler_behavior(handler)
-        if behavior is None:
-            # A handler whose flags name a shape it has no callable for: a registration bug.
-            _LOGGER.error("%s: the handler has no callable for its shape", event.method)
-            protocol.reject_call(
-                event.stream_id,
-                StatusCode.UNIMPLEMENTED,
-                f"{event.method}: the registered handler has no "
-                f"{_handlers.handler_shape(handler)} callable",
-            )
-            return None
-        if (
-            self._maximum_concurrent_rpcs is not None
-            and self._active_rpcs >= self._maximum_concurrent_rpcs
-        ):
-            protocol.reject_call(
-                event.stream_id, StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!"
-            )
-            return None
+        handler = admission.handler
         context = ServicerContext(
             self, connection, event.stream_id, event.method, event.metadata, event.deadline, handler
         )
-        context._behavior = behavior
+        context._behavior = admission.behavior
         connection.calls[event.stream_id] = context
         self._active_rpcs += 1
         if event.deadline is not None:
@@ -812,9 +770,8 @@ class ServerLoop:
 
     def _bad_request_message(self, context: ServicerContext) -> BaseException:
         """A streamed request that does not deserialize ends the call (grpcio: INTERNAL)."""
-        _LOGGER.exception("%s: exception deserializing request", context._method)
-        context._code = StatusCode.INTERNAL
-        context._details = "Exception deserializing request!"
+        _dispatch.log_bad_request(context._method)
+        context._code, context._details, _ = _dispatch.BAD_REQUEST
         context._aborted = True
         return _Abort()
 
@@ -1016,16 +973,10 @@ class ServerLoop:
             return  # cancelled or expired while queued: do not start work nobody awaits
         argument: Any = context._requests
         if request_bytes is not None:
-            deserializer = handler.request_deserializer
             try:
-                argument = (
-                    deserializer(request_bytes) if deserializer is not None else request_bytes
-                )
-            except Exception:
-                _LOGGER.exception("%s: exception deserializing request", context._method)
-                self._send_outcome(
-                    context, StatusCode.INTERNAL, "Exception deserializing request!", None
-                )
+                argument = _dispatch.deserialize_request(context._method, handler, request_bytes)
+            except _dispatch.BadRequest:
+                self._send_outcome(context, *_dispatch.BAD_REQUEST)
                 return
         behavior: Any = context._behavior
         if handler.response_streaming:
@@ -1036,55 +987,18 @@ class ServerLoop:
         except Exception as exc:
             self._outcome_of_exception(context, exc)
             return
-        serialized = self._serialize(context, handler, response) if response is not None else None
-        if serialized is None:
-            self._send_no_response(context)
-            return
-        set_code = context._code
-        code = StatusCode.OK if set_code is None else set_code
-        details = context._details or ""
-        self._send_outcome(context, code, details, serialized if code is StatusCode.OK else None)
-
-    def _send_no_response(self, context: ServicerContext) -> None:
-        """A response that is None or does not serialize: grpcio sends a code the handler set
-        (other than OK), else INTERNAL, with the handler's details if it set any."""
-        set_code = context._code
-        code = StatusCode.INTERNAL
-        if set_code is not None and set_code is not StatusCode.OK:
-            code = set_code
-        details = (
-            context._details if context._details is not None else "Failed to serialize response!"
+        serialized = (
+            None
+            if response is None
+            else _dispatch.serialize_response(context._method, handler, response)
         )
-        self._send_outcome(context, code, details, None)
+        self._send_outcome(context, *_dispatch.outcome_of_response(context, serialized))
 
     def _outcome_of_exception(self, context: ServicerContext, exc: Exception) -> None:
-        """The handler raised: ``abort()``'s status, or UNKNOWN as grpcio reports it."""
-        if context._aborted:
-            code = context._code or StatusCode.UNKNOWN
-            details = context._details or ""
-        elif context._terminated or isinstance(exc, CallEndedError):
-            return  # the call ended first (the request iterator said so): nobody waits
-        else:
-            message = f"Exception calling application: {exc}"
-            _LOGGER.exception("%s: %s", context._method, message)
-            code = context._code or StatusCode.UNKNOWN
-            details = context._details if context._details is not None else message
-        self._send_outcome(context, code, details, None)
-
-    @staticmethod
-    def _serialize(context: ServicerContext, handler: Any, response: Any) -> Optional[bytes]:
-        """The response's bytes, or None (logged) when the serializer fails."""
-        serializer = handler.response_serializer
-        try:
-            serialized = serializer(response) if serializer is not None else response
-            if not isinstance(serialized, (bytes, bytearray, memoryview)):
-                raise TypeError(
-                    f"a response must serialize to bytes, got {type(serialized).__name__}"
-                )
-            return bytes(serialized)
-        except Exception:
-            _LOGGER.exception("%s: exception serializing response", context._method)
-            return None
+        """The handler raised: send the status that says so, unless the call already ended."""
+        outcome = _dispatch.outcome_of_exception(context, exc)
+        if outcome is not None:
+            self._send_outcome(context, *outcome)
 
     def _stream_responses(
         self, context: ServicerContext, handler: Any, behavior: Any, argument: Any
@@ -1110,8 +1024,7 @@ class ServerLoop:
             close = getattr(responses, "close", None)
             if close is not None:
                 close()
-        code = StatusCode.OK if context._code is None else context._code
-        self._send_outcome(context, code, context._details or "", None)
+        self._send_outcome(context, *_dispatch.outcome_of_stream_end(context))
 
     def _hand_over_response(self, context: ServicerContext, handler: Any, response: Any) -> bool:
         """Handler's thread: serialize one streamed response and queue it for the I/O thread,
@@ -1119,9 +1032,9 @@ class ServerLoop:
         did not serialize and the call now ends INTERNAL)."""
         credit = context._response_credit
         assert credit is not None
-        serialized = self._serialize(context, handler, response)
+        serialized = _dispatch.serialize_response(context._method, handler, response)
         if serialized is None:
-            self._send_no_response(context)
+            self._send_outcome(context, *_dispatch.outcome_without_response(context))
             return False
         if not credit.acquire(len(serialized)):
             return False  # the call ended: nobody reads further responses
@@ -1144,8 +1057,7 @@ class ServerLoop:
             if response is not None:
                 self._hand_over_response(context, handler, response)
                 return
-            code = StatusCode.OK if context._code is None else context._code
-            self._send_outcome(context, code, context._details or "", None)
+            self._send_outcome(context, *_dispatch.outcome_of_stream_end(context))
 
         try:
             behavior(argument, context, on_next)

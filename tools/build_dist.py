@@ -27,10 +27,22 @@ Choices and why:
 * protobuf is not inside: the plugin encodes and decodes its two messages with
   :mod:`cni_client.messages`.  The modules that need protobuf (the reference agent, the demo and
   the generated ``cni_pb2``) are left out too, so nothing in the bundle can import it.
-* zipimport cannot write bytecode caches, so every run would recompile every module it
-  imports.  Each module therefore also ships as ``<name>.pyc`` compiled by the building
-  interpreter as an *unchecked hash* pyc (PEP 552: no mtime to go stale in a zip).  Another
-  Python version sees a different magic number and quietly falls back to the ``.py``.
+* zipimport cannot write bytecode caches, so without help every run would recompile every
+  module it imports (about 1 MB of source, most of a cold start).  zipimport reads a
+  ``<module>.pyc`` only beside its ``.py`` in the same directory and never looks in
+  ``__pycache__``, and a ``.pyc`` is tied to one interpreter's magic number, so one tree of
+  ``.pyc`` files serves one Python.  The archive therefore holds one sourceless tree per
+  interpreter the building machine has, ``bytecode/<cache tag>/`` (``cpython-36`` ...
+  ``cpython-313``, ``pypy39``), each compiled by that interpreter; the entry point puts its own
+  interpreter's tree (``sys.implementation.cache_tag``) in front of the archive root on
+  ``sys.path``.  An interpreter without a tree imports the sources at the root, as before.  The
+  files are written by hand, not by py_compile, so that they do not depend on the builder: PEP
+  552 *unchecked hash* pycs from 3.7 on (nothing to go stale), and for 3.6 a zero timestamp,
+  which its zipimport does not check where no source sits beside the ``.pyc``.  Each compiler
+  runs with ``PYTHONHASHSEED=0``, so that frozenset constants are marshalled in the same order
+  on every build.  The builder needs only the Python that runs it (3.6 or newer); the other
+  interpreters are optional workers, and the build output says which versions have bytecode and
+  which fall back to source.
 * The vendored packages declare a minimum Python (``Requires-Python``); the entry point
   checks it first and answers with one CNI error JSON (code 999) instead of a SyntaxError
   traceback on an older interpreter (the prologue takes the first interpreter it finds).
@@ -43,18 +55,16 @@ Without ``--for-python`` (or with ``--site-packages``) the build vendors the pac
 building interpreter imports, for an offline build; the bundle then needs what they need.
 
 Usage: ``python tools/build_dist.py [--output dist/antrea] [--for-python X.Y |
---site-packages DIR] [--no-compile]``
+--site-packages DIR] [--no-compile | --compile-with PYTHON ...]``
 """
-
-from __future__ import annotations
 
 import argparse
 import glob
 import importlib.util
 import io
 import os
-import py_compile
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -112,6 +122,12 @@ if sys.version_info[:2] < MIN_PYTHON:
         out.write(('{{\\n    "code": 999,\\n    "msg": "' + message + '"\\n}}').encode())
         out.flush()
     sys.exit(1)
+
+# zipimport uses a .pyc only beside its source, so each interpreter's own compiled tree is put
+# in front of the archive's sources (tools/build_dist.py); others import the sources.
+BYTECODE = {bytecode!r}
+if sys.implementation.cache_tag in BYTECODE:
+    sys.path.insert(0, __loader__.archive + "/{bytecode_dir}/" + sys.implementation.cache_tag)
 
 from cni_client.__main__ import main  # noqa: E402
 
@@ -190,15 +206,6 @@ def package_files(directory: str, archive_prefix: str) -> Iterator[Tuple[str, st
             yield os.path.join(current, name), "/".join([*parts, name])
 
 
-def compile_unchecked(source: str, archive_name: str, scratch: str) -> bytes:
-    """The module's bytecode as an unchecked-hash pyc, for the building interpreter."""
-    target = os.path.join(scratch, "module.pyc")
-    py_compile.compile(source, cfile=target, dfile=archive_name, doraise=True,
-                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-    with open(target, "rb") as handle:
-        return handle.read()
-
-
 def collect(site_dir: Optional[str]) -> Tuple[Dict[str, bytes], Tuple[int, int], List[str]]:
     """Every archive member (name -> bytes), the minimum Python, and a report."""
     members: Dict[str, bytes] = {}
@@ -235,26 +242,147 @@ def collect(site_dir: Optional[str]) -> Tuple[Dict[str, bytes], Tuple[int, int],
             ).encode()
         report.append(f"{distribution} {metadata.get('Version', '?')}: {directory}"
                       f" (Requires-Python {metadata.get('Requires-Python', 'unknown')})")
-    members["__main__.py"] = ENTRY_POINT.format(min_python=min_python).encode()
     return members, min_python, report
 
 
-def add_bytecode(members: Dict[str, bytes]) -> int:
-    """Add ``<module>.pyc`` beside each ``<module>.py`` (see the module docstring)."""
-    count = 0
-    with tempfile.TemporaryDirectory(prefix="build-dist-") as scratch:
-        for name in sorted(members):
-            if not name.endswith(".py") or name == "__main__.py":
-                continue
-            source = os.path.join(scratch, "source.py")
-            with open(source, "wb") as handle:
-                handle.write(members[name])
+#: Where each interpreter's compiled tree lives in the archive: ``bytecode/<cache tag>/``.
+BYTECODE_DIR = "bytecode"
+
+#: Run by each compiling interpreter (3.6 or newer, CPython or PyPy): compiles the archive
+#: names read from stdin, found under argv[1], into ``<name>c`` under argv[2], then prints its
+#: cache tag, its version and every name it could not compile.  See the module docstring for
+#: the pyc headers (PEP 552; zipimport of 3.6 skips the timestamp check without a source).
+COMPILE_WORKER = """\
+import importlib.util, marshal, os, sys
+source_dir, output_dir = sys.argv[1], sys.argv[2]
+magic = importlib.util.MAGIC_NUMBER
+source_hash = getattr(importlib.util, "source_hash", None)
+failed = []
+for name in sys.stdin.read().splitlines():
+    with open(os.path.join(source_dir, name), "rb") as handle:
+        source = handle.read()
+    try:
+        code = compile(source, name, "exec", dont_inherit=True, optimize=0)
+    except (SyntaxError, ValueError):
+        failed.append(name)
+        continue
+    if source_hash is not None:
+        header = magic + (1).to_bytes(4, "little") + source_hash(source)
+    else:
+        header = magic + bytes(4) + (len(source) & 0xFFFFFFFF).to_bytes(4, "little")
+    target = os.path.join(output_dir, name + "c")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as handle:
+        handle.write(header + marshal.dumps(code))
+print(sys.implementation.cache_tag)
+print("%d.%d.%d" % sys.version_info[:3])
+for name in failed:
+    print(name)
+"""
+
+
+class CompiledTree:
+    """One interpreter's ``.pyc`` files (archive name -> bytes) and what it could not compile."""
+
+    def __init__(self, python: str, cache_tag: str, version: Tuple[int, ...],
+                 pycs: Dict[str, bytes], failed: List[str]) -> None:
+        self.python = python
+        self.cache_tag = cache_tag
+        self.version = version
+        self.pycs = pycs
+        self.failed = failed
+
+
+def candidate_compilers() -> List[str]:
+    """Every interpreter of this machine that may compile a tree: the builder's own Python, then
+    pyenv's versions, then ``python3.X`` and ``pypy3`` on PATH.  Duplicates (one cache tag
+    twice) are dropped after they report their tag."""
+    found = [sys.executable]
+    root = os.environ.get("PYENV_ROOT", "")
+    if not root:
+        pyenv = shutil.which("pyenv")
+        if pyenv is not None:
             try:
-                members[name + "c"] = compile_unchecked(source, name, scratch)
-                count += 1
-            except py_compile.PyCompileError:
-                pass  # a module this Python cannot compile is still shipped as source
-    return count
+                root = subprocess.run([pyenv, "root"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, timeout=30,
+                                      check=True).stdout.decode().strip()
+            except (OSError, subprocess.SubprocessError):
+                root = ""
+    if root:
+        found.extend(sorted(glob.glob(os.path.join(root, "versions", "*", "bin", "python3"))))
+    for name in [f"python3.{minor}" for minor in range(6, 15)] + ["pypy3"]:
+        path = shutil.which(name)
+        if path is not None and "/shims/" not in path:  # pyenv's shims need a selection
+            found.append(path)
+    return found
+
+
+def compile_tree(python: str, sources: Dict[str, bytes], scratch: str
+                 ) -> Tuple[Optional[CompiledTree], str]:
+    """Compile ``sources`` with ``python``: (the tree, "") or (None, why not)."""
+    work = tempfile.mkdtemp(prefix="compile-", dir=scratch)
+    source_dir, output_dir = os.path.join(work, "src"), os.path.join(work, "out")
+    for name, data in sources.items():
+        path = os.path.join(source_dir, *name.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(data)
+    # -S -s: nothing of the interpreter's site; not -I, which would ignore PYTHONHASHSEED.
+    environment = {"PYTHONHASHSEED": "0", "PATH": os.environ.get("PATH", os.defpath)}
+    try:
+        done = subprocess.run([python, "-S", "-s", "-c", COMPILE_WORKER, source_dir, output_dir],  # noqa: UP022 (3.6)
+                              input="\n".join(sorted(sources)).encode(), env=environment,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300,
+                              check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, str(exc)
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        return None, lines[-1] if lines else f"exit status {done.returncode}"
+    lines = done.stdout.decode().splitlines()
+    cache_tag, version, failed = lines[0], lines[1], lines[2:]
+    pycs: Dict[str, bytes] = {}
+    for name in sorted(sources):
+        if name not in failed:
+            with open(os.path.join(output_dir, *name.split("/")) + "c", "rb") as handle:
+                pycs[name + "c"] = handle.read()
+    return CompiledTree(python, cache_tag, tuple(int(part) for part in version.split(".")),
+                        pycs, failed), ""
+
+
+def add_bytecode(members: Dict[str, bytes], compilers: Sequence[str],
+                 min_python: Tuple[int, int]) -> Tuple[List[str], List[str]]:
+    """Add ``bytecode/<cache tag>/`` trees (see the module docstring); returns the cache tags
+    that have one and a report line per interpreter tried."""
+    sources = {name: data for name, data in members.items()
+               if name.endswith(".py") and name != "__main__.py"}
+    tags: List[str] = []
+    report: List[str] = []
+    with tempfile.TemporaryDirectory(prefix="build-dist-") as scratch:
+        for python in compilers:
+            tree, why_not = compile_tree(python, sources, scratch)
+            if tree is None:
+                report.append(f"bytecode: {python} could not compile ({why_not}); skipped")
+                continue
+            if tree.cache_tag in tags:
+                continue  # the same interpreter under another name
+            version = ".".join(str(part) for part in tree.version)
+            if tree.version[:2] < min_python:
+                report.append(f"bytecode: {tree.cache_tag} (Python {version}, {python}) is older"
+                              " than the bundle needs; skipped")
+                continue
+            if tree.failed:
+                # A package's __path__ is the tree alone, so a module missing from it would be
+                # missing for good: this interpreter falls back to the sources instead.
+                report.append(f"bytecode: {tree.cache_tag} (Python {version}, {python}) cannot"
+                              f" compile {', '.join(tree.failed)}; it falls back to source")
+                continue
+            for name, data in tree.pycs.items():
+                members[f"{BYTECODE_DIR}/{tree.cache_tag}/{name}"] = data
+            tags.append(tree.cache_tag)
+            report.append(f"bytecode: {tree.cache_tag} (Python {version}, {python}):"
+                          f" {len(tree.pycs)} modules")
+    return sorted(tags), report
 
 
 def prologue(min_python: Tuple[int, int]) -> bytes:
@@ -304,29 +432,35 @@ def download_site_packages(python_version: str, scratch: str) -> str:
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                "--dest", wheels, "--only-binary=:all:", "--python-version", python_version,
                "--implementation", "py", "--abi", "none", "--platform", "any", *PINNED]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)  # noqa: UP022 (3.6)
     if done.returncode != 0:
         raise SystemExit(f"build_dist: pip could not download wheels for Python"
-                         f" {python_version}:\n{done.stderr.strip()}")
+                         f" {python_version}:\n{done.stderr.decode(errors='replace').strip()}")
     for wheel in sorted(glob.glob(os.path.join(wheels, "*.whl"))):
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(site_dir)
     return site_dir
 
 
-def build(output: str, site_dir: Optional[str] = None, compile_bytecode: bool = True,
+def build(output: str, site_dir: Optional[str] = None,
+          compilers: Optional[Sequence[str]] = None,
           for_python: Optional[str] = None) -> List[str]:
+    """Build the bundle; ``compilers`` None means every interpreter found
+    (:func:`candidate_compilers`), empty means sources only."""
     if for_python is not None:
         with tempfile.TemporaryDirectory(prefix="build-dist-wheels-") as scratch:
-            report = build(output, download_site_packages(for_python, scratch),
-                           compile_bytecode)
+            report = build(output, download_site_packages(for_python, scratch), compilers)
         return [f"pinned wheels ({', '.join(PINNED)}) downloaded for Python {for_python}",
                 *report]
     members, min_python, report = collect(site_dir)
-    if compile_bytecode:
-        count = add_bytecode(members)
-        report.append(f"bytecode: {count} modules for Python"
-                      f" {sys.version_info[0]}.{sys.version_info[1]}")
+    if compilers is None:
+        compilers = candidate_compilers()
+    tags, compiled = add_bytecode(members, compilers, min_python)
+    report.extend(compiled)
+    report.append(f"bytecode for: {' '.join(tags) or 'none'}; every other interpreter"
+                  " falls back to source")
+    members["__main__.py"] = ENTRY_POINT.format(min_python=min_python, bytecode=tuple(tags),
+                                                bytecode_dir=BYTECODE_DIR).encode()
     write_archive(members, output, prologue(min_python))
     report.append(f"needs Python >= {min_python[0]}.{min_python[1]}")
     report.append(f"wrote {output} ({os.path.getsize(output)} bytes)")
@@ -343,11 +477,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     source.add_argument("--for-python", metavar="X.Y",
                         help="vendor the pinned h2/hpack/hyperframe releases, checked to"
                              " support Python X.Y (pip download)")
-    parser.add_argument("--no-compile", action="store_true",
-                        help="ship sources only (no .pyc for this Python version)")
+    compiling = parser.add_mutually_exclusive_group()
+    compiling.add_argument("--no-compile", action="store_true",
+                           help="ship sources only (no bytecode for any interpreter)")
+    compiling.add_argument("--compile-with", metavar="PYTHON", action="append",
+                           help="compile bytecode with this interpreter (repeatable); by"
+                                " default with every interpreter found (this one, pyenv's"
+                                " versions, python3.X and pypy3 on PATH)")
     options = parser.parse_args(argv)
-    for line in build(options.output, options.site_packages, not options.no_compile,
-                      options.for_python):
+    compilers = [] if options.no_compile else options.compile_with
+    for line in build(options.output, options.site_packages, compilers, options.for_python):
         print(line)
     return 0
 

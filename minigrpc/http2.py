@@ -260,6 +260,7 @@ class FrameSplitter:
         "_merger",
         "_preface_left",
         "_remaining",
+        "empty_frames",
     )
 
     def __init__(
@@ -283,6 +284,10 @@ class FrameSplitter:
         self._max_frame = max_frame_size
         self._max_block = max_header_block
         self._block_bytes = 0
+        #: Frames seen that carry nothing and end nothing (an empty DATA frame without
+        #: END_STREAM, an empty CONTINUATION without END_HEADERS): the caller counts and resets
+        #: it, since h2 never sees most of them (joined DATA frames, header blocks).
+        self.empty_frames = 0
 
     def feed(self, data: bytes) -> List[bytes]:
         """Return ``data`` as a list of chunks: each GOAWAY frame in a chunk of its own, and a
@@ -342,6 +347,11 @@ class FrameSplitter:
                 ends_chunk = True
             if self._max_frame is not None and length > self._max_frame:
                 raise FrameSizeError(length, self._max_frame)
+            if not length and (
+                (frame_type == _DATA and not flags & _END_STREAM)
+                or (frame_type == _CONTINUATION and not flags & _END_HEADERS)
+            ):
+                self.empty_frames += 1
             if self._max_block is not None and frame_type in _HEADER_BLOCK_TYPES:
                 self._count_header_block(frame_type, flags, length)
             self._remaining = length

@@ -39,6 +39,10 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
   WINDOW_UPDATE and SETTINGS changes.  The socket layer bounds how many DATA bytes may sit unsent
   (:meth:`ServerConnection.set_output_room`) so a client that opens its window but never reads
   cannot make us buffer without bound.
+* Floods (RFC 9113 §10.5): frames that do no work (PING, SETTINGS, PRIORITY, RST_STREAM, a
+  WINDOW_UPDATE on stream 0, an empty DATA frame) spend a per-connection allowance
+  (:class:`minigrpc.frame_budget.FrameBudget`); a client that exhausts it (a PING or SETTINGS
+  flood, the rapid reset of CVE-2023-44487) gets GOAWAY(ENHANCE_YOUR_CALM) and is closed.
 * Graceful shutdown ("GOAWAY and PING"): GOAWAY(2^31-1) and a PING, then, on the PING's ACK,
   GOAWAY(highest stream seen); streams opened after that are refused.  h2 enters its CLOSED
   state on any GOAWAY it sends, so both GOAWAY frames are written raw
@@ -57,6 +61,7 @@ import hpack
 
 from . import errors, http2, wire
 from . import headers as hdrs
+from .frame_budget import FrameBudget
 from .protocol import (
     DEFAULT_BUFFER_LIMIT,
     PROTOCOL_ERROR,
@@ -85,6 +90,8 @@ Headers = List[Tuple[bytes, bytes]]
 DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 #: "The last stream the sender might process" before the real one is known (RFC 9113 §6.8).
 _MAX_STREAM_ID = 2**31 - 1
+#: GOAWAY code for a client that floods us (RFC 9113 §10.5).
+ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
 #: How much larger than the advertised per-call limit h2's own header-list limit is kept.
 _HPACK_LIMIT_FACTOR = 4
 
@@ -413,6 +420,7 @@ class ServerConnection(ConnectionProtocol):
         self._starved = False  # a stream stopped for lack of output room, not of window
         self._highest_stream_id = 0
         self._drain_phase = DrainPhase.SERVING
+        self._frame_budget = FrameBudget(self._clock)
         #: True once the connection is unusable: the socket layer flushes and closes it.
         self.closed = False
         #: Why the connection closed, for logs.
@@ -496,6 +504,13 @@ class ServerConnection(ConnectionProtocol):
             # since its body must not be read), ENHANCE_YOUR_CALM for a CONTINUATION flood.
             return self._fail_connection(exc.error_code, str(exc))
         out: List[CallEvent] = []
+        splitter = self._splitter
+        if splitter.empty_frames:
+            # Counted from the frame headers: h2 sees joined DATA frames and header blocks.
+            empty, splitter.empty_frames = splitter.empty_frames, 0
+            if not self._frame_budget.spend(empty):
+                self._flood(out, "empty DATA or CONTINUATION frames")
+                return out
         for chunk in chunks:
             try:
                 h2_events = self.conn.receive_data(chunk)
@@ -511,6 +526,7 @@ class ServerConnection(ConnectionProtocol):
 
     def _handle_h2_events(self, h2_events: List[h2.events.Event], out: List[CallEvent]) -> bool:
         """Turn one chunk's h2 events into call events; True once the connection is over."""
+        budget = self._frame_budget
         for event in h2_events:
             if isinstance(event, h2.events.DataReceived):
                 self._on_data(event, out)
@@ -523,13 +539,19 @@ class ServerConnection(ConnectionProtocol):
                 if hdrs.malformed_trailers(event.headers):
                     self._reset_malformed(event.stream_id, out)
             elif isinstance(event, h2.events.StreamReset):
+                if event.remote_reset and not budget.spend():
+                    return self._flood(out, "RST_STREAM frames (rapid reset)")
                 self._on_stream_reset(event, out)
             elif isinstance(event, h2.events.WindowUpdated):
                 if event.stream_id:
                     self._pump_stream(event.stream_id)
                 else:
+                    if not budget.spend_unless_earned():
+                        return self._flood(out, "WINDOW_UPDATE frames on stream 0")
                     self._pump_blocked()
             elif isinstance(event, h2.events.RemoteSettingsChanged):
+                if not budget.spend():
+                    return self._flood(out, "SETTINGS frames")
                 # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated.
                 self.handshake_complete = True
                 if self._blocked:
@@ -540,14 +562,28 @@ class ServerConnection(ConnectionProtocol):
                     and event.ping_data == DRAIN_PING_PAYLOAD
                 ):
                     self.send_final_goaway()
+            elif isinstance(event, h2.events.PingReceived):
+                # h2 queued the ACK.
+                if not budget.spend_unless_earned():
+                    return self._flood(out, "PING frames")
+            elif isinstance(event, h2.events.PriorityUpdated):
+                if not budget.spend():
+                    return self._flood(out, "PRIORITY frames")
             elif isinstance(event, h2.events.ConnectionTerminated):
                 # A client GOAWAY: it will open nothing new, and h2 is now CLOSED, so the
                 # responses we still owe could not be sent anyway.
                 out.extend(self._connection_failed("the client sent GOAWAY"))
                 return True
-            # PingReceived (h2 queued the ACK), SettingsAcknowledged, well-formed
-            # TrailersReceived (StreamEnded follows), PriorityUpdated: nothing to do.
+            # SettingsAcknowledged, well-formed TrailersReceived (StreamEnded follows): nothing
+            # to do.
         return False
+
+    def _flood(self, out: List[CallEvent], what: str) -> bool:
+        """The client exhausted its allowance of frames that do no work: GOAWAY(ENHANCE_YOUR_CALM)
+        and close (RFC 9113 §10.5; :mod:`minigrpc.frame_budget`). True: the connection is over."""
+        self.take_h2_output()  # the answers to the frames before it still go out first
+        out.extend(self._fail_connection(ENHANCE_YOUR_CALM, f"flood of {what}"))
+        return True
 
     def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:
         """The socket closed or failed: every open call is CANCELLED
@@ -756,6 +792,7 @@ class ServerConnection(ConnectionProtocol):
         call.headers_sent = True
         if not self._stream_closed(call.stream_id):
             self.conn.send_headers(call.stream_id, headers)
+            self._frame_budget.earn()
 
     def finish_call(
         self,
@@ -1091,6 +1128,8 @@ class ServerConnection(ConnectionProtocol):
         if not outbound.empty:
             room = self._output_room
             written = outbound.write(self.conn, stream_id, room)
+            if written:
+                self._frame_budget.earn()
             if room is not None:
                 room -= written
                 self._output_room = room

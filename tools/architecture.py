@@ -51,6 +51,7 @@ MODULES: Dict[str, Module] = {
     "handlers": Module(1, "grpcio's handler types, shared by registration and the servers"),
     "targets": Module(1, "target strings to socket addresses and :authority"),
     "protocol": Module(2, "what both sides share: outbound and inbound messages, flow control"),
+    "frame_budget": Module(2, "the allowance of frames that do no work: flood limits"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
     "attempts": Module(2, "transparent retry and wait-for-ready backoff, for both transports"),
     "server_protocol": Module(2, "the server's calls as a state machine"),

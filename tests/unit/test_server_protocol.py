@@ -1102,3 +1102,66 @@ def test_blocked_response_of_a_stream_reset_in_the_same_read_is_dropped() -> Non
     assert not pair.server.closed
     assert not any(isinstance(e, CallTerminated) and e.stream_id == live for e in events)
     _assert_answered_raw(pair, live)
+
+
+@pytest.mark.parametrize(
+    ("name", "frame"),
+    [
+        ("ping", hyperframe.frame.PingFrame(0, opaque_data=b"12345678")),
+        ("settings", hyperframe.frame.SettingsFrame(0, settings={4: 65535})),
+        ("window_update_0", hyperframe.frame.WindowUpdateFrame(0, window_increment=1)),
+        ("priority", hyperframe.frame.PriorityFrame(1, depends_on=0, stream_weight=16)),
+        ("rst_stream", None),
+    ],
+)
+def test_floods_of_frames_that_do_no_work_get_enhance_your_calm(
+    name: str, frame: Optional[Any]
+) -> None:
+    """RFC 9113 §10.5: past the allowance (minigrpc.frame_budget.BURST frames at once), the
+    client gets GOAWAY(ENHANCE_YOUR_CALM) and the connection closes; its calls end CANCELLED."""
+    from minigrpc.frame_budget import BURST
+
+    pair = Pair()
+    live = pair.request(end=False)
+    pair.settle()
+    pair.raw_from_server.clear()
+    if frame is None:  # rapid reset: HEADERS + RST_STREAM, over and over
+        block = hpack.Encoder().encode(
+            [
+                (b":method", b"POST"),
+                (b":scheme", b"http"),
+                (b":path", b"/svc/Method"),
+                (b":authority", b"localhost"),
+                (b"content-type", b"application/grpc"),
+            ]
+        )
+        flood = b"".join(
+            hyperframe.frame.HeadersFrame(sid, block, flags=["END_HEADERS"]).serialize()
+            + hyperframe.frame.RstStreamFrame(sid, error_code=8).serialize()
+            for sid in range(3, 3 + 4 * BURST, 2)
+        )
+    else:
+        flood = frame.serialize() * (BURST + 10)
+    events = pair.server.receive_data(flood)
+    assert pair.server.closed
+    assert any(isinstance(e, CallTerminated) and e.stream_id == live for e in events)
+    pair.raw_from_server += pair.server.data_to_send()
+    goaways = [f for f in pair.frames_from_server() if isinstance(f, hyperframe.frame.GoAwayFrame)]
+    assert [g.error_code for g in goaways] == [h2.errors.ErrorCodes.ENHANCE_YOUR_CALM], name
+
+
+def test_pings_and_window_updates_after_response_data_are_free() -> None:
+    """A client busy receiving sends a PING (BDP probe) and a WINDOW_UPDATE after each burst of
+    data: as grpc-go forgives ping strikes when it sends data, they never count as a flood."""
+    from minigrpc.frame_budget import BURST
+
+    pair = Pair()
+    live = pair.request(end=False)
+    pair.settle()
+    for number in range(BURST + 50):
+        assert pair.server.send_message(live, b"x" * 10)
+        pair.to_client()
+        pair.client.ping(number.to_bytes(8, "big"))
+        pair.client.increment_flow_control_window(100)
+        pair.to_server()
+        assert not pair.server.closed, number

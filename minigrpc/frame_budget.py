@@ -10,8 +10,11 @@ The allowance is a token bucket per connection: it starts full (:data:`BURST` fr
 refills at :data:`PER_SECOND` frames a second, so that a well-behaved client, which sends such
 frames now and then, never comes near it, while a flood exhausts it within a few thousand
 frames. As in grpc-go's server, whose "ping strikes" are forgiven whenever it sends data or
-headers, a PING and a connection WINDOW_UPDATE that follow response data are free: BDP probes
-and window refills are what a client busy receiving sends, and must not count against it.
+headers, PINGs and connection WINDOW_UPDATEs that follow response data are free: BDP probes
+and window refills are what a client busy receiving sends, and must not count against it. Each
+write of response data or headers earns a few such frames; the credit adds up (a client reading
+many responses at once answers each) but only to :data:`MAX_EARNED`, so it is earned by work the
+server did, never banked without limit.
 
 I/O-free: the clock is the caller's, and the connection protocol decides what the answer is
 (:mod:`minigrpc.server_protocol` sends GOAWAY(ENHANCE_YOUR_CALM) and closes).
@@ -25,9 +28,11 @@ from typing import Callable
 BURST = 1000
 #: How fast the allowance comes back, in frames a second.
 PER_SECOND = 200.0
-#: PINGs and connection WINDOW_UPDATEs that are free after each write of response data or
-#: headers (one of each); the credit does not accumulate.
+#: PINGs and connection WINDOW_UPDATEs that each write of response data or headers makes free
+#: (one of each).
 FREE_AFTER_RESPONSE = 2
+#: The most such free frames a connection can have in hand.
+MAX_EARNED = 1000
 
 
 class FrameBudget:
@@ -49,9 +54,10 @@ class FrameBudget:
         self._free = 0
 
     def earn(self) -> None:
-        """The connection sent response data or headers: the next PING and connection
-        WINDOW_UPDATE are free (see :meth:`spend_unless_earned`)."""
-        self._free = FREE_AFTER_RESPONSE
+        """The connection sent response data or headers: a PING and a connection
+        WINDOW_UPDATE more are free (see :meth:`spend_unless_earned`)."""
+        if self._free < MAX_EARNED:
+            self._free += FREE_AFTER_RESPONSE
 
     def spend(self, frames: int = 1) -> bool:
         """Take ``frames`` frames' worth; False once the allowance is exhausted (a flood)."""

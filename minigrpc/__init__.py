@@ -85,6 +85,9 @@ _EXPORTS: Dict[str, str] = {
     # descriptors
     "stub": "descriptors",
     "add_servicer": "descriptors",
+    "protos": "descriptors",
+    "services": "descriptors",
+    "protos_and_services": "descriptors",
     # `import grpc` without grpcio
     "install_as_grpc": "grpc_alias",
     # grpcio's abstract interfaces, for code that subclasses them
@@ -149,8 +152,11 @@ __all__ = [
     "local_server_credentials",
     "metadata_call_credentials",
     "method_handlers_generic_handler",
+    "protos",
+    "protos_and_services",
     "secure_channel",
     "server",
+    "services",
     "ssl_channel_credentials",
     "ssl_server_certificate_configuration",
     "ssl_server_credentials",
@@ -166,7 +172,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .calls import CallFuture, StreamingCall
     from .channel import insecure_channel, secure_channel
     from .connectivity import ChannelConnectivity, channel_ready_future
-    from .descriptors import add_servicer, stub
+    from .descriptors import add_servicer, protos, protos_and_services, services, stub
     from .errors import FutureCancelledError, FutureTimeoutError
     from .grpc_alias import install_as_grpc
     from .handlers import (

@@ -22,7 +22,16 @@ from typing import Any, Callable, Dict, Optional
 from google.protobuf import message_factory as _message_factory
 from google.protobuf import symbol_database as _symbol_database
 
-__all__ = ["add_servicer", "message_class", "method_path", "streaming_flags", "stub"]
+__all__ = [
+    "add_servicer",
+    "message_class",
+    "method_path",
+    "protos",
+    "protos_and_services",
+    "services",
+    "streaming_flags",
+    "stub",
+]
 
 _factories_lock = threading.Lock()
 _factories: Dict[int, Any] = {}
@@ -155,3 +164,47 @@ def add_servicer(server: Any, service_descriptor: Any, servicer: Any) -> "list[s
             )
         )
     return list(method_handlers)
+
+
+# -- grpcio's run-time .proto loading ------------------------------------------------------------
+
+_NO_GRPC_TOOLS = (
+    "grpc.{} loads .proto files with grpcio-tools' compiler (the grpc_tools package), which is "
+    "not installed; install grpcio-tools (1.32 or newer), or generate the modules ahead of time"
+)
+
+
+def _grpc_tools_protoc(function: str) -> Any:
+    """grpcio-tools' ``protoc`` module, which holds the compiler that runs in-process; its
+    ``_protos``/``_services`` loaders are what grpcio's functions of the same names call too."""
+    try:
+        from grpc_tools import protoc  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError as exc:
+        if exc.name not in ("grpc_tools", "grpc_tools.protoc"):
+            raise  # grpc_tools is there but broken: say what is missing
+        raise NotImplementedError(_NO_GRPC_TOOLS.format(function)) from None
+    return protoc
+
+
+def protos(protobuf_path: str) -> Any:
+    """The ``_pb2`` module of a ``.proto`` file, compiled at run time (grpcio's ``grpc.protos``).
+
+    ``protobuf_path`` is found relative to ``sys.path``, like a module; it needs grpcio-tools
+    (not grpcio), else NotImplementedError says so.
+    """
+    return _grpc_tools_protoc("protos")._protos(protobuf_path)
+
+
+def services(protobuf_path: str) -> Any:
+    """The ``_pb2_grpc`` module of a ``.proto`` file (grpcio's ``grpc.services``).
+
+    The generated module says ``import grpc``: call :func:`minigrpc.install_as_grpc` first
+    where grpcio is not installed, or use :func:`stub` / :func:`add_servicer` with the
+    ``_pb2`` module's service descriptor instead.
+    """
+    return _grpc_tools_protoc("services")._services(protobuf_path)
+
+
+def protos_and_services(protobuf_path: str) -> Any:
+    """``(protos(protobuf_path), services(protobuf_path))`` (grpcio's function)."""
+    return (protos(protobuf_path), services(protobuf_path))

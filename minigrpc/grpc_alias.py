@@ -72,8 +72,8 @@ class ApiName(NamedTuple):
 
 _GOOGLE = "Google Cloud / xDS credentials are out of scope"
 _RUNTIME_PROTOS = (
-    "loads `.proto` files at run time through grpcio-tools' protoc; use generated modules, or "
-    "`minigrpc.stub()` / `minigrpc.add_servicer()` with a descriptor"
+    "needs grpcio-tools' compiler (`grpc_tools`, which runs without grpcio), as grpcio does; "
+    "else NotImplementedError"
 )
 
 #: grpcio's public names: ``grpc.__all__`` of grpcio 1.85, then the module attributes and the
@@ -167,9 +167,9 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
     ApiName("xds_channel_credentials", False, _GOOGLE),
     ApiName("xds_server_credentials", False, _GOOGLE),
     # -- run-time .proto loading ----------------------------------------------------------------
-    ApiName("protos", False, _RUNTIME_PROTOS),
-    ApiName("services", False, _RUNTIME_PROTOS),
-    ApiName("protos_and_services", False, _RUNTIME_PROTOS),
+    ApiName("protos", True, _RUNTIME_PROTOS),
+    ApiName("services", True, _RUNTIME_PROTOS),
+    ApiName("protos_and_services", True, _RUNTIME_PROTOS),
     # -- module attributes and submodules -------------------------------------------------------
     ApiName(
         "__version__",

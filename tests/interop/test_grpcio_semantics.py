@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import socket
+import sys
 import threading
 from concurrent import futures
 from typing import Any, Callable, Iterator, List, Optional
@@ -501,3 +502,50 @@ def test_a_watched_idle_channel_leaves_ready_when_its_server_stops(api: Any) -> 
             pass
         server.stop(None).wait(10)
         assert states.get(timeout=10) is not api.ChannelConnectivity.READY
+
+
+# -- .proto files loaded at run time --------------------------------------------------------------
+
+DYNAMIC_PROTO = """
+syntax = "proto3";
+package semantics.dynamic;
+message Note { string text = 1; }
+service Notes { rpc Echo (Note) returns (Note); }
+"""
+
+
+def test_protos_and_services_load_a_proto_file_at_run_time(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """minigrpc's functions give the modules grpcio's do (both run grpcio-tools' compiler),
+    and a minigrpc channel calls a grpcio server through the generated stub."""
+    directory = tmp_path / "semantics_dynamic_protos"
+    directory.mkdir()
+    (directory / "notes.proto").write_text(DYNAMIC_PROTO)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    protos, services = minigrpc.protos_and_services("semantics_dynamic_protos/notes.proto")
+    assert (protos, services) == grpc.protos_and_services("semantics_dynamic_protos/notes.proto")
+
+    class Notes(services.NotesServicer):  # type: ignore[name-defined,misc]
+        def Echo(self, request: Any, context: Any) -> Any:
+            return protos.Note(text=request.text + "!")
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    services.add_NotesServicer_to_server(Notes(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with minigrpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            reply = services.NotesStub(channel).Echo(protos.Note(text="hi"), timeout=10)
+        assert reply.text == "hi!"
+    finally:
+        server.stop(None)
+
+
+def test_protos_without_grpcio_tools_is_not_implemented(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("grpc_tools", "grpc_tools.protoc"):
+        monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]
+    with pytest.raises(NotImplementedError, match="grpcio-tools"):
+        api.protos_and_services("semantics_dynamic_protos/absent.proto")

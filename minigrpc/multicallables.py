@@ -123,7 +123,8 @@ class _Method:
         self.serializer = request_serializer
         self.deserializer = response_deserializer
 
-    def _unavailable_target(self) -> None:
+    def raise_if_no_target(self) -> None:
+        """UNAVAILABLE when the channel's target did not parse or resolve (the error it saw)."""
         if self.channel.transport is None:
             raise _error(StatusCode.UNAVAILABLE, self.channel.target_error)
 
@@ -230,7 +231,7 @@ class UnaryUnaryMultiCallable(_Method, interfaces.UnaryUnaryMultiCallable):
     ) -> Tuple[Any, Call]:
         invocation = _Invocation(self, timeout, metadata, credentials, compression)
         message = invocation.frame(request)
-        self._unavailable_target()
+        self.raise_if_no_target()
         transport = self.channel.transport
         assert transport is not None
         call = transport.call(
@@ -265,7 +266,7 @@ class UnaryStreamMultiCallable(_Method, interfaces.UnaryStreamMultiCallable):
         """Start the call; iterate the result for the responses (it is also a Call)."""
         invocation = _Invocation(self, timeout, metadata, credentials, compression)
         message = invocation.frame(request)
-        self._unavailable_target()
+        self.raise_if_no_target()
         return self._stream(invocation, message, None, False, wait_for_ready)
 
 
@@ -332,7 +333,7 @@ class StreamUnaryMultiCallable(_Method, interfaces.StreamUnaryMultiCallable):
         compression: Optional[int],
     ) -> StreamingCall:
         invocation = _Invocation(self, timeout, metadata, credentials, compression)
-        self._unavailable_target()
+        self.raise_if_no_target()
         return self._stream(invocation, None, request_iterator, True, wait_for_ready)
 
 
@@ -350,5 +351,5 @@ class StreamStreamMultiCallable(_Method, interfaces.StreamStreamMultiCallable):
     ) -> StreamingCall:
         """Start the call; a thread sends the requests while you iterate the responses."""
         invocation = _Invocation(self, timeout, metadata, credentials, compression)
-        self._unavailable_target()
+        self.raise_if_no_target()
         return self._stream(invocation, None, request_iterator, False, wait_for_ready)

@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 from ..attempts import finished
 from ..calls import decode_response
 from ..client_protocol import ClientCall
+from ..multicallables import _Invocation
 from ..status import CallStatus, RpcError, StatusCode
 from ._errors import EOF, AioRpcError, UsageError
 from ._metadata import Metadata
@@ -28,24 +29,16 @@ HALF_CLOSED = 'RPC is half closed after calling "done_writing".'
 
 
 class Invocation:
-    """What a call needs from its channel: framing, the header factory and the transport."""
+    """What a call needs from its channel: the blocking API's start-up of it (framing, header
+    factory, deadline; :class:`minigrpc.multicallables._Invocation`) and the transport."""
 
-    def __init__(
-        self,
-        transport: AioTransport,
-        make_call: Callable[[Any, bool], ClientCall],
-        frame: Callable[[Any], Any],
-        deadline: Optional[float],
-        deserializer: Optional[Callable[[bytes], Any]],
-        max_receive: Optional[int],
-        wait_for_ready: bool,
-    ) -> None:
+    def __init__(self, transport: AioTransport, start: _Invocation, wait_for_ready: bool) -> None:
         self.transport = transport
-        self.make_call = make_call
-        self.frame = frame
-        self.deadline = deadline
-        self.deserializer = deserializer
-        self.max_receive = max_receive
+        self.make_call: Callable[[Any, bool], ClientCall] = start.new_call
+        self.frame: Callable[[Any], Any] = start.frame
+        self.deadline = start.deadline
+        self.deserializer = start.method.deserializer
+        self.max_receive = start.method.channel.config.max_receive
         self.wait_for_ready = wait_for_ready
 
 

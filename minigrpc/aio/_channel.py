@@ -7,13 +7,25 @@ channel keeps one of those as its *settings* and swaps only the transport
 """
 
 import asyncio
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import (
+    Any,
+    Callable,
+    Generic,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Type,
+    TypeVar,
+    cast,
+)
 
 from .. import channel as blocking
-from ..client_protocol import ClientCall
 from ..connectivity import ChannelConnectivity
 from ..multicallables import _Invocation, _Method
-from ..status import CallStatus, RpcError
+from ..status import RpcError
 from ..targets import Target
 from ._call import (
     Call,
@@ -200,10 +212,18 @@ class Channel:
         return f"<minigrpc.aio.Channel {self._state.name}>"
 
 
-class _MultiCallable:
-    """What the four share: the channel, the path, the (de)serializers and call start-up."""
+CallT = TypeVar("CallT", bound=Call)
 
-    _call_class: Any = Call
+
+class _MultiCallable(Generic[CallT]):
+    """What the four share: the channel, the path, the (de)serializers and call start-up.
+
+    A call starts as in the blocking API (:class:`minigrpc.multicallables._Invocation`
+    validates the metadata, builds the header factory, chooses the compression and frames each
+    message); only the transport that runs it is the asyncio one.
+    """
+
+    _call_class: Type[Call] = Call
     _kind = ""
 
     def __init__(
@@ -218,63 +238,53 @@ class _MultiCallable:
 
     def _start(
         self,
-        request: Any,
-        request_iterator: Any,
+        argument: Any,
         timeout: Optional[float],
         metadata: MetadataArg,
         credentials: Any,
         wait_for_ready: Optional[bool],
         compression: Optional[int],
-    ) -> Any:
+    ) -> CallT:
+        """Start a call with ``argument`` (a request, or a request iterator), through the
+        channel's interceptors of this kind if it has any."""
         details = ClientCallDetails(
             self._method.path, timeout, metadata, credentials, wait_for_ready, compression
         )
         interceptors = self._channel._interceptors.get(self._kind, [])
-        argument = request_iterator if self._call_class._streaming_request else request
         if interceptors:
-            return intercept(interceptors, self._kind, self._invoke, details, argument)
+            # An InterceptedCall: every method of the call it stands for (grpcio's too).
+            return cast(CallT, intercept(interceptors, self._kind, self._invoke, details, argument))
         return self._invoke(details, argument)
 
-    def _invoke(self, details: ClientCallDetails, argument: Any) -> Call:
+    def _invoke(self, details: ClientCallDetails, argument: Any) -> CallT:
         """Start the call described by ``details`` (what the last interceptor continues to)."""
         channel = self._channel
-        streaming = self._call_class._streaming_request
-        request, request_iterator = (None, argument) if streaming else (argument, None)
+        call_class: Any = self._call_class
+        request, request_iterator = (
+            (None, argument) if call_class._streaming_request else (argument, None)
+        )
         method = self._method
         if details.method != method.path:
             method = _Method(
                 channel._settings, details.method, method.serializer, method.deserializer
             )
         try:
-            invocation = _Invocation(
+            start = _Invocation(
                 method,
                 details.timeout,
                 _plain_metadata(details.metadata),
                 details.credentials,
                 details.compression,
             )
+            method.raise_if_no_target()
         except ValueError as exc:  # a closed channel
             raise UsageError(str(exc)) from None
         except RpcError as exc:
-            return self._call_class(None, request, request_iterator, failed_status(exc))
+            return call_class(None, request, request_iterator, failed_status(exc))
         transport = channel._transport
-        if transport is None:
-            status = CallStatus(blocking.StatusCode.UNAVAILABLE, channel._settings.target_error)
-            return self._call_class(None, request, request_iterator, status)
-
-        def make_call(framed: Any, unary_response: bool) -> ClientCall:
-            return invocation.new_call(framed, unary_response)
-
-        aio_invocation = Invocation(
-            transport,
-            make_call,
-            invocation.frame,
-            invocation.deadline,
-            method.deserializer,
-            channel._settings.config.max_receive,
-            bool(details.wait_for_ready),
-        )
-        call = self._call_class(aio_invocation, request, request_iterator)
+        assert transport is not None
+        invocation = Invocation(transport, start, bool(details.wait_for_ready))
+        call = call_class(invocation, request, request_iterator)
         channel._calls.add(call)
         call.add_done_callback(channel._calls.discard)
         return call
@@ -287,86 +297,66 @@ def _plain_metadata(metadata: Any) -> Any:
     return tuple(metadata)
 
 
-class UnaryUnaryMultiCallable(_MultiCallable):
+class _UnaryRequestMultiCallable(_MultiCallable[CallT]):
+    """A method whose request is one message: ``stub.Method(request, *, timeout=...)``."""
+
+    def __call__(
+        self,
+        request: Any,
+        *,
+        timeout: Optional[float] = None,
+        metadata: MetadataArg = None,
+        credentials: Any = None,
+        wait_for_ready: Optional[bool] = None,
+        compression: Optional[int] = None,
+    ) -> CallT:
+        return self._start(request, timeout, metadata, credentials, wait_for_ready, compression)
+
+
+class _StreamRequestMultiCallable(_MultiCallable[CallT]):
+    """A method whose request streams: a request iterator (sync or async), or none and then
+    the call's ``write()`` and ``done_writing()``."""
+
+    def __call__(
+        self,
+        request_iterator: Any = None,
+        timeout: Optional[float] = None,
+        metadata: MetadataArg = None,
+        credentials: Any = None,
+        wait_for_ready: Optional[bool] = None,
+        compression: Optional[int] = None,
+    ) -> CallT:
+        return self._start(
+            request_iterator, timeout, metadata, credentials, wait_for_ready, compression
+        )
+
+
+class UnaryUnaryMultiCallable(_UnaryRequestMultiCallable[UnaryUnaryCall]):
     """Invokes a unary method: ``await stub.Method(request)``."""
 
     _call_class = UnaryUnaryCall
     _kind = "unary_unary"
 
-    def __call__(
-        self,
-        request: Any,
-        *,
-        timeout: Optional[float] = None,
-        metadata: MetadataArg = None,
-        credentials: Any = None,
-        wait_for_ready: Optional[bool] = None,
-        compression: Optional[int] = None,
-    ) -> UnaryUnaryCall:
-        return self._start(
-            request, None, timeout, metadata, credentials, wait_for_ready, compression
-        )
 
-
-class UnaryStreamMultiCallable(_MultiCallable):
+class UnaryStreamMultiCallable(_UnaryRequestMultiCallable[UnaryStreamCall]):
     """Invokes a server-streaming method: ``async for response in stub.Method(request)``."""
 
     _call_class = UnaryStreamCall
     _kind = "unary_stream"
 
-    def __call__(
-        self,
-        request: Any,
-        *,
-        timeout: Optional[float] = None,
-        metadata: MetadataArg = None,
-        credentials: Any = None,
-        wait_for_ready: Optional[bool] = None,
-        compression: Optional[int] = None,
-    ) -> UnaryStreamCall:
-        return self._start(
-            request, None, timeout, metadata, credentials, wait_for_ready, compression
-        )
 
-
-class StreamUnaryMultiCallable(_MultiCallable):
+class StreamUnaryMultiCallable(_StreamRequestMultiCallable[StreamUnaryCall]):
     """Invokes a client-streaming method, with a request iterator or ``write()``."""
 
     _call_class = StreamUnaryCall
     _kind = "stream_unary"
 
-    def __call__(
-        self,
-        request_iterator: Any = None,
-        timeout: Optional[float] = None,
-        metadata: MetadataArg = None,
-        credentials: Any = None,
-        wait_for_ready: Optional[bool] = None,
-        compression: Optional[int] = None,
-    ) -> StreamUnaryCall:
-        return self._start(
-            None, request_iterator, timeout, metadata, credentials, wait_for_ready, compression
-        )
 
-
-class StreamStreamMultiCallable(_MultiCallable):
+class StreamStreamMultiCallable(_StreamRequestMultiCallable[StreamStreamCall]):
     """Invokes a bidirectional-streaming method, with a request iterator or ``write()``."""
 
     _call_class = StreamStreamCall
     _kind = "stream_stream"
-
-    def __call__(
-        self,
-        request_iterator: Any = None,
-        timeout: Optional[float] = None,
-        metadata: MetadataArg = None,
-        credentials: Any = None,
-        wait_for_ready: Optional[bool] = None,
-        compression: Optional[int] = None,
-    ) -> StreamStreamCall:
-        return self._start(
-            None, request_iterator, timeout, metadata, credentials, wait_for_ready, compression
-        )
 
 
 def insecure_channel(

@@ -20,8 +20,6 @@ I/O-free: the clock is the caller's, and the connection protocol decides what th
 (:mod:`minigrpc.server_protocol` sends GOAWAY(ENHANCE_YOUR_CALM) and closes).
 """
 
-from __future__ import annotations
-
 from typing import Callable
 
 #: Frames that do no work a connection may send at once (the bucket's size).

@@ -351,18 +351,21 @@ def compile_tree(python: str, sources: Dict[str, bytes], scratch: str
 
 
 def add_bytecode(members: Dict[str, bytes], compilers: Sequence[str],
-                 min_python: Tuple[int, int]) -> Tuple[List[str], List[str]]:
+                 min_python: Tuple[int, int]) -> Tuple[List[str], List[str], List[str]]:
     """Add ``bytecode/<cache tag>/`` trees (see the module docstring); returns the cache tags
-    that have one and a report line per interpreter tried."""
+    that have one, the interpreters found that fall back to source (tag and why) and a report
+    line per interpreter tried."""
     sources = {name: data for name, data in members.items()
                if name.endswith(".py") and name != "__main__.py"}
     tags: List[str] = []
+    fallbacks: List[str] = []
     report: List[str] = []
     with tempfile.TemporaryDirectory(prefix="build-dist-") as scratch:
         for python in compilers:
             tree, why_not = compile_tree(python, sources, scratch)
             if tree is None:
                 report.append(f"bytecode: {python} could not compile ({why_not}); skipped")
+                fallbacks.append(f"{python} ({why_not})")
                 continue
             if tree.cache_tag in tags:
                 continue  # the same interpreter under another name
@@ -376,13 +379,14 @@ def add_bytecode(members: Dict[str, bytes], compilers: Sequence[str],
                 # missing for good: this interpreter falls back to the sources instead.
                 report.append(f"bytecode: {tree.cache_tag} (Python {version}, {python}) cannot"
                               f" compile {', '.join(tree.failed)}; it falls back to source")
+                fallbacks.append(f"{tree.cache_tag} (cannot compile {', '.join(tree.failed)})")
                 continue
             for name, data in tree.pycs.items():
                 members[f"{BYTECODE_DIR}/{tree.cache_tag}/{name}"] = data
             tags.append(tree.cache_tag)
             report.append(f"bytecode: {tree.cache_tag} (Python {version}, {python}):"
                           f" {len(tree.pycs)} modules")
-    return sorted(tags), report
+    return sorted(tags), fallbacks, report
 
 
 def prologue(min_python: Tuple[int, int]) -> bytes:
@@ -455,10 +459,11 @@ def build(output: str, site_dir: Optional[str] = None,
     members, min_python, report = collect(site_dir)
     if compilers is None:
         compilers = candidate_compilers()
-    tags, compiled = add_bytecode(members, compilers, min_python)
+    tags, fallbacks, compiled = add_bytecode(members, compilers, min_python)
     report.extend(compiled)
-    report.append(f"bytecode for: {' '.join(tags) or 'none'}; every other interpreter"
-                  " falls back to source")
+    report.append(f"bytecode for: {' '.join(tags) or 'none'}")
+    report.append(f"falls back to source: {'; '.join(fallbacks) or 'none of those found'},"
+                  " and every interpreter not named above")
     members["__main__.py"] = ENTRY_POINT.format(min_python=min_python, bytecode=tuple(tags),
                                                 bytecode_dir=BYTECODE_DIR).encode()
     write_archive(members, output, prologue(min_python))

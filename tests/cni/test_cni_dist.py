@@ -15,6 +15,7 @@ than some of those interpreters; on them it must answer with one CNI error JSON 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -209,19 +210,18 @@ def test_make_dist_vendors_the_releases_for_python_3_6(dist_bundle: Bundle) -> N
 
 
 def test_build_is_reproducible(bundle: Bundle, dirs: TempDirs) -> None:
+    """Two builds from the same inputs are the same bytes, bytecode trees included: every
+    tree is compiled by a fresh interpreter process with ``PYTHONHASHSEED=0``, so neither the
+    builder's own history nor set ordering can change a ``.pyc``."""
     again = os.path.join(dirs.new(), "antrea")
     build_bundle(again, *bundle.build_args)
-    if sys.version_info >= (3, 11):
-        with open(bundle.path, "rb") as first, open(again, "rb") as second:
-            assert first.read() == second.read()
-        return
-    # Before 3.11, marshal's FLAG_REF choices depend on reference counts, so the same source can
-    # compile to different .pyc bytes from one run to the next. Everything else must match.
-    with zipfile.ZipFile(bundle.path) as first, zipfile.ZipFile(again) as second:
-        assert first.namelist() == second.namelist()
-        for name in first.namelist():
-            if not name.endswith(".pyc"):
-                assert first.read(name) == second.read(name), name
+    with open(bundle.path, "rb") as first, open(again, "rb") as second:
+        first_bytes, second_bytes = first.read(), second.read()
+    if first_bytes != second_bytes:
+        with zipfile.ZipFile(bundle.path) as one, zipfile.ZipFile(again) as other:
+            assert one.namelist() == other.namelist()
+            differing = [name for name in one.namelist() if one.read(name) != other.read(name)]
+        pytest.fail(f"the two builds differ in {differing[:10]}")
 
 
 @pytest.mark.parametrize("wanted", REQUIRED_INTERPRETERS,
@@ -271,11 +271,183 @@ def test_every_command_on_each_interpreter(dist_bundle: Bundle, dirs: TempDirs,
                            conf("1.1.0")).stdout)["code"] == 50
 
 
+def cache_tag(python: str) -> str:
+    """The interpreter's ``sys.implementation.cache_tag``: the name of its tree in the bundle."""
+    return subprocess.run([python, "-I", "-S", "-c",
+                           "import sys; print(sys.implementation.cache_tag)"],
+                          capture_output=True, timeout=60, check=True).stdout.decode().strip()
+
+
+def installed_interpreters() -> List[str]:
+    """Every interpreter of :data:`REQUIRED_INTERPRETERS` this machine has."""
+    return [path for path in (find_interpreter(name)[0] for name in REQUIRED_INTERPRETERS)
+            if path is not None]
+
+
+def entry_point_trees(bundle: Bundle) -> Tuple[str, ...]:
+    """The cache tags the generated ``__main__.py`` looks for (its ``BYTECODE`` tuple)."""
+    with zipfile.ZipFile(bundle.path) as archive:
+        entry = archive.read("__main__.py").decode()
+    match = re.search(r"^BYTECODE = (\(.*\))$", entry, re.MULTILINE)
+    assert match, entry
+    return tuple(re.findall(r"'([^']+)'", match.group(1)))
+
+
+#: ``python -v`` lines of a module import: 3.6, 3.7-3.9 and PyPy name the file ("loaded from
+#: Zip <archive>/<member>"), 3.10 and later the zipimporter's prefix ("<archive>/<dir>/").
+VERBOSE_IMPORT = re.compile(r"^import '?([\w.]+)'? # (?:loaded from Zip |<zipimporter object \")"
+                            r"([^\"]+)")
+
+
+def archive_imports(verbose_stderr: bytes, archive: str) -> Dict[str, str]:
+    """module -> where in the archive ``python -v`` says it came from (path after the archive)."""
+    found: Dict[str, str] = {}
+    for line in verbose_stderr.decode(errors="replace").splitlines():
+        match = VERBOSE_IMPORT.match(line)
+        if match and match.group(2).startswith(archive + "/"):
+            found[match.group(1)] = match.group(2)[len(archive) + 1:]
+    return found
+
+
+def directory_snapshot(*roots: str) -> List[Tuple[str, int, float]]:
+    """Every file and directory under ``roots`` with its size and modification time."""
+    entries: List[Tuple[str, int, float]] = []
+    for root in roots:
+        for current, subdirs, files in os.walk(root):
+            for name in sorted(subdirs) + sorted(files):
+                info = os.stat(os.path.join(current, name))
+                entries.append((os.path.join(current, name), info.st_size, info.st_mtime))
+    return entries
+
+
+def test_make_dist_has_a_tree_for_every_interpreter_here(dist_bundle: Bundle) -> None:
+    """Each installed interpreter compiled its own sourceless tree: one ``.pyc`` per module of
+    the archive's sources and no source inside it; the entry point knows exactly those trees,
+    and the build output says that none of them fell back to source."""
+    found = installed_interpreters()
+    if not found:
+        pytest.skip("none of the required interpreters is installed")
+    tags = sorted({cache_tag(python) for python in found})
+    with zipfile.ZipFile(dist_bundle.path) as archive:
+        names = archive.namelist()
+    sources = sorted(name for name in names if name.endswith(".py") and "/" in name
+                     and not name.startswith("bytecode/"))
+    for tag in tags:
+        prefix = f"bytecode/{tag}/"
+        tree = sorted(name[len(prefix):] for name in names if name.startswith(prefix))
+        assert tree == [name + "c" for name in sources], tag
+    assert set(tags) <= set(entry_point_trees(dist_bundle))
+    summary = re.search(r"^bytecode for: (.*)$", dist_bundle.report, re.MULTILINE)
+    assert summary, dist_bundle.report
+    assert set(tags) <= set(summary.group(1).split())
+    assert ("falls back to source: none of those found, and every interpreter not named above"
+            in dist_bundle.report), dist_bundle.report
+
+
+def test_the_build_names_an_interpreter_that_falls_back_to_source(dirs: TempDirs) -> None:
+    """A module one interpreter cannot compile (here a walrus, new in 3.8) leaves that
+    interpreter without a tree, and the build output says so; the others keep theirs."""
+    old, _ = find_interpreter("3.6")
+    if old is None:
+        old, _ = find_interpreter("3.7")
+    if old is None:
+        pytest.skip("no CPython 3.6 or 3.7 is installed")
+    spec = importlib.util.spec_from_file_location("build_dist", BUILD_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    build_dist = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_dist)  # type: ignore[union-attr]
+    members = {"pkg/__init__.py": b"", "pkg/new.py": b"if (n := 1):\n    pass\n",
+               "pkg/old.py": b"x = 1\n"}
+    base = base_interpreter()
+    tags, fallbacks, report = build_dist.add_bytecode(members, [old, base], (3, 6))
+    old_tag = cache_tag(old)
+    assert tags == [cache_tag(base)]
+    assert fallbacks == [f"{old_tag} (cannot compile pkg/new.py)"]
+    assert any(line.endswith("cannot compile pkg/new.py; it falls back to source")
+               and old_tag in line for line in report), report
+    assert sorted(name for name in members if name.startswith("bytecode/")) == [
+        f"bytecode/{tags[0]}/pkg/{module}.pyc" for module in ("__init__", "new", "old")]
+
+
+def test_an_interpreter_without_its_tree_runs_from_the_sources(dirs: TempDirs) -> None:
+    """Built with one compiler only (``--compile-with``), the bundle still runs a pod's ADD and
+    DEL on an interpreter that has no tree, importing the archive's sources."""
+    base = base_interpreter()
+    others = [path for path in installed_interpreters() if cache_tag(path) != cache_tag(base)]
+    if not others:
+        pytest.skip("no interpreter other than the test venv's is installed")
+    other = others[0]
+    subset = make_bundle(dirs, (*MAKE_DIST_ARGS, "--compile-with", base))
+    assert entry_point_trees(subset) == (cache_tag(base),)
+    assert f"bytecode for: {cache_tag(base)}\n" in subset.report
+    assert "and every interpreter not named above" in subset.report
+    path_dir = path_with(dirs, {"python3": other})
+    run = exec_bundle(subset, path_dir, {"CNI_COMMAND": "VERSION"})
+    assert (run.returncode, run.stdout, run.stderr) == (0, VERSION_BYTES, b"")
+    socket_path = os.path.join(dirs.new(), "cni.sock")
+    with AgentProcess(socket_path):
+        env = pod_env("ADD", container_id="fallback1")
+        add = run_plugin(env, conf("0.3.0"), socket_path=socket_path,
+                         command=[other, "-I", "-S", "-v", subset.path],
+                         extra_env={"PATH": path_dir}, cwd=os.path.dirname(subset.path))
+        assert add.returncode == 0, add.stdout
+        assert json.loads(add.stdout)["ips"][0]["address"] == "10.10.1.2/24"
+        imported = archive_imports(add.stderr, subset.path)
+        assert "cni_client.__main__" in imported, add.stderr[-2000:]
+        assert not [name for name, where in imported.items()
+                    if where.startswith("bytecode/")], imported
+        delete = exec_bundle(subset, path_dir, pod_env("DEL", container_id="fallback1"),
+                             conf("0.3.0"), socket_path)
+        assert (delete.returncode, delete.stdout) == (0, b"")
+
+
+def test_no_interpreter_compiles_or_writes_at_run_time(dist_bundle: Bundle,
+                                                       dirs: TempDirs) -> None:
+    """From a directory without write permission (the bundle read-only too), every installed
+    interpreter runs ADD and DEL with every module of the archive taken from its own sourceless
+    tree (``python -v``, the flags the prologue passes plus ``-v``), and nothing appears or
+    changes on disk.  ``PYTHONDONTWRITEBYTECODE`` is not set, so nothing forbids writing; root
+    ignores the permissions, so the snapshot of the directories is what proves it."""
+    found = installed_interpreters()
+    if not found:
+        pytest.skip("none of the required interpreters is installed")
+    directory = dirs.new()
+    bundle_path = os.path.join(directory, "antrea")
+    shutil.copyfile(dist_bundle.path, bundle_path)
+    os.chmod(bundle_path, 0o555)
+    os.chmod(directory, 0o555)
+    socket_path = os.path.join(dirs.new(), "cni.sock")
+    try:
+        before = directory_snapshot(directory)
+        with AgentProcess(socket_path):
+            for index, python in enumerate(found):
+                tag = cache_tag(python)
+                container = f"ro{index}"
+                path_dir = path_with(dirs, {"python3": python})
+                add = run_plugin(pod_env("ADD", container_id=container), conf("0.3.0"),
+                                 socket_path=socket_path,
+                                 command=[python, "-I", "-S", "-v", bundle_path],
+                                 extra_env={"PATH": path_dir}, cwd=directory)
+                assert add.returncode == 0, (python, add.stdout)
+                assert json.loads(add.stdout)["cniVersion"] == "0.3.0"
+                imported = archive_imports(add.stderr, bundle_path)
+                assert {"cni_client.__main__", "minigrpc"} <= set(imported), (python, imported)
+                elsewhere = {name: where for name, where in imported.items()
+                             if not where.startswith(f"bytecode/{tag}/")}
+                assert not elsewhere, (python, elsewhere)
+                delete = exec_bundle(Bundle(bundle_path, (3, 6), ""), path_dir,
+                                     pod_env("DEL", container_id=container), conf("0.3.0"),
+                                     socket_path)
+                assert (delete.returncode, delete.stdout, delete.stderr) == (0, b"", b"")
+        assert directory_snapshot(directory) == before
+    finally:
+        os.chmod(directory, 0o755)
+
+
 def test_interpreters_too_old_for_the_vendored_packages(bundle: Bundle, dirs: TempDirs) -> None:
     """On every interpreter found: VERSION, or one CNI error JSON (code 999) naming both
     versions where the vendored packages need a newer Python (the own-packages bundle)."""
-    found = [path for path in (find_interpreter(name)[0] for name in REQUIRED_INTERPRETERS)
-             if path is not None]
+    found = installed_interpreters()
     if not found:
         pytest.skip("none of the required interpreters is installed")
     for python in found:

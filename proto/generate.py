@@ -56,6 +56,14 @@ MODULES: tuple[GeneratedModule, ...] = (
     GeneratedModule("grpc/testing/empty.proto", "tests.interop.empty_pb2"),
     GeneratedModule("grpc/testing/messages.proto", "tests.interop.messages_pb2"),
     GeneratedModule("grpc/testing/test.proto", "tests.interop.test_pb2"),
+    # The add-ons' messages (minigrpc.health, minigrpc.reflection, minigrpc.rpc_status), used
+    # where grpcio's add-on packages or googleapis-common-protos are not installed.
+    GeneratedModule("grpc_health/v1/health.proto", "minigrpc._pb.health_pb2"),
+    GeneratedModule("grpc_reflection/v1/reflection.proto", "minigrpc._pb.reflection_v1_pb2"),
+    GeneratedModule(
+        "grpc_reflection/v1alpha/reflection.proto", "minigrpc._pb.reflection_v1alpha_pb2"
+    ),
+    GeneratedModule("google/rpc/status.proto", "minigrpc._pb.status_pb2"),
 )
 
 # Python modules that provide the well-known types a .proto may import.  Our own files must not

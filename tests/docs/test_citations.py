@@ -57,6 +57,8 @@ PUBLIC_DOCS = frozenset(
         "http-grpc-status-mapping.md",
         "connectivity-semantics-and-api.md",
         "negative-http2-interop-test-descriptions.md",
+        "health-checking.md",
+        "server-reflection.md",
         # containernetworking/cni
         "SPEC.md",
         "CONVENTIONS.md",

@@ -21,14 +21,13 @@ import concurrent.futures
 import selectors
 import socket
 import threading
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import handlers as _handlers
 from . import interfaces, wire
 from . import targets as _targets
 from .server_loop import _NEW, _STARTED, _STOPPED, _STOPPING, ServerLoop
 from .server_options import ServerOptions
-from .sockets import bind_tcp, bind_unix
+from .sockets import Listener, bind_tcp, bind_unix
 
 __all__ = ["Server", "server"]
 
@@ -53,22 +52,13 @@ class Server(ServerLoop, interfaces.Server):
     def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[Any]) -> None:
         """Add objects with a ``service(handler_call_details)`` method (grpcio's API: any such
         object, a ``grpc.GenericRpcHandler`` or not).  All are checked before any is added."""
-        handlers = list(generic_rpc_handlers)
-        for handler in handlers:
-            if not callable(getattr(handler, "service", None)):
-                raise AttributeError(
-                    f"{handler!r} is not a grpc.GenericRpcHandler: it has no service() method"
-                )
-        self._handler_table.generic.extend(handlers)
+        self._handler_table.add_generic(generic_rpc_handlers)
 
     def add_registered_method_handlers(
         self, service_name: str, method_handlers: Mapping[str, Any]
     ) -> None:
         """Register ``{method: RpcMethodHandler}`` for a service (grpcio >= 1.62 generated code)."""
-        for method, handler in method_handlers.items():
-            path = f"/{service_name}/{method}"
-            _handlers.check_handler(path, handler)
-            self._handler_table.registered[path] = handler
+        self._handler_table.add_registered(service_name, method_handlers)
 
     # -- ports -----------------------------------------------------------------------------------
 
@@ -80,23 +70,8 @@ class Server(ServerLoop, interfaces.Server):
         """Listen for HTTP/2 over TLS on ``address`` (``minigrpc.ssl_server_credentials()``,
         ``dynamic_ssl_server_credentials()``), or in plaintext with local credentials (on a
         local address only) or ``insecure_server_credentials()``."""
-        from .tls import ServerCredentials, local_target_error
-
-        if not isinstance(server_credentials, ServerCredentials):
-            raise TypeError(
-                "add_secure_port() needs minigrpc.ssl_server_credentials(...), not "
-                f"{type(server_credentials).__name__}"
-            )
-        local = server_credentials.local
-
-        def check(target: _targets.Target) -> None:
-            if local is not None:
-                host = str(target.address[0]) if isinstance(target.address, tuple) else None
-                refusal = local_target_error(local, target.is_unix, host)
-                if refusal:
-                    raise RuntimeError(f"cannot listen on {address!r}: {refusal}")
-
-        return self._add_port(address, server_credentials.context, check)
+        tls, check = secure_port_checks(address, server_credentials)
+        return self._add_port(address, tls, check)
 
     def _add_port(
         self,
@@ -112,28 +87,9 @@ class Server(ServerLoop, interfaces.Server):
         with self._state_lock:
             if self._state != _NEW:
                 raise RuntimeError("ports must be added before start()")
-        try:
-            target = _targets.parse_target(address, default_port=0)
-        except ValueError as exc:
-            raise RuntimeError(f"cannot listen on {address!r}: {exc}") from None
-        if check is not None:
-            check(target)
-        if target.is_unix:
-            try:
-                listener = bind_unix(target, self._options.unix_socket_mode)
-            except OSError as exc:
-                raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
-            listener.tls = tls
-            self._listeners.append(listener)
-            return 1
-        try:
-            listeners = bind_tcp(target, self._options.reuse_port)
-        except OSError as exc:
-            raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
-        for listener in listeners:
-            listener.tls = tls
+        listeners, port = bind_listeners(address, self._options, tls, check)
         self._listeners.extend(listeners)
-        return int(listeners[0].sock.getsockname()[1])
+        return port
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -186,6 +142,67 @@ class Server(ServerLoop, interfaces.Server):
     def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Block until the server has stopped; returns True if ``timeout`` passed first."""
         return not self._terminated.wait(timeout)
+
+
+def secure_port_checks(
+    address: str, server_credentials: Any
+) -> Tuple[Any, Optional[Callable[[_targets.Target], None]]]:
+    """What ``add_secure_port(address, server_credentials)`` listens with: the TLS context (None
+    for local or insecure credentials) and the check a local-credentials port must pass.
+
+    Shared by the blocking and the asyncio server, so both refuse the same ports.
+    """
+    from .tls import ServerCredentials, local_target_error
+
+    if not isinstance(server_credentials, ServerCredentials):
+        raise TypeError(
+            "add_secure_port() needs minigrpc.ssl_server_credentials(...), not "
+            f"{type(server_credentials).__name__}"
+        )
+    local = server_credentials.local
+
+    def check(target: _targets.Target) -> None:
+        if local is not None:
+            host = str(target.address[0]) if isinstance(target.address, tuple) else None
+            refusal = local_target_error(local, target.is_unix, host)
+            if refusal:
+                raise RuntimeError(f"cannot listen on {address!r}: {refusal}")
+
+    return server_credentials.context, check
+
+
+def bind_listeners(
+    address: str,
+    options: ServerOptions,
+    tls: Any,
+    check: Optional[Callable[[_targets.Target], None]] = None,
+) -> Tuple[List[Listener], int]:
+    """Listen on ``unix:path``, ``unix:///abs``, ``unix-abstract:name`` or ``host:port``.
+
+    Returns the listening sockets and the TCP port (the one chosen, for port 0); for a unix
+    socket the port is 1, as grpcio returns.  Failures raise RuntimeError with the reason.
+    Shared by the blocking and the asyncio server.
+    """
+    try:
+        target = _targets.parse_target(address, default_port=0)
+    except ValueError as exc:
+        raise RuntimeError(f"cannot listen on {address!r}: {exc}") from None
+    if check is not None:
+        check(target)
+    if target.is_unix:
+        try:
+            listener = bind_unix(target, options.unix_socket_mode)
+        except OSError as exc:
+            raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
+        listener.tls = tls
+        return [listener], 1
+    try:
+        listeners = bind_tcp(target, options.reuse_port)
+    except OSError as exc:
+        raise RuntimeError(f"failed to bind to address {address}: {exc}") from None
+    for listener in listeners:
+        listener.tls = tls
+    return listeners, int(listeners[0].sock.getsockname()[1])
 
 
 def server(

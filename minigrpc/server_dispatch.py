@@ -23,7 +23,19 @@ called) and ``_terminated`` (the call ended before the handler did).
 """
 
 import logging
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from . import handlers as _handlers
 from .status import CallStatus, Metadata, RpcError, StatusCode
@@ -45,6 +57,7 @@ __all__ = [
     "outcome_of_response",
     "outcome_of_stream_end",
     "outcome_without_response",
+    "record_bad_request",
     "serialize_response",
 ]
 
@@ -114,6 +127,24 @@ class HandlerTable:
         self.generic: List[Any] = []
         #: ``ServerInterceptor`` objects, the first one outermost (grpcio's order).
         self.interceptors: Tuple[Any, ...] = ()
+
+    def add_generic(self, generic_rpc_handlers: Iterable[Any]) -> None:
+        """Add objects with a ``service(handler_call_details)`` method (grpcio's API: any such
+        object, a ``grpc.GenericRpcHandler`` or not).  All are checked before any is added."""
+        handlers = list(generic_rpc_handlers)
+        for handler in handlers:
+            if not callable(getattr(handler, "service", None)):
+                raise AttributeError(
+                    f"{handler!r} is not a grpc.GenericRpcHandler: it has no service() method"
+                )
+        self.generic.extend(handlers)
+
+    def add_registered(self, service_name: str, method_handlers: Mapping[str, Any]) -> None:
+        """Register ``{method: RpcMethodHandler}`` for a service (grpcio >= 1.62 generated code)."""
+        for method, handler in method_handlers.items():
+            path = f"/{service_name}/{method}"
+            _handlers.check_handler(path, handler)
+            self.registered[path] = handler
 
     def lookup(self, method: str, metadata: Metadata) -> Optional[Any]:
         """The handler registered for ``method``, without the interceptors; None if none is."""
@@ -186,6 +217,14 @@ def deserialize_request(method: str, handler: Any, data: bytes) -> Any:
 def log_bad_request(method: str) -> None:
     """Log, from inside the ``except`` block, a streamed request that did not deserialize."""
     _LOGGER.exception("%s: exception deserializing request", method)
+
+
+def record_bad_request(context: Any) -> None:
+    """A streamed request did not deserialize: log it (from inside the ``except`` block) and
+    record :data:`BAD_REQUEST` on the context as an abort would; the caller then raises."""
+    log_bad_request(context._method)
+    context._code, context._details, _ = BAD_REQUEST
+    context._aborted = True
 
 
 def serialize_response(method: str, handler: Any, response: Any) -> Optional[bytes]:

@@ -770,9 +770,7 @@ class ServerLoop:
 
     def _bad_request_message(self, context: ServicerContext) -> BaseException:
         """A streamed request that does not deserialize ends the call (grpcio: INTERNAL)."""
-        _dispatch.log_bad_request(context._method)
-        context._code, context._details, _ = _dispatch.BAD_REQUEST
-        context._aborted = True
+        _dispatch.record_bad_request(context)
         return _Abort()
 
     def _dispatch(

@@ -94,19 +94,21 @@ class _Abort(Exception):
 NO_DEADLINE = None
 
 
-class ServicerContext(interfaces.ServicerContext):
-    """The context a handler receives: grpcio's ``ServicerContext`` API for unary calls.
+class CallState:
+    """What a handler's context records and reads, whatever the server's I/O: grpcio's
+    ``ServicerContext`` accessors and setters that never touch the wire.
 
-    Methods that change the wire (``send_initial_metadata``, ``cancel``) are handed to the I/O
-    thread; the others only record state that is read when the handler returns.  Two minigrpc
-    additions: :meth:`request_compression` and :meth:`trailing_metadata` / :meth:`code` /
-    :meth:`details` getters (grpcio has the last three too).
+    The blocking :class:`ServicerContext` and the asyncio one (:mod:`minigrpc.aio`) add the
+    methods that do (initial metadata, cancel, abort, the end of the call).
+    :mod:`minigrpc.server_dispatch` reads ``_method``, ``_code``, ``_details``, ``_aborted`` and
+    ``_terminated`` to decide the status that ends the call.  ``connection`` is anything with
+    the attributes ``peer`` (grpcio's peer string) and ``tls`` (its :class:`~minigrpc.tls.TLSEngine`
+    or None).
     """
 
     __slots__ = (
         "_aborted",
         "_behavior",
-        "_callbacks",
         "_code",
         "_code_as_set",
         "_compress_next",
@@ -119,12 +121,7 @@ class ServicerContext(interfaces.ServicerContext):
         "_metadata",
         "_metadata_items",
         "_method",
-        "_request_closed",
-        "_request_complete",
         "_request_encoding",
-        "_requests",
-        "_response_credit",
-        "_server",
         "_stream_id",
         "_terminated",
         "_termination_code",
@@ -134,15 +131,14 @@ class ServicerContext(interfaces.ServicerContext):
 
     def __init__(
         self,
-        server: "ServerLoop",
-        connection: "_Connection",
+        connection: Any,
         stream_id: int,
         method: str,
         metadata: Metadata,
         deadline: Optional[float],
         handler: Any,
+        compression: Optional[int],
     ) -> None:
-        self._server = server
         self._handler = handler
         #: The handler's callable of its shape, found once when the call starts.
         self._behavior: Optional[Callable[..., Any]] = None
@@ -159,54 +155,18 @@ class ServicerContext(interfaces.ServicerContext):
         self._trailing_metadata: Metadata = ()
         self._trailing_headers: Optional[List[Tuple[bytes, bytes]]] = None
         self._initial_metadata_sent = False
-        self._compression: Optional[int] = server._default_compression
+        self._compression = compression
         self._compress_next = True
         self._request_encoding: Optional[str] = None
-        self._request_complete = False
-        #: The request iterator of a request-streaming method, and whether the client has
-        #: half-closed it (its last messages may still wait in the connection).
-        self._requests: Optional[RequestStream] = None
-        self._request_closed = False
-        #: Send backpressure of a response-streaming method.
-        self._response_credit: Optional[ResponseCredit] = None
         self._aborted = False
-        self._callbacks: Optional[List[Callable[[], Any]]] = None
         self._terminated = False
         self._termination_code: Optional[StatusCode] = None
-
-    # -- RpcContext ------------------------------------------------------------------------------
-
-    def is_active(self) -> bool:
-        """False once the call ended: answered, cancelled, reset by the client or past deadline."""
-        if self._terminated:
-            return False
-        return self._deadline is None or time.monotonic() < self._deadline
 
     def time_remaining(self) -> Optional[float]:
         """Seconds left before the client's deadline (never negative), or None without one."""
         if self._deadline is None:
             return NO_DEADLINE
         return max(0.0, self._deadline - time.monotonic())
-
-    def cancel(self) -> None:
-        """Cancel the call: the client gets RST_STREAM(CANCEL), i.e. CANCELLED
-        (PROTOCOL-HTTP2.md, Errors)."""
-        self._server._post(self._server._cancel_call, self)
-
-    def add_callback(self, callback: Callable[[], Any]) -> bool:
-        """Run ``callback`` (on a minigrpc thread) when the call ends, however it ends.
-
-        Returns False, without registering it, if the call has already ended (grpcio's rule).
-        """
-        with self._server._callback_lock:
-            if self._terminated:
-                return False
-            if self._callbacks is None:
-                self._callbacks = []
-            self._callbacks.append(callback)
-            return True
-
-    # -- ServicerContext -------------------------------------------------------------------------
 
     def invocation_metadata(self) -> Tuple[Metadatum, ...]:
         """The request's metadata, ``user-agent`` included and transport headers left out.
@@ -248,16 +208,6 @@ class ServicerContext(interfaces.ServicerContext):
             return {key: list(values) for key, values in PLAINTEXT_AUTH_CONTEXT.items()}
         return tls.auth_context()
 
-    def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
-        """Send the response headers now, with this metadata (at most once, as in grpcio)."""
-        headers = wire.encode_metadata(initial_metadata)
-        with self._server._callback_lock:
-            if self._initial_metadata_sent:
-                raise ValueError("Initial metadata no longer allowed!")
-            self._initial_metadata_sent = True
-        encoding = wire.compression_name(self._compression) if self._compress_next else None
-        self._server._post(self._server._send_initial_metadata, self, headers, encoding)
-
     def set_trailing_metadata(self, trailing_metadata: Iterable[Tuple[str, Any]]) -> None:
         """Metadata for the trailers; invalid keys or values raise ValueError here.
 
@@ -270,26 +220,6 @@ class ServicerContext(interfaces.ServicerContext):
 
     def trailing_metadata(self) -> Metadata:
         return self._trailing_metadata
-
-    def abort(self, code: Any, details: str) -> NoReturn:
-        """End the call with ``code`` and ``details`` by raising an exception (grpcio's contract).
-
-        Like grpcio: OK is logged and becomes UNKNOWN with empty details; a value that is not a
-        status code (``abort(42, ...)``) is UNKNOWN with the details given.
-        """
-        if code is StatusCode.OK or getattr(code, "name", None) == "OK":
-            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
-            code = StatusCode.UNKNOWN
-            details = ""
-        self._record_code(code)
-        self._details = _text(details)
-        self._aborted = True
-        raise _Abort()
-
-    def abort_with_status(self, status: Any) -> NoReturn:
-        """``abort`` with a ``grpc.Status``-like object (code, details, trailing_metadata)."""
-        self.set_trailing_metadata(getattr(status, "trailing_metadata", None) or ())
-        self.abort(status.code, status.details)
 
     def set_code(self, code: Any) -> None:
         """Set the call's status code; grpcio's ``grpc.StatusCode`` members work too."""
@@ -325,6 +255,112 @@ class ServicerContext(interfaces.ServicerContext):
         :meth:`invocation_metadata`; the interop ``expect_compressed`` check needs it.
         """
         return self._request_encoding
+
+    def _record_abort(self, code: Any, details: Any) -> None:
+        """What ``abort(code, details)`` ends the call with, as grpcio decides it: OK is logged
+        and becomes UNKNOWN with empty details; a value that is not a status code
+        (``abort(42, ...)``) is UNKNOWN with the details given."""
+        if code is StatusCode.OK or getattr(code, "name", None) == "OK":
+            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
+            code = StatusCode.UNKNOWN
+            details = ""
+        self._record_code(code)
+        self._details = _text(details)
+        self._aborted = True
+
+
+class ServicerContext(CallState, interfaces.ServicerContext):
+    """The context a handler receives: grpcio's ``ServicerContext`` API for unary calls.
+
+    Methods that change the wire (``send_initial_metadata``, ``cancel``) are handed to the I/O
+    thread; the others only record state that is read when the handler returns.  Two minigrpc
+    additions: :meth:`request_compression` and :meth:`trailing_metadata` / :meth:`code` /
+    :meth:`details` getters (grpcio has the last three too).
+    """
+
+    __slots__ = (
+        "_callbacks",
+        "_request_closed",
+        "_request_complete",
+        "_requests",
+        "_response_credit",
+        "_server",
+    )
+
+    def __init__(
+        self,
+        server: "ServerLoop",
+        connection: "_Connection",
+        stream_id: int,
+        method: str,
+        metadata: Metadata,
+        deadline: Optional[float],
+        handler: Any,
+    ) -> None:
+        super().__init__(
+            connection, stream_id, method, metadata, deadline, handler, server._default_compression
+        )
+        self._server = server
+        self._request_complete = False
+        #: The request iterator of a request-streaming method, and whether the client has
+        #: half-closed it (its last messages may still wait in the connection).
+        self._requests: Optional[RequestStream] = None
+        self._request_closed = False
+        #: Send backpressure of a response-streaming method.
+        self._response_credit: Optional[ResponseCredit] = None
+        self._callbacks: Optional[List[Callable[[], Any]]] = None
+
+    # -- RpcContext ------------------------------------------------------------------------------
+
+    def is_active(self) -> bool:
+        """False once the call ended: answered, cancelled, reset by the client or past deadline."""
+        if self._terminated:
+            return False
+        return self._deadline is None or time.monotonic() < self._deadline
+
+    def cancel(self) -> None:
+        """Cancel the call: the client gets RST_STREAM(CANCEL), i.e. CANCELLED
+        (PROTOCOL-HTTP2.md, Errors)."""
+        self._server._post(self._server._cancel_call, self)
+
+    def add_callback(self, callback: Callable[[], Any]) -> bool:
+        """Run ``callback`` (on a minigrpc thread) when the call ends, however it ends.
+
+        Returns False, without registering it, if the call has already ended (grpcio's rule).
+        """
+        with self._server._callback_lock:
+            if self._terminated:
+                return False
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append(callback)
+            return True
+
+    # -- ServicerContext -------------------------------------------------------------------------
+
+    def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
+        """Send the response headers now, with this metadata (at most once, as in grpcio)."""
+        headers = wire.encode_metadata(initial_metadata)
+        with self._server._callback_lock:
+            if self._initial_metadata_sent:
+                raise ValueError("Initial metadata no longer allowed!")
+            self._initial_metadata_sent = True
+        encoding = wire.compression_name(self._compression) if self._compress_next else None
+        self._server._post(self._server._send_initial_metadata, self, headers, encoding)
+
+    def abort(self, code: Any, details: str) -> NoReturn:
+        """End the call with ``code`` and ``details`` by raising an exception (grpcio's contract).
+
+        Like grpcio: OK is logged and becomes UNKNOWN with empty details; a value that is not a
+        status code (``abort(42, ...)``) is UNKNOWN with the details given.
+        """
+        self._record_abort(code, details)
+        raise _Abort()
+
+    def abort_with_status(self, status: Any) -> NoReturn:
+        """``abort`` with a ``grpc.Status``-like object (code, details, trailing_metadata)."""
+        self.set_trailing_metadata(getattr(status, "trailing_metadata", None) or ())
+        self.abort(status.code, status.details)
 
     # -- called by the server --------------------------------------------------------------------
 

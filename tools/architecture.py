@@ -79,8 +79,10 @@ MODULES: Dict[str, Module] = {
     "__init__": Module(4, "the package: grpcio's names, loaded on first use"),
     # The asyncio API (grpc.aio): its transports sit beside the blocking ones, its API above.
     "aio": Module(4, "the asyncio package: grpc.aio's names, loaded on first use"),
-    "aio._errors": Module(4, "grpc.aio's exceptions and its EOF marker"),
-    "aio._metadata": Module(4, "grpc.aio.Metadata, the ordered multi-map of call metadata"),
+    # grpc.aio's exceptions and Metadata are plain classes, like status.py's: both asyncio
+    # servers' layers use them.
+    "aio._errors": Module(1, "grpc.aio's exceptions and its EOF marker"),
+    "aio._metadata": Module(1, "grpc.aio.Metadata, the ordered multi-map of call metadata"),
     "aio._transport": Module(3, "the asyncio client connection: event-loop I/O and waits"),
     "aio._call": Module(4, "grpc.aio's call objects: awaitable, async-iterable, writable"),
     "aio._channel": Module(4, "grpc.aio's channel and its four multi-callables"),
@@ -98,6 +100,9 @@ MODULES: Dict[str, Module] = {
     "health.v1.health_pb2_grpc": Module(4, "the health stub, servicer base and registration"),
     "health.v1.health": Module(4, "grpcio-health-checking's HealthServicer: Check, List, "
                                   "Watch, set, graceful shutdown"),
+    "aio._servicer_context": Module(3, "the asyncio handler's context: grpc.aio.ServicerContext"),
+    "aio._server_loop": Module(3, "the asyncio server's I/O: connections, call tasks, stop"),
+    "aio._server": Module(4, "grpc.aio's Server, server() and ServerInterceptor"),
 }
 
 

@@ -42,6 +42,11 @@ _EXPORTS: Dict[str, str] = {
     "UnaryStreamClientInterceptor": "_interceptors",
     "StreamUnaryClientInterceptor": "_interceptors",
     "StreamStreamClientInterceptor": "_interceptors",
+    # the server
+    "Server": "_server",
+    "ServerInterceptor": "_server",
+    "server": "_server",
+    "ServicerContext": "_servicer_context",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -83,6 +88,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryUnaryClientInterceptor,
     )
     from ._metadata import Metadata
+    from ._server import Server, ServerInterceptor, server
+    from ._servicer_context import ServicerContext
 
 
 def __getattr__(name: str) -> Any:

@@ -103,6 +103,19 @@ MODULES: Dict[str, Module] = {
     "aio._servicer_context": Module(3, "the asyncio handler's context: grpc.aio.ServicerContext"),
     "aio._server_loop": Module(3, "the asyncio server's I/O: connections, call tasks, stop"),
     "aio._server": Module(4, "grpc.aio's Server, server() and ServerInterceptor"),
+    "reflection": Module(4, "the server reflection add-on package, v1 and v1alpha"),
+    "reflection.servicer": Module(4, "server reflection answered from a descriptor pool, "
+                                     "once for both versions"),
+    "reflection.v1": Module(4, "grpc.reflection.v1"),
+    "reflection.v1.reflection_pb2": Module(4, "the v1 messages, under grpcio's module name"),
+    "reflection.v1.reflection_pb2_grpc": Module(4, "the v1 stub, servicer base, registration"),
+    "reflection.v1.reflection": Module(4, "v1 SERVICE_NAME, ReflectionServicer, "
+                                          "enable_server_reflection"),
+    "reflection.v1alpha": Module(4, "grpc.reflection.v1alpha, grpcio-reflection's layout"),
+    "reflection.v1alpha.reflection_pb2": Module(4, "the v1alpha messages"),
+    "reflection.v1alpha.reflection_pb2_grpc": Module(4, "the v1alpha stub, servicer base, "
+                                                        "registration"),
+    "reflection.v1alpha.reflection": Module(4, "grpcio-reflection's reflection module"),
 }
 
 

@@ -7,7 +7,8 @@ package is installed and loads on this protobuf, its module is the one used: cod
 it too, in the same process, gets the very same classes.  minigrpc's own copies in this package
 (written by ``proto/generate.py`` from ``proto/``) are loaded only where it is absent, or where its
 generated code refuses this protobuf runtime (it checks the version before it registers
-anything, so nothing half-registered is left behind).
+anything, so nothing half-registered is left behind).  So the modules here are imported only
+through :func:`messages`: imported beside the add-on package, they would clash with it.
 """
 
 import importlib

@@ -224,6 +224,10 @@ def _top_level_names() -> dict:
             short = info.name[len(package_name) + 1 :]
             if short.split(".")[-1] == "__main__":
                 continue
+            if short.startswith("_pb."):
+                # The add-ons' own message copies: loaded only where the add-on packages that
+                # define the same names are not (minigrpc._pb.messages), never imported here.
+                continue
             module = importlib.import_module(info.name)
             if "." in short:
                 continue

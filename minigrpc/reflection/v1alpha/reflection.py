@@ -1,0 +1,26 @@
+"""grpcio-reflection's ``reflection`` module for ``grpc.reflection.v1alpha``: ``SERVICE_NAME``,
+``ReflectionServicer`` and ``enable_server_reflection`` (which serves v1 and v1alpha both; see
+:mod:`minigrpc.reflection`).
+"""
+
+from typing import Any, Iterable, Optional
+
+from minigrpc.reflection import servicer as _servicer
+from minigrpc.reflection.servicer import enable_server_reflection
+from minigrpc.reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+__all__ = ["SERVICE_NAME", "ReflectionServicer", "enable_server_reflection"]
+
+#: ``grpc.reflection.v1alpha.ServerReflection``: add it to the names given to
+#: :func:`enable_server_reflection` to have the reflection service listed too.
+SERVICE_NAME: str = reflection_pb2.SERVER_REFLECTION_SERVICE.full_name
+
+
+class ReflectionServicer(
+    _servicer.ReflectionServicer, reflection_pb2_grpc.ServerReflectionServicer
+):
+    """The v1alpha reflection service over ``pool`` (protobuf's default pool if None), listing
+    ``service_names``."""
+
+    def __init__(self, service_names: Iterable[str], pool: Optional[Any] = None) -> None:
+        super().__init__(reflection_pb2, service_names, pool)

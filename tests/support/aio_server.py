@@ -65,6 +65,10 @@ class AsyncServicer:
             return None
         if request == b"peer":
             return context.peer().encode()
+        if request == b"auth":
+            security = context.auth_context()["transport_security_type"][0]
+            identities = context.peer_identities() or [b"-"]
+            return security + b"," + identities[0]
         if request == b"deadline":
             remaining = context.time_remaining()
             return b"none" if remaining is None else str(remaining).encode()

@@ -42,7 +42,7 @@ from .. import server_protocol as _protocol
 from ..protocol import DATA_BATCH
 from ..server_call import RESPONSE_HIGH_WATER
 from ..server_options import ServerOptions
-from ..sockets import Listener, peer_name
+from ..sockets import LISTEN_BACKLOG, Listener, peer_name
 from ..status import StatusCode
 from ._errors import AbortError
 from ._servicer_context import ServicerContext, SyncRequests, SyncServicerContext
@@ -318,8 +318,12 @@ class AioServerLoop:
         """Start accepting on every listener (``start()``)."""
         self._loop = asyncio.get_running_loop()
         for listener in self._listeners:
+            # asyncio listens again with its own backlog (100): keep the one the blocking
+            # server uses, or a burst of connections would be refused.
             server = await self._loop.create_server(
-                functools.partial(AioConnection, self, listener.tls), sock=listener.sock
+                functools.partial(AioConnection, self, listener.tls),
+                sock=listener.sock,
+                backlog=LISTEN_BACKLOG,
             )
             self._servers.append(server)
 

@@ -192,16 +192,62 @@ server.stop(0).wait(10)
 print("stopped", flush=True)
 """.replace("%d", str(WORKERS))
 
+#: The same server on ``minigrpc.aio``: ``async def`` handlers on the event loop.
+_AIO_SERVER_SCRIPT = r"""
+import asyncio, json, sys
+import minigrpc
+from minigrpc import aio
+
+path, options = sys.argv[1], [tuple(o) for o in json.loads(sys.argv[2])]
+
+async def echo(request, context):
+    return request
+
+async def big(request, context):
+    return b"\0" * int(request or b"0")
+
+async def slow(request, context):
+    await asyncio.sleep(0.05)  # a handler waiting 50 ms for something
+    return request
+
+async def chat(requests, context):
+    async for message in requests:
+        yield message
+
+handler = minigrpc.method_handlers_generic_handler("hostile.Echo", {
+    "Call": minigrpc.unary_unary_rpc_method_handler(echo),
+    "Big": minigrpc.unary_unary_rpc_method_handler(big),
+    "Slow": minigrpc.unary_unary_rpc_method_handler(slow),
+    "Chat": minigrpc.stream_stream_rpc_method_handler(chat),
+})
+
+async def main():
+    server = aio.server(handlers=[handler], options=options)
+    server.add_insecure_port("unix:" + path)
+    await server.start()
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await server.stop(0)
+    print("stopped", flush=True)
+
+asyncio.run(main())
+"""
+
+#: The servers the hostile clients attack: the blocking one and the asyncio one.
+SERVER_KINDS = ("blocking", "aio")
+
 
 class ServerProcess:
     """The server under test in its own process; stats come from /proc/<pid>."""
 
-    def __init__(self, options: Sequence[Tuple[str, Any]] = ()) -> None:
+    def __init__(self, options: Sequence[Tuple[str, Any]] = (), kind: str = "blocking") -> None:
+        self.kind = kind
+        script = _AIO_SERVER_SCRIPT if kind == "aio" else _SERVER_SCRIPT
         self.directory = short_temp_dir()
         self.path = os.path.join(self.directory, "s.sock")
         self.target = "unix:" + self.path
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SERVER_SCRIPT, self.path, json.dumps(list(options))],
+            [sys.executable, "-c", script, self.path, json.dumps(list(options))],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -258,10 +304,16 @@ def more_file_descriptors() -> Iterator[None]:
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.fixture(params=SERVER_KINDS)
+def server_kind(request: pytest.FixtureRequest) -> str:
+    """Every attack runs against the blocking server and against the asyncio server."""
+    return str(request.param)
+
+
 @pytest.fixture
-def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+def server(request: pytest.FixtureRequest, server_kind: str) -> Iterator[ServerProcess]:
     options = getattr(request, "param", ())
-    process = ServerProcess(options)
+    process = ServerProcess(options, server_kind)
     try:
         good_call(process.target)  # warm up: executor thread, imports
         yield process

@@ -20,7 +20,14 @@ from typing import Callable, Dict, Iterator, List, Tuple
 import pytest
 from hyperframe.frame import DataFrame, RstStreamFrame, WindowUpdateFrame
 
-from tests.hostile.test_hostile_server import CHAT, ECHO, WAIT, ServerProcess, request_headers
+from tests.hostile.test_hostile_server import (
+    CHAT,
+    ECHO,
+    SERVER_KINDS,
+    WAIT,
+    ServerProcess,
+    request_headers,
+)
 from tests.support.scripted_peer import (
     HostileClient,
     grpc_message,
@@ -64,9 +71,10 @@ def orderings() -> Iterator[Tuple[str, ...]]:
         yield from itertools.permutations(names, size)
 
 
-@pytest.fixture
-def server() -> Iterator[ServerProcess]:
-    process = ServerProcess()
+@pytest.fixture(params=SERVER_KINDS)
+def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    """The blocking server and the asyncio one."""
+    process = ServerProcess(kind=request.param)
     try:
         yield process
     finally:

@@ -41,8 +41,10 @@ import types
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = [
+    "ADDON_MODULES",
     "GRPCIO_NAMES",
     "GRPCIO_VERSION",
+    "AddonModule",
     "ApiName",
     "UnsupportedError",
     "compatibility_markdown",
@@ -223,6 +225,57 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
 )
 
 
+class AddonModule(NamedTuple):
+    """A module of one of grpcio's pure-Python add-on packages, and minigrpc's stand-in for it.
+
+    ``source`` is the minigrpc module served under ``name``; None for a package that only holds
+    submodules.  The add-on packages themselves declare a dependency on grpcio, so ``pip``
+    cannot install them where grpcio has no wheels; minigrpc ships what they are installed for.
+    """
+
+    name: str
+    source: Optional[str]
+    note: str = ""
+
+
+#: The add-on modules :func:`install_as_grpc` makes importable where the add-on package is not
+#: installed (an installed one is never shadowed).  The README's table is rendered from this.
+ADDON_MODULES: Tuple[AddonModule, ...] = (
+    AddonModule("grpc_health", "minigrpc.health"),
+    AddonModule("grpc_health.v1", "minigrpc.health.v1"),
+    AddonModule(
+        "grpc_health.v1.health",
+        "minigrpc.health.v1.health",
+        "`HealthServicer`: `Check`, `List`, `Watch` (non-blocking; sends on change; ends on "
+        "`enter_graceful_shutdown`), `set`, `enter_graceful_shutdown`; `OVERALL_HEALTH`",
+    ),
+    AddonModule("grpc_health.v1.health_pb2", "minigrpc.health.v1.health_pb2"),
+    AddonModule("grpc_health.v1.health_pb2_grpc", "minigrpc.health.v1.health_pb2_grpc"),
+    AddonModule("grpc_reflection", "minigrpc.reflection"),
+    AddonModule("grpc_reflection.v1alpha", "minigrpc.reflection.v1alpha"),
+    AddonModule(
+        "grpc_reflection.v1alpha.reflection",
+        "minigrpc.reflection.v1alpha.reflection",
+        "`SERVICE_NAME`, `ReflectionServicer`, `enable_server_reflection` (serves v1 and "
+        "v1alpha; `minigrpc.reflection.v1` has the v1 names)",
+    ),
+    AddonModule(
+        "grpc_reflection.v1alpha.reflection_pb2", "minigrpc.reflection.v1alpha.reflection_pb2"
+    ),
+    AddonModule(
+        "grpc_reflection.v1alpha.reflection_pb2_grpc",
+        "minigrpc.reflection.v1alpha.reflection_pb2_grpc",
+    ),
+    AddonModule("grpc_status", None),
+    AddonModule(
+        "grpc_status.rpc_status",
+        "minigrpc.rpc_status",
+        "`to_status`, `from_call`, `aio.from_call`; `google.rpc.Status` is "
+        "googleapis-common-protos' where installed, else `minigrpc.rpc_status.status_pb2`",
+    ),
+)
+
+
 def first_version_is_lower(version1: str, version2: str) -> bool:
     """grpcio's ``grpc._utilities.first_version_is_lower``, same results.
 
@@ -348,6 +401,74 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
             + ", ".join(sorted(_PRIVATE_MODULES)),
             name=fullname,
         )
+
+
+_ADDONS: Dict[str, AddonModule] = {entry.name: entry for entry in ADDON_MODULES}
+
+
+class _AddonLoader(importlib.abc.Loader):
+    """Serves a minigrpc module under an add-on module's name (an empty package where the
+    table names none)."""
+
+    def __init__(self, entry: AddonModule) -> None:
+        self._entry = entry
+        self._spec: Optional[importlib.machinery.ModuleSpec] = None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[types.ModuleType]:
+        if self._entry.source is None:
+            return None  # the default: an empty module, a package by its spec
+        module = importlib.import_module(self._entry.source)
+        self._spec = module.__spec__
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing runs (the minigrpc module is loaded); the import system has just given the
+        module the add-on name's spec, and it gets its own back, so that it stays what it is."""
+        if self._spec is not None:
+            module.__spec__ = self._spec
+
+
+def _is_stand_in(module: Optional[types.ModuleType]) -> bool:
+    """True for a module :class:`_AddonFinder` served (minigrpc's, or an empty package)."""
+    if module is None:
+        return False
+    loader = getattr(getattr(module, "__spec__", None), "loader", None)
+    return isinstance(loader, _AddonLoader) or module.__name__.startswith("minigrpc.")
+
+
+class _AddonFinder(importlib.abc.MetaPathFinder):
+    """Answers ``import grpc_health.v1.health`` (and the other :data:`ADDON_MODULES`) with
+    minigrpc's module, but only where the add-on package is not installed: it asks the other
+    finders first, so an installed add-on (or an import hook that refuses one) decides."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Optional[Sequence[str]],
+        target: Optional[types.ModuleType] = None,
+    ) -> Optional[importlib.machinery.ModuleSpec]:
+        entry = _ADDONS.get(fullname)
+        if entry is None:
+            return None
+        parent_name = fullname.rpartition(".")[0]
+        if parent_name:
+            if not _is_stand_in(sys.modules.get(parent_name)):
+                return None  # the real add-on package is the parent
+        elif self._installed(fullname):
+            return None
+        is_package = any(name.startswith(fullname + ".") for name in _ADDONS)
+        return importlib.machinery.ModuleSpec(fullname, _AddonLoader(entry), is_package=is_package)
+
+    def _installed(self, package: str) -> bool:
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            try:
+                if finder.find_spec(package, None) is not None:
+                    return True
+            except ImportError:
+                return False  # a hook refuses it: not installed, as far as this process goes
+        return False
 
 
 # -- grpcio's modules beyond its API that code in the wild imports ---------------------------------
@@ -492,6 +613,8 @@ def install_as_grpc() -> types.ModuleType:
         grpc_logger.addHandler(logging.NullHandler())
     if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
+    if not any(isinstance(finder, _AddonFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AddonFinder())
     sys.modules.update(modules)
     return modules["grpc"]
 
@@ -514,4 +637,15 @@ def compatibility_markdown() -> str:
         else:
             provided = "no"
         lines.append(f"| {name} | {provided} | {entry.note} |")
+    lines += [
+        "",
+        "grpcio's add-on modules, where their packages are not installed (after "
+        "`install_as_grpc()`). Source: `minigrpc.grpc_alias.ADDON_MODULES`.",
+        "",
+        "| add-on module | on minigrpc | notes |",
+        "|---|---|---|",
+    ]
+    for addon in ADDON_MODULES:
+        provided = f"`{addon.source}`" if addon.source else "a package of the modules below"
+        lines.append(f"| `{addon.name}` | {provided} | {addon.note} |")
     return "\n".join(lines) + "\n"

@@ -21,6 +21,11 @@ def messages(installed: str, own: str) -> types.ModuleType:
     """The module ``installed`` (``grpc_health.v1.health_pb2``) if it imports, else ``own``
     (``minigrpc._pb.health_pb2``), which defines the same messages."""
     try:
-        return importlib.import_module(installed)
+        module = importlib.import_module(installed)
     except Exception:  # not installed (ImportError), or its gencode refuses this protobuf
-        return importlib.import_module(own)
+        module = None
+    # After install_as_grpc(), a missing add-on's name is minigrpc's stand-in (grpc_alias): that
+    # is the module asking, not the add-on.
+    if module is None or module.__name__ != installed:
+        module = importlib.import_module(own)
+    return module

@@ -20,6 +20,7 @@ is also checked against a scripted HTTP/2 peer, so that a client fault is told f
 import base64
 import importlib
 import importlib.util
+import os
 import sys
 import warnings
 from concurrent import futures
@@ -604,3 +605,141 @@ def test_grpc_status_abort_with_status_on_a_minigrpc_server() -> None:
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert err.details() == "too many"
     assert rpc_status.from_call(err) == status
+
+
+# -- minigrpc's own add-ons (health, reflection, rich status), and their grpcio module names --
+
+#: tests/support/block_grpcio.py's BLOCK_ADDONS_ENV (importing that module would install its
+#: blocker), set by tests/interop/test_grpc_alias.py when the add-on packages (and
+#: googleapis-common-protos) are blocked too: the case of a machine that has none of them.
+ADDONS_BLOCKED = os.environ.get("MINIGRPC_TEST_BLOCK_ADDONS") == "1"
+
+
+@pytest.fixture()
+def addons_target() -> Iterator[Tuple[str, Any]]:
+    """``(target, health servicer)``: a minigrpc server (on the alias) with minigrpc's health
+    servicer, reflection, and a handler that aborts with a rich status."""
+    from minigrpc import rpc_status
+    from minigrpc.health.v1 import health, health_pb2_grpc
+    from minigrpc.reflection.v1alpha import reflection
+
+    def fail(request: bytes, context: Any) -> bytes:
+        context.abort_with_status(rpc_status.to_status(_addons_status(rpc_status)))
+        raise AssertionError("abort_with_status returned")
+
+    servicer = health.HealthServicer()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    reflection.enable_server_reflection(("grpc.health.v1.Health", reflection.SERVICE_NAME), server)
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "minigrpc.Test", {"Fail": grpc.unary_unary_rpc_method_handler(fail)}
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}", servicer
+    finally:
+        server.stop(None).wait(10)
+
+
+def _addons_status(rpc_status: Any) -> Any:
+    status = rpc_status.status_pb2.Status(code=9, message="not ready")
+    status.details.add().Pack(messages_pb2.Payload(body=b"why"))
+    return status
+
+
+def test_addons_health_reflection_and_rich_status_without_grpcio(
+    addons_target: Tuple[str, Any],
+) -> None:
+    from minigrpc import rpc_status
+    from minigrpc.health.v1 import health_pb2, health_pb2_grpc
+    from minigrpc.reflection.v1 import reflection_pb2, reflection_pb2_grpc
+
+    target, servicer = addons_target
+    status = health_pb2.HealthCheckResponse
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert next(watch).status == status.SERVING
+        servicer.set("", status.NOT_SERVING)
+        assert next(watch).status == status.NOT_SERVING
+        assert stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == (
+            status.NOT_SERVING
+        )
+        watch.cancel()
+        reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
+        listed, files = reflect.ServerReflectionInfo(
+            iter(
+                [
+                    reflection_pb2.ServerReflectionRequest(list_services=""),
+                    reflection_pb2.ServerReflectionRequest(
+                        file_containing_symbol="grpc.health.v1.Health"
+                    ),
+                ]
+            ),
+            timeout=10,
+        )
+        assert [s.name for s in listed.list_services_response.service] == [
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection",
+        ]
+        assert files.file_descriptor_response.file_descriptor_proto[0] == (
+            health_pb2.DESCRIPTOR.serialized_pb
+        )
+        with pytest.raises(grpc.RpcError) as failed:
+            channel.unary_unary("/minigrpc.Test/Fail")(b"", timeout=10)
+    assert failed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert rpc_status.from_call(failed.value) == _addons_status(rpc_status)
+
+
+def test_addons_grpcio_module_names_are_minigrpcs_where_the_addons_are_absent(
+    addons_target: Tuple[str, Any],
+) -> None:
+    """``grpc_health.v1.health``, ``grpc_reflection.v1alpha.reflection`` and
+    ``grpc_status.rpc_status`` import on the alias as minigrpc's modules, with minigrpc's own
+    copies of the messages."""
+    if not ADDONS_BLOCKED:
+        pytest.skip("the add-on packages are installed here (they are used, not shadowed)")
+    import grpc_health.v1.health
+    import grpc_reflection.v1alpha.reflection
+    import grpc_status.rpc_status
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    import minigrpc.health.v1.health
+    import minigrpc.reflection.v1alpha.reflection
+    import minigrpc.rpc_status
+
+    assert grpc_health.v1.health is minigrpc.health.v1.health
+    assert grpc_reflection.v1alpha.reflection is minigrpc.reflection.v1alpha.reflection
+    assert grpc_status.rpc_status is minigrpc.rpc_status
+    assert grpc_status.rpc_status.status_pb2.__name__ == "minigrpc._pb.status_pb2"
+    assert health_pb2.HealthCheckRequest.__module__ == "minigrpc._pb.health_pb2"
+    # They stay minigrpc's modules under their own names.
+    assert minigrpc.health.v1.health.__spec__.name == "minigrpc.health.v1.health"
+    target, _ = addons_target
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        assert stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == (
+            health_pb2.HealthCheckResponse.SERVING
+        )
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("grpc_health.v2")
+
+
+def test_addons_installed_addon_packages_are_not_shadowed() -> None:
+    if ADDONS_BLOCKED:
+        pytest.skip("the add-on packages are blocked here")
+    _addon("grpc_health", "grpc_health.v1.health_pb2")
+    import grpc_health.v1.health
+
+    from minigrpc.health.v1 import health_pb2
+
+    assert grpc_health.v1.health.__name__ == "grpc_health.v1.health"
+    assert "site-packages" in (grpc_health.v1.health.__file__ or "")
+    # One set of message classes in the process: the add-on's own.
+    assert health_pb2.HealthCheckRequest.__module__ == "grpc_health.v1.health_pb2"

@@ -63,6 +63,34 @@ def test_nogrpcio_suite_passes_with_grpcio_unimportable() -> None:
     assert not re.search(r"\d+ (failed|errors?)\b", output.splitlines()[-1]), output
 
 
+@pytest.mark.timeout(120)
+def test_nogrpcio_addons_where_no_addon_package_is_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The suite's add-on tests with grpcio-health-checking, grpcio-reflection, grpcio-status
+    and google.rpc blocked too: minigrpc's add-ons serve their module names, on their own
+    message copies."""
+    monkeypatch.setenv("MINIGRPC_TEST_BLOCK_ADDONS", "1")
+    result = _run(
+        "",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "tests.support.block_grpcio",
+        "-p",
+        "no:cacheprovider",
+        "-rxs",
+        "-k",
+        "addons",
+        "tests/interop/nogrpcio_suite.py",
+        timeout=110,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert re.search(r"\b2 passed, 1 skipped\b", output.splitlines()[-1]), output
+
+
 def test_block_grpcio_really_blocks_grpcio() -> None:
     """The subprocess above proves nothing if grpcio could still be imported there."""
     result = _run(

@@ -319,6 +319,109 @@ def test_generated_stubs_on_an_asyncio_channel(served: Tuple[str, Any, Any, str]
     asyncio.run(main())
 
 
+def _async_servicers(test_grpc: Any, cni_grpc: Any) -> Tuple[Any, Any]:
+    """``async def`` servicers on the version's generated base classes, as a ``grpc.aio``
+    application writes them (UnimplementedCall is left to the generated base class)."""
+
+    class AsyncTestService(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        async def EmptyCall(self, request: Any, context: Any) -> Any:
+            return empty_pb2.Empty()
+
+        async def UnaryCall(self, request: Any, context: Any) -> Any:
+            if request.response_status.code:
+                await context.abort(grpc.StatusCode.NOT_FOUND, request.response_status.message)
+            body = bytes(request.response_size)
+            return messages_pb2.SimpleResponse(payload=messages_pb2.Payload(body=body))
+
+        async def StreamingOutputCall(self, request: Any, context: Any) -> Any:
+            for parameters in request.response_parameters:
+                body = bytes(parameters.size)
+                yield messages_pb2.StreamingOutputCallResponse(
+                    payload=messages_pb2.Payload(body=body)
+                )
+
+        async def StreamingInputCall(self, request_iterator: Any, context: Any) -> Any:
+            size = 0
+            async for request in request_iterator:
+                size += len(request.payload.body)
+            return messages_pb2.StreamingInputCallResponse(aggregated_payload_size=size)
+
+        async def FullDuplexCall(self, request_iterator: Any, context: Any) -> None:
+            while True:
+                request = await context.read()
+                if request is grpc.aio.EOF:
+                    return
+                for parameters in request.response_parameters:
+                    body = bytes(parameters.size)
+                    await context.write(
+                        messages_pb2.StreamingOutputCallResponse(
+                            payload=messages_pb2.Payload(body=body)
+                        )
+                    )
+
+    class AsyncCni(cni_grpc.CniServicer):  # type: ignore[misc,name-defined]
+        async def CmdAdd(self, request: Any, context: Any) -> Any:
+            result = f"added {request.cni_args.container_id}".encode()
+            return cni_pb2.CniCmdResponse(cni_result=result)
+
+    return AsyncTestService(), AsyncCni()
+
+
+@pytest.mark.parametrize("package", VERSIONS)
+def test_async_servicers_on_a_grpc_aio_server(package: str) -> None:
+    """Generated ``add_*Servicer_to_server`` on ``grpc.aio.server()`` with ``async def``
+    servicer methods, called through the generated stubs on asyncio and blocking channels."""
+    import asyncio
+
+    test_grpc, cni_grpc = _stubs(package)
+    version = _version(package)
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        servicer, cni_servicer = _async_servicers(test_grpc, cni_grpc)
+        test_grpc.add_TestServiceServicer_to_server(servicer, server)
+        cni_grpc.add_CniServicer_to_server(cni_servicer, server)
+        target = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(target) as channel:
+                stub = test_grpc.TestServiceStub(channel)
+                assert await stub.EmptyCall(empty_pb2.Empty(), timeout=10) == empty_pb2.Empty()
+                reply = await stub.UnaryCall(messages_pb2.SimpleRequest(response_size=7))
+                assert reply.payload.body == bytes(7)
+                failing = messages_pb2.SimpleRequest(
+                    response_status=messages_pb2.EchoStatus(code=5, message="gone")
+                )
+                with pytest.raises(grpc.aio.AioRpcError) as aborted:
+                    await stub.UnaryCall(failing, timeout=10)
+                assert aborted.value.code() == grpc.StatusCode.NOT_FOUND
+                assert aborted.value.details() == "gone"
+                total = await stub.StreamingInputCall(_input_requests(3, 4), timeout=10)
+                assert total.aggregated_payload_size == 7
+                call = stub.StreamingOutputCall(_output_request(1, 2, 3), timeout=10)
+                assert [len(r.payload.body) async for r in call] == [1, 2, 3]
+                both = stub.FullDuplexCall(iter([_output_request(5, 1), _output_request(6)]))
+                assert [len(r.payload.body) async for r in both] == [5, 1, 6]
+                with pytest.raises(grpc.aio.AioRpcError) as missing:
+                    await stub.UnimplementedCall(empty_pb2.Empty(), timeout=10)
+                assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
+                request = cni_pb2.CniCmdRequest(cni_args=cni_pb2.CniCmdArgs(container_id=version))
+                added = await cni_grpc.CniStub(channel).CmdAdd(request, timeout=10)
+                assert added.cni_result == f"added {version}".encode()
+
+            def blocking_calls() -> List[int]:
+                with grpc.insecure_channel(target) as channel:
+                    stub = test_grpc.TestServiceStub(channel)
+                    return _sizes(stub.StreamingOutputCall(_output_request(4, 2), timeout=10))
+
+            sizes = await asyncio.get_running_loop().run_in_executor(None, blocking_calls)
+            assert sizes == [4, 2]
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("package", VERSIONS)
 def test_server_stream_through_generated_stub_and_static_call_from_an_h2_peer(
     package: str,

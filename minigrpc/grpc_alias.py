@@ -196,6 +196,20 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
         "`minigrpc.aio` (also as `grpc.experimental.aio`), on the same sans-IO core",
         "",
     ),
+    ApiName(
+        "aio.server",
+        True,
+        "`minigrpc.aio.server()` on the same sans-IO server core: `async def` handlers and async "
+        "generators run on the event loop, plain functions on `migration_thread_pool`; TLS, unix "
+        "and TCP ports; `stop(grace)` drains with two GOAWAYs",
+        "",
+    ),
+    ApiName(
+        "aio.ServerInterceptor",
+        True,
+        "`intercept_service` is a coroutine, as in grpcio; blocking interceptors are refused",
+        "",
+    ),
     # -- grpc.experimental ----------------------------------------------------------------------
     ApiName(
         "experimental.unary_unary",

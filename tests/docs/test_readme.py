@@ -60,8 +60,26 @@ def test_stub_example_runs_against_the_reference_servicer() -> None:
 
 @pytest.mark.timeout(60)
 def test_streaming_example_runs_and_prints_what_its_comments_say() -> None:
-    (block,) = [b for b in _python_blocks() if "unary_stream_rpc_method_handler" in b]
+    (block,) = [
+        b
+        for b in _python_blocks()
+        if "unary_stream_rpc_method_handler" in b and "aio.server()" not in b
+    ]
     # The comment at the end of each print(...) line is what that line prints.
+    expected = [
+        line.rsplit("# ", 1)[1] for line in block.splitlines() if "print(" in line and "# " in line
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=50,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == expected
+
+
+@pytest.mark.timeout(60)
+def test_asyncio_server_example_runs_and_prints_what_its_comments_say() -> None:
+    (block,) = [b for b in _python_blocks() if "aio.server()" in b]
     expected = [
         line.rsplit("# ", 1)[1] for line in block.splitlines() if "print(" in line and "# " in line
     ]

@@ -143,12 +143,12 @@ class ClientCall:
     @property
     def messages(self) -> List[Message]:
         """The response messages received and not yet taken."""
-        return list(self.response.messages) if self.response is not None else []
+        return self.response.messages if self.response is not None else []
 
     @property
     def messages_waiting(self) -> bool:
         """A response message has arrived and not been taken yet."""
-        return self.response is not None and bool(self.response.messages)
+        return self.response is not None and self.response.count > 0
 
     @property
     def response_encoding(self) -> Optional[str]:

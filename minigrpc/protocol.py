@@ -25,17 +25,27 @@ the application reads.  The connection window is always credited at once, so one
 never stalls the others on its connection.  Bytes of a message still being assembled are always
 acknowledged: they are bounded by the receive limit, and holding them back could deadlock a
 message larger than the window.
+
+Memory.  On a server, each connection has an account in the server's memory budget
+(:mod:`minigrpc.memory_budget`): :class:`Inbound` and :class:`Outbound` charge what they hold
+at its real cost (small messages are packed into shared byte arrays, so that a stream of tiny
+messages costs about what it carried on the wire), and while the account is over budget the
+window is withheld: a stream's as above, and the connection's too (it is returned by
+:meth:`ConnectionProtocol.resume_credit` once the account is back under).  One partial message
+at a time may still complete meanwhile (:attr:`ConnectionProtocol.lead_stream`), so that
+streams each holding part of a large message cannot wait on each other forever.
 """
 
 import collections
 import enum
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Tuple, Union
 
 import h2.connection
 import h2.errors
 import h2.exceptions
 
 from . import http2, wire
+from .memory_budget import MESSAGE_OVERHEAD, PACKED_OVERHEAD, VIEW_OVERHEAD, ConnectionMemory
 
 #: A message as it arrived: (compressed flag, payload).
 Message = Tuple[bool, bytes]
@@ -51,6 +61,10 @@ DATA_BATCH = 64 * 1024
 #: Bytes of whole, untaken messages a stream may hold before its window is credited only as
 #: the application takes them (see the module docstring).
 DEFAULT_BUFFER_LIMIT = 1024 * 1024
+#: Messages smaller than this are packed into a shared ``bytearray`` (one object per
+#: :data:`_PACKED_RUN` bytes instead of two per message), larger ones are kept as they came.
+_PACK_BELOW = 1024
+_PACKED_RUN = 64 * 1024
 
 
 class SendState(enum.Enum):
@@ -68,14 +82,16 @@ class SendState(enum.Enum):
 class Outbound:
     """The messages one side still has to write on one stream."""
 
-    __slots__ = ("_offset", "_queue", "queued_bytes", "state")
+    __slots__ = ("_offset", "_queue", "memory", "queued_bytes", "state")
 
-    def __init__(self) -> None:
+    def __init__(self, memory: Optional[ConnectionMemory] = None) -> None:
         self._queue: Deque[memoryview] = collections.deque()
         self._offset = 0
         #: Framed bytes queued and not yet handed to h2.
         self.queued_bytes = 0
         self.state = SendState.OPEN
+        #: The account charged for what is queued (a server's), or None.
+        self.memory = memory
 
     @property
     def empty(self) -> bool:
@@ -91,6 +107,8 @@ class Outbound:
             if piece:
                 self._queue.append(memoryview(piece))
                 self.queued_bytes += len(piece)
+                if self.memory is not None:
+                    self.memory.charge_outbound(len(piece) + VIEW_OVERHEAD)
         if last:
             self.state = SendState.CLOSING
 
@@ -101,6 +119,8 @@ class Outbound:
 
     def discard(self) -> None:
         """Drop what is queued; the stream is ending another way (reset, early trailers)."""
+        if self.memory is not None and self._queue:
+            self.memory.release_outbound(self.queued_bytes + VIEW_OVERHEAD * len(self._queue))
         self._queue.clear()
         self._offset = 0
         self.queued_bytes = 0
@@ -128,6 +148,7 @@ class Outbound:
         make; passing bytes instead would only move that copy here.)
         """
         written = 0
+        pieces_done = 0
         queue = self._queue
         while queue:
             size = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size)
@@ -145,6 +166,7 @@ class Outbound:
                 taken += take
                 if end == len(head):
                     queue.popleft()
+                    pieces_done += 1
                     self._offset = 0
                 else:
                     self._offset = end
@@ -155,6 +177,8 @@ class Outbound:
             self.queued_bytes -= taken
             if end_stream:
                 self.state = SendState.CLOSED
+        if self.memory is not None and written:
+            self.memory.release_outbound(written + VIEW_OVERHEAD * pieces_done)
         return written
 
     def can_write(self, conn: h2.connection.H2Connection, stream_id: int) -> bool:
@@ -167,22 +191,56 @@ class Outbound:
 class Inbound:
     """The messages arriving on one stream, and the flow-control credit they owe."""
 
-    __slots__ = ("_buffered", "_deferred", "decoder", "limit", "messages", "received")
+    __slots__ = (
+        "_buffered",
+        "_deferred",
+        "_partial",
+        "_queue",
+        "_run_offset",
+        "count",
+        "decoder",
+        "limit",
+        "received",
+    )
 
     def __init__(self, max_message_length: Optional[int], limit: int) -> None:
         self.decoder = wire.MessageDecoder(max_message_length)
-        #: Whole messages not yet taken by the application.
-        self.messages: Deque[Message] = collections.deque()
+        #: Whole messages not yet taken: a large one as it came, small ones packed together
+        #: (prefix and payload, as on the wire) into byte arrays of up to :data:`_PACKED_RUN`.
+        self._queue: Deque[Union[Message, bytearray]] = collections.deque()
+        #: Where the next message starts in the first packed array.
+        self._run_offset = 0
+        #: Whole messages not yet taken.
+        self.count = 0
         #: Messages received so far, taken or not (for the unary cardinality checks).
         self.received = 0
         self.limit = limit
+        #: What the untaken whole messages cost (:mod:`minigrpc.memory_budget`).
         self._buffered = 0
+        #: What the partial message being assembled costs.
+        self._partial = 0
         self._deferred = 0
 
     @property
     def at_boundary(self) -> bool:
         """No partial message is held (PROTOCOL-HTTP2.md: the stream must end on one)."""
         return self.decoder.at_boundary
+
+    @property
+    def messages(self) -> List[Message]:
+        """The untaken messages, oldest first (without taking them)."""
+        out: List[Message] = []
+        offset = self._run_offset
+        for entry in self._queue:
+            if isinstance(entry, bytearray):
+                while offset < len(entry):
+                    length = int.from_bytes(entry[offset + 1 : offset + 5], "big")
+                    out.append((entry[offset] == 1, bytes(entry[offset + 5 : offset + 5 + length])))
+                    offset += 5 + length
+            else:
+                out.append(entry)
+            offset = 0
+        return out
 
     def data_received(
         self, connection: "ConnectionProtocol", stream_id: int, data: bytes, flow_controlled: int
@@ -193,33 +251,110 @@ class Inbound:
         :class:`~minigrpc.errors.CallError` when the payload breaks the framing or the receive
         limit; the stream is then ended by the caller.
         """
+        memory = connection.memory
+        try:
+            complete = self.decoder.feed(data) if data else []
+        except Exception:
+            if flow_controlled:
+                connection.acknowledge_later(stream_id, flow_controlled)
+            raise
+        if complete:
+            cost = self._queue_messages(complete)
+            if memory is not None:
+                memory.charge_inbound(cost)
+        if memory is not None:
+            partial = self.decoder.buffered
+            if partial != self._partial:
+                memory.charge_inbound(partial - self._partial)
+                self._partial = partial
         if flow_controlled:
-            if self._buffered < self.limit:
+            over = memory is not None and memory.over_budget
+            if self._buffered < self.limit and (
+                not over or connection.may_lead(stream_id, self.decoder)
+            ):
                 connection.acknowledge_later(stream_id, flow_controlled)
             else:
                 self._deferred += flow_controlled
                 connection.credit_connection(flow_controlled)
-        if not data:
-            return []
-        complete = self.decoder.feed(data)
-        if complete:
-            self.messages.extend(complete)
-            self.received += len(complete)
-            self._buffered += sum(len(payload) for _, payload in complete)
+        if connection.lead_stream == stream_id and self.decoder.at_boundary:
+            connection.lead_stream = connection._lead_decoder = None
         return complete
+
+    def _queue_messages(self, complete: List[Message]) -> int:
+        """Queue whole messages; return what they cost."""
+        queue = self._queue
+        cost = 0
+        for message in complete:
+            payload = message[1]
+            size = len(payload)
+            if size < _PACK_BELOW:
+                run = queue[-1] if queue else None
+                if not isinstance(run, bytearray) or len(run) >= _PACKED_RUN:
+                    run = bytearray()
+                    queue.append(run)
+                run += (b"\x01" if message[0] else b"\x00") + size.to_bytes(4, "big")
+                run += payload
+                cost += size + PACKED_OVERHEAD
+            else:
+                queue.append(message)
+                cost += size + MESSAGE_OVERHEAD
+        self.count += len(complete)
+        self.received += len(complete)
+        self._buffered += cost
+        return cost
 
     def take(self, connection: "ConnectionProtocol", stream_id: int) -> Optional[Message]:
         """The oldest untaken message, or None; credits deferred window once below the limit."""
-        if not self.messages:
+        if not self.count:
             return None
-        message = self.messages.popleft()
-        self._buffered -= len(message[1])
+        queue = self._queue
+        head = queue[0]
+        if isinstance(head, bytearray):
+            offset = self._run_offset
+            length = int.from_bytes(head[offset + 1 : offset + 5], "big")
+            end = offset + 5 + length
+            message: Message = (head[offset] == 1, bytes(head[offset + 5 : end]))
+            if end >= len(head):
+                queue.popleft()
+                end = 0
+            self._run_offset = end
+            cost = length + PACKED_OVERHEAD
+        else:
+            queue.popleft()
+            message = head
+            cost = len(message[1]) + MESSAGE_OVERHEAD
+        self.count -= 1
+        self._buffered -= cost
+        memory = connection.memory
+        if memory is not None:
+            memory.release_inbound(cost)
         if self._deferred and self._buffered < self.limit:
-            deferred, self._deferred = self._deferred, 0
-            stream = connection.conn.streams.get(stream_id)
-            if stream is not None and stream.open:
-                connection.conn.increment_flow_control_window(deferred, stream_id)
+            if memory is None or not memory.over_budget:
+                self.return_deferred(connection, stream_id)
         return message
+
+    def return_deferred(self, connection: "ConnectionProtocol", stream_id: int) -> None:
+        """Give the stream the window held back for it (the connection's was returned already,
+        or is returned by :meth:`ConnectionProtocol.resume_credit`)."""
+        deferred, self._deferred = self._deferred, 0
+        stream = connection.conn.streams.get(stream_id)
+        if deferred and stream is not None and stream.open:
+            connection.conn.increment_flow_control_window(deferred, stream_id)
+
+    @property
+    def waiting_for_window(self) -> bool:
+        """Window is held back for the stream, and its own messages no longer justify it."""
+        return bool(self._deferred) and self._buffered < self.limit
+
+    def clear(self, connection: "ConnectionProtocol") -> None:
+        """The stream is gone: drop what it holds and give its charge back."""
+        memory = connection.memory
+        if memory is not None and (self._buffered or self._partial):
+            memory.release_inbound(self._buffered + self._partial)
+        self._queue.clear()
+        self._run_offset = 0
+        self.count = 0
+        self._buffered = self._partial = 0
 
 
 class ConnectionProtocol:
@@ -245,6 +380,14 @@ class ConnectionProtocol:
         self._output: List[bytes] = []
         #: DATA bytes to acknowledge per stream at the end of the chunk being read.
         self._unacknowledged: Dict[int, int] = {}
+        #: The server's account in its memory budget (None on a client: nothing is withheld).
+        self.memory: Optional[ConnectionMemory] = None
+        #: Connection window withheld while the account is over budget.
+        self._held_credit = 0
+        #: The stream whose partial message may complete while the account is over budget,
+        #: and its decoder (:meth:`may_lead`).
+        self.lead_stream: Optional[int] = None
+        self._lead_decoder: Optional[wire.MessageDecoder] = None
 
     def data_to_send(self) -> bytes:
         """Everything h2 queued: frames for calls, ACKs, WINDOW_UPDATEs, PING replies."""
@@ -269,11 +412,78 @@ class ConnectionProtocol:
         self._unacknowledged[stream_id] = self._unacknowledged.get(stream_id, 0) + flow_controlled
 
     def acknowledge_received(self) -> None:
-        """Acknowledge what :meth:`acknowledge_later` collected (end of each chunk read)."""
+        """Acknowledge what :meth:`acknowledge_later` collected (end of each chunk read).
+
+        While the memory account is over budget only the stream windows are returned; the
+        connection's is held back (except for the lead stream's bytes, see :meth:`may_lead`).
+        """
         if self._unacknowledged:
             owed, self._unacknowledged = self._unacknowledged, {}
+            memory = self.memory
+            over = memory is not None and memory.over_budget
             for stream_id, size in owed.items():
-                self.conn.acknowledge_received_data(size, stream_id)
+                if not over or stream_id == self.lead_stream:
+                    self.conn.acknowledge_received_data(size, stream_id)
+                    continue
+                if not self._stream_closed(stream_id):
+                    self.conn.increment_flow_control_window(size, stream_id)
+                self._hold_credit(size)
+        if self.memory is not None and self.memory.over_budget:
+            self._top_up_lead()
+
+    def _hold_credit(self, size: int) -> None:
+        self._held_credit += size
+        assert self.memory is not None
+        self.memory.holding_back()
+
+    def may_lead(self, stream_id: int, decoder: wire.MessageDecoder) -> bool:
+        """While over budget: may this stream's partial message still get window?
+
+        One stream at a time (the first whose message is incomplete) may complete its message:
+        at the end of each chunk read, the connection's and the stream's windows are raised to
+        what that message still needs (:meth:`_top_up_lead`).  Without it, streams that each
+        hold part of a large message while the connection window is spent would all wait for
+        each other (RFC 9113 §5.2.2 warns of such deadlocks); with it, what is buffered beyond
+        the budget is bounded by the stream windows already granted.
+        """
+        if decoder.at_boundary or self.lead_stream not in (None, stream_id):
+            return False
+        self.lead_stream = stream_id
+        self._lead_decoder = decoder
+        return True
+
+    def _choose_lead(self) -> Optional[Tuple[int, wire.MessageDecoder]]:
+        """A stream with a partial message to make the lead (a server knows its calls)."""
+        return None
+
+    def _top_up_lead(self) -> None:
+        """Give the lead stream the window its message still needs (see :meth:`may_lead`)."""
+        if self.lead_stream is None or self._lead_decoder is None:
+            lead = self._choose_lead()
+            if lead is None:
+                return
+            self.lead_stream, self._lead_decoder = lead
+        stream_id, decoder = self.lead_stream, self._lead_decoder
+        if decoder.at_boundary or self._stream_closed(stream_id):
+            self.lead_stream = self._lead_decoder = None
+            return
+        missing = max(decoder.missing, wire.PREFIX_LENGTH)
+        conn = self.conn
+        window = conn.inbound_flow_control_window
+        if window < missing and window + missing < 2**31 - 1:
+            conn.increment_flow_control_window(missing - window)
+        window = conn.streams[stream_id].inbound_flow_control_window
+        if window < missing and window + missing < 2**31 - 1:
+            conn.increment_flow_control_window(missing - window, stream_id)
+
+    def resume_credit(self) -> None:
+        """The account is back under budget: return the connection window held back."""
+        held, self._held_credit = self._held_credit, 0
+        if held:
+            try:
+                self.conn.increment_flow_control_window(held)
+            except h2.exceptions.ProtocolError:
+                pass  # the connection is closing
 
     def take_h2_output(self) -> None:
         """Move what h2 queued so far out of h2, ahead of what it queues next.
@@ -287,6 +497,10 @@ class ConnectionProtocol:
 
     def credit_connection(self, flow_controlled: int) -> None:
         """Return connection window for DATA whose stream window :class:`Inbound` holds back."""
+        memory = self.memory
+        if memory is not None and memory.over_budget:
+            self._hold_credit(flow_controlled)
+            return
         self._connection_credit += flow_controlled
         if self._connection_credit >= self._credit_threshold:
             credit, self._connection_credit = self._connection_credit, 0

@@ -5,8 +5,10 @@ not thread-safe).  Two bounded hand-overs connect them, one per direction, so th
 fast client nor a slow one can make the server hold more than a fixed amount per call:
 
 * :class:`RequestStream`, the ``request_iterator`` of ``stream_unary`` and ``stream_stream``
-  handlers.  The I/O thread moves messages into it from the connection while it holds fewer
-  than :data:`REQUEST_QUEUE_LIMIT` bytes; past that, messages wait in the connection, whose
+  handlers.  The I/O thread moves messages into it from the connection while they cost fewer
+  than :data:`REQUEST_QUEUE_LIMIT` bytes (each message counted with its object overhead,
+  :data:`minigrpc.memory_budget.QUEUED_BYTES_OVERHEAD`, so that tiny messages cannot pile up
+  by the hundred thousand); past that, messages wait in the connection, whose
   unreturned flow-control window stops the client (RFC 9113 §5.2, PROTOCOL-HTTP2.md leaves flow
   control to HTTP/2).  The handler's reads ask for more once the queue is half empty.
 * :class:`ResponseCredit`, for ``unary_stream`` and ``stream_stream`` responses.  A handler may
@@ -19,6 +21,7 @@ import collections
 import threading
 from typing import Any, Callable, Deque, Iterator, Optional
 
+from .memory_budget import QUEUED_BYTES_OVERHEAD
 from .server_dispatch import CallEndedError
 from .status import StatusCode
 
@@ -30,7 +33,7 @@ __all__ = [
     "ResponseCredit",
 ]
 
-#: Bytes of received, unread request messages a call holds before it stops taking more.
+#: What received, unread request messages of a call may cost before it stops taking more.
 REQUEST_QUEUE_LIMIT = 1024 * 1024
 #: Bytes of response messages a handler may have handed over and not yet seen written.
 RESPONSE_HIGH_WATER = 256 * 1024
@@ -70,7 +73,7 @@ class RequestStream:
     def put(self, message: bytes) -> None:
         with self._ready:
             self._messages.append(message)
-            self._queued_bytes += len(message)
+            self._queued_bytes += len(message) + QUEUED_BYTES_OVERHEAD
             self._ready.notify()
 
     def stall(self) -> None:
@@ -107,7 +110,7 @@ class RequestStream:
             if not self._messages:
                 raise StopIteration
             message = self._messages.popleft()
-            self._queued_bytes -= len(message)
+            self._queued_bytes -= len(message) + QUEUED_BYTES_OVERHEAD
             if self._stalled and self._queued_bytes <= REQUEST_QUEUE_LIMIT // 2:
                 self._stalled = False
                 pull = True

@@ -79,6 +79,7 @@ class _Connection:
 
     __slots__ = (
         "calls",
+        "charged_output",
         "close_when_flushed",
         "closed",
         "idle_since",
@@ -102,6 +103,8 @@ class _Connection:
         self.protocol = protocol
         self.peer = peer
         self.output = bytearray()
+        #: How much of ``output`` is charged to the connection's memory account.
+        self.charged_output = 0
         self.calls: Dict[int, ServicerContext] = {}
         #: Calls streaming responses: their handlers learn after each flush what was written.
         self.senders: Set[ServicerContext] = set()
@@ -167,6 +170,8 @@ class ServerLoop:
         )
         self._options = options
         self._settings = options.protocol_settings()
+        #: What all connections may buffer, and each of them (:mod:`minigrpc.memory_budget`).
+        self._memory = options.memory_budget()
         self._maximum_concurrent_rpcs = maximum_concurrent_rpcs
         self._default_compression = options.compression if compression is None else int(compression)
         #: The registered and generic handlers and the server interceptors around them.
@@ -329,6 +334,7 @@ class ServerLoop:
                 if self._timers:
                     self._run_timers()
                 self._submit_held_dispatches()
+                self._resume_held_back()
                 if self._dirty:
                     dirty = self._dirty
                     self._dirty = set()
@@ -368,6 +374,14 @@ class ServerLoop:
         self._stop_callback_thread()
         self._terminated.set()
 
+    def _resume_held_back(self) -> None:
+        """Give window again to connections that were held back and are under budget now."""
+        for account in self._memory.resumable():
+            connection = account.owner
+            if isinstance(connection, _Connection) and not connection.closed:
+                connection.protocol.resume_credit()
+                self._dirty.add(connection)
+
     def _shutdown_executor(self) -> None:
         if self._owns_executor:
             self._executor.shutdown(wait=False)
@@ -393,8 +407,11 @@ class ServerLoop:
             sock.setblocking(False)
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            protocol = _protocol.ServerConnection(self._settings, shape_from_handler=True)
+            protocol = _protocol.ServerConnection(
+                self._settings, shape_from_handler=True, memory=self._memory
+            )
             connection = _Connection(sock, protocol, peer_name(sock))
+            protocol.memory.owner = connection
             if listener.tls is not None:
                 from .tls import TLSEngine
 
@@ -542,6 +559,10 @@ class ServerLoop:
             credit = context._response_credit
             if credit is not None:
                 credit.written(protocol.queued_response_bytes(context._stream_id))
+        unsent = len(output)
+        if unsent != connection.charged_output:
+            protocol.memory.charge_outbound(unsent - connection.charged_output)
+            connection.charged_output = unsent
         if protocol.closed and not connection.close_when_flushed:
             # Flush what h2 queued (its GOAWAY), but never wait long for a client that won't read.
             self._add_timer(time.monotonic() + _CLOSE_FLUSH_TIMEOUT, self._close, connection)
@@ -555,7 +576,12 @@ class ServerLoop:
         if connection.close_when_flushed and not output and not connection.lingering:
             self._close(connection)
             return
-        self._update_interest(connection, want_read=len(output) < limit and not protocol.closed)
+        self._update_interest(
+            connection,
+            want_read=len(output) < limit
+            and not protocol.closed
+            and not protocol.memory.stop_reading,
+        )
 
     def _linger(self, connection: _Connection) -> None:
         """Close a drained connection gracefully: shut our write side, read until the client closes.
@@ -605,6 +631,7 @@ class ServerLoop:
         if connection.closed:
             return
         connection.closed = True
+        connection.protocol.memory.close()
         if connection.protocol.close_reason:
             _LOGGER.debug(
                 "closing the connection from %s: %s",

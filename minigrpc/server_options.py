@@ -16,6 +16,8 @@ key                                       default     meaning
 ``minigrpc.connection_window_size``       16 MiB      connection receive window (WINDOW_UPDATE)
 ``minigrpc.unix_socket_mode``             ``0o600``   permission bits of a unix socket file
 ``minigrpc.max_output_buffer``            2 MiB       unsent bytes per connection, then backpressure
+``minigrpc.max_buffered_bytes``           64 MiB      memory all connections may buffer together
+``minigrpc.max_connection_buffered_bytes``  16 MiB    memory one connection may buffer
 ``grpc.server_handshake_timeout_ms``      120000      close a client that sends no preface+SETTINGS
 ``grpc.max_connection_idle_ms``           300000      GOAWAY a connection without calls this long
 ``minigrpc.request_stall_timeout_ms``     30000       cancel a call whose request stops arriving
@@ -50,6 +52,13 @@ the server reads, writes and times out nothing else, so it must not block: no sl
 that can wait, and no call to a server whose answer needs this one.  Streaming handlers, whose
 requests or flow control make them wait for the I/O thread, use the executor either way.
 
+``minigrpc.max_buffered_bytes`` and ``minigrpc.max_connection_buffered_bytes`` bound what the
+server holds for clients, at its real cost in memory: request messages no handler has taken
+yet, responses and output a client has not read (:mod:`minigrpc.memory_budget`).  Over budget,
+a connection gets no more flow-control window, is no longer read once what it sent alone is
+over, and its new streams are refused with RST_STREAM(REFUSED_STREAM).  The defaults suit a
+node agent; a server for large messages raises them.
+
 ``grpc.so_reuseport`` lets several processes (or a server and a socket reserving its port)
 bind one TCP port.  grpc-core turns it on by default on Linux; minigrpc does not, so that a
 second server on a port in use fails to bind instead of silently sharing the port's
@@ -60,6 +69,7 @@ import logging
 from typing import Any, Iterable, Optional, Tuple
 
 from . import http2, wire
+from .memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
 from .server_protocol import ServerSettings
 
 __all__ = ["ServerOptions"]
@@ -79,6 +89,13 @@ DEFAULT_REQUEST_STALL_TIMEOUT = 30.0
 def _limit(value: Any) -> Optional[int]:
     number = int(value)
     return None if number < 0 else number
+
+
+def _at_least(value: Any, minimum: int, name: str) -> int:
+    number = int(value)
+    if number < minimum:
+        raise ValueError(f"at least {minimum} ({name}) is expected")
+    return number
 
 
 def _milliseconds(value: Any) -> Optional[float]:
@@ -102,6 +119,8 @@ class ServerOptions:
         self.connection_window = http2.DEFAULT_CONNECTION_WINDOW
         self.unix_socket_mode = 0o600
         self.max_output_buffer = DEFAULT_MAX_OUTPUT_BUFFER
+        self.max_buffered_bytes = DEFAULT_SERVER_LIMIT
+        self.max_connection_buffered_bytes: Optional[int] = None
         self.compression: Optional[int] = None
         self.handshake_timeout: Optional[float] = DEFAULT_HANDSHAKE_TIMEOUT
         self.max_connection_idle: Optional[float] = DEFAULT_MAX_CONNECTION_IDLE
@@ -156,8 +175,20 @@ class ServerOptions:
             self.reuse_port = bool(int(value))
         elif key == "minigrpc.max_output_buffer":
             self.max_output_buffer = max(64 * 1024, int(value))
+        elif key == "minigrpc.max_buffered_bytes":
+            self.max_buffered_bytes = _at_least(value, 1024 * 1024, "1 MiB")
+        elif key == "minigrpc.max_connection_buffered_bytes":
+            self.max_connection_buffered_bytes = _at_least(value, 256 * 1024, "256 KiB")
         else:
             _LOGGER.debug("ignoring unsupported server option %r", key)
+
+    def memory_budget(self) -> MemoryBudget:
+        """The budget the server's connections share (at most the total for one connection,
+        and a quarter of it by default when the total is set lower than the default)."""
+        connection = self.max_connection_buffered_bytes
+        if connection is None:
+            connection = min(DEFAULT_CONNECTION_LIMIT, self.max_buffered_bytes // 4)
+        return MemoryBudget(self.max_buffered_bytes, max(256 * 1024, connection))
 
     def protocol_settings(self) -> ServerSettings:
         return ServerSettings(

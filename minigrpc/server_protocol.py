@@ -39,6 +39,10 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
   WINDOW_UPDATE and SETTINGS changes.  The socket layer bounds how many DATA bytes may sit unsent
   (:meth:`ServerConnection.set_output_room`) so a client that opens its window but never reads
   cannot make us buffer without bound.
+* Memory (RFC 9113 §10.5): what each connection buffers is charged to its account in the
+  server's :class:`minigrpc.memory_budget.MemoryBudget`, at its real cost; over budget, window
+  is withheld (:mod:`minigrpc.protocol`), new streams are refused with RST_STREAM(REFUSED_STREAM)
+  and a unary response that would add to the pile ends as RESOURCE_EXHAUSTED.
 * Floods (RFC 9113 §10.5): frames that do no work (PING, SETTINGS, PRIORITY, RST_STREAM, a
   WINDOW_UPDATE on stream 0, an empty DATA frame) spend a per-connection allowance
   (:class:`minigrpc.frame_budget.FrameBudget`); a client that exhausts it (a PING or SETTINGS
@@ -62,6 +66,7 @@ import hpack
 from . import errors, http2, wire
 from . import headers as hdrs
 from .frame_budget import FrameBudget
+from .memory_budget import ConnectionMemory, MemoryBudget
 from .protocol import (
     DEFAULT_BUFFER_LIMIT,
     PROTOCOL_ERROR,
@@ -92,6 +97,8 @@ DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 _MAX_STREAM_ID = 2**31 - 1
 #: GOAWAY code for a client that floods us (RFC 9113 §10.5).
 ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+#: The status details of a response dropped because its connection is over its memory budget.
+OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
 #: How much larger than the advertised per-call limit h2's own header-list limit is kept.
 _HPACK_LIMIT_FACTOR = 4
 
@@ -345,6 +352,7 @@ class _Call:
         max_receive: Optional[int],
         now: float,
         request_streaming: Optional[bool],
+        outbound: Outbound,
     ) -> None:
         self.stream_id = stream_id
         self.encoding = encoding
@@ -360,7 +368,7 @@ class _Call:
         self.last_progress = now
         self.headers_sent = False
         self.response_encoding: Optional[str] = None
-        self.outbound = Outbound()  # response messages not yet handed to h2
+        self.outbound = outbound  # response messages not yet handed to h2
         self.trailers: Optional[Headers] = None  # trailers to send once ``outbound`` is out
         self.finished = False  # our final frame is queued (or the stream is gone)
         self.oversized = ""  # why initial metadata was not sent (too large for the client)
@@ -381,13 +389,19 @@ class ServerConnection(ConnectionProtocol):
     its method streams requests before the one-message rules apply (the socket layer finds the
     handler only after :class:`CallStarted`); when False every call is unary, which is what the
     protocol tests drive.
+
+    ``memory``: the server's memory budget, shared by its connections (a budget of its own,
+    with the defaults, when None).
     """
+
+    memory: ConnectionMemory
 
     def __init__(
         self,
         settings: Optional[ServerSettings] = None,
         clock: Optional[Callable[[], float]] = None,
         shape_from_handler: bool = False,
+        memory: Optional[MemoryBudget] = None,
     ) -> None:
         import time
 
@@ -413,6 +427,8 @@ class ServerConnection(ConnectionProtocol):
             ),
             self.settings.connection_window,
         )
+        #: This connection's account in the server's memory budget (its own when none is given).
+        self.memory = (memory or MemoryBudget()).open_connection()
         self._calls: Dict[int, _Call] = {}
         self._blocked: Set[int] = set()  # streams waiting for window or output room
         self._unsent: Set[int] = set()  # streams with messages queued since the last write
@@ -522,7 +538,13 @@ class ServerConnection(ConnectionProtocol):
             self.acknowledge_received()
             if finished:
                 return out
+        self._resume_if_under()
         return out
+
+    def _resume_if_under(self) -> None:
+        """Window held back for memory comes back as soon as the account is under budget."""
+        if self._held_credit and not self.memory.over_budget:
+            self.resume_credit()
 
     def _handle_h2_events(self, h2_events: List[h2.events.Event], out: List[CallEvent]) -> bool:
         """Turn one chunk's h2 events into call events; True once the connection is over."""
@@ -613,6 +635,7 @@ class ServerConnection(ConnectionProtocol):
         ]
         self._calls.clear()
         self._blocked.clear()
+        self.memory.close()  # everything the connection buffered goes with it
         return events
 
     def _on_request(self, event: h2.events.RequestReceived, out: List[CallEvent]) -> None:
@@ -622,6 +645,7 @@ class ServerConnection(ConnectionProtocol):
         if (
             self._drain_phase is DrainPhase.CLOSED_TO_NEW
             or len(self._calls) >= self.settings.max_concurrent_streams
+            or self.memory.refuse_streams
         ):
             # Nothing was processed, so the client may retry elsewhere (PROTOCOL-HTTP2.md, Errors:
             # REFUSED_STREAM is UNAVAILABLE and safe to retry).
@@ -651,6 +675,7 @@ class ServerConnection(ConnectionProtocol):
             self.settings.max_receive_message_length,
             self._clock(),
             self._initial_shape,
+            Outbound(self.memory),
         )
         self._calls[stream_id] = call
         out.append(CallStarted(stream_id, head.method, head.metadata, deadline, head.authority))
@@ -732,7 +757,9 @@ class ServerConnection(ConnectionProtocol):
                 out,
             )
             return
-        compressed, payload = call.inbound.messages.popleft()
+        message = call.inbound.take(self, stream_id)
+        assert message is not None  # received == 1 and at a boundary
+        compressed, payload = message
         try:
             payload = wire.decode_message(
                 compressed, payload, call.encoding, self.settings.max_receive_message_length
@@ -759,6 +786,8 @@ class ServerConnection(ConnectionProtocol):
         """Forget a stream that is reset; a call still running ends as CANCELLED (grpcio's code)."""
         call = self._calls.pop(stream_id, None)
         self._blocked.discard(stream_id)
+        if call is not None:
+            self._release(call)
         if call is not None and not call.finished:
             call.finished = True
             out.append(CallTerminated(stream_id, StatusCode.CANCELLED, details))
@@ -824,6 +853,11 @@ class ServerConnection(ConnectionProtocol):
             if limit is not None and len(message) > limit:
                 code = StatusCode.RESOURCE_EXHAUSTED
                 details = str(wire.MessageTooLarge(len(message), limit, sending=True))
+                message = None
+            elif self.memory.over_budget:
+                # Queued, it would only add to what the client does not read (module docstring).
+                code = StatusCode.RESOURCE_EXHAUSTED
+                details = OVER_BUDGET_DETAILS
                 message = None
         trailers = hdrs.status_headers(code, details)
         if trailing_metadata:
@@ -895,7 +929,7 @@ class ServerConnection(ConnectionProtocol):
         call.request_streaming = request_streaming
         out: List[CallEvent] = []
         if request_streaming:
-            if call.inbound.messages:
+            if call.inbound.count:
                 out.append(RequestMessage(stream_id))
         elif call.inbound.received > 1:
             self._fail_more_than_one(call, out)
@@ -918,6 +952,7 @@ class ServerConnection(ConnectionProtocol):
         message = call.inbound.take(self, stream_id)
         if message is None:
             return None
+        self._resume_if_under()
         compressed, payload = message
         return wire.decode_message(
             compressed, payload, call.encoding, self.settings.max_receive_message_length
@@ -1012,7 +1047,10 @@ class ServerConnection(ConnectionProtocol):
         """
         call = self._calls.pop(stream_id, None)
         self._blocked.discard(stream_id)
-        if call is None or call.finished:
+        if call is None:
+            return []
+        self._release(call)
+        if call.finished:
             return []
         call.finished = True
         self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
@@ -1030,6 +1068,7 @@ class ServerConnection(ConnectionProtocol):
             self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
         self._calls.clear()
         self._blocked.clear()
+        self.memory.close()
         self._queue_raw_frame(http2.goaway_frame(self._highest_stream_id))
         self.closed = True
         self.close_reason = details
@@ -1112,6 +1151,32 @@ class ServerConnection(ConnectionProtocol):
     def _forget(self, call: _Call) -> None:
         self._calls.pop(call.stream_id, None)
         self._blocked.discard(call.stream_id)
+        self._release(call)
+
+    def _release(self, call: _Call) -> None:
+        """A call is forgotten: what it still buffers goes, and so does its charge."""
+        call.inbound.clear(self)
+        call.outbound.discard()
+        if self.lead_stream == call.stream_id:
+            self.lead_stream = self._lead_decoder = None
+
+    def _choose_lead(self) -> Optional[Tuple[int, wire.MessageDecoder]]:
+        """The call with the largest partial request message, if any (the nearest to whole)."""
+        best: Optional[_Call] = None
+        for call in self._calls.values():
+            decoder = call.inbound.decoder
+            if call.finished or decoder.at_boundary:
+                continue
+            if best is None or decoder.buffered > best.inbound.decoder.buffered:
+                best = call
+        return None if best is None else (best.stream_id, best.inbound.decoder)
+
+    def resume_credit(self) -> None:
+        """Back under budget: the connection's window and each stream's held back window."""
+        super().resume_credit()
+        for stream_id, call in self._calls.items():
+            if call.inbound.waiting_for_window:
+                call.inbound.return_deferred(self, stream_id)
 
     def _pump_blocked(self) -> None:
         for stream_id in list(self._blocked):

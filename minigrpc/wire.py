@@ -96,6 +96,11 @@ class MessageDecoder:
         return self._have
 
     @property
+    def missing(self) -> int:
+        """Bytes the message being assembled still needs (0 while its prefix is incomplete)."""
+        return 0 if self._flag is None else self._need - self._have
+
+    @property
     def at_boundary(self) -> bool:
         """True when no partial message (or partial prefix) is held."""
         return self._have == 0 and self._flag is None

@@ -52,6 +52,8 @@ MODULES: Dict[str, Module] = {
     "targets": Module(1, "target strings to socket addresses and :authority"),
     "protocol": Module(2, "what both sides share: outbound and inbound messages, flow control"),
     "frame_budget": Module(2, "the allowance of frames that do no work: flood limits"),
+    "memory_budget": Module(2, "what the server may buffer, in all and per connection, at its "
+                               "real cost"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
     "attempts": Module(2, "transparent retry and wait-for-ready backoff, for both transports"),
     "server_protocol": Module(2, "the server's calls as a state machine"),

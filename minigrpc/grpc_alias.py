@@ -261,7 +261,8 @@ ADDON_MODULES: Tuple[AddonModule, ...] = (
         "grpc_health.v1.health",
         "minigrpc.health.v1.health",
         "`HealthServicer`: `Check`, `List`, `Watch` (non-blocking; sends on change; ends on "
-        "`enter_graceful_shutdown`), `set`, `enter_graceful_shutdown`; `OVERALL_HEALTH`",
+        "`enter_graceful_shutdown`), `set`, `enter_graceful_shutdown`; `OVERALL_HEALTH`; "
+        "`aio.HealthServicer` for asyncio servers",
     ),
     AddonModule("grpc_health.v1.health_pb2", "minigrpc.health.v1.health_pb2"),
     AddonModule("grpc_health.v1.health_pb2_grpc", "minigrpc.health.v1.health_pb2_grpc"),
@@ -270,8 +271,9 @@ ADDON_MODULES: Tuple[AddonModule, ...] = (
     AddonModule(
         "grpc_reflection.v1alpha.reflection",
         "minigrpc.reflection.v1alpha.reflection",
-        "`SERVICE_NAME`, `ReflectionServicer`, `enable_server_reflection` (serves v1 and "
-        "v1alpha; `minigrpc.reflection.v1` has the v1 names)",
+        "`SERVICE_NAME`, `ReflectionServicer`, `aio.ReflectionServicer`, "
+        "`enable_server_reflection` (serves v1 and v1alpha, on blocking and asyncio servers; "
+        "`minigrpc.reflection.v1` has the v1 names)",
     ),
     AddonModule(
         "grpc_reflection.v1alpha.reflection_pb2", "minigrpc.reflection.v1alpha.reflection_pb2"

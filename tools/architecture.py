@@ -100,6 +100,7 @@ MODULES: Dict[str, Module] = {
     "health.v1": Module(4, "grpc.health.v1: the health service"),
     "health.v1.health_pb2": Module(4, "the health messages, under grpcio's module name"),
     "health.v1.health_pb2_grpc": Module(4, "the health stub, servicer base and registration"),
+    "health.v1._async": Module(4, "the health servicer for asyncio servers (health.aio)"),
     "health.v1.health": Module(4, "grpcio-health-checking's HealthServicer: Check, List, "
                                   "Watch, set, graceful shutdown"),
     "aio._servicer_context": Module(3, "the asyncio handler's context: grpc.aio.ServicerContext"),

@@ -14,13 +14,15 @@ given the messages module of its version.  The descriptors come from a protobuf
 ``DescriptorPool``, protobuf's default one unless another is given.
 """
 
-from typing import Any, Iterable, Iterator, List, Optional, Set
+import sys
+from typing import Any, AsyncIterator, Iterable, Iterator, List, Optional, Set
 
 from google.protobuf import descriptor_pool
 
 from minigrpc.status import StatusCode
 
 __all__ = [
+    "AsyncReflectionServicer",
     "ReflectionServicer",
     "enable_server_reflection",
     "file_containing_symbol",
@@ -81,10 +83,14 @@ class ReflectionServicer:
     def ServerReflectionInfo(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
         sent: Set[str] = set()
         for request in request_iterator:
-            response = self._answer(request, sent)
-            response.original_request.CopyFrom(request)
-            response.valid_host = request.host
-            yield response
+            yield self._respond(request, sent)
+
+    def _respond(self, request: Any, sent: Set[str]) -> Any:
+        """The response to one request of a stream that has been sent the files in ``sent``."""
+        response = self._answer(request, sent)
+        response.original_request.CopyFrom(request)
+        response.valid_host = request.host
+        return response
 
     def _answer(self, request: Any, sent: Set[str]) -> Any:
         kind = request.WhichOneof("message_request")
@@ -149,10 +155,33 @@ def _asked(request: Any, kind: str) -> str:
     return f"{what} {getattr(request, kind)!r}"
 
 
+class AsyncReflectionServicer(ReflectionServicer):
+    """The same service for asyncio servers (``grpc.aio``): its stream is an async generator."""
+
+    async def ServerReflectionInfo(  # type: ignore[override]
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        sent: Set[str] = set()
+        async for request in request_iterator:
+            yield self._respond(request, sent)
+
+
+def _is_asyncio_server(server: Any) -> bool:
+    """True for ``grpc.aio`` servers: minigrpc's, or grpcio's where the application uses it."""
+    from minigrpc import aio
+
+    if isinstance(server, aio.Server):
+        return True
+    grpc_aio = getattr(sys.modules.get("grpc"), "aio", None)
+    server_class = getattr(grpc_aio, "Server", None)
+    return isinstance(server_class, type) and isinstance(server, server_class)
+
+
 def enable_server_reflection(
     service_names: Iterable[str], server: Any, pool: Optional[Any] = None
 ) -> None:
-    """Serve reflection, v1 and v1alpha both, on ``server`` (minigrpc's or grpcio's).
+    """Serve reflection, v1 and v1alpha both, on ``server``: minigrpc's or grpcio's, blocking or
+    asyncio (``grpc.aio``).
 
     ``service_names`` are the services to list; when it names one version's reflection service,
     the other's is listed too, since both are served.
@@ -164,7 +193,11 @@ def enable_server_reflection(
     versions = (v1, v1alpha)
     if any(version.SERVICE_NAME in names for version in versions):
         names.extend(v.SERVICE_NAME for v in versions if v.SERVICE_NAME not in names)
+    asyncio_server = _is_asyncio_server(server)
     for version in versions:
-        version.reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-            version.ReflectionServicer(names, pool=pool), server
+        servicer = (
+            version.aio.ReflectionServicer(names, pool=pool)
+            if asyncio_server
+            else version.ReflectionServicer(names, pool=pool)
         )
+        version.reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)

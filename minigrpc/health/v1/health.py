@@ -17,7 +17,8 @@ Two choices differ from grpcio's servicer, both where the document leaves room:
 
 ``Watch`` holds no thread while it waits: like grpcio's, it is a non-blocking streaming handler
 (``experimental_non_blocking``) that pushes responses from :meth:`~HealthServicer.set`'s thread;
-a server that does not offer that gets a blocking iterator instead.
+a server that does not offer that gets a blocking iterator instead.  ``health.aio.HealthServicer``
+is the same service for asyncio servers (:mod:`minigrpc.health.v1._async`), as in grpcio.
 """
 
 import queue
@@ -25,10 +26,11 @@ import threading
 from concurrent.futures import Executor
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from minigrpc.health.v1 import _async as aio
 from minigrpc.health.v1 import health_pb2, health_pb2_grpc
 from minigrpc.status import StatusCode
 
-__all__ = ["OVERALL_HEALTH", "HealthServicer"]
+__all__ = ["OVERALL_HEALTH", "HealthServicer", "aio"]
 
 #: The service name that stands for the server as a whole.
 OVERALL_HEALTH = ""

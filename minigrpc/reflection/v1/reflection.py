@@ -1,15 +1,17 @@
 """grpcio-reflection's ``reflection`` module for ``grpc.reflection.v1``: ``SERVICE_NAME``,
-``ReflectionServicer`` and ``enable_server_reflection`` (which serves v1 and v1alpha both; see
+``ReflectionServicer``, ``aio.ReflectionServicer`` (for asyncio servers) and
+``enable_server_reflection`` (which serves v1 and v1alpha both, on either kind of server; see
 :mod:`minigrpc.reflection`).
 """
 
+import types
 from typing import Any, Iterable, Optional
 
 from minigrpc.reflection import servicer as _servicer
 from minigrpc.reflection.servicer import enable_server_reflection
 from minigrpc.reflection.v1 import reflection_pb2, reflection_pb2_grpc
 
-__all__ = ["SERVICE_NAME", "ReflectionServicer", "enable_server_reflection"]
+__all__ = ["SERVICE_NAME", "ReflectionServicer", "aio", "enable_server_reflection"]
 
 #: ``grpc.reflection.v1.ServerReflection``: add it to the names given to
 #: :func:`enable_server_reflection` to have the reflection service listed too.
@@ -24,3 +26,16 @@ class ReflectionServicer(
 
     def __init__(self, service_names: Iterable[str], pool: Optional[Any] = None) -> None:
         super().__init__(reflection_pb2, service_names, pool)
+
+
+class _AsyncReflectionServicer(  # type: ignore[misc]
+    _servicer.AsyncReflectionServicer, reflection_pb2_grpc.ServerReflectionServicer
+):
+    """The v1 reflection service for asyncio servers (``grpc.aio``)."""
+
+    def __init__(self, service_names: Iterable[str], pool: Optional[Any] = None) -> None:
+        super().__init__(reflection_pb2, service_names, pool)
+
+
+#: ``reflection.aio.ReflectionServicer``, as grpcio-reflection names it.
+aio = types.SimpleNamespace(ReflectionServicer=_AsyncReflectionServicer)

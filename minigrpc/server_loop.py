@@ -68,8 +68,6 @@ _TIMER_COMPACT_MIN = 1024
 _CLOSE_FLUSH_TIMEOUT = 5.0
 #: How long a drained connection waits, write side shut, for the client to close its end.
 _LINGER_TIMEOUT = 1.0
-#: Plaintext taken from a TLS engine at a time.
-_TLS_READ = 256 * 1024
 #: Server states.
 _NEW, _STARTED, _STOPPING, _STOPPED = range(4)
 
@@ -122,20 +120,6 @@ class _Connection:
         #: for ``grpc.max_connection_idle_ms`` counts from here, as grpc-go's does.
         self.idle_since = time.monotonic()
         self.tracer = _tracer_for("server", peer) if _tracer_for is not None else None
-
-
-def _decrypt(tls: Any, data: bytes) -> bytes:
-    """Feed ciphertext to a connection's TLS engine; return the HTTP/2 bytes it decrypts."""
-    tls.feed(data)
-    if not tls.handshake():
-        return b""
-    chunks = []
-    while True:
-        chunk = tls.read(_TLS_READ)
-        if not chunk:  # None: needs more input; b"": the client closed TLS
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _connection_of(args: Tuple[Any, ...]) -> Optional[_Connection]:
@@ -484,7 +468,7 @@ class ServerLoop:
             return  # drained and shut for writing: nothing the client says matters any more
         if connection.tls is not None:
             try:
-                data = _decrypt(connection.tls, data)
+                data = connection.tls.decrypt(data)
             except OSError as exc:
                 self._connection_lost(connection, f"TLS failed: {exc}")
                 return
@@ -974,15 +958,7 @@ class ServerLoop:
         connection = context._connection
         if connection.calls.get(context._stream_id) is not context:
             return  # cancelled, expired or disconnected meanwhile: nobody waits for the answer
-        connection.protocol.finish_call(
-            context._stream_id,
-            code,
-            details,
-            message=message,
-            trailing_metadata=context._trailing_headers,
-            encoding=wire.compression_name(context._compression),
-            compress_message=context._compress_next,
-        )
+        context._finish_on(connection.protocol, code, details, message)
         self._end_call(connection, context, code)
         self._dirty.add(connection)
 

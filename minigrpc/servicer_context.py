@@ -256,6 +256,23 @@ class CallState:
         """
         return self._request_encoding
 
+    def _finish_on(
+        self, protocol: Any, code: StatusCode, details: str, message: Optional[bytes]
+    ) -> bool:
+        """End the call on ``protocol`` (its :class:`~minigrpc.server_protocol.ServerConnection`)
+        with this status, the unary response if any, and what the handler set: trailing
+        metadata, compression (PROTOCOL-HTTP2.md, Responses).  False if the call is gone."""
+        finished: bool = protocol.finish_call(
+            self._stream_id,
+            code,
+            details,
+            message=message,
+            trailing_metadata=self._trailing_headers,
+            encoding=wire.compression_name(self._compression),
+            compress_message=self._compress_next,
+        )
+        return finished
+
     def _record_abort(self, code: Any, details: Any) -> None:
         """What ``abort(code, details)`` ends the call with, as grpcio decides it: OK is logged
         and becomes UNKNOWN with empty details; a value that is not a status code

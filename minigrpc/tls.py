@@ -469,6 +469,10 @@ def insecure_server_credentials() -> ServerCredentials:
 # -- the engine -------------------------------------------------------------------------------
 
 
+#: Plaintext taken from a TLS engine at a time by :meth:`TLSEngine.decrypt`.
+_DECRYPT_CHUNK = 256 * 1024
+
+
 class TLSEngine:
     """One TLS connection in memory: ciphertext in, plaintext out, and back (module docstring).
 
@@ -526,6 +530,20 @@ class TLSEngine:
             return b""
         except ssl.SSLError as exc:
             raise TLSFailure(_ssl_error_text(exc)) from None
+
+    def decrypt(self, data: bytes) -> bytes:
+        """Feed ciphertext read from the socket; return the plaintext it completes (``b""``
+        while the handshake runs or a record is incomplete).  Raises :class:`TLSFailure`."""
+        self.feed(data)
+        if not self.handshake():
+            return b""
+        chunks = []
+        while True:
+            chunk = self.read(_DECRYPT_CHUNK)
+            if not chunk:  # None: needs more input; b"": the peer closed TLS
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def encrypt(self, data: bytes) -> bytes:
         """Ciphertext for ``data`` (plus anything TLS itself still had to send)."""

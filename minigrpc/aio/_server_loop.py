@@ -57,8 +57,6 @@ _DRAIN_PING_TIMEOUT = 1.0
 _CLOSE_FLUSH_TIMEOUT = 5.0
 #: How long a drained connection, write side shut, waits for the client to close its end.
 _LINGER_TIMEOUT = 1.0
-#: Plaintext taken from a TLS engine at a time.
-_TLS_READ = 256 * 1024
 #: Server states.
 NEW, STARTED, STOPPING, STOPPED = range(4)
 #: What ``next()`` returns at the end of a synchronous response generator.
@@ -115,7 +113,7 @@ class AioConnection(asyncio.Protocol):
             return  # drained and shut for writing: nothing the client says matters any more
         if self.tls is not None:
             try:
-                data = self._decrypt(data)
+                data = self.tls.decrypt(data)
             except OSError as exc:
                 self.close(f"TLS failed: {exc}")
                 return
@@ -154,19 +152,6 @@ class AioConnection(asyncio.Protocol):
             self.flush()
 
     # -- output -----------------------------------------------------------------------------
-
-    def _decrypt(self, data: bytes) -> bytes:
-        tls = self.tls
-        tls.feed(data)
-        if not tls.handshake():
-            return b""
-        chunks = []
-        while True:
-            chunk = tls.read(_TLS_READ)
-            if not chunk:  # None: needs more input; b"": the client closed TLS
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     def schedule_flush(self) -> None:
         """Flush once the running handlers of this loop pass have had their turn: responses
@@ -442,7 +427,7 @@ class AioServerLoop:
         try:
             if handler.request_streaming:
                 argument: Any = (
-                    context
+                    context._requests()
                     if self._is_async(context._behavior)
                     else SyncRequests(context, self._loop)
                 )
@@ -468,7 +453,10 @@ class AioServerLoop:
             self._finish(context, *_dispatch.outcome_of_response(context, serialized))
         except asyncio.CancelledError:
             if not context._terminated:
-                raise  # not the call's end: let the canceller see it
+                # Cancelled by the application, not by the call's end: the client still
+                # waits, so it learns the call was cancelled; the cancellation goes on.
+                self._finish(context, StatusCode.CANCELLED, "the handler was cancelled")
+                raise
         except Exception as exc:
             outcome = _dispatch.outcome_of_exception(context, exc)
             if outcome is not None:
@@ -623,15 +611,7 @@ class AioServerLoop:
         connection = context._connection
         if connection.calls.get(context._stream_id) is not context:
             return  # cancelled, expired or disconnected meanwhile: nobody waits for the answer
-        connection.protocol.finish_call(
-            context._stream_id,
-            code,
-            details,
-            message=message,
-            trailing_metadata=context._trailing_headers,
-            encoding=wire.compression_name(context._compression),
-            compress_message=context._compress_next,
-        )
+        context._finish_on(connection.protocol, code, details, message)
         self._end_call(connection, context, code, cancel=False)
         connection.schedule_flush()
 

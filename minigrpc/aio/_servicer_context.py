@@ -162,9 +162,6 @@ class ServicerContext(CallState):
         the server stopped without waiting for it."""
         return self._termination_code is StatusCode.CANCELLED
 
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._requests()
-
     async def _requests(self) -> AsyncIterator[Any]:
         """The ``request_iterator`` an asyncio request-streaming handler gets."""
         if self._reading == "read":

@@ -74,6 +74,17 @@ def test_a_released_handler_answers(server: AioServer) -> None:
     assert server.next_outcome() == "released"
 
 
+def test_a_handler_cancelled_by_its_own_code_ends_the_call_cancelled(server: AioServer) -> None:
+    outcome = Client("grpcio", server.target).call("unary_unary", "SelfCancel", b"")
+    assert (outcome.code, outcome.details) == (StatusCode.CANCELLED, "the handler was cancelled")
+    assert Client("grpcio", server.target).call("unary_unary", "Echo", b"e").responses == [b"e"]
+
+
+def test_the_request_iterator_is_an_async_iterator(server: AioServer) -> None:
+    outcome = Client("minigrpc-aio", server.target).call("stream_unary", "First", [b"1", b"2"])
+    assert (outcome.code, outcome.responses) == (StatusCode.OK, [b"1"])
+
+
 # -- backpressure ----------------------------------------------------------------------------------
 
 
@@ -102,6 +113,17 @@ def test_message_limits(server: AioServer, client_kind: str) -> None:
     assert client.call("unary_unary", "Echo", big).responses == [big]
     too_big = client.call("unary_unary", "Echo", b"t" * (5 << 20))
     assert too_big.code is StatusCode.RESOURCE_EXHAUSTED
+
+
+@pytest.mark.parametrize("client_kind", ["grpcio", "minigrpc"])
+def test_compression_both_ways(client_kind: str) -> None:
+    with AioServer("tcp", with_interop=False, compression=minigrpc.Compression.Gzip) as server:
+        module: Any = grpc if client_kind == "grpcio" else minigrpc
+        with module.insecure_channel(server.target, compression=module.Compression.Gzip) as channel:
+            payload = b"z" * 100_000
+            assert channel.unary_unary(f"/{SERVICE}/Echo")(payload, timeout=10) == payload
+            chat = channel.stream_stream(f"/{SERVICE}/Chat")(iter([b"a", b"b"]), timeout=10)
+            assert list(chat) == [b"A", b"B"]
 
 
 # -- interceptors ----------------------------------------------------------------------------------
@@ -248,6 +270,20 @@ def test_stop_cancels_what_is_still_running(grace: Any) -> None:
             with pytest.raises(grpc.RpcError) as info:
                 waiting.result(10)
             assert info.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+    finally:
+        server.stop()
+
+
+def test_stop_removes_the_unix_socket_file() -> None:
+    import os
+
+    server = AioServer("unix", with_interop=False)
+    path = server.target[len("unix:") :]
+    try:
+        assert os.path.exists(path)
+        assert Client("minigrpc", server.target).call("unary_unary", "Echo", b"u").responses
+        server.run(server.server.stop(None))
+        assert not os.path.exists(path)
     finally:
         server.stop()
 

@@ -132,6 +132,14 @@ class AsyncServicer:
                 return b"".join(parts)
             parts.append(message)
 
+    async def First(self, requests: AsyncIterator[bytes], context: aio.ServicerContext) -> bytes:
+        """The request iterator is an async iterator proper: ``__anext__`` works on it."""
+        return await requests.__anext__()
+
+    async def SelfCancel(self, request: bytes, context: aio.ServicerContext) -> bytes:
+        """A handler whose own work is cancelled (not the call)."""
+        raise asyncio.CancelledError()
+
     def SyncJoin(self, requests: Iterator[bytes], context: Any) -> bytes:
         return b"".join(requests)
 
@@ -165,6 +173,8 @@ SHAPES: Dict[str, str] = {
     "Join": "stream_unary",
     "JoinRead": "stream_unary",
     "SyncJoin": "stream_unary",
+    "First": "stream_unary",
+    "SelfCancel": "unary_unary",
     "Chat": "stream_stream",
     "ChatRW": "stream_stream",
     "SyncChat": "stream_stream",

@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # bin directories go first on PATH (tox's discovery does not resolve pyenv's shims).
 PYENV_BINS := $(shell command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null); do printf '%s:' "$$(pyenv root)/versions/$$v/bin"; done)
 
-.PHONY: test demo dist bench lint tox regen clean grpcio-unit
+.PHONY: test demo dist bench bench-nodes lint tox regen clean grpcio-unit
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ dist: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	$(PY) -m bench
+
+# Only the plugin's cold start on each node interpreter (bench/node_cold.py, about 2 minutes):
+# replaces that section of docs/benchmarks.md and the README's table, keeps the rest.
+bench-nodes: $(STAMP)
+	$(PY) -m bench --only nodes
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

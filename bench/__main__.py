@@ -3,6 +3,8 @@
 Modes: the default (full, about 6 minutes on 2 cores), ``--quick`` (well under 2 minutes, for
 a smoke run by hand) and ``--tiny`` (seconds; what tests/docs/test_bench_smoke.py runs).  Only the
 repetition counts differ between modes; every section, peer and code path is the same.
+``--only nodes`` measures the per-interpreter cold start alone (:mod:`bench.node_cold`, about two
+minutes in full mode) and replaces just its section of docs/benchmarks.md and the README's table.
 
 The harness process itself imports no gRPC library: it starts servers (:mod:`bench.peers`) and
 clients (:mod:`bench.workloads`) as children, reads their JSON, and writes the report
@@ -25,13 +27,15 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import coldstart, loadgen, pypy
+from bench import coldstart, loadgen, node_cold, pypy
 from bench.peers import GO_SERVER_IMPL, IO_THREAD_SERVER_IMPL, PeerError, PeerProcess, bench_server
-from bench.report import write_report
+from bench.report import splice_readme, splice_report, write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SECTIONS = ("cold", "latency", "large", "throughput", "stream")
+SECTIONS = ("nodes", "cold", "latency", "large", "throughput", "stream")
+#: Sections that ``--only`` can measure and splice into an existing report on their own.
+SPLICEABLE = ("nodes",)
 
 MIB = 1 << 20
 
@@ -50,8 +54,11 @@ class Mode:
                  throughput_calls: int, throughput_rounds: int,
                  throughput_connections: Sequence[str], client_timeout_scale: float,
                  profiles: bool, stream_count: int = 10000, stream_reps: int = 5,
-                 stream_rounds: int = 3, pypy_warmup: int = pypy.PYPY_WARMUP) -> None:
+                 stream_rounds: int = 3, pypy_warmup: int = pypy.PYPY_WARMUP,
+                 node_runs: int = 15) -> None:
         self.name = name
+        #: Rounds of the per-interpreter cold start (bench/node_cold.py).
+        self.node_runs = node_runs
         self.profiles = profiles
         self.client_timeouts = {workload: seconds * client_timeout_scale
                                 for workload, seconds in CLIENT_TIMEOUT.items()}
@@ -86,13 +93,14 @@ MODES: Dict[str, Mode] = {
                   latency_rounds=1, large_sizes=(4 * MIB, 64 * MIB), large_reps=(3, 1),
                   large_rounds=1, throughput_threads=8, throughput_calls=250,
                   throughput_rounds=1, throughput_connections=("shared",),
-                  client_timeout_scale=0.4, profiles=True, stream_reps=2, stream_rounds=1),
+                  client_timeout_scale=0.4, profiles=True, stream_reps=2, stream_rounds=1,
+                  node_runs=5),
     "tiny": Mode("tiny", cold_runs=1, importtime_runs=0, latency_calls=20, latency_warmup=5,
                  latency_rounds=1, large_sizes=(4 * MIB,), large_reps=(1,), large_rounds=1,
                  throughput_threads=2, throughput_calls=20, throughput_rounds=1,
                  throughput_connections=("shared",), client_timeout_scale=0.05,
                  profiles=False, stream_count=200, stream_reps=1, stream_rounds=1,
-                 pypy_warmup=20),
+                 pypy_warmup=20, node_runs=1),
 }
 
 #: The request size of the latency and throughput workloads (a CNI request is about 200 bytes).
@@ -527,6 +535,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         results["notes"].append("minigrpc's server (minigrpc.server) is not available: "
                                 "no minigrpc server rows.")
     actions: Dict[str, Callable[[], Any]] = {
+        "nodes": lambda: node_cold.run_section(REPO_ROOT, mode.node_runs, log),
         "cold": lambda: coldstart.run_section(REPO_ROOT, mode.cold_runs, mode.importtime_runs, log),
         "latency": lambda: latency_section(mode, clients, latency_servers),
         # grpclib serves here too: the large-message targets compare servers with it as well.
@@ -552,7 +561,31 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         with open(json_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle)
     path = write_report(results, output_dir, chart, log)
+    if "nodes" in results and _is_repository_docs(output_dir):
+        splice_readme(results, README_PATH)
     log(f"wrote {path} in {results['meta']['duration_s']:.0f} s")
+    return path
+
+
+#: The README whose per-interpreter table a run writing the repository's own docs updates.
+README_PATH = os.path.join(REPO_ROOT, "README.md")
+
+
+def _is_repository_docs(output_dir: str) -> bool:
+    return os.path.abspath(output_dir) == os.path.join(REPO_ROOT, "docs")
+
+
+def run_only(mode: Mode, output_dir: str, json_path: Optional[str]) -> str:
+    """``--only nodes``: the per-interpreter cold start alone, spliced into the report."""
+    started = time.monotonic()
+    results: Dict[str, Any] = {"nodes": node_cold.run_section(REPO_ROOT, mode.node_runs, log)}
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as handle:
+            json.dump(results, handle)
+    path = splice_report(results, output_dir)
+    if _is_repository_docs(output_dir):
+        splice_readme(results, README_PATH)
+    log(f"wrote the node section of {path} in {time.monotonic() - started:.0f} s")
     return path
 
 
@@ -571,6 +604,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", help="also write the raw results to this file")
     parser.add_argument("--render", metavar="JSON",
                         help="measure nothing: write the report from results saved by --json")
+    parser.add_argument("--only", metavar="SECTION",
+                        help=f"measure only this ({', '.join(SPLICEABLE)}) and replace just its"
+                             " part of the existing report (and of the README, when the report"
+                             " is the repository's docs/benchmarks.md)")
     options = parser.parse_args(argv)
     if options.render:
         with open(options.render, encoding="utf-8") as handle:
@@ -583,8 +620,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     mode = MODES["tiny" if options.tiny else "quick" if options.quick else "full"]
+    if options.only is not None and options.only not in SPLICEABLE:
+        parser.error(f"--only takes one of {', '.join(SPLICEABLE)}, not {options.only}")
     try:
-        run(mode, sections, options.output_dir, not options.no_chart, options.note, options.json)
+        if options.only is not None:
+            run_only(mode, options.output_dir, options.json)
+        else:
+            run(mode, sections, options.output_dir, not options.no_chart, options.note,
+                options.json)
     except KeyboardInterrupt:
         log("interrupted")
         return 130

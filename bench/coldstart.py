@@ -4,17 +4,20 @@ The runtime starts the plugin once per pod (docs/cni-plugin-behaviour.md, "Invoc
 interpreter, its imports, one connection and one RPC are the whole cost.  Each variant is executed
 the way a runtime does it: the file itself (shebang), no arguments, the CNI environment, the network
 config on stdin.  Wall time runs from just before the fork to the moment the child has been
-reaped; peak RSS is that child's own ``ru_maxrss`` from ``os.wait4`` (no other process is
-counted).  After every timed ADD an untimed DEL for the same container keeps the agent's IP
-pool bounded.  Variants are interleaved (A B C D, B C D A, ...) so that a burst of load from
+reaped; peak RSS is that child's own ``ru_maxrss``, read by a small launcher that forks it
+(:func:`run_once`: forked by this harness, it would count the harness's pages too).  After
+every timed ADD an untimed DEL for the same container keeps the agent's IP pool bounded.
+Variants are interleaved (A B C D, B C D A, ...) so that a burst of load from
 another process lands on all of them alike.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -214,6 +217,20 @@ def agent_process(repo_root: str, socket_path: str) -> PeerProcess:
     return server
 
 
+def start_agent(repo_root: str, socket_path: str, section: Dict[str, Any]
+                ) -> Optional[PeerProcess]:
+    """The started agent (its name recorded in ``section``), or None with ``section["error"]``
+    saying why it did not start."""
+    agent = agent_process(repo_root, socket_path)
+    try:
+        agent.start()
+    except PeerError as exc:
+        section["error"] = str(exc)
+        return None
+    section["agent"] = agent.name
+    return agent
+
+
 class RunResult:
     __slots__ = ("cpu_s", "hung", "maxrss_kib", "status", "stderr", "stdout", "wall_s")
 
@@ -228,19 +245,45 @@ class RunResult:
         self.stderr = stderr
 
 
-def run_once(command: Sequence[str], env: Dict[str, str], stdin_path: str, cwd: str) -> RunResult:
-    """Exec ``command`` with stdin from ``stdin_path``; time it from fork until reaped."""
-    with open(stdin_path, "rb") as stdin, tempfile.TemporaryFile() as stderr:
+def launcher_or_reason() -> Tuple[Optional[str], str]:
+    """(tests/go/coldrun's binary, "") or (None, why not): the small launcher that measures a
+    child's peak RSS without the harness's own pages in it (see :func:`run_once`)."""
+    try:
+        from tests.go_peers import GoUnavailable, build_go_peers
+    except ImportError as exc:  # a checkout without tests/
+        return None, f"tests/go_peers.py cannot be imported: {exc}"
+    try:
+        return build_go_peers().binary("coldrun"), ""
+    except GoUnavailable as exc:
+        return None, str(exc)
+
+
+def run_once(command: Sequence[str], env: Dict[str, str], stdin_path: str, cwd: str,
+             launcher: Optional[str] = None) -> RunResult:
+    """Exec ``command`` with stdin from ``stdin_path``; time it from fork until reaped.
+
+    Linux carries a process's peak RSS across fork and exec: a child forked by this harness
+    reports at least the harness's own resident size (about 25 MiB), more than a bare
+    interpreter's.  With ``launcher`` (tests/go/coldrun, a small Go program) the child is forked
+    by the launcher, which reports the child's own wall time, CPU time and peak RSS."""
+    with open(stdin_path, "rb") as stdin, tempfile.TemporaryFile() as stderr, \
+            tempfile.TemporaryDirectory(prefix="coldrun-") as scratch:
+        report = os.path.join(scratch, "result.json")
+        argv = [launcher, "-o", report, "--", *command] if launcher else list(command)
         started = time.perf_counter()
-        process = subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr,
-                                   env=env, cwd=cwd)
+        process = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr,
+                                   env=env, cwd=cwd, start_new_session=launcher is not None)
         assert process.stdout is not None
-        # A hung plugin is killed after RUN_TIMEOUT (it then shows up as a failed run).
+        # A hung plugin is killed after RUN_TIMEOUT (it then shows up as a failed run); with the
+        # launcher, its whole session goes, the child included.
         killed = threading.Event()
 
         def kill() -> None:
             killed.set()
-            process.kill()
+            if launcher:
+                os.killpg(process.pid, signal.SIGKILL)
+            else:
+                process.kill()
 
         watchdog = threading.Timer(RUN_TIMEOUT, kill)
         watchdog.start()
@@ -259,8 +302,19 @@ def run_once(command: Sequence[str], env: Dict[str, str], stdin_path: str, cwd: 
         error_output = stderr.read()
         if killed.is_set():
             error_output = f"killed after {RUN_TIMEOUT:.0f} s".encode() + b"\n" + error_output
-        return RunResult(elapsed, usage.ru_maxrss, process.returncode, b"".join(chunks),
-                         error_output, killed.is_set(), usage.ru_utime + usage.ru_stime)
+        status, maxrss_kib = process.returncode, usage.ru_maxrss
+        cpu_s = usage.ru_utime + usage.ru_stime
+        if launcher and not killed.is_set():
+            try:
+                with open(report, encoding="utf-8") as handle:
+                    measured = json.load(handle)
+                elapsed, cpu_s = measured["wall_ns"] / 1e9, measured["cpu_ns"] / 1e9
+                status, maxrss_kib = measured["status"], measured["maxrss_kib"]
+            except (OSError, ValueError, KeyError):
+                status = 255
+                error_output += b"\ncoldrun wrote no result"
+        return RunResult(elapsed, maxrss_kib, status, b"".join(chunks), error_output,
+                         killed.is_set(), cpu_s)
 
 
 def plugin_env(socket_path: str, command: str, container_id: str, work_dir: str,
@@ -291,7 +345,8 @@ def _failure_text(result: RunResult) -> str:
 
 
 def measure(variants: Sequence[Variant], socket_path: str, runs: int, work_dir: str,
-            cwd: str, progress: Any = None) -> Dict[str, Dict[str, Any]]:
+            cwd: str, progress: Any = None, launcher: Optional[str] = None
+            ) -> Dict[str, Dict[str, Any]]:
     """``runs`` timed ADDs per variant (plus one untimed warm-up each), interleaved."""
     stdin_path = os.path.join(work_dir, "network-config.json")
     with open(stdin_path, "wb") as handle:
@@ -308,7 +363,7 @@ def measure(variants: Sequence[Variant], socket_path: str, runs: int, work_dir: 
                 continue  # it hung once; every further run would cost RUN_TIMEOUT again
             container_id = f"bench{run + 1:03d}{variant.key}"
             add = run_once(variant.command, plugin_env(socket_path, "ADD", container_id, work_dir),
-                           stdin_path, cwd)
+                           stdin_path, cwd, launcher)
             record = results[variant.key]
             if add.hung:
                 record["hung"] = True
@@ -407,19 +462,19 @@ def run_section(repo_root: str, runs: int, profile_runs: int, log: Any) -> Dict[
     with tempfile.TemporaryDirectory(prefix="mg-bench-") as work_dir:
         variants, notes = plugin_variants(repo_root, work_dir)
         section["notes"].extend(notes)
+        launcher, why_not = launcher_or_reason()
+        if launcher is None:
+            section["notes"].append("Peak RSS is at least the harness's own (the children are "
+                                    f"forked by it): no launcher ({why_not}).")
         socket_path = os.path.join(work_dir, "cni.sock")
-        agent = agent_process(repo_root, socket_path)
-        try:
-            agent.start()
-        except PeerError as exc:
-            section["error"] = str(exc)
+        agent = start_agent(repo_root, socket_path, section)
+        if agent is None:
             return section
-        section["agent"] = agent.name
         try:
             log(f"cold start: {len(variants)} variants x {runs} runs against the {agent.name}")
             # cwd = the checkout: `python -c`/`-m` find cni_client there even when the
             # project is not installed; the console script, zipapp and script ignore cwd.
-            measured = measure(variants, socket_path, runs, work_dir, repo_root,
+            measured = measure(variants, socket_path, runs, work_dir, repo_root, launcher=launcher,
                                progress=lambda done, total: log(f"  cold start {done}/{total}")
                                if done % 10 == 0 or done == total else None)
             if profile_runs:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from bench import node_cold
 from bench.peers import IO_THREAD_SERVER_IMPL
 from bench.stats import median, percentile, ratio
 
@@ -315,7 +316,8 @@ def _cold_section(results: Dict[str, Any]) -> List[str]:
         f"One ADD against the {cold.get('agent', 'agent')} over a unix socket, from fork to "
         f"reaped exit, {cold['runs']} runs per variant after one warm-up, variants interleaved; "
         "an untimed DEL follows every ADD. CPU (user + system) and peak RSS are the child's "
-        "own, from `os.wait4`.")
+        "own, from `wait4` in tests/go/coldrun, a small launcher that forks it (forked by the "
+        "harness, a child would count the harness's pages in its peak RSS).")
     lines.append("")
     grpcio_wall = cold_median(results, "grpcio", "wall_ms")
     grpcio_rss = cold_median(results, "grpcio", "rss_mib")
@@ -644,8 +646,9 @@ def _method_section(results: Dict[str, Any]) -> List[str]:
         "values are medians over all samples of all rounds.",
         "- **Cold start** runs each variant as a runtime would: its own file, CNI "
         "environment, the shipped conflist's network config on stdin, output read to EOF, "
-        "child reaped with `os.wait4` (wall time from just before the fork; peak RSS is the "
-        "child's `ru_maxrss`). The venv's interpreter runs every variant except the "
+        "child reaped with `wait4` by tests/go/coldrun (wall time from just before the fork; "
+        "peak RSS is the child's `ru_maxrss`, which Linux would otherwise start at the "
+        "forking harness's own size). The venv's interpreter runs every variant except the "
         "system-python row, so the interpreter is not what differs; any `.pth` start-up "
         "hook of the venv (an editable install's finder) is paid by all of them.",
         "- **CPU per call** is read from `/proc/<pid>/stat` for servers and "
@@ -689,7 +692,8 @@ def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
     lines += [*_targets_section(found), ""]
     if chart_name:
         lines += [f"![benchmark chart]({chart_name})", ""]
-    for section in (_cold_section, _importtime_section, _latency_section, _large_section,
+    for section in (node_cold.render_section, _cold_section, _importtime_section,
+                    _latency_section, _large_section,
                     _throughput_section, _stream_section, _profiles_section, _method_section,
                     _noise_section, _meta_section):
         part = section(results)
@@ -791,3 +795,31 @@ def write_report(results: Dict[str, Any], output_dir: str, chart: bool,
     with open(markdown_path, "w", encoding="utf-8") as handle:
         handle.write(render_markdown(results, chart_name))
     return markdown_path
+
+
+def splice_report(results: Dict[str, Any], output_dir: str) -> str:
+    """Replace only the per-interpreter cold-start section of an existing benchmarks.md with
+    ``results``' (``python -m bench --only nodes``); the rest of the report keeps the figures of
+    its last full run.  Returns the markdown path."""
+    markdown_path = os.path.join(output_dir, "benchmarks.md")
+    try:
+        with open(markdown_path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        text = render_markdown({"meta": results.get("meta", {})}, None)
+    text = node_cold.splice(text, node_cold.DOC_BEGIN, node_cold.DOC_END,
+                            node_cold.render_section(results), "## 1. ")
+    os.makedirs(output_dir, exist_ok=True)
+    with open(markdown_path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return markdown_path
+
+
+def splice_readme(results: Dict[str, Any], readme: str) -> None:
+    """Replace the README's per-interpreter cold-start table with ``results``'."""
+    with open(readme, encoding="utf-8") as handle:
+        text = handle.read()
+    text = node_cold.splice(text, node_cold.README_BEGIN, node_cold.README_END,
+                            node_cold.render_readme_table(results), "Flatcar, Bottlerocket")
+    with open(readme, "w", encoding="utf-8") as handle:
+        handle.write(text)

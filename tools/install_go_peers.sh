@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the Go peers of tests/go/ are built from (tests/go_peers.py
-# calls this when they are missing; .ci/run calls it up front). Quiet, and a no-op when all are
-# installed. Extra package names may be passed as arguments (the benchmarks add nghttp2-client
-# for h2load).
+# Installs the Debian packages the Go peers of tests/go/ are built from: grpc-go, and the CNI
+# skel for tests/go/antrea_cni (tests/go_peers.py calls this when they are missing; .ci/run calls
+# it up front). Quiet, and a no-op when all are installed. Extra package names may be passed as
+# arguments (the benchmarks add nghttp2-client for h2load).
 set -euo pipefail
-packages=(golang-go golang-google-grpc-dev protobuf-compiler golang-goprotobuf-dev "$@")
+packages=(golang-go golang-google-grpc-dev protobuf-compiler golang-goprotobuf-dev
+          golang-github-appc-cni-dev "$@")
 missing=()
 for package in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then

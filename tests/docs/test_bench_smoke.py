@@ -31,7 +31,8 @@ def test_tiny_run_writes_the_report(tmp_path: Path) -> None:
     )
     assert completed.returncode == 0, completed.stderr.decode("utf-8", "replace")[-2000:]
     report = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
-    for heading in ("## Performance targets", "## 1. Cold plugin invocation",
+    for heading in ("## Performance targets", "## Cold start on each node interpreter",
+                    "## 1. Cold plugin invocation",
                     "## 2. Warm unary latency", "## 3. Large messages",
                     "## 4. Server throughput", "## Machine and versions"):
         assert heading in report, heading
@@ -48,3 +49,11 @@ def test_tiny_run_writes_the_report(tmp_path: Path) -> None:
     cold = {variant["key"]: variant for variant in results["cold"]["variants"]}
     assert cold["floor"]["wall_ms"], cold["floor"]["failures"]
     assert cold["grpcio"]["wall_ms"], cold["grpcio"]["failures"]
+    # Every interpreter found ran its bare start and the three commands of the bundle.
+    nodes = results["nodes"]
+    assert nodes["interpreters"], nodes
+    for interpreter in nodes["interpreters"]:
+        for stage in ("bare", "ADD", "CHECK", "DEL"):
+            record = nodes["measured"][interpreter["key"]][stage]
+            assert record["wall_ms"] and record["rss_mib"], (interpreter, stage, record)
+

@@ -26,7 +26,8 @@ Choices and why:
   supports X.Y", so the bundle is the same whatever the index holds today.
 * protobuf is not inside: the plugin encodes and decodes its two messages with
   :mod:`cni_client.messages`.  The modules that need protobuf (the reference agent, the demo and
-  the generated ``cni_pb2``) are left out too, so nothing in the bundle can import it.
+  every generated ``*_pb2`` module, minigrpc's add-ons' included) are left out too; the plugin
+  imports none of them.
 * zipimport cannot write bytecode caches, so without help every run would recompile every
   module it imports (about 1 MB of source, most of a cold start).  zipimport reads a
   ``<module>.pyc`` only beside its ``.py`` in the same directory and never looks in
@@ -79,7 +80,10 @@ OWN_MIN_PYTHON = (3, 6)
 #: Our packages, taken from the repository.
 OWN_PACKAGES = ("cni_client", "minigrpc")
 #: Modules of our packages that the plugin never imports and that need protobuf.
-NOT_IN_BUNDLE = frozenset(("cni_client/agent.py", "cni_client/demo.py", "cni_client/cni_pb2.py"))
+NOT_IN_BUNDLE = frozenset(("cni_client/agent.py", "cni_client/demo.py"))
+#: Generated protobuf code (``*_pb2.py``, ``*_pb2_grpc.py``: cni_client's messages, minigrpc's
+#: health, reflection and status add-ons) needs protobuf, which the bundle does not carry.
+PROTOBUF_SUFFIXES = ("_pb2.py", "_pb2_grpc.py")
 #: Vendored packages: (import name, distribution name whose metadata and licenses we read).
 VENDORED = (("h2", "h2"), ("hpack", "hpack"), ("hyperframe", "hyperframe"))
 #: Never copied: caches, compiled extensions, test data.
@@ -213,7 +217,7 @@ def collect(site_dir: Optional[str]) -> Tuple[Dict[str, bytes], Tuple[int, int],
     min_python = OWN_MIN_PYTHON
     for package in OWN_PACKAGES:
         for source, name in package_files(os.path.join(REPO_ROOT, package), package):
-            if name in NOT_IN_BUNDLE:
+            if name in NOT_IN_BUNDLE or name.endswith(PROTOBUF_SUFFIXES):
                 continue
             with open(source, "rb") as handle:
                 members[name] = handle.read()

@@ -194,6 +194,7 @@ def test_archive_layout(bundle: Bundle) -> None:
     assert not [name for name in names if name.startswith("google/")]
     for left_out in ("cni_client/cni_pb2.py", "cni_client/agent.py", "cni_client/demo.py"):
         assert left_out not in names
+    assert not [name for name in names if re.search(r"_pb2(_grpc)?\.pyc?$", name)]
     assert not [name for name in names if name.endswith((".so", ".pyd"))]
     assert not [name for name in names if "__pycache__" in name or "/tests/" in name]
     for distribution in ("h2", "hpack", "hyperframe"):

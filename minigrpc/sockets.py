@@ -91,6 +91,45 @@ def open_socket(target: Target, deadline: Optional[float]) -> socket.socket:
     raise dial_error(target, last_error)
 
 
+class Waker:
+    """Lets one thread end another's wait for a socket: the waiting thread polls :attr:`fd`
+    beside its socket, and :meth:`wake` makes it readable.
+
+    A thread blocked in ``poll()``/``recv()`` on a connection wakes only for bytes from the
+    peer; when what it waits for is decided on our side (another thread cancelled its call and
+    queued the RST_STREAM, which the peer never answers, RFC 9113 §6.4) nothing else would wake
+    it.  A byte written before the waiter reaches ``poll()`` stays pending, so a wake-up is
+    never lost to that race; a stale one costs one spurious return.
+    """
+
+    __slots__ = ("_receiver", "_sender", "fd")
+
+    def __init__(self) -> None:
+        self._receiver, self._sender = socket.socketpair()
+        self._receiver.setblocking(False)
+        self._sender.setblocking(False)
+        #: The descriptor to poll for reading.
+        self.fd = self._receiver.fileno()
+
+    def wake(self) -> None:
+        try:
+            self._sender.send(b"\0")
+        except OSError:  # full: a wake-up is pending anyway; closed: nobody waits
+            pass
+
+    def clear(self) -> None:
+        """Take the pending wake-ups (the waiter, once ``poll()`` reported :attr:`fd`)."""
+        try:
+            while self._receiver.recv(64):
+                pass
+        except OSError:  # BlockingIOError: nothing more pending
+            pass
+
+    def close(self) -> None:
+        self._receiver.close()
+        self._sender.close()
+
+
 # ------------------------------------------------------------------------------------------------
 # Server
 # ------------------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ something from the server (a response, send window, a free stream slot) takes th
 if nobody holds it, reads the socket without the lock, feeds the bytes to the protocol under the
 lock, flushes what h2 queued (ACKs, WINDOW_UPDATEs, PING replies) and wakes every waiter. Other
 threads wait on a condition variable and take over the role when the reader's own call is done.
+A call that another thread can end (a streaming call, a future) makes the connection
+*wakeable*: its reader then polls a :class:`~minigrpc.sockets.Waker` beside the socket, so that
+the end of the call it reads for wakes it even though the peer sends nothing more.
 So the one-shot path (connect, one call, close) starts no thread at all and costs one
 ``connect()``, one ``send()`` (preface, SETTINGS, WINDOW_UPDATE, HEADERS and DATA together) and
 the ``recv()`` calls the response needs.
@@ -46,7 +49,7 @@ from .client_protocol import (
 from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .errors import os_error_text
 from .protocol import Message
-from .sockets import ConnectFailed, DeadlineReached, open_socket
+from .sockets import ConnectFailed, DeadlineReached, Waker, open_socket
 from .status import CallStatus, StatusCode
 from .targets import Target
 
@@ -152,6 +155,10 @@ class ClientConnection:
         self._closed = False
         self._tracer = _make_tracer(target.display)
         self._poller: Any = None
+        #: Wakes the reader when another thread ends a call (:meth:`make_wakeable`); None until
+        #: such a call runs here. ``_poller_wakes``: the poller has its descriptor.
+        self._waker: Optional[Waker] = None
+        self._poller_wakes = False
         #: Size of the next ``recv()`` (:func:`minigrpc.http2.next_read_size`); reader role only.
         self._read_size = http2.SMALL_READ
         #: The call and deadline of the thread inside run(), for deadline-bounded writes.
@@ -197,7 +204,11 @@ class ClientConnection:
         False if it could not start here (see :meth:`run`); otherwise the call is open or, if
         it ended already, has its status.
         """
-        return self._operate(call, deadline, self._open_locked)
+        def open_locked(call: ClientCall, deadline: Optional[float]) -> bool:
+            self._make_wakeable_locked()  # the caller holds the call: it can end it any time
+            return self._open_locked(call, deadline)
+
+        return self._operate(call, deadline, open_locked)
 
     def send(
         self, call: ClientCall, framed: wire.Framed, last: bool, deadline: Optional[float]
@@ -338,16 +349,27 @@ class ClientConnection:
         if call.done and not self.usable and self.protocol.idle:
             self._shutdown_locked()
 
+    def make_wakeable(self) -> None:
+        """A call that another thread may end (a future) is about to run here."""
+        with self._lock:
+            self._make_wakeable_locked()
+
+    def _make_wakeable_locked(self) -> None:
+        if self._waker is None and not self._closed:
+            self._waker = Waker()
+
     def cancel(self, call: ClientCall, status: CallStatus) -> None:
         """End ``call`` from another thread: RST_STREAM(CANCEL) and ``status``.
 
-        The thread running the call wakes up; if it holds the reader role it leaves it after
-        its next read, which any traffic on the connection provides.
+        The thread running the call wakes up: from the condition variable, or, if it holds the
+        reader role, from ``poll()`` through the waker. The peer does not answer RST_STREAM
+        (RFC 9113 §6.4), so without the waker a reader with no deadline would wait for ever.
         """
         with self._lock:
             if not call.done:
                 self._settle(self.protocol.abandon(call, status))
             self._changed.notify_all()
+            self._wake_reader_locked()
         self._drain_outbox()
 
     def expire_if_overdue(self, call: ClientCall) -> None:
@@ -357,7 +379,13 @@ class ClientConnection:
         with self._lock:
             if not call.done:
                 self._settle(self.protocol.expire(call))
+                self._wake_reader_locked()
         self._drain_outbox()
+
+    def _wake_reader_locked(self) -> None:
+        """A call ended on this thread: a reader blocked in ``poll()`` looks at its call again."""
+        if self._reading and self._waker is not None:
+            self._waker.wake()
 
     def _wait(
         self, ready: Callable[[], bool], deadline: Optional[float], call: Optional[ClientCall]
@@ -402,9 +430,10 @@ class ClientConnection:
                 self._changed.notify_all()
 
     def _read(self, timeout: Optional[float]) -> Any:
-        """One ``recv()`` without the lock: (data, None); (None, None) on timeout; (None, error)."""
+        """One ``recv()`` without the lock: (data, None); (None, None) on timeout or when woken
+        (:meth:`_wake_reader_locked`); (None, error)."""
         try:
-            if timeout is not None and not self._readable(timeout):
+            if (timeout is not None or self._waker is not None) and not self._readable(timeout):
                 return None, None
             return self._recv(), None
         except OSError as exc:
@@ -415,16 +444,29 @@ class ClientConnection:
         self._read_size = http2.next_read_size(len(data))
         return data
 
-    def _readable(self, timeout: float) -> bool:
+    def _readable(self, timeout: Optional[float]) -> bool:
+        """The socket has bytes (or EOF) within ``timeout`` (None: no limit); False when the
+        time passed or the waker woke this thread first (reader role, or the lock held)."""
         if self._tls_pending is not None and self._tls_pending():
             return True  # TLS already holds bytes that poll() on the descriptor cannot see
+        waker = self._waker
+        wake_fd = -1 if waker is None else waker.fd
         if hasattr(select, "poll"):
             if self._poller is None:
                 self._poller = select.poll()
                 self._poller.register(self._sock, select.POLLIN)
-            return bool(self._poller.poll(0 if timeout <= 0 else math.ceil(timeout * 1000)))
-        readable, _, _ = select.select([self._sock], [], [], timeout)
-        return bool(readable)
+            if waker is not None and not self._poller_wakes:
+                self._poller.register(wake_fd, select.POLLIN)
+                self._poller_wakes = True
+            wait_ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+            ready = [fd for fd, _ in self._poller.poll(wait_ms)]
+        else:
+            watched = [self._sock.fileno()] + ([wake_fd] if waker is not None else [])
+            ready, _, _ = select.select(watched, [], [], timeout)
+        if waker is not None and wake_fd in ready:
+            waker.clear()
+            return len(ready) > 1
+        return bool(ready)
 
     def _peek(self) -> None:
         """Before reusing an idle connection, take in what arrived meanwhile (GOAWAY, EOF, PING).
@@ -621,6 +663,9 @@ class ClientConnection:
         """Close the file descriptor once shut down and no thread is inside recv()/send()."""
         if self._closed and not self._reading and not self._writing:
             self._sock.close()
+            if self._waker is not None:
+                self._waker.close()
+                self._waker = None
 
     def close(self, status: Optional[CallStatus] = None) -> None:
         """Close the connection; calls still running end with ``status`` (CANCELLED by default).
@@ -893,7 +938,8 @@ class CallHandle:
             if self.cancelled:
                 return False
             self._connection, self._call = connection, call
-            return True
+        connection.make_wakeable()
+        return True
 
     def cancel(self) -> None:
         with self._lock:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
-from typing import Any, Iterator, List
+from typing import Any, Callable, Iterator, List
 
 import pytest
 
@@ -21,10 +22,13 @@ from tests.peers import ADDRESS_KINDS, short_temp_dir
 from tests.support.scripted_peer import (
     INITIAL_WINDOW_SIZE,
     MAX_CONCURRENT_STREAMS,
+    WAIT,
     ErrorCodes,
+    RawConn,
     ScriptedServer,
     ServerConnection,
     ServerRequest,
+    echo_response,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -794,3 +798,84 @@ def test_goaway_then_close_after_each_call_never_fails_the_next_call() -> None:
             call = chan.unary_unary("/a.B/C")
             for _ in range(30):
                 assert call(b"", timeout=10) == b"y" * 1000
+
+
+# -- a call ended by another thread while its reader is blocked in the socket ------------------
+
+
+def _answer_once_then_stay_silent(conn: RawConn) -> None:
+    """Settings, one echoed unary response, then nothing at all, whatever comes: RST_STREAM
+    has no answer in HTTP/2 (RFC 9113 §6.4)."""
+    conn.send_settings()
+    request = conn.next_request()
+    assert request is not None
+    echo_response(conn, request)
+    assert conn.owner is not None
+    conn.owner.hang(conn)  # until the client or the test goes away
+
+
+def _signal_when_reading(reading: threading.Event) -> Callable[..., None]:
+    """A profile hook for the reading thread: sets ``reading`` as it calls into the kernel
+    to wait for the socket (``recv``, or ``poll``/``select`` before it)."""
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call" and getattr(arg, "__name__", "") in ("recv", "poll", "select"):
+            reading.set()
+
+    return hook
+
+
+@pytest.mark.parametrize("canceller", ["request-iterator-fails", "cancel-from-another-thread"])
+def test_a_call_ended_by_another_thread_wakes_its_blocked_reader(canceller: str) -> None:
+    """The thread waiting for the next response is the connection's reader, inside the kernel;
+    another thread ends the call (the request iterator raises, or ``cancel()``). The server
+    never sends another byte, so only the end of the call itself can wake the reader: it must,
+    and the reader raises the call's status at once instead of blocking for ever.
+
+    The profile hook makes the order certain: the call ends only once the reader has
+    committed to waiting in the kernel, which is the window that used to hang."""
+    reading = threading.Event()
+    finished = threading.Event()
+    outcome: List[Any] = []
+
+    def requests() -> Iterator[bytes]:
+        if canceller == "request-iterator-fails":
+            assert reading.wait(WAIT)
+            raise ValueError("the request iterator fails")
+        finished.wait(WAIT)  # sends nothing; the call is cancelled meanwhile
+        return
+        yield b""  # pragma: no cover - makes this a generator
+
+    with ScriptedServer(_answer_once_then_stay_silent, auto_window_update=False) as server:
+        with minigrpc.insecure_channel(server.target) as chan:
+            # The connection and both SETTINGS exchanges are done: the server is silent now.
+            assert chan.unary_unary("/a.B/C")(b"once", timeout=10) == b"once"
+            responses = chan.stream_stream("/a.B/Stream")(requests())
+
+            def read() -> None:
+                sys.setprofile(_signal_when_reading(reading))
+                try:
+                    next(responses)
+                except minigrpc.RpcError as exc:
+                    outcome.append(exc)
+                finally:
+                    sys.setprofile(None)
+
+            reader = threading.Thread(target=read, name="blocked-reader")
+            reader.start()
+            try:
+                if canceller == "cancel-from-another-thread":
+                    assert reading.wait(WAIT)
+                    assert responses.cancel()
+                reader.join(WAIT)
+                woke = not reader.is_alive()
+            finally:
+                finished.set()
+        reader.join(WAIT)  # closing the channel ends a reader the call could not wake
+    assert woke, "the reader stayed blocked in the socket after its call ended"
+    [error] = outcome
+    if canceller == "request-iterator-fails":
+        assert error.code() is StatusCode.UNKNOWN
+        assert error.details() == "Exception iterating requests!"
+    else:
+        assert error.code() is StatusCode.CANCELLED

@@ -338,9 +338,17 @@ class ClientConnection:
         return True
 
     def _write_request_locked(self, call: ClientCall, deadline: Optional[float]) -> None:
-        """Write the call's queued request, waiting for window while reading the socket."""
+        """Write the call's queued request, waiting for window while reading the socket.
+
+        The deadline is checked on every round, not only while waiting for window: a peer that
+        grants a large window and stops reading leaves the window open while every write times
+        out, and the call must still end at its deadline rather than queue its whole request.
+        """
         while not call.done and not self.protocol.write_request(call):
             self._settle([])
+            if _expired(deadline):
+                self._settle(self.protocol.expire(call))
+                break
             self._wait(lambda: call.done or self.protocol.window_available(call), deadline, call)
         self._settle([])
 

@@ -9,9 +9,10 @@ already sent on the same stream are not sent again (a client keeps what it was g
 server does the same).  A lookup that finds nothing is answered with an ``ErrorResponse`` carrying
 NOT_FOUND and the stream goes on; a request with nothing set is answered INVALID_ARGUMENT.
 
-v1 and v1alpha differ only in the package name of their messages, so one class serves both,
-given the messages module of its version.  The descriptors come from a protobuf
-``DescriptorPool``, protobuf's default one unless another is given.
+v1 and v1alpha differ only in the package name of their messages, so the classes here serve
+both: each version's modules subclass them, setting ``messages`` to its ``reflection_pb2``.
+The descriptors come from a protobuf ``DescriptorPool``, protobuf's default one unless another
+is given.
 """
 
 import sys
@@ -19,11 +20,15 @@ from typing import Any, AsyncIterator, Iterable, Iterator, List, Optional, Set
 
 from google.protobuf import descriptor_pool
 
+from minigrpc import descriptors
 from minigrpc.status import StatusCode
 
 __all__ = [
     "AsyncReflectionServicer",
     "ReflectionServicer",
+    "ServerReflectionServicer",
+    "ServerReflectionStub",
+    "add_to_server",
     "enable_server_reflection",
     "file_containing_symbol",
     "files_to_send",
@@ -67,16 +72,42 @@ def files_to_send(file: Any, sent: Set[str]) -> List[bytes]:
     return serialized
 
 
-class ReflectionServicer:
-    """``ServerReflection`` of one version: ``messages`` is that version's ``reflection_pb2``.
+class ServerReflectionStub(descriptors.ServiceStub):
+    """A client of one version's ``ServerReflection`` (a subclass sets :attr:`messages`, that
+    version's ``reflection_pb2``): ``ServerReflectionInfo``, a stream-stream multi-callable of
+    the channel, minigrpc's or grpcio's."""
+
+    messages: Any
+
+    def __init__(self, channel: Any) -> None:
+        super().__init__(self.messages.SERVER_REFLECTION_SERVICE, channel)
+
+
+class ServerReflectionServicer:
+    """The base class generated code gives: UNIMPLEMENTED until a subclass overrides it."""
+
+    def ServerReflectionInfo(self, request_iterator: Iterator[Any], context: Any) -> Any:
+        context.set_code(StatusCode.UNIMPLEMENTED)
+        context.set_details("ServerReflectionInfo is not implemented")
+        raise NotImplementedError("ServerReflectionInfo is not implemented")
+
+
+def add_to_server(messages: Any, servicer: Any, server: Any) -> None:
+    """Serve ``servicer``'s ``ServerReflectionInfo`` of the version of ``messages``."""
+    descriptors.add_servicer(server, messages.SERVER_REFLECTION_SERVICE, servicer)
+
+
+class ReflectionServicer(ServerReflectionServicer):
+    """``ServerReflection`` of one version (a subclass sets :attr:`messages`, that version's
+    ``reflection_pb2``) over ``pool`` (protobuf's default pool if None).
 
     ``service_names`` are what ``list_services`` answers (sorted, as grpcio does).
     """
 
-    def __init__(
-        self, messages: Any, service_names: Iterable[str], pool: Optional[Any] = None
-    ) -> None:
-        self._messages = messages
+    messages: Any
+
+    def __init__(self, service_names: Iterable[str], pool: Optional[Any] = None) -> None:
+        self._messages = self.messages
         self._service_names = tuple(sorted(service_names))
         self._pool = descriptor_pool.Default() if pool is None else pool
 
@@ -200,4 +231,4 @@ def enable_server_reflection(
             if asyncio_server
             else version.ReflectionServicer(names, pool=pool)
         )
-        version.reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+        add_to_server(version.reflection_pb2, servicer, server)

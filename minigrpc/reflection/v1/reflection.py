@@ -5,7 +5,6 @@
 """
 
 import types
-from typing import Any, Iterable, Optional
 
 from minigrpc.reflection import servicer as _servicer
 from minigrpc.reflection.servicer import enable_server_reflection
@@ -21,20 +20,18 @@ SERVICE_NAME: str = reflection_pb2.SERVER_REFLECTION_SERVICE.full_name
 class ReflectionServicer(
     _servicer.ReflectionServicer, reflection_pb2_grpc.ServerReflectionServicer
 ):
-    """The v1 reflection service over ``pool`` (protobuf's default pool if None), listing
-    ``service_names``."""
+    """The v1 reflection service: ``ReflectionServicer(service_names, pool=None)``, over
+    protobuf's default descriptor pool unless ``pool`` is given."""
 
-    def __init__(self, service_names: Iterable[str], pool: Optional[Any] = None) -> None:
-        super().__init__(reflection_pb2, service_names, pool)
+    messages = reflection_pb2
 
 
-class _AsyncReflectionServicer(  # type: ignore[misc]
+class _AsyncReflectionServicer(
     _servicer.AsyncReflectionServicer, reflection_pb2_grpc.ServerReflectionServicer
 ):
     """The v1 reflection service for asyncio servers (``grpc.aio``)."""
 
-    def __init__(self, service_names: Iterable[str], pool: Optional[Any] = None) -> None:
-        super().__init__(reflection_pb2, service_names, pool)
+    messages = reflection_pb2
 
 
 #: ``reflection.aio.ReflectionServicer``, as grpcio-reflection names it.

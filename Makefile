@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # bin directories go first on PATH (tox's discovery does not resolve pyenv's shims).
 PYENV_BINS := $(shell command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null); do printf '%s:' "$$(pyenv root)/versions/$$v/bin"; done)
 
-.PHONY: test demo dist bench bench-nodes lint tox regen clean grpcio-unit
+.PHONY: test demo dist bench bench-nodes lint tox regen clean grpcio-unit h2spec
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ grpcio-unit: $(STAMP)
 	$(PY) tools/grpcio_unit_tests.py prepare
 	$(MAKE) tox TOXENV=grpcio-unit-grpcio,grpcio-unit-minigrpc TOXFLAGS="-p 2 --parallel-no-spinner"
 	$(PY) tools/grpcio_unit_tests.py report
+
+# HTTP/2 conformance: h2spec (from PATH or $$H2SPEC; never fetched or built here) against
+# minigrpc's, grpc-go's and grpcio's servers side by side; fails when minigrpc fails a case that
+# grpc-go passes without a reason listed in tools/h2spec_run.py (docs/h2spec.md). About 3 min.
+h2spec: $(STAMP)
+	$(PY) tools/h2spec_run.py $(H2SPECFLAGS)
 
 regen: $(STAMP)
 	$(PY) proto/generate.py

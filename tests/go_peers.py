@@ -54,7 +54,9 @@ CNI_SOURCE = DEBIAN_GOCODE / "src" / "github.com" / "containernetworking" / "cni
 
 #: The Go import path the sources and the generated code live under in the build's GOPATH.
 GO_ROOT_PACKAGE = "mginterop"
-BINARIES = ("interop_server", "interop_client", "bench_client", "antrea_cni", "coldrun")
+BINARIES = (
+    "interop_server", "interop_client", "bench_client", "antrea_cni", "coldrun", "addons_client",
+)
 
 #: Part of the cache key: bump when this module changes what it builds or how.
 BUILDER_VERSION = "2"

@@ -475,8 +475,8 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     has_client, has_server = minigrpc_parts()
     clients = (["minigrpc"] if has_client else []) + ["grpcio", "grpclib"]
     latency_servers = ["grpcio"] + (["minigrpc"] if has_server else [])
-    throughput_servers = (["minigrpc", IO_THREAD_SERVER_IMPL] if has_server else []) + [
-        "grpcio", "grpclib"]
+    throughput_servers = (["minigrpc", IO_THREAD_SERVER_IMPL, "minigrpc-aio"]
+                          if has_server else []) + ["grpcio", "grpcio-aio", "grpclib"]
     throughput_clients = ["grpcio"]
     notes = list(notes)
     extra_versions: Dict[str, str] = {}

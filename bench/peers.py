@@ -44,8 +44,19 @@ STREAM_PATH = f"/{ECHO_SERVICE}/{STREAM_METHOD}"
 #: I/O thread, as grpclib's run on its event loop (the streaming handler still on the pool).
 IO_THREAD_SERVER_IMPL = "minigrpc-io-thread"
 IO_THREAD_OPTIONS = (("minigrpc.unary_handlers_on_io_thread", 1),)
+#: The asyncio servers (``grpc.aio.server()``): minigrpc's and grpcio's, ``async def`` handlers
+#: on one event loop, as grpclib's.
+AIO_SERVER_IMPLS = ("minigrpc-aio", "grpcio-aio")
 #: Server implementations this module can start.
-SERVER_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw", "cni-agent-grpcio", IO_THREAD_SERVER_IMPL)
+SERVER_IMPLS = (
+    "grpcio",
+    "minigrpc",
+    "grpclib",
+    "raw",
+    "cni-agent-grpcio",
+    IO_THREAD_SERVER_IMPL,
+    *AIO_SERVER_IMPLS,
+)
 
 #: Thread pool size of the thread-per-call servers (grpcio, minigrpc): one per client thread of
 #: the throughput workload, so neither server queues calls behind a too small pool.
@@ -107,6 +118,49 @@ def _serve_grpc_api(
     server.add_insecure_port("unix:" + socket_path)
     server.start()
     return server
+
+
+async def _echo_async(request: bytes, context: Any) -> bytes:
+    return request
+
+
+async def _stream_async(request: bytes, context: Any) -> Any:
+    count, message = _parse_stream_request(request)
+    for _ in range(count):
+        yield message
+
+
+def _serve_aio(impl: str, socket_path: str, stop_requested: threading.Event) -> None:
+    """``grpc.aio.server()`` of minigrpc or grpcio on this thread's event loop until
+    ``stop_requested``; the handlers are coroutines, as an asyncio application writes them."""
+    import asyncio
+
+    module: Any = importlib.import_module("minigrpc" if impl == "minigrpc-aio" else "grpc")
+    aio: Any = importlib.import_module(f"{module.__name__}.aio")
+
+    async def run() -> None:
+        handler = module.method_handlers_generic_handler(
+            ECHO_SERVICE,
+            {
+                ECHO_METHOD: module.unary_unary_rpc_method_handler(_echo_async),
+                STREAM_METHOD: module.unary_stream_rpc_method_handler(_stream_async),
+            },
+        )
+        server = aio.server(options=list(UNLIMITED_MESSAGE_OPTIONS))
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port("unix:" + socket_path)
+        await server.start()
+        _announce("unix:" + socket_path)
+        loop = asyncio.get_running_loop()
+        stopped = asyncio.Event()
+        threading.Thread(
+            target=lambda: (stop_requested.wait(), loop.call_soon_threadsafe(stopped.set)),
+            daemon=True,
+        ).start()
+        await stopped.wait()
+        await server.stop(None)
+
+    asyncio.run(run())
 
 
 def _serve_cni_agent_grpcio(socket_path: str, workers: int) -> Any:
@@ -281,6 +335,9 @@ def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str]
         profiler = ThreadProfiler()
     if impl == "grpclib":
         _serve_grpclib(socket_path, stop_requested)
+        return 0
+    if impl in AIO_SERVER_IMPLS:
+        _serve_aio(impl, socket_path, stop_requested)
         return 0
     if impl == "grpcio":
         import grpc

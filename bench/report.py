@@ -238,6 +238,22 @@ def targets(results: Dict[str, Any]) -> List[Target]:
                         ratio(throughput_cpu(results, IO_THREAD_SERVER_IMPL, connections, client),
                               throughput_cpu(results, reference, connections, client)),
                         informational=True))
+    for connections in results.get("config", {}).get("throughput_connections", []):
+        # minigrpc's asyncio server beside the other asyncio servers (grpcio's grpc.aio and
+        # grpclib), for information: no target names it yet.
+        note = "1 connection" if connections == "shared" else "a connection per thread"
+        for client in ("grpcio", "h2load"):
+            mine = throughput_median(results, "minigrpc-aio", connections, client)
+            if mine is None:
+                continue
+            by = "" if client == "grpcio" else f"{client} client, "
+            for reference in ("grpcio-aio", "grpclib"):
+                found.append(Target(
+                    "server", f"calls/s: minigrpc-aio / {reference} server ({by}{note})", mine,
+                    throughput_median(results, reference, connections, client), ">=", 1.0,
+                    ratio(throughput_cpu(results, "minigrpc-aio", connections, client),
+                          throughput_cpu(results, reference, connections, client)),
+                    informational=True))
     for server, judged in (("grpc-go", True), ("grpcio", False)):
         if latency_p50(results, "minigrpc-pypy", server) is not None:
             found.append(Target(
@@ -560,7 +576,9 @@ def _throughput_section(results: Dict[str, Any]) -> List[str]:
              f"goroutine per call. `{IO_THREAD_SERVER_IMPL}` is minigrpc's server with the "
              "`minigrpc.unary_handlers_on_io_thread` option: its echo handler runs on its I/O "
              "thread, as grpclib's runs on its event loop, and saves the hand-over to a pool "
-             "thread and back. Where built, grpc-go's client (`tests/go/bench_client`: as "
+             "thread and back. `minigrpc-aio` and `grpcio-aio` are the two libraries' "
+             "`grpc.aio.server()` with an `async def` echo on one event loop. Where built, "
+             "grpc-go's client (`tests/go/bench_client`: as "
              "many goroutines as threads, on one connection or one each) and h2load "
              "(nghttp2's C load generator: as many streams in flight as threads, on one "
              "connection or one each; it checks HTTP 200 and the echoed bytes) load every "

@@ -60,17 +60,29 @@ class DecompressionError(CallError, ValueError):
     """A compressed message that does not inflate: INTERNAL (doc/compression.md)."""
 
 
+#: getaddrinfo() codes for a name that does not exist (EAI_NODATA is not everywhere).
+_NO_SUCH_HOST = frozenset(
+    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None))
+    if code is not None
+)
+
+
 def os_error_text(error: BaseException) -> str:
     """An OS error the way Go prints it: the lower-case C strerror (``connection refused``).
 
     Both sides report socket failures in grpc-go's words, because the CNI plugin's messages must
     read like the Go plugin's.
     """
+    if isinstance(error, socket.gaierror):
+        # A resolver's code, not an errno (os.strerror(-2) is "Unknown error -2"). Go says
+        # "no such host" for a name that does not exist.
+        if error.errno in _NO_SUCH_HOST:
+            return "no such host"
+        if error.args:
+            return str(error.args[-1]).lower()
     if isinstance(error, OSError) and error.errno:
         text = os.strerror(error.errno)
         return text[:1].lower() + text[1:]
-    if isinstance(error, socket.gaierror) and error.args:
-        return str(error.args[-1]).lower()
     return str(error) or type(error).__name__
 
 

@@ -44,6 +44,23 @@ def dial_error(target: Target, error: BaseException, op: str = "connect") -> Con
     )
 
 
+def lookup_error(host: str, error: BaseException) -> ConnectFailed:
+    """grpc-go's wording for a host name that did not resolve: ``dial tcp: lookup h: …``."""
+    return ConnectFailed(
+        'connection error: desc = "transport: Error while dialing: '
+        f'dial tcp: lookup {host}: {os_error_text(error)}"'
+    )
+
+
+def handshake_error(target: Target, why: object) -> ConnectFailed:
+    """grpc-go's wording for a failed TLS handshake, naming the target (grpc-go leaves it out,
+    which leaves a user with several channels guessing which server's certificate failed)."""
+    return ConnectFailed(
+        'connection error: desc = "transport: authentication handshake failed: '
+        f'{target.display}: {why}"'
+    )
+
+
 def open_socket(target: Target, deadline: Optional[float]) -> socket.socket:
     """Connect to ``target``; raise ConnectFailed (UNAVAILABLE) or DeadlineReached.
 
@@ -60,10 +77,7 @@ def open_socket(target: Target, deadline: Optional[float]) -> socket.socket:
         try:
             infos = socket.getaddrinfo(host, port, target.family, socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:
-            raise ConnectFailed(
-                'connection error: desc = "transport: Error while dialing: '
-                f'dial tcp: lookup {host}: {os_error_text(exc)}"'
-            ) from None
+            raise lookup_error(host, exc) from None
         candidates = [(info[0], info[4]) for info in infos]
     last_error: Optional[BaseException] = None
     for family, address in candidates:

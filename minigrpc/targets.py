@@ -10,6 +10,7 @@ target                          socket address                              ``:a
 ``unix:///abs/path.sock``       AF_UNIX ``/abs/path.sock``                   ``localhost``
 ``unix-abstract:name``          AF_UNIX ``"\\0name"`` (Linux abstract)       ``localhost``
 ``host:port``, ``[v6]:port``    AF_INET / AF_INET6 (resolved at connect)    ``host:port``
+``host``                        the same, on port 443                        ``host``
 ``dns:///host:port``            same as ``host:port``; the authority part    ``host:port``
                                 of ``dns://auth/host`` is ignored
 ==============================  ==========================================  ================
@@ -21,9 +22,11 @@ Over unix sockets grpc-go sends ``:authority: localhost``; we do the same
 import socket
 from typing import NamedTuple, Tuple, Union
 
-#: Port used when a ``dns:`` or bare host target has none. grpc-go uses 443 for every channel;
-#: insecure channels in other implementations use 80. minigrpc is plaintext only, hence 80.
-DEFAULT_PORT = 80
+#: Port used when a ``dns:`` or bare host target has none: 443 (``https``), as grpcio (gRPC
+#: core's DNS resolver) and grpc-go use for every channel, plaintext or TLS, so that a target
+#: written for grpcio reaches the same server here. The ``:authority`` of such a target is the
+#: host alone, as theirs is (gRPC ``doc/naming.md``: the authority comes from the target).
+DEFAULT_PORT = 443
 
 SocketAddress = Union[str, bytes, Tuple[str, int]]
 
@@ -120,8 +123,16 @@ def parse_target(target: str, default_port: int = DEFAULT_PORT) -> Target:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if family == socket.AF_INET and not _looks_like_ipv4(host):
         family = socket.AF_UNSPEC  # a name: resolve at connect time
-    authority = _join_host_port(host, port)
-    return Target(family, (host, port), authority, authority)
+    display = _join_host_port(host, port)
+    authority = display if _has_port(text) else (f"[{host}]" if ":" in host else host)
+    return Target(family, (host, port), authority, display)
+
+
+def _has_port(text: str) -> bool:
+    """``text`` (a target's host part) names a port: ``h:1``, ``[v6]:1``; not ``h``, ``v6``."""
+    if text.startswith("["):
+        return "]:" in text
+    return text.count(":") == 1
 
 
 def _looks_like_ipv4(host: str) -> bool:

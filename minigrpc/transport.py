@@ -49,7 +49,7 @@ from .client_protocol import (
 from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .errors import os_error_text
 from .protocol import Message
-from .sockets import ConnectFailed, DeadlineReached, Waker, open_socket
+from .sockets import ConnectFailed, DeadlineReached, Waker, handshake_error, open_socket
 from .status import CallStatus, StatusCode
 from .targets import Target
 
@@ -782,10 +782,7 @@ class Transport:
             raise DeadlineReached() from None
         except OSError as exc:
             sock.close()
-            raise ConnectFailed(
-                'connection error: desc = "transport: authentication handshake failed: '
-                f'{exc}"'
-            ) from None
+            raise handshake_error(self.target, exc) from None
 
     def _watch_connection(self) -> None:
         """The channel got its first subscriber: watch the current connection while idle."""

@@ -18,6 +18,7 @@ processed, as :mod:`minigrpc.attempts` decides for both transports.
 """
 
 import asyncio
+import socket
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -25,7 +26,7 @@ from ..attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
 from ..client_protocol import CallEvent, ClientCall, ClientConnectionProtocol
 from ..connectivity import ChannelConnectivity
 from ..protocol import Message
-from ..sockets import ConnectFailed, dial_error
+from ..sockets import ConnectFailed, dial_error, handshake_error, lookup_error
 from ..status import CallStatus, StatusCode
 from ..targets import Target
 from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
@@ -314,9 +315,9 @@ class AioTransport:
             raise
         except OSError as exc:
             if tls is not None and _is_tls_error(exc):
-                raise ConnectFailed(
-                    f'connection error: desc = "transport: authentication handshake failed: {exc}"'
-                ) from None
+                raise handshake_error(target, exc) from None
+            if isinstance(exc, socket.gaierror) and isinstance(target.address, tuple):
+                raise lookup_error(target.address[0], exc) from None
             raise dial_error(target, exc) from None
         if tls is not None:
             selected = (
@@ -327,9 +328,8 @@ class AioTransport:
             protocol = selected.selected_alpn_protocol() if selected is not None else None
             if protocol not in (None, "h2"):
                 connection.close()
-                raise ConnectFailed(
-                    'connection error: desc = "transport: authentication handshake failed: '
-                    f'the server chose ALPN protocol {protocol!r}, not h2"'
+                raise handshake_error(
+                    target, f"the server chose ALPN protocol {protocol!r}, not h2"
                 )
         connection._flush()
         return connection

@@ -103,7 +103,7 @@ def test_rst_stream_mapping_table() -> None:
         ("[::1]:8080", socket.AF_INET6, ("::1", 8080), "[::1]:8080"),
         ("dns:///localhost:5", socket.AF_UNSPEC, ("localhost", 5), "localhost:5"),
         ("dns://8.8.8.8/example.com:7", socket.AF_UNSPEC, ("example.com", 7), "example.com:7"),
-        ("example.com", socket.AF_UNSPEC, ("example.com", 80), "example.com:80"),
+        ("example.com", socket.AF_UNSPEC, ("example.com", 443), "example.com"),
     ],
 )
 def test_parse_target(target: str, family: int, address: object, authority: str) -> None:

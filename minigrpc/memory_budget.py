@@ -23,9 +23,12 @@ The server's total may only be spent by connections that hold more than their fa
 (the total divided by the connections): when it is spent, a connection holding little is not
 held back, so a well-behaved client keeps being served beside one that hoards.
 
-I/O-free and single-threaded: the I/O thread (or event loop) that drives the protocols
-charges and releases; :meth:`MemoryBudget.resumable` tells it which connections were held
-back and may now be given window again.
+I/O-free, and single-threaded but for one thing: the I/O thread (or event loop) that drives
+the protocols charges and releases, except that a handler thread *reserves* what its unary
+response will cost before handing it over (:meth:`ConnectionMemory.reserve`, under a lock), so
+that responses produced faster than the I/O thread queues them are counted from the start.
+:meth:`MemoryBudget.resumable` tells the I/O thread which connections were held back and may
+now be given window again.
 
 Measured costs.  ``python tools/measure_buffer_costs.py`` (500,000 objects in a deque,
 VmRSS before and after, in a fresh process per case) on CPython 3.11 and PyPy 7.3.11 (3.9):
@@ -45,6 +48,7 @@ the two interpreters.
 
 from __future__ import annotations
 
+import threading
 from typing import List, Optional, Set
 
 __all__ = [
@@ -77,7 +81,16 @@ _MIN_FAIR_SHARE = 256 * 1024
 class MemoryBudget:
     """The server's budget: a total, and a limit for each connection (module docstring)."""
 
-    __slots__ = ("_accounts", "_waiting", "connection_limit", "limit", "used")
+    __slots__ = (
+        "_accounts",
+        "_reserve_lock",
+        "_waiting",
+        "connection_limit",
+        "limit",
+        "peak",
+        "reserved",
+        "used",
+    )
 
     def __init__(
         self,
@@ -92,9 +105,14 @@ class MemoryBudget:
         )
         if self.connection_limit < 256 * 1024:
             raise ValueError("a connection's memory budget must be at least 256 KiB")
-        #: Bytes charged by all connections.
+        #: Bytes charged by all connections (the I/O thread's), bytes reserved by handler
+        #: threads (under the lock), and the most the two ever were together (for reports).
         self.used = 0
+        self.reserved = 0
+        self.peak = 0
         self._accounts: Set[ConnectionMemory] = set()
+        #: Serialises reservations (handler threads) with their release (the I/O thread).
+        self._reserve_lock = threading.Lock()
         #: Accounts that held back window since the last :meth:`resumable`.
         self._waiting: Set[ConnectionMemory] = set()
 
@@ -104,9 +122,20 @@ class MemoryBudget:
         self._accounts.add(account)
         return account
 
+    def charge(self, cost: int) -> None:
+        self.used += cost
+        total = self.used + self.reserved
+        if total > self.peak:
+            self.peak = total
+
+    @property
+    def total(self) -> int:
+        """Everything charged and reserved."""
+        return self.used + self.reserved
+
     @property
     def spent(self) -> bool:
-        return self.used >= self.limit
+        return self.used + self.reserved >= self.limit
 
     @property
     def fair_share(self) -> int:
@@ -126,7 +155,7 @@ class MemoryBudget:
 class ConnectionMemory:
     """One connection's account in a :class:`MemoryBudget`."""
 
-    __slots__ = ("_budget", "_closed", "inbound", "outbound", "owner")
+    __slots__ = ("_budget", "_closed", "inbound", "outbound", "owner", "reserved")
 
     def __init__(self, budget: MemoryBudget) -> None:
         self._budget = budget
@@ -136,11 +165,37 @@ class ConnectionMemory:
         self.inbound = 0
         #: Bytes charged for responses and output the client has not read yet.
         self.outbound = 0
+        #: Responses handed over by handler threads and not yet queued (:meth:`reserve`).
+        self.reserved = 0
         self._closed = False
 
     @property
     def used(self) -> int:
-        return self.inbound + self.outbound
+        return self.inbound + self.outbound + self.reserved
+
+    def reserve(self, cost: int) -> bool:
+        """Handler thread: count a response about to be handed to the I/O thread.
+
+        False (nothing reserved) when the connection is over budget: the response is dropped
+        (RESOURCE_EXHAUSTED) by the caller instead of queued.
+        """
+        budget = self._budget
+        with budget._reserve_lock:
+            if self._closed or self.over_budget:
+                return False
+            self.reserved += cost
+            budget.reserved += cost
+            if budget.used + budget.reserved > budget.peak:
+                budget.peak = budget.used + budget.reserved
+            return True
+
+    def unreserve(self, cost: int) -> None:
+        """I/O thread: the reserved response is being queued (and charged) or dropped."""
+        budget = self._budget
+        with budget._reserve_lock:
+            if not self._closed:
+                self.reserved -= cost
+                budget.reserved -= cost
 
     @property
     def limit(self) -> int:
@@ -149,7 +204,7 @@ class ConnectionMemory:
     def charge_inbound(self, cost: int) -> None:
         if not self._closed:
             self.inbound += cost
-            self._budget.used += cost
+            self._budget.charge(cost)
 
     def release_inbound(self, cost: int) -> None:
         if not self._closed:
@@ -159,7 +214,7 @@ class ConnectionMemory:
     def charge_outbound(self, cost: int) -> None:
         if not self._closed:
             self.outbound += cost
-            self._budget.used += cost
+            self._budget.charge(cost)
 
     def release_outbound(self, cost: int) -> None:
         if not self._closed:
@@ -169,11 +224,11 @@ class ConnectionMemory:
     @property
     def over_budget(self) -> bool:
         """Over the connection's limit, or holding more than a fair share of a spent total."""
-        used = self.inbound + self.outbound
+        used = self.inbound + self.outbound + self.reserved
         if used >= self._budget.connection_limit:
             return True
         budget = self._budget
-        return budget.used >= budget.limit and used >= budget.fair_share
+        return budget.used + budget.reserved >= budget.limit and used >= budget.fair_share
 
     @property
     def refuse_streams(self) -> bool:
@@ -200,6 +255,8 @@ class ConnectionMemory:
         self._closed = True
         budget = self._budget
         budget.used -= self.inbound + self.outbound
-        self.inbound = self.outbound = 0
+        with budget._reserve_lock:
+            budget.reserved -= self.reserved
+            self.inbound = self.outbound = self.reserved = 0
         budget._accounts.discard(self)
         budget._waiting.discard(self)

@@ -898,7 +898,18 @@ class ServerLoop:
         per wake-up and per ``send()`` (in an A/B under 8 concurrent callers, either way cost the
         same CPU per call), so concurrent calls keep the path they always had. Anything unusual (the
         server stopping, the connection draining, unsent output) also goes through the I/O thread.
+
+        A response is counted in its connection's memory account from here on (a reservation,
+        :meth:`~minigrpc.memory_budget.ConnectionMemory.reserve`), and one for a connection over
+        budget ends the call RESOURCE_EXHAUSTED at once: handlers answering faster than the I/O
+        thread queues their responses cannot pile them up unseen.
         """
+        if message is not None and not context._connection.protocol.memory.reserve(len(message)):
+            code, details, message = (
+                StatusCode.RESOURCE_EXHAUSTED,
+                _protocol.OVER_BUDGET_DETAILS,
+                None,
+            )
         if threading.get_ident() == self._io_thread_ident:
             # A handler run on the I/O thread (:meth:`_submit`): write now, in the loop's pass,
             # unless something this handler posted (initial metadata, a cancel) must go first.
@@ -956,6 +967,8 @@ class ServerLoop:
     ) -> None:
         """I/O thread: the handler's status (and unary response) on the wire, then the end."""
         connection = context._connection
+        if message is not None:
+            connection.protocol.memory.unreserve(len(message))  # charged as queued, if it is
         if connection.calls.get(context._stream_id) is not context:
             return  # cancelled, expired or disconnected meanwhile: nobody waits for the answer
         context._finish_on(connection.protocol, code, details, message)

@@ -1,0 +1,385 @@
+"""Clients that try to make the server buffer without bound, while others are served.
+
+Each attack makes the server hold data: request messages a handler never reads, large
+requests that never complete, responses the client never reads.  The server runs in its own
+process (its RSS is its own) with the default memory budget (:mod:`minigrpc.memory_budget`:
+64 MiB for all connections, 16 MiB for one), and must hold its charge within that budget
+(the peak it reports, plus at most what flow control had already granted, RFC 9113 §5.2), its
+peak RSS growth within 150 MiB (300 MiB on PyPy), and keep answering a well-behaved grpcio
+client on another connection during the attack and within a second after it.
+
+The attack clients send as fast as the server's windows allow and stop when no window comes
+for a moment: that is the server withholding it, which is the point.  Bounded: a few seconds
+per attack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Tuple
+
+import pytest
+
+from tests.hostile.scenarios import record_observation
+from tests.hostile.test_hostile_server import REPO_ROOT, good_call, request_headers
+from tests.support.scripted_peer import (
+    INITIAL_WINDOW_SIZE,
+    HostileClient,
+    grpc_message,
+    short_temp_dir,
+)
+
+MIB = 1024 * 1024
+#: The default budget of the server under test, and its per-connection share.
+BUDGET = 64 * MIB
+CONNECTION_BUDGET = 16 * MIB
+#: Beyond the budget, what windows granted before it was reached may still bring: one
+#: connection window (16 MiB of wire bytes, charged at up to twice that for 2-byte messages).
+GRANTED_SLACK = 32 * MIB
+RSS_BOUND_MIB = 300 if platform.python_implementation() == "PyPy" else 150
+#: How long a sender waits for window before it takes the server to be withholding it.
+STALL = 0.5
+SINK = "/hostile.Memory/Sink"
+CHAT = "/hostile.Memory/Chat"
+FIREHOSE = "/hostile.Memory/Firehose"
+BIG = "/hostile.Memory/Big"
+UNARY = "/hostile.Memory/Unary"
+
+_SERVER_SCRIPT = r"""
+import concurrent.futures, json, sys, threading
+import minigrpc
+
+path = sys.argv[1]
+
+def echo(request, context):
+    return request
+
+def unary(request, context):
+    return b"ok"
+
+def big(request, context):
+    return b"\0" * int(request or b"0")
+
+def sink(requests, context):
+    # Never reads its requests: waits until the call ends.
+    done = threading.Event()
+    context.add_callback(done.set)
+    done.wait(60)
+    return b""
+
+def chat(requests, context):
+    for message in requests:
+        yield message
+
+def firehose(request, context):
+    chunk = b"\1" * (1024 * 1024)
+    while context.is_active():
+        yield chunk
+
+def stats(request, context):
+    budget = server._memory
+    return json.dumps({"used": budget.total, "peak": budget.peak}).encode()
+
+handlers = [
+    minigrpc.method_handlers_generic_handler("hostile.Echo", {
+        "Call": minigrpc.unary_unary_rpc_method_handler(echo),
+    }),
+    minigrpc.method_handlers_generic_handler("hostile.Memory", {
+        "Unary": minigrpc.unary_unary_rpc_method_handler(unary),
+        "Big": minigrpc.unary_unary_rpc_method_handler(big),
+        "Sink": minigrpc.stream_unary_rpc_method_handler(sink),
+        "Chat": minigrpc.stream_stream_rpc_method_handler(chat),
+        "Firehose": minigrpc.unary_stream_rpc_method_handler(firehose),
+        "Stats": minigrpc.unary_unary_rpc_method_handler(stats),
+    }),
+]
+server = minigrpc.server(concurrent.futures.ThreadPoolExecutor(48), handlers=handlers)
+server.add_insecure_port("unix:" + path)
+server.start()
+print("ready", flush=True)
+sys.stdin.read()
+server.stop(0).wait(10)
+print("stopped", flush=True)
+"""
+
+
+class MemoryServer:
+    """The server under test in its own process; RSS from /proc, its budget from a method."""
+
+    def __init__(self) -> None:
+        self.directory = short_temp_dir()
+        self.path = os.path.join(self.directory, "m.sock")
+        self.target = "unix:" + self.path
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _SERVER_SCRIPT, self.path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONPATH": REPO_ROOT},
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != b"ready":
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise RuntimeError(f"server did not start: {line!r} {err.decode(errors='replace')}")
+
+    def rss_kib(self) -> Tuple[int, int]:
+        """(VmRSS, VmHWM) in KiB."""
+        values = {}
+        with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as stream:
+            for line in stream:
+                key, _, rest = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    values[key] = int(rest.split()[0])
+        return values["VmRSS"], values["VmHWM"]
+
+    def budget(self) -> Dict[str, int]:
+        """What the server's memory budget holds now, and its peak (a call on a new channel)."""
+        from tests.hostile.test_hostile_server import grpc
+
+        with grpc.insecure_channel(self.target) as channel:
+            answer = channel.unary_unary("/hostile.Memory/Stats")(b"", timeout=10)
+        return json.loads(answer)  # type: ignore[no-any-return]
+
+    def stop(self) -> Tuple[int, str]:
+        try:
+            out, err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+        import shutil
+
+        shutil.rmtree(self.directory, ignore_errors=True)
+        return self.proc.returncode, (out + err).decode("utf-8", "replace")
+
+
+@pytest.fixture
+def server() -> Iterator[MemoryServer]:
+    process = MemoryServer()
+    try:
+        good_call(process.target)  # warm up: executor threads, imports
+        yield process
+    finally:
+        code, output = process.stop()
+        assert "Traceback" not in output, output
+        assert code == 0, output
+
+
+def _attacker(server: MemoryServer, **options: Any) -> HostileClient:
+    client = HostileClient(server.target, record_frames=False, **options)
+    client.sock.settimeout(10.0)  # a server that stops reading us must not hang the test
+    return client
+
+
+def _stream_until_stalled(client: HostileClient, stream_ids: List[int], chunk: bytes) -> int:
+    """Send ``chunk`` on each stream in turn while the server gives window; bytes sent."""
+    sent = 0
+    live = list(stream_ids)
+    while live:
+        for stream_id in list(live):
+            if not client.send_data(stream_id, chunk, timeout=STALL):
+                live.remove(stream_id)
+            else:
+                sent += len(chunk)
+    return sent
+
+
+def _run_attack(
+    server: MemoryServer,
+    request: pytest.FixtureRequest,
+    scenario: str,
+    description: str,
+    attack: Callable[[List[HostileClient]], str],
+) -> None:
+    """Run ``attack`` in a thread with legitimate calls beside it; check budget, RSS, service."""
+    rss_before, _ = server.rss_kib()
+    clients: List[HostileClient] = []
+    observed: List[str] = []
+    failure: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            observed.append(attack(clients))
+        except BaseException as exc:  # reported by the test thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    latencies: List[float] = []
+    try:
+        thread.start()
+        while thread.is_alive():
+            start = time.monotonic()
+            good_call(server.target)  # raises (fails the test) if a call is not served
+            latencies.append(time.monotonic() - start)
+        thread.join()
+        assert not failure, failure
+        # The attack holds what it made the server buffer: the budget must cover it, and
+        # others must still be served.
+        start = time.monotonic()
+        good_call(server.target)
+        latencies.append(time.monotonic() - start)
+        held = server.budget()
+    finally:
+        for client in clients:
+            client.close()
+    start = time.monotonic()
+    good_call(server.target)
+    after = time.monotonic() - start
+    _, hwm = server.rss_kib()
+    growth_mib = (hwm - rss_before) / 1024
+    slowest = max(latencies) * 1000
+    summary = (
+        f"{observed[0] if observed else ''}; budget peak {held['peak'] / MIB:.1f} MiB"
+        f" (held {held['used'] / MIB:.1f} MiB at the end); peak RSS growth {growth_mib:.0f} MiB;"
+        f" {len(latencies)} calls during the attack, slowest {slowest:.0f} ms;"
+        f" first call after {after * 1000:.0f} ms"
+    )
+    record_observation(
+        request.node.nodeid, side="server", scenario=scenario, description=description,
+        expected="buffered data within the memory budget; others served during and after",
+        observed=summary, memory_mib=round(growth_mib, 1), threads="", fix="",
+    )
+    print(summary)
+    assert held["peak"] <= BUDGET + GRANTED_SLACK, summary
+    assert growth_mib < RSS_BOUND_MIB, summary
+    assert after < 1.0, summary
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("streams", [1, 10])
+def test_tiny_messages_to_a_handler_that_never_reads(
+    server: MemoryServer, request: pytest.FixtureRequest, streams: int
+) -> None:
+    """Client-streaming calls of 2-byte messages to a handler that never reads them."""
+
+    def attack(clients: List[HostileClient]) -> str:
+        client = _attacker(server)
+        clients.append(client)
+        client.send_preface()
+        ids = [client.next_stream_id() for _ in range(streams)]
+        for stream_id in ids:
+            client.send_headers(stream_id, request_headers(SINK))
+        sent = _stream_until_stalled(client, ids, grpc_message(b"hi") * 8192)
+        return f"{sent / MIB:.1f} MiB of 2-byte messages sent before the server withheld window"
+
+    _run_attack(
+        server, request, f"tiny_messages_never_read_{streams}",
+        f"{streams} client-streaming call(s) of 2-byte messages, handler never reads", attack,
+    )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("connections", [1, 2])
+def test_unary_requests_missing_their_last_byte(
+    server: MemoryServer, request: pytest.FixtureRequest, connections: int
+) -> None:
+    """Up to 100 unary calls per connection, each a 4 MiB message sent but for its last byte."""
+
+    def one_connection(clients: List[HostileClient]) -> int:
+        client = _attacker(server)
+        clients.append(client)
+        client.send_preface()
+        body = grpc_message(b"", length=4 * MIB) + b"\0" * (4 * MIB - 1)
+        sent = 0
+        stalls = 0
+        for _ in range(100):
+            stream_id = client.next_stream_id()
+            client.send_headers(stream_id, request_headers(UNARY))
+            if client.send_data(stream_id, body, timeout=STALL):
+                sent += len(body)
+            else:
+                stalls += 1
+                if stalls == 3:  # the server withholds the connection's window
+                    break
+        return sent
+
+    def attack(clients: List[HostileClient]) -> str:
+        results: List[int] = []
+        threads = [
+            threading.Thread(target=lambda: results.append(one_connection(clients)))
+            for _ in range(connections)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return f"{sum(results) / MIB:.0f} MiB of incomplete requests sent"
+
+    _run_attack(
+        server, request, f"incomplete_unary_requests_{connections}",
+        f"{connections} connection(s), 100 unary calls each of 4 MiB but the last byte", attack,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_responses_never_read(server: MemoryServer, request: pytest.FixtureRequest) -> None:
+    """400 calls (4 connections of 100) for 1 MiB responses, on sockets never read."""
+
+    def attack(clients: List[HostileClient]) -> str:
+        for _ in range(4):
+            client = _attacker(server, read=False)
+            clients.append(client)
+            client.send_preface()
+            frames = []
+            for _ in range(100):
+                stream_id = client.next_stream_id()
+                frames.append(client.header_frames(stream_id, request_headers(BIG)))
+                frames.append(grpc_data_frame(stream_id, grpc_message(b"1048576")))
+            client.send(b"".join(frames))
+        # Wait until the server has answered (or refused) what it will: its budget stops moving.
+        previous = -1
+        while True:
+            used = server.budget()["used"]
+            if used == previous:
+                return f"400 calls for 1 MiB, never read; {used / MIB:.1f} MiB held"
+            previous = used
+            threading.Event().wait(0.3)
+
+    _run_attack(
+        server, request, "responses_never_read_400",
+        "400 streams (4 connections) ask for 1 MiB responses and never read", attack,
+    )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", [CHAT, FIREHOSE])
+def test_streams_never_read(
+    server: MemoryServer, request: pytest.FixtureRequest, path: str
+) -> None:
+    """Bidi calls that send and never read, and server-streams of 1 MiB messages never read:
+    the client never returns window, so responses wait and the handlers block."""
+
+    def attack(clients: List[HostileClient]) -> str:
+        client = _attacker(server, auto_window_update=False)
+        clients.append(client)
+        client.send_preface({INITIAL_WINDOW_SIZE: 65535})
+        ids = [client.next_stream_id() for _ in range(20)]
+        for stream_id in ids:
+            client.send_headers(stream_id, request_headers(path))
+        if path == FIREHOSE:
+            for stream_id in ids:
+                client.send_data(stream_id, grpc_message(b""), end_stream=True)
+            threading.Event().wait(1.0)  # let the handlers fill what they may
+            return "20 server-streams of 1 MiB messages, never read"
+        sent = _stream_until_stalled(client, ids, grpc_message(b"x" * 16384) * 4)
+        return f"20 bidi calls, {sent / MIB:.0f} MiB sent, responses never read"
+
+    kind = "bidi" if path == CHAT else "server_stream"
+    _run_attack(
+        server, request, f"{kind}_never_read",
+        f"20 {kind.replace('_', '-')} calls whose client never returns window", attack,
+    )
+
+
+def grpc_data_frame(stream_id: int, payload: bytes) -> bytes:
+    from hyperframe.frame import DataFrame
+
+    return DataFrame(stream_id, payload, flags=["END_STREAM"]).serialize()

@@ -63,6 +63,17 @@ NEW, STARTED, STOPPING, STOPPED = range(4)
 _END = object()
 
 
+def _close_quietly(close: Any) -> None:
+    """Close a synchronous response generator on the executor; one that a cancelled ``next()``
+    is still running in cannot be closed (ValueError), and ends with that ``next()``."""
+    try:
+        close()
+    except ValueError:
+        pass
+    except Exception:
+        _LOGGER.exception("closing a response generator failed")
+
+
 class AioConnection(asyncio.Protocol):
     """One accepted connection: the protocol state, its transport and its calls."""
 
@@ -502,7 +513,7 @@ class AioServerLoop:
         finally:
             close = getattr(responses, "close", None)
             if close is not None:
-                self._loop.run_in_executor(self._executor, close)
+                self._loop.run_in_executor(self._executor, _close_quietly, close)
 
     async def _unary_request(self, context: ServicerContext) -> Optional[bytes]:
         """The whole unary request; None if the call ended first.  A request that makes no

@@ -282,6 +282,11 @@ ADDON_MODULES: Tuple[AddonModule, ...] = (
         "grpc_reflection.v1alpha.reflection_pb2_grpc",
         "minigrpc.reflection.v1alpha.reflection_pb2_grpc",
     ),
+    AddonModule(
+        "grpc_reflection.v1alpha.proto_reflection_descriptor_database",
+        "minigrpc.reflection.descriptor_database",
+        "`ProtoReflectionDescriptorDatabase(channel)`: asks v1, then v1alpha",
+    ),
     AddonModule("grpc_status", None),
     AddonModule(
         "grpc_status.rpc_status",

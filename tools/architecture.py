@@ -109,6 +109,8 @@ MODULES: Dict[str, Module] = {
     "reflection": Module(4, "the server reflection add-on package, v1 and v1alpha"),
     "reflection.servicer": Module(4, "server reflection answered from a descriptor pool, "
                                      "once for both versions"),
+    "reflection.descriptor_database": Module(4, "the client side: a descriptor database "
+                                                "filled by a server's reflection"),
     "reflection.v1": Module(4, "grpc.reflection.v1"),
     "reflection.v1.reflection_pb2": Module(4, "the v1 messages, under grpcio's module name"),
     "reflection.v1.reflection_pb2_grpc": Module(4, "the v1 stub, servicer base, registration"),

@@ -5,5 +5,6 @@
 the same for the ``grpc.reflection.v1`` service, which grpcio-reflection does not ship.
 ``enable_server_reflection`` of either serves both versions, so that tools asking for v1 first
 (grpcurl, grpc-go's client) and grpcio's v1alpha client all find it.  Both versions answer from
-one implementation, :mod:`minigrpc.reflection.servicer`.
+one implementation, :mod:`minigrpc.reflection.servicer`.  The client side, grpcio-reflection's
+``ProtoReflectionDescriptorDatabase``, is :mod:`minigrpc.reflection.descriptor_database`.
 """

@@ -271,3 +271,60 @@ def test_every_file_sent_parses_and_builds_a_pool(minigrpc_target: str) -> None:
     for file in reversed(files):  # breadth first from the asked file: imports come later
         pool.Add(file)
     assert pool.FindServiceByName(TEST_SERVICE).methods_by_name["FullDuplexCall"]
+
+
+# -- minigrpc's reflection client --------------------------------------------------------------
+
+
+def _check_database(database: Any) -> None:
+    """What a program without the .proto files does: list, then build the types from a pool."""
+    assert TEST_SERVICE in database.get_services()
+    pool = descriptor_pool.DescriptorPool(database)
+    unary = pool.FindServiceByName(TEST_SERVICE).methods_by_name["UnaryCall"]
+    assert unary.output_type.full_name == "grpc.testing.SimpleResponse"
+    assert "response_size" in unary.input_type.fields_by_name
+    method_file = database.FindFileContainingSymbol(f"{TEST_SERVICE}.StreamingOutputCall")
+    assert method_file.name == "grpc/testing/test.proto"
+    assert database.FindFileByName("grpc/testing/empty.proto").name == "grpc/testing/empty.proto"
+    with pytest.raises(KeyError):
+        database.FindFileContainingSymbol("grpc.testing.NoSuchThing")
+    with pytest.raises(KeyError):
+        database.FindFileByName("no/such.proto")
+
+
+def test_minigrpc_client_database_against_minigrpc_v1(minigrpc_target: str) -> None:
+    from minigrpc.reflection.descriptor_database import ProtoReflectionDescriptorDatabase
+
+    with minigrpc.insecure_channel(minigrpc_target) as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)
+        _check_database(database)
+        assert HTTP_EXTENSION in database.FindAllExtensionNumbers("google.protobuf.MethodOptions")
+        extension_file = database.FindFileContainingExtension(
+            "google.protobuf.MethodOptions", HTTP_EXTENSION
+        )
+        assert extension_file.name == "google/api/annotations.proto"
+        with pytest.raises(KeyError):
+            database.FindFileContainingExtension("google.protobuf.MethodOptions", 1)
+        assert database._versions[0][0] is v1.reflection_pb2
+
+
+@pytest.mark.parametrize("client", ["minigrpc", "grpcio"])
+def test_minigrpc_client_database_falls_back_to_v1alpha_on_grpcio_reflection(client: str) -> None:
+    """grpcio-reflection serves v1alpha only: v1 is UNIMPLEMENTED, and the client moves on."""
+    from minigrpc.reflection.descriptor_database import ProtoReflectionDescriptorDatabase
+
+    grpcio_reflection = _addon("grpc_reflection.v1alpha.reflection")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    descriptors.add_servicer(server, test_pb2.TEST_SERVICE, TestServiceServicer(grpc_module=grpc))
+    grpcio_reflection.enable_server_reflection(
+        (TEST_SERVICE, grpcio_reflection.SERVICE_NAME), server
+    )
+    address = _start(server)
+    api = minigrpc if client == "minigrpc" else grpc
+    try:
+        with api.insecure_channel(address) as channel:
+            database = ProtoReflectionDescriptorDatabase(channel)
+            _check_database(database)
+            assert [messages for messages, _ in database._versions] == [v1alpha.reflection_pb2]
+    finally:
+        server.stop(None).wait(30)

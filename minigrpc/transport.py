@@ -102,7 +102,7 @@ class _WriteTimeout(OSError):
         self.unsent = unsent
 
 
-def _make_tracer(peer: str) -> Any:
+def make_tracer(peer: str) -> Any:
     """The frame tracer for a new connection, or None; cheap when tracing is off."""
     if not os.environ.get("MINIGRPC_TRACE") and not logging.getLogger("minigrpc.wire").isEnabledFor(
         logging.DEBUG
@@ -153,7 +153,7 @@ class ClientConnection:
         #: ``start_call``); ``_used`` is set before that, while other threads may look.
         self._started = False
         self._closed = False
-        self._tracer = _make_tracer(target.display)
+        self._tracer = make_tracer(target.display)
         self._poller: Any = None
         #: Wakes the reader when another thread ends a call (:meth:`make_wakeable`); None until
         #: such a call runs here. ``_poller_wakes``: the poller has its descriptor.

@@ -70,6 +70,8 @@ class Call:
         self._sender: Optional[asyncio.Task[None]] = None
         self._reading = False
         self._half_closed = False
+        #: ``cancel()`` was called (directly, or by a cancelled task that awaited the call).
+        self._locally_cancelled = False
         self._task: asyncio.Task[Any] = loop.create_task(self._run())
         self._task.add_done_callback(_retrieve)
 
@@ -85,6 +87,7 @@ class Call:
             self._cancel_locally(status)
             raise AioRpcError.from_status(status) from None
         except asyncio.CancelledError:
+            self._locally_cancelled = True
             self._cancel_locally(CANCELLED)
             raise
         finally:
@@ -220,6 +223,7 @@ class Call:
         """End the call CANCELLED with RST_STREAM(CANCEL); False if it had already ended."""
         if self._status is not None:
             return False
+        self._locally_cancelled = True
         self._cancel_locally(CANCELLED)
         self._task.cancel()
         if self._sender is not None:
@@ -234,6 +238,14 @@ class Call:
             self._callbacks.append(callback)
 
     # -- grpcio's Call ------------------------------------------------------------------------
+
+    def _raise_for_status(self, status: CallStatus) -> None:
+        """What reading or writing an ended call raises, as in grpcio: CancelledError once the
+        application cancelled it, else the error its status is (nothing when OK)."""
+        if self._locally_cancelled:
+            raise asyncio.CancelledError()
+        if status.code is not StatusCode.OK:
+            raise AioRpcError.from_status(status)
 
     async def _wait_finished(self) -> CallStatus:
         await asyncio.shield(self._finished)
@@ -314,20 +326,18 @@ class _StreamResponseMixin(Call):
         return await self._read()
 
     async def _read(self) -> Any:
-        await asyncio.shield(self._opened)
-        connection, call, invocation = self._connection, self._call, self._invocation
-        message = None
-        if connection is not None and call is not None and invocation is not None:
-            try:
+        try:
+            await asyncio.shield(self._opened)
+            connection, call, invocation = self._connection, self._call, self._invocation
+            message = None
+            if connection is not None and call is not None and invocation is not None:
                 message = await connection.receive(call, invocation.deadline)
-            except asyncio.CancelledError:
-                self.cancel()
-                raise
+        except asyncio.CancelledError:  # the reading task was cancelled: so is the call
+            self.cancel()
+            raise
         if message is None:
-            status = await self._wait_finished()
-            if status.code is StatusCode.OK:
-                return EOF
-            raise AioRpcError.from_status(status)
+            self._raise_for_status(await self._wait_finished())
+            return EOF
         assert call is not None and invocation is not None
         try:
             return decode_response(
@@ -385,9 +395,7 @@ class _StreamRequestMixin(Call):
     async def _raise_if_ended(self) -> None:
         call = self._call
         if (call is not None and call.done) or self._status is not None:
-            status = await self._wait_finished()
-            if status.code is not StatusCode.OK:
-                raise AioRpcError.from_status(status)
+            self._raise_for_status(await self._wait_finished())
             raise asyncio.InvalidStateError("RPC already finished.")
 
 

@@ -29,7 +29,7 @@ from ..protocol import Message
 from ..sockets import ConnectFailed, dial_error, handshake_error, lookup_error
 from ..status import CallStatus, StatusCode
 from ..targets import Target
-from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
+from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions, make_tracer
 
 #: What a call cut short by ``cancel()`` or a cancelled task reports (grpcio's words).
 CANCELLED = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
@@ -38,7 +38,9 @@ CANCELLED = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
 class AioConnection(asyncio.Protocol):
     """One HTTP/2 connection: the loop's transport, the protocol state and the waiters."""
 
-    def __init__(self, options: TransportOptions, on_unusable: Callable[[], None]) -> None:
+    def __init__(
+        self, options: TransportOptions, on_unusable: Callable[[], None], peer: str = ""
+    ) -> None:
         self.protocol = ClientConnectionProtocol(
             max_receive_message_length=options.max_receive_message_length,
             stream_window=options.stream_window,
@@ -53,6 +55,9 @@ class AioConnection(asyncio.Protocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._closed = False
+        #: The frame trace (``MINIGRPC_TRACE=1`` or the ``minigrpc.wire`` logger), as the
+        #: blocking transport writes it; None when tracing is off.
+        self._tracer = make_tracer(peer)
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 
@@ -61,6 +66,8 @@ class AioConnection(asyncio.Protocol):
         self._transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self._tracer is not None:
+            self._tracer.received(data)
         self._settle(self.protocol.receive_data(data))
 
     def eof_received(self) -> Optional[bool]:
@@ -105,6 +112,8 @@ class AioConnection(asyncio.Protocol):
     def _flush(self) -> None:
         data = self.protocol.data_to_send()
         if data and self._transport is not None and not self._closed:
+            if self._tracer is not None:
+                self._tracer.sent(data)
             self._transport.write(data)
 
     def _wake(self) -> None:
@@ -293,7 +302,7 @@ class AioTransport:
             if self._connection is connection and not self.closed:
                 self._on_state(ChannelConnectivity.IDLE)
 
-        connection = AioConnection(self.options, unusable)
+        connection = AioConnection(self.options, unusable, target.display)
         ssl_args: dict = {}
         if tls is not None:
             ssl_args = {"ssl": tls.context, "server_hostname": tls.server_hostname}

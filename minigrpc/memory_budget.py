@@ -46,8 +46,6 @@ packed into one ``bytearray`` (5-byte prefix)    5.2 bytes       7-10 bytes
 the two interpreters.
 """
 
-from __future__ import annotations
-
 import threading
 from typing import List, Optional, Set
 
@@ -116,7 +114,7 @@ class MemoryBudget:
         #: Accounts that held back window since the last :meth:`resumable`.
         self._waiting: Set[ConnectionMemory] = set()
 
-    def open_connection(self) -> ConnectionMemory:
+    def open_connection(self) -> "ConnectionMemory":
         """A new connection's account; :meth:`ConnectionMemory.close` gives it back."""
         account = ConnectionMemory(self)
         self._accounts.add(account)
@@ -142,7 +140,7 @@ class MemoryBudget:
         """What one connection may hold while the total is spent."""
         return max(_MIN_FAIR_SHARE, self.limit // max(1, len(self._accounts)))
 
-    def resumable(self) -> List[ConnectionMemory]:
+    def resumable(self) -> "List[ConnectionMemory]":
         """Connections that held back window and are no longer over budget: give them window
         again (:meth:`minigrpc.protocol.ConnectionProtocol.resume_credit`)."""
         if not self._waiting:

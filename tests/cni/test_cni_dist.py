@@ -291,7 +291,7 @@ def entry_point_trees(bundle: Bundle) -> Tuple[str, ...]:
         entry = archive.read("__main__.py").decode()
     match = re.search(r"^BYTECODE = (\(.*\))$", entry, re.MULTILINE)
     assert match, entry
-    return tuple(re.findall(r"'([^']+)'", match.group(1)))
+    return tuple(re.findall(r'"([^"]+)"', match.group(1)))
 
 
 #: ``python -v`` lines of a module import: 3.6, 3.7-3.9 and PyPy name the file ("loaded from
@@ -308,6 +308,21 @@ def archive_imports(verbose_stderr: bytes, archive: str) -> Dict[str, str]:
         if match and match.group(2).startswith(archive + "/"):
             found[match.group(1)] = match.group(2)[len(archive) + 1:]
     return found
+
+
+def verbose_python(dirs: TempDirs, python: str) -> str:
+    """A PATH directory whose ``python3`` runs ``python`` with ``-v`` added to what the prologue
+    passes, so that the bundle runs exactly as on a node and says where each import came from."""
+    directory = dirs.new()
+    script = os.path.join(directory, "python3")
+    with open(script, "w") as handle:
+        handle.write(f'#!/bin/sh\nexec "{python}" -v "$@"\n')
+    os.chmod(script, 0o755)
+    return directory
+
+
+def imported_runpy(verbose_stderr: bytes) -> bool:
+    return re.search(rb"^import '?runpy'?", verbose_stderr, re.MULTILINE) is not None
 
 
 def directory_snapshot(*roots: str) -> List[Tuple[str, int, float]]:
@@ -387,10 +402,8 @@ def test_an_interpreter_without_its_tree_runs_from_the_sources(dirs: TempDirs) -
     assert (run.returncode, run.stdout, run.stderr) == (0, VERSION_BYTES, b"")
     socket_path = os.path.join(dirs.new(), "cni.sock")
     with AgentProcess(socket_path):
-        env = pod_env("ADD", container_id="fallback1")
-        add = run_plugin(env, conf("0.3.0"), socket_path=socket_path,
-                         command=[other, "-I", "-S", "-v", subset.path],
-                         extra_env={"PATH": path_dir}, cwd=os.path.dirname(subset.path))
+        add = exec_bundle(subset, verbose_python(dirs, other),
+                          pod_env("ADD", container_id="fallback1"), conf("0.3.0"), socket_path)
         assert add.returncode == 0, add.stdout
         assert json.loads(add.stdout)["ips"][0]["address"] == "10.10.1.2/24"
         imported = archive_imports(add.stderr, subset.path)
@@ -405,10 +418,11 @@ def test_an_interpreter_without_its_tree_runs_from_the_sources(dirs: TempDirs) -
 def test_no_interpreter_compiles_or_writes_at_run_time(dist_bundle: Bundle,
                                                        dirs: TempDirs) -> None:
     """From a directory without write permission (the bundle read-only too), every installed
-    interpreter runs ADD and DEL with every module of the archive taken from its own sourceless
-    tree (``python -v``, the flags the prologue passes plus ``-v``), and nothing appears or
-    changes on disk.  ``PYTHONDONTWRITEBYTECODE`` is not set, so nothing forbids writing; root
-    ignores the permissions, so the snapshot of the directories is what proves it."""
+    interpreter runs ADD and DEL through the prologue with every module of the archive taken
+    from its own sourceless tree (``-v`` added to the prologue's flags), without runpy (the
+    prologue runs the entry point as ``-c`` code), and nothing appears or changes on disk.
+    ``PYTHONDONTWRITEBYTECODE`` is not set, so nothing forbids writing; root ignores the
+    permissions, so the snapshot of the directories is what proves it."""
     found = installed_interpreters()
     if not found:
         pytest.skip("none of the required interpreters is installed")
@@ -425,24 +439,36 @@ def test_no_interpreter_compiles_or_writes_at_run_time(dist_bundle: Bundle,
                 tag = cache_tag(python)
                 container = f"ro{index}"
                 path_dir = path_with(dirs, {"python3": python})
-                add = run_plugin(pod_env("ADD", container_id=container), conf("0.3.0"),
-                                 socket_path=socket_path,
-                                 command=[python, "-I", "-S", "-v", bundle_path],
-                                 extra_env={"PATH": path_dir}, cwd=directory)
+                read_only = Bundle(bundle_path, (3, 6), "")
+                add = exec_bundle(read_only, verbose_python(dirs, python),
+                                  pod_env("ADD", container_id=container), conf("0.3.0"),
+                                  socket_path)
                 assert add.returncode == 0, (python, add.stdout)
+                assert not imported_runpy(add.stderr), python
                 assert json.loads(add.stdout)["cniVersion"] == "0.3.0"
                 imported = archive_imports(add.stderr, bundle_path)
                 assert {"cni_client.__main__", "minigrpc"} <= set(imported), (python, imported)
                 elsewhere = {name: where for name, where in imported.items()
                              if not where.startswith(f"bytecode/{tag}/")}
                 assert not elsewhere, (python, elsewhere)
-                delete = exec_bundle(Bundle(bundle_path, (3, 6), ""), path_dir,
+                delete = exec_bundle(read_only, path_dir,
                                      pod_env("DEL", container_id=container), conf("0.3.0"),
                                      socket_path)
                 assert (delete.returncode, delete.stdout, delete.stderr) == (0, b"", b"")
         assert directory_snapshot(directory) == before
     finally:
         os.chmod(directory, 0o755)
+
+
+def test_the_archive_also_runs_as_a_python_file(dist_bundle: Bundle) -> None:
+    """``python dist/antrea`` (no prologue) runs the same entry point, as ``__main__.py``."""
+    found = installed_interpreters()
+    if not found:
+        pytest.skip("none of the required interpreters is installed")
+    for python in found:
+        run = run_plugin({"CNI_COMMAND": "VERSION"}, command=[python, "-I", "-S",
+                                                              dist_bundle.path])
+        assert (run.returncode, run.stdout, run.stderr) == (0, VERSION_BYTES, b""), python
 
 
 def test_interpreters_too_old_for_the_vendored_packages(bundle: Bundle, dirs: TempDirs) -> None:

@@ -13,6 +13,9 @@
 // With -tls_cert FILE -tls_key FILE every address serves TLS (grpc-go's credentials.NewTLS,
 // which offers ALPN h2 itself); adding -client_ca FILE requires and verifies a client
 // certificate signed by that CA (mutual TLS).
+//
+// With -addons it also serves grpc-go's health service and server reflection, the peers of
+// minigrpc's health and reflection clients.
 package main
 
 import (
@@ -40,7 +43,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // decompresses gzip requests
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
@@ -438,6 +444,9 @@ func main() {
 	certFile := flag.String("tls_cert", "", "serve TLS with this PEM certificate chain")
 	keyFile := flag.String("tls_key", "", "the PEM private key of -tls_cert")
 	clientCA := flag.String("client_ca", "", "require client certificates signed by this PEM CA")
+	addons := flag.Bool("addons", false, "also serve grpc-go's health service ("+
+		"grpc.testing.TestService SERVING, grpc.testing.NotServing NOT_SERVING) and its server "+
+		"reflection (v1alpha)")
 	flag.Parse()
 	if len(addresses) == 0 {
 		fmt.Fprintln(os.Stderr, "interop_server: at least one -listen address is needed")
@@ -467,6 +476,13 @@ func main() {
 	server := grpc.NewServer(options...)
 	testpb.RegisterTestServiceServer(server, &testServer{})
 	server.RegisterService(&echoService, struct{}{})
+	if *addons {
+		healthServer := health.NewServer()
+		healthServer.SetServingStatus("grpc.testing.TestService", healthpb.HealthCheckResponse_SERVING)
+		healthServer.SetServingStatus("grpc.testing.NotServing", healthpb.HealthCheckResponse_NOT_SERVING)
+		healthpb.RegisterHealthServer(server, healthServer)
+		reflection.Register(server)
+	}
 
 	out := bufio.NewWriter(os.Stdout)
 	var listeners []net.Listener

@@ -105,25 +105,29 @@ def request(action: str, args: CmdArgs) -> bytes:
     """Run one CNI command on the agent; return the result bytes or raise :class:`CniError`.
 
     One connection, no deadline (the runtime's SIGKILL is the only timeout,
-    docs/cni-plugin-behaviour.md), the channel closed afterwards.  Mapping order as in client.go:
-    gRPC failure by :data:`RPC_FAILURE_TO_CNI`, then ``response.error`` when present, else
-    ``cni_result``.
+    docs/cni-plugin-behaviour.md), closed afterwards: :func:`minigrpc.oneshot.unary_call`, which
+    ends the call exactly as a minigrpc channel would but loads a fraction of the modules.
+    Mapping order as in client.go: gRPC failure by :data:`RPC_FAILURE_TO_CNI`, then
+    ``response.error`` when present, else ``cni_result``.
     """
     _check_utf8_fields(args)
-    import minigrpc
     from cni_client import messages
+    from minigrpc import oneshot
 
-    message = build_request(args)
-    channel = minigrpc.insecure_channel("unix:" + socket_path())
+    status, payload = oneshot.unary_call(
+        "unix:" + socket_path(), f"/{CNI_SERVICE}/{action}", build_request(args)
+    )
+    if payload is None:
+        raise rpc_failure_to_cni(status.code.name, str(status))
     try:
-        call = channel.unary_unary(
-            f"/{CNI_SERVICE}/{action}", response_deserializer=messages.decode_response
-        )
-        response = call(message)
-    except minigrpc.RpcError as exc:
-        raise rpc_failure_to_cni(exc.code().name, str(exc)) from None
-    finally:
-        channel.close()
+        response = messages.decode_response(payload)
+    except Exception:
+        # What a channel reports when the response deserializer raises.
+        from minigrpc.client_outcome import DESERIALIZE_FAILED_DETAILS
+        from minigrpc.status import CallStatus, StatusCode
+
+        failed = CallStatus(StatusCode.INTERNAL, DESERIALIZE_FAILED_DETAILS)
+        raise rpc_failure_to_cni(failed.code.name, str(failed)) from None
     if response.error is not None:
         raise CniError(response.error.code, response.error.message)
     return response.cni_result

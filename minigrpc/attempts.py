@@ -14,12 +14,14 @@
 connecting, the sending and the sleeping.
 """
 
-import random
 import time
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
-from .client_protocol import CallPhase, ClientCall
 from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, StatusCode
+
+if TYPE_CHECKING:
+    from .client_protocol import ClientCall
+    from .oneshot_protocol import OneShotCall
 
 #: What :meth:`Attempts.after_attempt` answers.
 DONE = "done"
@@ -34,8 +36,10 @@ def deadline_status() -> CallStatus:
     return CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
 
 
-def finished(call: ClientCall, status: CallStatus) -> ClientCall:
+def finished(call: "ClientCall", status: CallStatus) -> "ClientCall":
     """End a call that never got a stream (deadline, connect failure, cancellation)."""
+    from .client_protocol import CallPhase
+
     call.status = status
     call.phase = CallPhase.ENDED
     return call
@@ -93,7 +97,9 @@ class Attempts:
             return CallStatus(StatusCode.UNAVAILABLE, details)
         return None
 
-    def after_attempt(self, call: ClientCall, bytes_received: int, channel_closed: bool) -> str:
+    def after_attempt(
+        self, call: "Union[ClientCall, OneShotCall]", bytes_received: int, channel_closed: bool
+    ) -> str:
         """An attempt ended: :data:`DONE`, :data:`RETRY_NOW` (never processed, budget left) or
         :data:`BACK_OFF` (waiting for ready, and the server closed before saying anything)."""
         assert call.status is not None
@@ -111,6 +117,8 @@ class Attempts:
 
     def next_delay(self) -> Optional[float]:
         """The next backoff sleep, jittered and cut at the deadline; None if it has passed."""
+        import random  # only when backing off: the one-shot client never does
+
         delay = self._backoff * random.uniform(1 - self._jitter, 1 + self._jitter)
         self._backoff = min(self._backoff * self._multiplier, self._max_backoff)
         if self.deadline is not None:

@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from . import interfaces, wire
+from .client_outcome import DESERIALIZE_FAILED_DETAILS
 from .client_protocol import ClientCall
 from .errors import CallError, FutureCancelledError, FutureTimeoutError
 from .status import CallStatus, Metadata, RpcError, StatusCode
@@ -182,7 +183,7 @@ def decode_response(
     try:
         return deserializer(payload)
     except Exception:
-        raise _error(StatusCode.INTERNAL, "Exception deserializing response!", call) from None
+        raise _error(StatusCode.INTERNAL, DESERIALIZE_FAILED_DETAILS, call) from None
 
 
 def _error(code: StatusCode, details: str, call: Optional[ClientCall] = None) -> InactiveRpcError:

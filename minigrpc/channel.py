@@ -40,7 +40,7 @@ pays per frame (docs/wire-rules.md, "Flow control and sizes").
 
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from . import __version__, interfaces, wire
+from . import headers, interfaces, wire
 from .calls import Call, CallFuture, FutureCancelledError, FutureTimeoutError, StreamingCall
 from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .multicallables import (
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 #: The ``user-agent`` product token (PROTOCOL-HTTP2.md: ``grpc-<lang>-<variant>/<version>``).
-USER_AGENT = f"grpc-python-minigrpc/{__version__}"
+USER_AGENT = headers.USER_AGENT
 
 _MAX_WINDOW = 2**31 - 1
 _MIN_FRAME, _MAX_FRAME = 16384, 2**24 - 1

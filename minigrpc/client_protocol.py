@@ -35,28 +35,18 @@ import h2.errors
 import h2.events
 import h2.exceptions
 
-from . import errors, headers, http2, protocol, wire
+from . import client_outcome, errors, headers, http2, protocol, wire
 from .headers import Header, ResponseHead, header_list_size
 from .protocol import (
     CANCEL,
     DATA_BATCH,
     NO_ERROR,
-    PROTOCOL_ERROR,
-    REFUSED_STREAM,
     Inbound,
     Message,
     Outbound,
     SendState,
 )
-from .status import (
-    DEADLINE_EXCEEDED_DETAILS,
-    CallStatus,
-    Metadata,
-    StatusCode,
-    http2_error_name,
-    rst_stream_details,
-    status_from_rst_stream,
-)
+from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, Metadata, StatusCode
 from .wire import DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, decode_metadata
 
 
@@ -436,24 +426,18 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         except http2.FrameError as exc:
             # Connection errors caught on a 9-byte frame header, before h2 would buffer a body.
             self._close_with(exc.error_code)
-            phase = (
-                "error reading server preface"
-                if isinstance(exc, http2.ServerPrefaceError)
-                else "error reading from server"
+            details = client_outcome.connection_error_details(
+                exc, isinstance(exc, http2.ServerPrefaceError)
             )
-            details = f'connection error: desc = "{phase}: {exc}"'
             events.extend(self.connection_lost(details, protocol_error=True))
             return events
         for index, chunk in enumerate(chunks):
             try:
                 h2_events = self._receive_chunk(index, chunk)
             except h2.exceptions.ProtocolError as exc:
-                phase = (
-                    "error reading from server"
-                    if self.settings_received
-                    else "error reading server preface"
+                details = client_outcome.connection_error_details(
+                    exc, not self.settings_received
                 )
-                details = f'connection error: desc = "{phase}: {exc}"'
                 events.extend(self.connection_lost(details, protocol_error=True))
                 return events
             for event in h2_events:
@@ -474,11 +458,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         # other than HTTP/2 would only do it again.
         handshake_failed = not self.settings_received and not protocol_error
         if self.failure is None:
-            if self.goaway_error_code:
-                details += (
-                    f"; received prior goaway: code: {http2_error_name(self.goaway_error_code)}"
-                    f", debug data: {self.goaway_debug_data.decode('utf-8', 'replace')!r}"
-                )
+            details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
             self.failure = details
         for call in list(self.calls.values()):
             call.retryable = call.retryable or handshake_failed
@@ -514,24 +494,28 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
 
     def _on_trailers(self, event: h2.events.TrailersReceived, events: List[CallEvent]) -> None:
         call = self.calls.get(event.stream_id)
-        if call is None or self._oversized(call, event.headers, events):
-            return
-        if self._malformed(call, headers.malformed_trailers(event.headers), events):
+        if call is None or self._failed(call, event.headers, headers.malformed_trailers, events):
             return
         call.trailers = list(event.headers)
         call.trailing_metadata = decode_metadata(call.trailers)
 
-    def _malformed(self, call: ClientCall, problem: str, events: List[CallEvent]) -> bool:
-        """End ``call`` INTERNAL with RST_STREAM(PROTOCOL_ERROR) if ``problem``; True if so.
+    def _failed(
+        self,
+        call: ClientCall,
+        block: Sequence[Header],
+        malformed: Callable[[Sequence[Header]], str],
+        events: List[CallEvent],
+    ) -> bool:
+        """End ``call`` if a received block is over the per-call limit or malformed
+        (:func:`minigrpc.client_outcome.block_failure`); True if so.
 
         A malformed block is a stream error (RFC 9113 §8.1.1): the connection's other calls go
         on. minigrpc checks blocks rather than h2 (:func:`minigrpc.http2.client_config`).
         """
-        if not problem:
+        failure = client_outcome.block_failure(block, self.max_header_list_size, malformed)
+        if failure is None:
             return False
-        details = f"malformed header block from the server: {problem}"
-        status = CallStatus(StatusCode.INTERNAL, details)
-        events.extend(self._finish(call, status, reset_code=PROTOCOL_ERROR))
+        events.extend(self._finish(call, failure[0], reset_code=failure[1]))
         return True
 
     def _on_data(self, event: h2.events.DataReceived, events: List[CallEvent]) -> None:
@@ -546,10 +530,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
                 self, event.stream_id, event.data, event.flow_controlled_length
             )
             if call.unary_response and call.response.received > 1:
-                raise errors.CardinalityViolation(
-                    "cardinality violation: expected <EOF> for non server-streaming RPCs, "
-                    "but received another message"
-                )
+                raise errors.CardinalityViolation(client_outcome.EXTRA_MESSAGE_DETAILS)
         except errors.CallError as exc:
             # The receive limit is checked on the prefix, before the body is buffered; then
             # RST_STREAM(CANCEL).
@@ -568,9 +549,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         self, event: h2.events.ResponseReceived, events: List[CallEvent]
     ) -> None:
         call = self.calls.get(event.stream_id)
-        if call is None or self._oversized(call, event.headers, events):
-            return
-        if self._malformed(call, headers.malformed_response(event.headers), events):
+        if call is None or self._failed(call, event.headers, headers.malformed_response, events):
             return
         call.response_headers = list(event.headers)
         head = call.response_head = headers.read_response_headers(event.headers)
@@ -584,63 +563,24 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             call.trailing_metadata = decode_metadata(call.trailers)
             return
         call.initial_metadata = decode_metadata(event.headers)
-        if not head.is_grpc:
-            # Not a gRPC response at all (a proxy's 404 page, an HTTP/1-ish server): decide now
-            # from :status and stop the stream, as grpc-go does.
-            events.extend(
-                self._finish(
-                    call,
-                    headers.http_failure_status(head.http_status, head.content_type),
-                    reset_code=CANCEL,
-                )
-            )
+        failure = client_outcome.not_grpc_status(head)
+        if failure is not None:
+            events.extend(self._finish(call, failure[0], reset_code=failure[1]))
             return
         events.append(ResponseStarted(call))
-
-    def _oversized(
-        self, call: ClientCall, block: Sequence[Header], events: List[CallEvent]
-    ) -> bool:
-        """Enforce the per-call header-list limit on response headers and trailers.
-
-        h2's own limit is per connection and kills the connection when exceeded, so it is kept
-        high and the per-call limit is checked here: INTERNAL and RST_STREAM(CANCEL), like
-        grpc-go's "peer header list size exceeded limit".
-        """
-        limit = self.max_header_list_size
-        if limit is None:
-            return False
-        size = header_list_size(block)
-        if size <= limit:
-            return False
-        details = f"peer header list size exceeded limit ({size} > {limit} bytes)"
-        events.extend(
-            self._finish(call, CallStatus(StatusCode.INTERNAL, details), reset_code=CANCEL)
-        )
-        return True
 
     def _on_reset(self, event: h2.events.StreamReset, events: List[CallEvent]) -> None:
         call = self.calls.get(event.stream_id)
         if call is None:
             # RST_STREAM(NO_ERROR) after trailers is normal (PROTOCOL-HTTP2.md, Responses).
             return
-        code = int(event.error_code)
-        if not event.remote_reset:
-            # h2 reset the stream itself because the server broke a stream-level rule.
-            status = CallStatus(
-                StatusCode.INTERNAL, f"stream reset locally: {rst_stream_details(code)}"
-            )
-        else:
-            past = call.deadline is not None and self._clock() >= call.deadline
-            grpc_code = status_from_rst_stream(code, past)
-            details = (
-                DEADLINE_EXCEEDED_DETAILS
-                if grpc_code is StatusCode.DEADLINE_EXCEEDED
-                else rst_stream_details(code)
-            )
-            status = CallStatus(grpc_code, details, call.initial_metadata)
-            if code == REFUSED_STREAM:
-                # Nothing was processed; safe to retry transparently.
-                call.retryable = True
+        # ``remote_reset`` False: h2 reset the stream itself because the server broke a
+        # stream-level rule.
+        past = call.deadline is not None and self._clock() >= call.deadline
+        status, retryable = client_outcome.reset_status(
+            int(event.error_code), bool(event.remote_reset), past, call.initial_metadata
+        )
+        call.retryable = call.retryable or retryable
         events.extend(self._finish(call, status))
 
     def _on_goaway(self, event: h2.events.ConnectionTerminated, events: List[CallEvent]) -> None:
@@ -654,16 +594,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             if stream_id > last:
                 # Never processed by the server: safe to retry on a new connection.
                 call.retryable = True
-                events.extend(
-                    self._finish(
-                        call,
-                        CallStatus(
-                            StatusCode.UNAVAILABLE,
-                            f"the server sent GOAWAY (last stream {last}) "
-                            "before processing this call",
-                        ),
-                    )
-                )
+                events.extend(self._finish(call, client_outcome.refused_by_goaway(last)))
         if self.calls:
             # Let the calls at or below last_stream_id finish.
             http2.reopen_after_goaway(self.conn)
@@ -673,32 +604,16 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
 
     def _final_status(self, call: ClientCall) -> CallStatus:
         """The status once the server ended the stream (PROTOCOL-HTTP2.md, Responses)."""
-        status = headers.read_status(
+        response = call.response
+        return client_outcome.final_status(
             call.response_head,
             call.trailers or (),
             call.initial_metadata,
             call.trailing_metadata,
+            response is None or response.at_boundary,
+            response.received if response is not None else 0,
+            call.unary_response,
         )
-        if status.code is not StatusCode.OK:
-            return status
-        response = call.response
-        if response is not None and not response.at_boundary:
-            return CallStatus(
-                StatusCode.INTERNAL,
-                "server closed the stream with an incomplete message",
-                call.initial_metadata,
-                call.trailing_metadata,
-            )
-        received = response.received if response is not None else 0
-        if call.unary_response and received != 1:
-            return CallStatus(
-                StatusCode.INTERNAL,
-                "cardinality violation: expected one response message for a unary RPC, "
-                f"got {received}",
-                call.initial_metadata,
-                call.trailing_metadata,
-            )
-        return status
 
     def _finish(
         self, call: ClientCall, status: CallStatus, reset_code: Optional[int] = None

@@ -22,7 +22,7 @@ metadata arrives here already validated and encoded (:func:`minigrpc.wire.encode
 
 from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from . import wire
+from . import __version__, wire
 from .status import (
     DEADLINE_EXCEEDED_DETAILS,
     CallStatus,
@@ -34,6 +34,9 @@ from .status import (
 
 Header = Tuple[bytes, bytes]
 Headers = List[Header]
+
+#: The ``user-agent`` product token (PROTOCOL-HTTP2.md: ``grpc-<lang>-<variant>/<version>``).
+USER_AGENT = f"grpc-python-minigrpc/{__version__}"
 
 #: The base content-type; ``+proto``, ``+json`` or ``;params`` may follow (PROTOCOL-HTTP2.md).
 GRPC_CONTENT_TYPE = b"application/grpc"

@@ -25,13 +25,15 @@ one place:
 """
 
 import struct
-from typing import Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
 import h2.config
-import h2.connection
 import h2.errors
-import h2.settings
 import hyperframe.frame
+
+if TYPE_CHECKING:
+    import h2.connection
+    import h2.settings
 
 #: The client connection preface (RFC 9113 §3.4).
 CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -124,7 +126,7 @@ def _config(client_side: bool) -> h2.config.H2Configuration:
 
 
 def start_connection(
-    conn: h2.connection.H2Connection,
+    conn: "h2.connection.H2Connection",
     *,
     stream_window: int = DEFAULT_STREAM_WINDOW,
     connection_window: int = DEFAULT_CONNECTION_WINDOW,
@@ -144,6 +146,9 @@ def start_connection(
     SETTINGS cannot change the connection window, hence the WINDOW_UPDATE on stream 0 (RFC 9113
     §6.9.2).
     """
+    import h2.settings  # here, so that the frame-level parts of this module load without h2's
+    # connection state machine (the one-shot client needs only those)
+
     values: Dict[h2.settings.SettingCodes, int] = {
         h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: stream_window,
         h2.settings.SettingCodes.MAX_FRAME_SIZE: max_frame_size,
@@ -559,7 +564,7 @@ def goaway_frame(last_stream_id: int, error_code: int = 0, debug_data: bytes = b
     return bytes(frame.serialize())
 
 
-def reopen_after_goaway(conn: h2.connection.H2Connection) -> None:
+def reopen_after_goaway(conn: "h2.connection.H2Connection") -> None:
     """Let h2 keep processing frames for streams a GOAWAY allows to finish.
 
     RFC 9113 §6.8: streams at or below the GOAWAY's last-stream-id may still complete. h2 instead
@@ -569,6 +574,8 @@ def reopen_after_goaway(conn: h2.connection.H2Connection) -> None:
     (``state_machine.state``), which is why it lives in exactly this one function, tested on every
     h2 version setup.cfg admits (docs/h2-notes.md, "GOAWAY").
     """
+    import h2.connection
+
     state_machine = conn.state_machine
     open_state = (
         h2.connection.ConnectionState.CLIENT_OPEN

@@ -41,10 +41,9 @@ import enum
 from typing import Deque, Dict, List, Optional, Tuple, Union
 
 import h2.connection
-import h2.errors
 import h2.exceptions
 
-from . import http2, wire
+from . import http2, status, wire
 from .memory_budget import MESSAGE_OVERHEAD, PACKED_OVERHEAD, VIEW_OVERHEAD, ConnectionMemory
 
 #: A message as it arrived: (compressed flag, payload).
@@ -555,9 +554,9 @@ class ConnectionProtocol:
                 pass
 
 
-#: RST_STREAM codes both sides send.
-NO_ERROR = int(h2.errors.ErrorCodes.NO_ERROR)
-CANCEL = int(h2.errors.ErrorCodes.CANCEL)
-REFUSED_STREAM = int(h2.errors.ErrorCodes.REFUSED_STREAM)
-#: For a malformed header block: a stream error, not a connection error (RFC 9113 §8.1.1).
-PROTOCOL_ERROR = int(h2.errors.ErrorCodes.PROTOCOL_ERROR)
+#: RST_STREAM codes both sides send (PROTOCOL_ERROR for a malformed header block: a stream
+#: error, not a connection error, RFC 9113 §8.1.1); written once, in minigrpc.status.
+NO_ERROR = status.NO_ERROR
+CANCEL = status.CANCEL
+REFUSED_STREAM = status.REFUSED_STREAM
+PROTOCOL_ERROR = status.PROTOCOL_ERROR

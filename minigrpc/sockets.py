@@ -1,5 +1,8 @@
 """Sockets for both sides: connecting a client, binding a server, naming a peer.
 
+A client's connection also gets its frame tracer here (:func:`client_tracer`), for both clients
+that dial: the channel's transports (blocking and asyncio) and the one-shot call.
+
 The client connects to a :class:`minigrpc.targets.Target` (unix path, Linux abstract name, or a
 TCP host that may resolve to several addresses); the server binds the same kinds of target.  Both
 report failures in grpc-go's words, because the CNI plugin must read like the Go plugin.
@@ -59,6 +62,22 @@ def handshake_error(target: Target, why: object) -> ConnectFailed:
         'connection error: desc = "transport: authentication handshake failed: '
         f'{target.display}: {why}"'
     )
+
+
+def client_tracer(peer: str) -> Any:
+    """The frame tracer (:mod:`minigrpc.trace`) for a new client connection, or None.
+
+    Cheap when tracing is off: :mod:`minigrpc.trace` is imported only when ``MINIGRPC_TRACE``
+    is set or the ``minigrpc.wire`` logger is enabled for DEBUG.
+    """
+    import logging  # loaded already by hpack, which every client imports
+
+    wire_logger = logging.getLogger("minigrpc.wire")
+    if not os.environ.get("MINIGRPC_TRACE") and not wire_logger.isEnabledFor(logging.DEBUG):
+        return None
+    from . import trace
+
+    return trace.tracer_for("client", peer)
 
 
 def open_socket(target: Target, deadline: Optional[float]) -> socket.socket:

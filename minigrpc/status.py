@@ -204,6 +204,15 @@ def status_from_http(http_status: int) -> StatusCode:
     return HTTP_TO_GRPC.get(http_status, StatusCode.UNKNOWN)
 
 
+#: HTTP/2 error codes (RFC 9113 §7) that minigrpc sends or acts on, in RST_STREAM and GOAWAY.
+NO_ERROR = 0x0
+PROTOCOL_ERROR = 0x1
+FLOW_CONTROL_ERROR = 0x3
+FRAME_SIZE_ERROR = 0x6
+REFUSED_STREAM = 0x7
+CANCEL = 0x8
+COMPRESSION_ERROR = 0x9
+
 #: HTTP/2 RST_STREAM error code (RFC 9113 §7) to gRPC code on the client, as grpc-go maps it
 #: (PROTOCOL-HTTP2.md, "Errors"; docs/wire-rules.md, "RST_STREAM codes on the client"). Unlisted
 #: codes are INTERNAL.

@@ -29,14 +29,13 @@ provably never processed it (REFUSED_STREAM or above a GOAWAY's last-stream-id; 
 
 import logging
 import math
-import os
 import select
 import socket
 import threading
 import time
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
-from . import http2, wire
+from . import client_outcome, http2, wire
 from .attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
 from .client_protocol import (
     CallEvent,
@@ -49,7 +48,14 @@ from .client_protocol import (
 from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .errors import os_error_text
 from .protocol import Message
-from .sockets import ConnectFailed, DeadlineReached, Waker, handshake_error, open_socket
+from .sockets import (
+    ConnectFailed,
+    DeadlineReached,
+    Waker,
+    client_tracer,
+    handshake_error,
+    open_socket,
+)
 from .status import CallStatus, StatusCode
 from .targets import Target
 
@@ -102,19 +108,6 @@ class _WriteTimeout(OSError):
         self.unsent = unsent
 
 
-def make_tracer(peer: str) -> Any:
-    """The frame tracer for a new connection, or None; cheap when tracing is off."""
-    if not os.environ.get("MINIGRPC_TRACE") and not logging.getLogger("minigrpc.wire").isEnabledFor(
-        logging.DEBUG
-    ):
-        return None
-    try:
-        from . import trace
-    except ImportError:  # pragma: no cover - trace ships with minigrpc
-        return None
-    return trace.tracer_for("client", peer)
-
-
 class ClientConnection:
     """One HTTP/2 connection: a socket, its protocol state, a lock and the reader/writer roles."""
 
@@ -153,7 +146,7 @@ class ClientConnection:
         #: ``start_call``); ``_used`` is set before that, while other threads may look.
         self._started = False
         self._closed = False
-        self._tracer = make_tracer(target.display)
+        self._tracer = client_tracer(target.display)
         self._poller: Any = None
         #: Wakes the reader when another thread ends a call (:meth:`make_wakeable`); None until
         #: such a call runs here. ``_poller_wakes``: the poller has its descriptor.
@@ -546,12 +539,11 @@ class ClientConnection:
 
     def _lost_details(self, error: Optional[BaseException]) -> str:
         """Why the connection ended, in the words grpc-go uses where it has some."""
-        cause = "EOF" if error is None else os_error_text(error)
-        if self.protocol.bytes_received == 0 or not self.protocol.settings_received:
-            return f'connection error: desc = "error reading server preface: {cause}"'
-        if error is None:
-            return "connection closed before the response was complete"
-        return f"connection lost before the response was complete: {cause}"
+        return client_outcome.lost_details(
+            None if error is None else os_error_text(error),
+            self.protocol.bytes_received,
+            self.protocol.settings_received,
+        )
 
     def _settle(self, events: Sequence[CallEvent]) -> None:
         """After protocol work (lock held): queue h2's output and act on the protocol's events.

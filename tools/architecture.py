@@ -50,11 +50,15 @@ MODULES: Dict[str, Module] = {
     "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
     "handlers": Module(1, "grpcio's handler types, shared by registration and the servers"),
     "targets": Module(1, "target strings to socket addresses and :authority"),
+    "client_outcome": Module(1, "what the server's frames mean for a client call, for both "
+                                "clients"),
     "protocol": Module(2, "what both sides share: outbound and inbound messages, flow control"),
     "frame_budget": Module(2, "the allowance of frames that do no work: flood limits"),
     "memory_budget": Module(2, "what the server may buffer, in all and per connection, at its "
                                "real cost"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
+    "oneshot_protocol": Module(2, "one unary call on its own connection, on hyperframe and "
+                                  "hpack without h2's state machine"),
     "attempts": Module(2, "transparent retry and wait-for-ready backoff, for both transports"),
     "server_protocol": Module(2, "the server's calls as a state machine"),
     "server_dispatch": Module(2, "what every server decides per call: handler lookup, "
@@ -63,6 +67,8 @@ MODULES: Dict[str, Module] = {
     "sockets": Module(3, "dialling and binding, shared by client and server"),
     "tls": Module(3, "TLS in memory (ssl.MemoryBIO) and grpcio's credentials"),
     "connectivity": Module(3, "channel connectivity states and channel_ready_future"),
+    "oneshot": Module(3, "one blocking unary call on a fresh connection, for one-call "
+                         "processes"),
     "transport": Module(3, "the client's connections: threads, waits, reconnects, retries"),
     "interceptors": Module(3, "grpcio's client and server interceptors"),
     "server_call": Module(3, "bounded hand-over of a stream between I/O and handler threads"),

@@ -26,10 +26,10 @@ from ..attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
 from ..client_protocol import CallEvent, ClientCall, ClientConnectionProtocol
 from ..connectivity import ChannelConnectivity
 from ..protocol import Message
-from ..sockets import ConnectFailed, dial_error, handshake_error, lookup_error
+from ..sockets import ConnectFailed, client_tracer, dial_error, handshake_error, lookup_error
 from ..status import CallStatus, StatusCode
 from ..targets import Target
-from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions, make_tracer
+from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
 
 #: What a call cut short by ``cancel()`` or a cancelled task reports (grpcio's words).
 CANCELLED = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
@@ -57,7 +57,7 @@ class AioConnection(asyncio.Protocol):
         self._closed = False
         #: The frame trace (``MINIGRPC_TRACE=1`` or the ``minigrpc.wire`` logger), as the
         #: blocking transport writes it; None when tracing is off.
-        self._tracer = make_tracer(peer)
+        self._tracer = client_tracer(peer)
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 

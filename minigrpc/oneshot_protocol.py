@@ -1,0 +1,549 @@
+"""One unary call on an HTTP/2 connection of its own, as a sans-IO state machine.
+
+A process that makes a single call and exits (the CNI plugin, once per pod) pays for every
+module it imports, and h2's connection state machine, built for long-lived connections with
+many streams, is the largest part of that.  This machine runs exactly one stream (id 1) with
+hyperframe for the frames and hpack for the header blocks, the two libraries h2 itself is made
+of, and nothing of h2 but its frame-level rules that :mod:`minigrpc.http2` keeps.  Every gRPC
+rule comes from the modules the full client uses: the request headers and the header checks
+(:mod:`minigrpc.headers`), message framing (:mod:`minigrpc.wire`), and what the server's frames
+mean for the call (:mod:`minigrpc.client_outcome`, with the status tables of
+:mod:`minigrpc.status`).
+
+What it does, from the client's side of RFC 9113:
+
+* the connection preface, our SETTINGS (the values :func:`minigrpc.http2.start_connection`
+  advertises) and the connection WINDOW_UPDATE, then HEADERS (split into CONTINUATION frames
+  when the block exceeds the peer's MAX_FRAME_SIZE, RFC 9113 §6.10) and the request in DATA
+  frames within the peer's windows and frame size (RFC 9113 §6.9), resumed as WINDOW_UPDATEs
+  and SETTINGS arrive; all of it in the first write;
+* the server's SETTINGS (RFC 9113 §6.5; its first frame, RFC 9113 §3.4) applied and
+  acknowledged, PINGs answered (RFC 9113 §6.7), the HPACK dynamic table and Huffman coding on
+  both sides (RFC 7541), a peer's HEADER_TABLE_SIZE honoured by our encoder (RFC 7541 §4.2);
+* response DATA counted against the windows we advertised and returned with WINDOW_UPDATE as
+  it arrives, once half a window is used (RFC 9113 §6.9); a peer that overruns them is a
+  FLOW_CONTROL_ERROR;
+* response headers, messages and trailers, Trailers-Only, RST_STREAM, GOAWAY below or above
+  the call (RFC 9113 §6.8), and connection errors (RFC 9113 §5.4.1: GOAWAY with the code, the
+  call UNAVAILABLE).
+
+The I/O, the deadline and the one transparent retry are :mod:`minigrpc.oneshot`'s.
+"""
+
+import time
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from hpack import Decoder, Encoder, NeverIndexedHeaderTuple
+from hpack.exceptions import HPACKError, OversizedHeaderListError
+from hyperframe.exceptions import HyperframeError
+from hyperframe.frame import (
+    ContinuationFrame,
+    DataFrame,
+    ExtensionFrame,
+    Frame,
+    GoAwayFrame,
+    HeadersFrame,
+    PingFrame,
+    PriorityFrame,
+    PushPromiseFrame,
+    RstStreamFrame,
+    SettingsFrame,
+    WindowUpdateFrame,
+)
+
+from . import client_outcome, headers, http2, wire
+from .errors import CallError, CardinalityViolation
+from .headers import Header, ResponseHead
+from .status import (
+    CANCEL,
+    COMPRESSION_ERROR,
+    DEADLINE_EXCEEDED_DETAILS,
+    FLOW_CONTROL_ERROR,
+    NO_ERROR,
+    PROTOCOL_ERROR,
+    CallStatus,
+    Metadata,
+    StatusCode,
+)
+
+#: The call's stream: the first a client opens (RFC 9113 §5.1.1).
+STREAM_ID = 1
+#: RFC 9113 §6.5.2 and §6.9.2: the initial windows and frame size before SETTINGS say otherwise.
+_INITIAL_WINDOW = 65535
+_INITIAL_MAX_FRAME = 16384
+_MAX_WINDOW = 2**31 - 1
+_LARGEST_MAX_FRAME = 2**24 - 1
+#: An encoded header block may not grow past this before END_HEADERS: the decoded limit we
+#: advertise, plus room for padding and for literals that encode longer than they decode.
+_MAX_HEADER_BLOCK = 2 * http2.CONNECTION_MAX_HEADER_LIST_SIZE
+
+
+#: Fields never added to an HPACK table, to keep credentials out of it (RFC 7541 §7.1.3).
+_SENSITIVE = frozenset((b"authorization", b"proxy-authorization"))
+
+
+def _normalised(block: Sequence[Header]) -> List[Header]:
+    """What h2's outbound normalisation does to a block the full client sends: values lose
+    surrounding whitespace (RFC 9113 §8.2.1), credentials and short cookies are never indexed
+    (RFC 7541 §7.1.3)."""
+    fields: List[Header] = []
+    for name, value in block:
+        value = value.strip()
+        if name in _SENSITIVE or (name == b"cookie" and len(value) < 20):
+            fields.append(NeverIndexedHeaderTuple(name, value))
+        else:
+            fields.append((name, value))
+    return fields
+
+
+class _ConnectionError(Exception):
+    """A connection error (RFC 9113 §5.4.1): the GOAWAY code and what went wrong."""
+
+    def __init__(self, error_code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.error_code = error_code
+
+
+class OneShotCall:
+    """A unary call and its connection: :meth:`initiate`, then :meth:`receive_data` for every
+    read and :meth:`data_to_send` after it, until :attr:`status` is set; then :meth:`close`.
+
+    :attr:`retryable` is True only when the server provably never processed the call (what
+    :class:`minigrpc.attempts.Attempts` looks at).  :attr:`response` is the response payload
+    once the call ended OK.
+    """
+
+    def __init__(
+        self,
+        request_headers: Sequence[Header],
+        request: bytes,
+        *,
+        deadline: Optional[float] = None,
+        max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
+        stream_window: int = http2.DEFAULT_STREAM_WINDOW,
+        connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
+        max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
+        max_header_list_size: Optional[int] = http2.CALL_MAX_HEADER_LIST_SIZE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.deadline = deadline
+        self._clock = clock
+        self._request_headers = list(request_headers)
+        self._request = memoryview(request)
+        self._request_ended = False
+        self._stream_window = stream_window
+        self._connection_window = connection_window
+        self._max_frame_size = max_frame_size
+        self._max_header_list_size = max_header_list_size
+        self._max_receive = max_receive_message_length
+        self._splitter = http2.FrameSplitter(
+            max_frame_size=max_frame_size,
+            max_header_block=_MAX_HEADER_BLOCK,
+            expect_settings_first=True,
+        )
+        self._encoder = Encoder()
+        self._decoder = Decoder(max_header_list_size=http2.CONNECTION_MAX_HEADER_LIST_SIZE)
+        self._out: List[bytes] = []
+        self._pending = b""
+        # Send side: what the peer allows (RFC 9113 §6.9).
+        self._send_connection = _INITIAL_WINDOW
+        self._send_stream = _INITIAL_WINDOW
+        self._peer_initial_window = _INITIAL_WINDOW
+        self._peer_max_frame = _INITIAL_MAX_FRAME
+        # Receive side: what we advertised and have not yet returned.
+        self._recv_connection = connection_window
+        self._recv_stream = stream_window
+        self._owed_connection = 0
+        self._owed_stream = 0
+        # A header block being collected (HEADERS or PUSH_PROMISE, then CONTINUATION).
+        self._block: Optional[List[bytes]] = None
+        self._block_stream = 0
+        self._block_end_stream = False
+        #: The server ended the stream (END_STREAM), or either side reset it.
+        self._remote_ended = False
+        self._reset = False
+        self._messages = wire.MessageDecoder(max_receive_message_length)
+        self._received: List[Tuple[bool, bytes]] = []
+        self.response_head: Optional[ResponseHead] = None
+        self.initial_metadata: Metadata = ()
+        self.trailing_metadata: Metadata = ()
+        self._trailers: Optional[List[Header]] = None
+        self.settings_received = False
+        self.bytes_received = 0
+        self.goaway_error_code: Optional[int] = None
+        self.goaway_debug_data = b""
+        self._failed = False
+        self.status: Optional[CallStatus] = None
+        self.retryable = False
+        self.response: Optional[bytes] = None
+
+    # -- sending ------------------------------------------------------------------------
+
+    def initiate(self) -> None:
+        """Queue the preface, SETTINGS, the connection WINDOW_UPDATE, HEADERS and the request."""
+        # The full client's SETTINGS frame, value for value and in its order: the RFC 9113
+        # §6.5.2 defaults h2 states, with minigrpc's values (http2.start_connection) in place.
+        settings = SettingsFrame(0)
+        settings.settings = {
+            SettingsFrame.HEADER_TABLE_SIZE: 4096,
+            SettingsFrame.ENABLE_PUSH: 0,
+            SettingsFrame.INITIAL_WINDOW_SIZE: self._stream_window,
+            SettingsFrame.MAX_FRAME_SIZE: self._max_frame_size,
+            SettingsFrame.ENABLE_CONNECT_PROTOCOL: 0,
+            SettingsFrame.MAX_HEADER_LIST_SIZE: http2.CONNECTION_MAX_HEADER_LIST_SIZE,
+        }
+        self._out.append(http2.CLIENT_PREFACE)
+        self._send(settings)
+        if self._connection_window > _INITIAL_WINDOW:
+            self._send(WindowUpdateFrame(0, self._connection_window - _INITIAL_WINDOW))
+        block = self._encoder.encode(_normalised(self._request_headers))
+        size = self._peer_max_frame
+        pieces = [block[start : start + size] for start in range(0, len(block), size)] or [b""]
+        for index, piece in enumerate(pieces):
+            last = index == len(pieces) - 1
+            frame_class = HeadersFrame if index == 0 else ContinuationFrame
+            self._send(frame_class(STREAM_ID, piece, flags=["END_HEADERS"] if last else []))
+        self._write_request()
+
+    def data_to_send(self) -> bytes:
+        """The bytes queued since the last call, in order."""
+        out, self._out = self._out, []
+        return b"".join(out)
+
+    def expire(self) -> None:
+        """The deadline passed: RST_STREAM(CANCEL) and DEADLINE_EXCEEDED."""
+        self._finish(
+            CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS), CANCEL
+        )
+
+    def close(self) -> None:
+        """Say goodbye: GOAWAY(NO_ERROR), unless a connection error already sent a GOAWAY."""
+        if not self._failed:
+            self._failed = True
+            self._send(GoAwayFrame(0, last_stream_id=0, error_code=NO_ERROR))
+
+    def _send(self, frame: Frame) -> None:
+        self._out.append(bytes(frame.serialize()))
+
+    def _write_request(self) -> None:
+        """DATA within the windows and the peer's frame size; END_STREAM on the last."""
+        while not self._request_ended and self.status is None:
+            size = min(
+                len(self._request), self._send_connection, self._send_stream, self._peer_max_frame
+            )
+            if size <= 0 and self._request:
+                return
+            chunk, self._request = self._request[:size], self._request[size:]
+            last = not self._request
+            self._send(DataFrame(STREAM_ID, bytes(chunk), flags=["END_STREAM"] if last else []))
+            self._send_connection -= size
+            self._send_stream -= size
+            self._request_ended = last
+
+    # -- receiving ----------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes read from the socket; frames after the call's end are not looked at."""
+        if self.status is not None:
+            return
+        self.bytes_received += len(data)
+        try:
+            try:
+                self._splitter.feed(data)
+            except http2.FrameError as exc:
+                raise _ConnectionError(
+                    exc.error_code, client_outcome.connection_error_details(
+                        exc, isinstance(exc, http2.ServerPrefaceError)
+                    )
+                ) from None
+            buffer = self._pending + data if self._pending else data
+            view = memoryview(buffer)
+            pos = 0
+            while self.status is None and len(buffer) - pos >= 9:
+                length = int.from_bytes(view[pos : pos + 3], "big")
+                if len(buffer) - pos - 9 < length:
+                    break
+                self._frame(view[pos : pos + 9], view[pos + 9 : pos + 9 + length])
+                pos += 9 + length
+            self._pending = bytes(view[pos:]) if self.status is None else b""
+            self._return_window()
+            self._write_request()
+        except _ConnectionError as exc:
+            self._fail(exc.error_code, str(exc))
+
+    def connection_lost(self, error_text: Optional[str]) -> None:
+        """The socket closed (``error_text`` None: EOF) or failed before the call ended.
+
+        A server that closes before its SETTINGS never saw the call: retryable, as on the full
+        client.
+        """
+        if self.status is not None:
+            return
+        self.retryable = not self.settings_received
+        self._failed = True
+        details = client_outcome.lost_details(
+            error_text, self.bytes_received, self.settings_received
+        )
+        details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
+        self._finish(CallStatus(StatusCode.UNAVAILABLE, details))
+
+    def _frame(self, header: memoryview, body: memoryview) -> None:
+        try:
+            frame, _length = Frame.parse_frame_header(header)
+            frame.parse_body(body)
+        except HyperframeError as exc:
+            raise _ConnectionError(PROTOCOL_ERROR, self._reading(f"invalid frame: {exc}")) from None
+        if self._block is not None and not isinstance(frame, ContinuationFrame):
+            raise _ConnectionError(
+                PROTOCOL_ERROR, self._reading("a frame inside a header block")
+            )
+        if isinstance(frame, DataFrame):
+            self._on_data(frame)
+        elif isinstance(frame, (HeadersFrame, PushPromiseFrame)):
+            if isinstance(frame, PushPromiseFrame):
+                # ENABLE_PUSH is 0 in our SETTINGS (RFC 9113 §8.4).
+                raise _ConnectionError(PROTOCOL_ERROR, self._reading("PUSH_PROMISE received"))
+            self._check_stream(frame.stream_id, "HEADERS")
+            self._block = [bytes(frame.data)]
+            self._block_stream = frame.stream_id
+            self._block_end_stream = "END_STREAM" in frame.flags
+            if "END_HEADERS" in frame.flags:
+                self._end_block()
+        elif isinstance(frame, ContinuationFrame):
+            if self._block is None or frame.stream_id != self._block_stream:
+                raise _ConnectionError(
+                    PROTOCOL_ERROR, self._reading("CONTINUATION without a header block")
+                )
+            self._block.append(bytes(frame.data))
+            if "END_HEADERS" in frame.flags:
+                self._end_block()
+        elif isinstance(frame, SettingsFrame):
+            if "ACK" not in frame.flags:
+                self._on_settings(frame)
+        elif isinstance(frame, WindowUpdateFrame):
+            self._on_window_update(frame)
+        elif isinstance(frame, PingFrame):
+            if "ACK" not in frame.flags:
+                self._send(PingFrame(0, bytes(frame.opaque_data), flags=["ACK"]))
+        elif isinstance(frame, RstStreamFrame):
+            self._check_stream(frame.stream_id, "RST_STREAM")
+            self._reset = True
+            past = self.deadline is not None and self._clock() >= self.deadline
+            status, retryable = client_outcome.reset_status(
+                frame.error_code, True, past, self.initial_metadata
+            )
+            self.retryable = retryable
+            self._finish(status)
+        elif isinstance(frame, GoAwayFrame):
+            self._on_goaway(frame)
+        # PRIORITY and frames of unknown types are ignored (RFC 9113 §5.5, §6.3).
+        elif not isinstance(frame, (PriorityFrame, ExtensionFrame)):  # pragma: no cover
+            raise _ConnectionError(PROTOCOL_ERROR, self._reading(f"unexpected {frame!r}"))
+
+    def _reading(self, what: str) -> str:
+        return client_outcome.connection_error_details(what, not self.settings_received)
+
+    def _check_stream(self, stream_id: int, kind: str) -> None:
+        """Frames of a stream we never opened are a connection error (RFC 9113 §5.1, idle)."""
+        if stream_id != STREAM_ID:
+            raise _ConnectionError(
+                PROTOCOL_ERROR, self._reading(f"{kind} on stream {stream_id}, never opened")
+            )
+
+    def _on_settings(self, frame: SettingsFrame) -> None:
+        """Apply the peer's SETTINGS (RFC 9113 §6.5.2) and acknowledge them (§6.5.3)."""
+        for setting, value in frame.settings.items():
+            if setting == SettingsFrame.INITIAL_WINDOW_SIZE:
+                if value > _MAX_WINDOW:
+                    raise _ConnectionError(
+                        FLOW_CONTROL_ERROR, self._reading("INITIAL_WINDOW_SIZE over 2^31-1")
+                    )
+                self._send_stream += value - self._peer_initial_window
+                self._peer_initial_window = value
+                if self._send_stream > _MAX_WINDOW:
+                    raise _ConnectionError(
+                        FLOW_CONTROL_ERROR, self._reading("stream window over 2^31-1")
+                    )
+            elif setting == SettingsFrame.MAX_FRAME_SIZE:
+                if not _INITIAL_MAX_FRAME <= value <= _LARGEST_MAX_FRAME:
+                    raise _ConnectionError(
+                        PROTOCOL_ERROR, self._reading(f"invalid MAX_FRAME_SIZE {value}")
+                    )
+                self._peer_max_frame = value
+            elif setting == SettingsFrame.ENABLE_PUSH:
+                if value not in (0, 1):
+                    raise _ConnectionError(
+                        PROTOCOL_ERROR, self._reading(f"invalid ENABLE_PUSH {value}")
+                    )
+            elif setting == SettingsFrame.HEADER_TABLE_SIZE:
+                self._encoder.header_table_size = value
+        self.settings_received = True
+        self._send(SettingsFrame(0, flags=["ACK"]))
+
+    def _on_window_update(self, frame: WindowUpdateFrame) -> None:
+        if frame.stream_id == 0:
+            self._send_connection += frame.window_increment
+            if self._send_connection > _MAX_WINDOW:
+                raise _ConnectionError(
+                    FLOW_CONTROL_ERROR, self._reading("connection window over 2^31-1")
+                )
+            return
+        self._check_stream(frame.stream_id, "WINDOW_UPDATE")
+        self._send_stream += frame.window_increment
+        if self._send_stream > _MAX_WINDOW:
+            # A stream error (RFC 9113 §6.9.1): this client resets the stream itself.
+            status, _ = client_outcome.reset_status(FLOW_CONTROL_ERROR, False, False, ())
+            self._finish(status, FLOW_CONTROL_ERROR)
+
+    def _on_goaway(self, frame: GoAwayFrame) -> None:
+        """GOAWAY (RFC 9113 §6.8): below our stream the call was never processed; at or above
+        it the response may still come, and a later loss of the connection names this code."""
+        self.goaway_error_code = frame.error_code
+        self.goaway_debug_data = bytes(frame.additional_data)
+        if frame.last_stream_id < STREAM_ID:
+            self.retryable = True
+            self._finish(client_outcome.refused_by_goaway(frame.last_stream_id))
+
+    def _on_data(self, frame: DataFrame) -> None:
+        self._check_stream(frame.stream_id, "DATA")
+        length = frame.flow_controlled_length
+        if length > self._recv_connection or length > self._recv_stream:
+            raise _ConnectionError(
+                FLOW_CONTROL_ERROR, self._reading("DATA beyond the advertised window")
+            )
+        self._recv_connection -= length
+        self._recv_stream -= length
+        self._owed_connection += length
+        self._owed_stream += length
+        try:
+            messages = self._messages.feed(bytes(frame.data)) if frame.data else []
+            self._received.extend(messages)
+            if len(self._received) > 1:
+                raise CardinalityViolation(client_outcome.EXTRA_MESSAGE_DETAILS)
+        except CallError as exc:
+            self._finish(CallStatus(exc.code, str(exc), self.initial_metadata), CANCEL)
+            return
+        if "END_STREAM" in frame.flags:
+            self._remote_ended = True
+            self._end_of_stream()
+
+    def _return_window(self) -> None:
+        """WINDOW_UPDATE for the DATA consumed, once half a window is used (RFC 9113 §6.9)."""
+        if self._owed_connection and self._recv_connection <= self._connection_window // 2:
+            self._send(WindowUpdateFrame(0, self._owed_connection))
+            self._recv_connection += self._owed_connection
+            self._owed_connection = 0
+        if (
+            self.status is None
+            and self._owed_stream
+            and self._recv_stream <= self._stream_window // 2
+        ):
+            self._send(WindowUpdateFrame(STREAM_ID, self._owed_stream))
+            self._recv_stream += self._owed_stream
+            self._owed_stream = 0
+
+    def _end_block(self) -> None:
+        """A whole header block arrived: decode it (the dynamic table must follow every block,
+        RFC 7541 §2.2) and act on it as response headers or trailers."""
+        assert self._block is not None
+        encoded = b"".join(self._block)
+        self._block = None
+        try:
+            block = [(bytes(name), bytes(value)) for name, value in self._decoder.decode(
+                encoded, raw=True
+            )]
+        except OversizedHeaderListError as exc:
+            raise _ConnectionError(PROTOCOL_ERROR, self._reading(str(exc))) from None
+        except HPACKError as exc:
+            raise _ConnectionError(
+                COMPRESSION_ERROR, self._reading(f"header block: {exc!r}")
+            ) from None
+        end_stream = self._block_end_stream
+        if self.response_head is None:
+            self._on_response_headers(block, end_stream)
+        elif not end_stream:
+            raise _ConnectionError(PROTOCOL_ERROR, self._reading("trailers without END_STREAM"))
+        else:
+            self._remote_ended = True
+            failure = client_outcome.block_failure(
+                block, self._max_header_list_size, headers.malformed_trailers
+            )
+            if failure is not None:
+                self._finish(*failure)
+                return
+            self._trailers = block
+            self.trailing_metadata = wire.decode_metadata(block)
+            self._end_of_stream()
+
+    def _on_response_headers(self, block: List[Header], end_stream: bool) -> None:
+        status_value = headers.find_header(block, b":status")
+        if status_value is not None and status_value[:1] == b"1" and not end_stream:
+            return  # 1xx: informational, the response headers follow (RFC 9110 §15.2)
+        self._remote_ended = end_stream
+        failure = client_outcome.block_failure(
+            block, self._max_header_list_size, headers.malformed_response
+        )
+        if failure is not None:
+            self._finish(*failure)
+            return
+        head = self.response_head = headers.read_response_headers(block)
+        if end_stream:
+            # Trailers-Only: grpcio reports its metadata as trailing, initial stays empty.
+            self._trailers = block
+            self.trailing_metadata = wire.decode_metadata(block)
+            self._end_of_stream()
+            return
+        self.initial_metadata = wire.decode_metadata(block)
+        failure = client_outcome.not_grpc_status(head)
+        if failure is not None:
+            self._finish(*failure)
+
+    def _end_of_stream(self) -> None:
+        """The server ended the stream: the status, then the message as the caller gets it."""
+        status = client_outcome.final_status(
+            self.response_head,
+            self._trailers or (),
+            self.initial_metadata,
+            self.trailing_metadata,
+            self._messages.at_boundary,
+            len(self._received),
+            True,
+        )
+        if status.code is StatusCode.OK:
+            compressed, payload = self._received[0]
+            encoding = self.response_head.encoding if self.response_head is not None else None
+            try:
+                self.response = wire.decode_message(
+                    compressed, payload, encoding, self._max_receive
+                )
+            except CallError as exc:
+                status = CallStatus(
+                    exc.code, str(exc), self.initial_metadata, self.trailing_metadata
+                )
+        self._finish(status)
+
+    def _finish(self, status: CallStatus, reset_code: Optional[int] = None) -> None:
+        """Record the status once; reset our side of the stream if it is still open.
+
+        A server that ends the stream before our request is complete gets RST_STREAM(NO_ERROR)
+        (PROTOCOL-HTTP2.md, "Responses"), as on the full client.
+        """
+        if self.status is not None:
+            return
+        self.status = status
+        if self._reset or self._failed or (self._remote_ended and self._request_ended):
+            return  # the stream is closed (RFC 9113 §5.1), or the connection is
+        if reset_code is None and not self._request_ended:
+            reset_code = NO_ERROR
+        if reset_code is not None:
+            self._send(RstStreamFrame(STREAM_ID, reset_code))
+            self._reset = True
+
+    def _fail(self, error_code: int, details: str) -> None:
+        """A connection error: GOAWAY with its code (RFC 9113 §5.4.1); the call UNAVAILABLE."""
+        if self.status is not None:
+            return
+        self._send(GoAwayFrame(0, last_stream_id=0, error_code=error_code))
+        self._failed = True
+        details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
+        self._finish(CallStatus(StatusCode.UNAVAILABLE, details))

@@ -1,0 +1,207 @@
+"""minigrpc's one-shot unary client (minigrpc.oneshot) against hostile and real servers.
+
+* Every client-side scenario of :func:`tests.hostile.scenarios.client_scenarios` (SETTINGS
+  games, PING and SETTINGS floods, WINDOW_UPDATE overflow, CONTINUATION, Trailers-Only,
+  RST_STREAM codes, GOAWAY below and above the call, a peer that closes mid-frame, silence
+  until the deadline...) must end with the documented status, as it does for the channel
+  (tests/hostile/test_hostile_client.py), while the peer checks that the client broke no rule.
+* Scripted peers show the flow control of a large response (WINDOW_UPDATE as data arrives)
+  and the HPACK dynamic table and Huffman coding of received blocks.
+* Real grpcio and grpc-go servers: tests/interop/test_oneshot_interop.py.
+* Importing the client loads neither h2's connection state machine nor the channel.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, List, Optional, Tuple
+
+import pytest
+from hyperframe.frame import DataFrame, WindowUpdateFrame
+
+from minigrpc import oneshot
+from minigrpc.status import CallStatus, StatusCode
+from tests.hostile.scenarios import ClientScenario, client_scenarios
+from tests.support.scripted_peer import (
+    RawConn,
+    ResourceSnapshot,
+    ScriptedServer,
+    StreamRecord,
+    rpc_script,
+)
+
+PATH = "/hostile.Peer/Call"
+DEADLINE_SLACK = 3.0
+HANG_LIMIT = 10.0
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SCENARIOS = client_scenarios()
+
+
+def bounded_call(limit: float, *args: Any, **kwargs: Any) -> Tuple[Optional[Any], float]:
+    """``oneshot.unary_call`` in a thread: (its result or None when it hung, seconds)."""
+    result: List[Any] = []
+
+    def target() -> None:
+        result.append(oneshot.unary_call(*args, **kwargs))
+
+    start = time.monotonic()
+    worker = threading.Thread(target=target, name="oneshot-call", daemon=True)
+    worker.start()
+    worker.join(limit)
+    return (result[0] if result else None), time.monotonic() - start
+
+
+def _params() -> List[Any]:
+    params = []
+    for scenario in SCENARIOS:
+        params.append(pytest.param(scenario, True, id=f"{scenario.name}-deadline"))
+        if not scenario.deadline_only:
+            params.append(pytest.param(scenario, False, id=f"{scenario.name}-nodeadline"))
+    return params
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(("scenario", "with_deadline"), _params())
+def test_hostile_scenario(
+    scenario: ClientScenario, with_deadline: bool, capfd: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = ResourceSnapshot()
+    server = ScriptedServer(scenario.script)
+    try:
+        payload = (b"hostile-" * (scenario.request_size // 8 + 1))[: scenario.request_size]
+        timeout = scenario.deadline if with_deadline else None
+        limit = (timeout + DEADLINE_SLACK) if timeout is not None else HANG_LIMIT
+        result, elapsed = bounded_call(limit, server.target, PATH, payload, timeout=timeout)
+        assert result is not None, f"the call hung: no outcome after {limit:.1f} s"
+        status, response = result
+        assert isinstance(status, CallStatus)
+        assert status.code.name == scenario.expected, (
+            f"{scenario.description}: expected {scenario.expected} ({scenario.reference}), "
+            f"got {status.code.name} with details {status.details!r}"
+        )
+        if scenario.expected == "OK":
+            assert response == payload, "the response is not the echoed request"
+        else:
+            assert response is None
+        if scenario.details is not None:
+            assert status.details == scenario.details
+        if scenario.deadline_only:
+            assert elapsed <= scenario.deadline + DEADLINE_SLACK
+        elif timeout is not None:
+            assert elapsed < timeout, "the error arrived only when the deadline expired"
+        if scenario.max_requests is not None:
+            assert len(server.requests) <= scenario.max_requests
+        if scenario.name == "never_answers":
+            conn = server.connections[0]
+            assert conn.wait_for(lambda: any(code == 8 for _, code in conn.resets)), (
+                f"no RST_STREAM(CANCEL) after the deadline; resets seen: {conn.resets}"
+            )
+    finally:
+        server.close()
+    assert not server.errors, f"the peer saw the client break a rule: {server.errors!r}"
+    snapshot.assert_no_leaks()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+# -- flow control and HPACK against scripted peers --------------------------------------------
+
+
+def _large_answer(size: int) -> Any:
+    def fault(conn: RawConn, request: StreamRecord) -> Optional[str]:
+        conn.respond(request.stream_id, b"z" * size)
+        return None
+
+    return rpc_script(fault)
+
+
+@pytest.mark.timeout(60)
+def test_large_response_returns_window_as_data_arrives() -> None:
+    """A 1 MB response through 64 KiB windows: it only arrives if the client sends
+    WINDOW_UPDATE on the stream and the connection while the DATA comes in (RFC 9113 §6.9)."""
+    server = ScriptedServer(_large_answer(1_000_000))
+    try:
+        status, response = oneshot.unary_call(
+            server.target, PATH, b"x", timeout=20.0, stream_window=65535, connection_window=65535
+        )
+        assert status.code is StatusCode.OK, status
+        assert response == b"z" * 1_000_000
+        conn = server.connections[0]
+        with conn.cond:
+            updates = [f for f in conn.frames if isinstance(f, WindowUpdateFrame)]
+            data_frames = [f for f in conn.frames if isinstance(f, DataFrame)]
+        assert {f.stream_id for f in updates} == {0, 1}
+        # Credit came back in pieces while the response streamed, not once at the end.
+        assert sum(f.window_increment for f in updates if f.stream_id == 1) >= 1_000_000 - 65535
+        assert len(updates) >= 2 * (1_000_000 // 65535) - 2
+        assert data_frames, "the request was never sent"
+    finally:
+        server.close()
+    assert not server.errors, server.errors
+
+
+def _metadata_echo(conn: RawConn, request: StreamRecord) -> Optional[str]:
+    """Response headers and trailers that share fields (the HPACK dynamic table, RFC 7541
+    §2.3.2) and long values (Huffman-coded by the encoder, RFC 7541 §5.2)."""
+    long_value = b"value-" + b"abcdefgh" * 200
+    conn.respond(
+        request.stream_id,
+        b"ok",
+        headers=[(b":status", b"200"), (b"content-type", b"application/grpc"),
+                 (b"x-shared", long_value)],
+        trailers=[(b"grpc-status", b"0"), (b"x-shared", long_value), (b"x-shared", b"2")],
+    )
+    return None
+
+
+@pytest.mark.timeout(60)
+def test_header_blocks_use_the_dynamic_table_and_huffman() -> None:
+    server = ScriptedServer(rpc_script(_metadata_echo))
+    try:
+        status, response = oneshot.unary_call(server.target, PATH, b"x", timeout=10.0)
+    finally:
+        server.close()
+    long_value = "value-" + "abcdefgh" * 200
+    assert status.code is StatusCode.OK, status
+    assert response == b"ok"
+    assert status.initial_metadata == (("x-shared", long_value),)
+    assert status.trailing_metadata == (("x-shared", long_value), ("x-shared", "2"))
+
+
+@pytest.mark.timeout(60)
+def test_request_metadata_is_checked_like_a_channels() -> None:
+    with pytest.raises(ValueError, match="invalid"):
+        oneshot.unary_call("unix:/nonexistent", PATH, b"", metadata=[("Bad Key", "v")])
+
+
+@pytest.mark.timeout(60)
+def test_missing_socket_reads_like_grpc_go() -> None:
+    status, response = oneshot.unary_call("unix:/nonexistent/agent.sock", PATH, b"")
+    assert response is None
+    assert str(status) == (
+        'rpc error: code = Unavailable desc = connection error: desc = "transport: Error while'
+        ' dialing: dial unix /nonexistent/agent.sock: connect: no such file or directory"'
+    )
+
+
+# -- what importing it costs -----------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_import_leaves_h2_state_machine_and_channel_unloaded() -> None:
+    code = (
+        "import sys, minigrpc.oneshot; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('h2', 'minigrpc')))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, check=True, cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": REPO_ROOT},
+    ).stdout.decode().split()
+    assert "minigrpc.oneshot" in loaded
+    for heavy in ("h2.connection", "h2.stream", "minigrpc.client_protocol", "minigrpc.protocol",
+                  "minigrpc.transport", "minigrpc.channel", "minigrpc.calls"):
+        assert heavy not in loaded, f"{heavy} is loaded: {loaded}"

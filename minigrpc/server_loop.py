@@ -18,6 +18,13 @@ Design:
   itself instead (:meth:`ServerLoop._submit`), as grpclib's do on its event loop.  Each
   connection's output buffer is bounded: beyond it the loop stops reading from that client and
   stops handing DATA to h2, so a client that never reads cannot make us buffer without bound.
+* Fairness: a pass of the loop reads each ready connection once, at most
+  :data:`minigrpc.http2.LARGE_READ` bytes, and writes it at most its output room, so a
+  connection's share of the I/O thread per pass is bounded however much it sends; what it
+  sent beyond is read in the next passes, after every other ready connection had its turn.
+  Frames that do no work are bounded by :mod:`minigrpc.frame_budget`, and what a connection
+  may make the server buffer by :mod:`minigrpc.memory_budget` (a connection whose received
+  data alone is over its share is not read at all until a handler takes some).
 * Deadlines (``grpc-timeout``) are timers in the I/O loop.  On expiry the client gets
   DEADLINE_EXCEEDED trailers and the handler's context turns inactive (docs/wire-rules.md,
   "Deadlines and cancellation").

@@ -9,7 +9,7 @@ PYENV_BINS := $(shell command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv vers
 
 .PHONY: test demo dist bench bench-nodes lint tox regen clean grpcio-unit h2spec
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lint]'
 	touch $(STAMP)

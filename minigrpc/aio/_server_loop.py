@@ -61,6 +61,18 @@ _LINGER_TIMEOUT = 1.0
 NEW, STARTED, STOPPING, STOPPED = range(4)
 #: What ``next()`` returns at the end of a synchronous response generator.
 _END = object()
+#: A synchronous handler's response that its connection's memory budget could not take.
+_OVER_BUDGET = object()
+
+
+def _release_reservation(memory: Any, running: "asyncio.Future[Any]") -> None:
+    """A synchronous handler's call ended before its response came back: release the memory
+    its thread reserved for it (and retrieve its exception, which nobody awaits)."""
+    if running.cancelled() or running.exception() is not None:
+        return
+    response = running.result()
+    if isinstance(response, bytes):
+        memory.unreserve(len(response))
 
 
 def _close_quietly(close: Any) -> None:
@@ -79,7 +91,10 @@ class AioConnection(asyncio.Protocol):
 
     def __init__(self, server: "AioServerLoop", tls_context: Any) -> None:
         self.server = server
-        self.protocol = _protocol.ServerConnection(server._settings, shape_from_handler=True)
+        self.protocol = _protocol.ServerConnection(
+            server._settings, shape_from_handler=True, memory=server._memory
+        )
+        self.protocol.memory.owner = self
         self.tls: Any = None
         if tls_context is not None:
             from ..tls import TLSEngine
@@ -94,6 +109,12 @@ class AioConnection(asyncio.Protocol):
         self._close_started = False
         self.idle_since = time.monotonic()
         self._limit = server._options.max_output_buffer
+        #: How much of the transport's unsent output is charged to the memory account.
+        self._charged_output = 0
+        #: Reading is paused: the transport's output is full, or what the client sent alone
+        #: is over the connection's memory limit (:mod:`minigrpc.memory_budget`).
+        self._output_full = False
+        self._reading_paused = False
         self._flush_scheduled = False
         self._timers: List[asyncio.TimerHandle] = []
 
@@ -145,6 +166,7 @@ class AioConnection(asyncio.Protocol):
         self.closed = True
         for timer in self._timers:
             timer.cancel()
+        self.protocol.memory.close()
         reason = "the client closed the connection" if exc is None else f"connection lost: {exc}"
         self.server._handle_events(self, self.protocol.connection_lost(reason))
         for context in list(self.calls.values()):
@@ -154,13 +176,24 @@ class AioConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         # The transport holds ``max_output_buffer`` unsent bytes: stop reading from a client
         # that does not read, and the protocol gets no room for more DATA (see flush()).
-        if self.transport is not None and not self.closed:
-            self.transport.pause_reading()
+        self._output_full = True
+        self._update_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.resume_reading()
-            self.flush()
+        self._output_full = False
+        self.flush()
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self.closed or self.closing:
+            return
+        pause = self._output_full or self.protocol.memory.stop_reading
+        if pause != self._reading_paused:
+            self._reading_paused = pause
+            if pause:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
 
     # -- output -----------------------------------------------------------------------------
 
@@ -196,6 +229,12 @@ class AioConnection(asyncio.Protocol):
             protocol.set_output_room(max(min(room, DATA_BATCH), 0))
             if room <= 0 or not starved:
                 break
+        unsent = transport.get_write_buffer_size()
+        if unsent != self._charged_output:
+            protocol.memory.charge_outbound(unsent - self._charged_output)
+            self._charged_output = unsent
+        self._update_reading()
+        self.server._resume_held_back()
         for context in list(self.calls.values()):
             context._wake()
         if protocol.closed:
@@ -293,6 +332,8 @@ class AioServerLoop:
         self._maximum_concurrent_rpcs = maximum_concurrent_rpcs
         self._default_compression = options.compression if compression is None else compression
         self._handler_table = _dispatch.HandlerTable()
+        #: What all connections may buffer, and each of them (:mod:`minigrpc.memory_budget`).
+        self._memory = options.memory_budget()
         self._listeners: List[Listener] = []
         self._servers: List[asyncio.AbstractServer] = []
         self._connections: Set[AioConnection] = set()
@@ -322,6 +363,14 @@ class AioServerLoop:
                 backlog=LISTEN_BACKLOG,
             )
             self._servers.append(server)
+
+    def _resume_held_back(self) -> None:
+        """Give window again to connections that were held back and are under budget now."""
+        for account in self._memory.resumable():
+            connection = account.owner
+            if isinstance(connection, AioConnection) and not connection.closed:
+                connection.protocol.resume_credit()
+                connection.schedule_flush()
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -455,12 +504,31 @@ class AioServerLoop:
                 await self._stream_responses(context, argument)
                 self._finish(context, *_dispatch.outcome_of_stream_end(context))
                 return
-            response = await self._call_behavior(context, argument)
-            serialized = (
-                None
-                if response is None
-                else _dispatch.serialize_response(context._method, handler, response)
+            if inspect.iscoroutinefunction(context._behavior):
+                response = await context._behavior(argument, context)
+                serialized = (
+                    None
+                    if response is None
+                    else _dispatch.serialize_response(context._method, handler, response)
+                )
+                self._finish(context, *_dispatch.outcome_of_response(context, serialized))
+                return
+            memory = context._connection.protocol.memory
+            running = self._loop.run_in_executor(
+                self._executor, self._run_sync_unary, context, argument
             )
+            try:
+                # Shielded: a call that ends meanwhile must still release what the thread
+                # reserves when it finishes.
+                serialized = await asyncio.shield(running)
+            except asyncio.CancelledError:
+                running.add_done_callback(functools.partial(_release_reservation, memory))
+                raise
+            if serialized is _OVER_BUDGET:
+                self._finish(context, StatusCode.RESOURCE_EXHAUSTED, _protocol.OVER_BUDGET_DETAILS)
+                return
+            if serialized is not None:
+                memory.unreserve(len(serialized))  # charged as queued, if it is
             self._finish(context, *_dispatch.outcome_of_response(context, serialized))
         except asyncio.CancelledError:
             if not context._terminated:
@@ -477,14 +545,21 @@ class AioServerLoop:
     def _is_async(behavior: Any) -> bool:
         return inspect.iscoroutinefunction(behavior) or inspect.isasyncgenfunction(behavior)
 
-    async def _call_behavior(self, context: ServicerContext, argument: Any) -> Any:
-        """Run a unary-response handler (or a reader/writer-style streaming one)."""
+    def _run_sync_unary(self, context: ServicerContext, argument: Any) -> Any:
+        """Executor thread: a plain-function unary-response handler, its response serialized
+        and its cost reserved in the connection's memory account before it goes back to the
+        loop, as the blocking server does (:meth:`~minigrpc.memory_budget.ConnectionMemory.
+        reserve`); :data:`_OVER_BUDGET` if the connection is over budget."""
         behavior: Any = context._behavior
-        if inspect.iscoroutinefunction(behavior):
-            return await behavior(argument, context)
-        return await self._loop.run_in_executor(
-            self._executor, behavior, argument, SyncServicerContext(context, self._loop)
-        )
+        response = behavior(argument, SyncServicerContext(context, self._loop))
+        if response is None:
+            return None
+        serialized = _dispatch.serialize_response(context._method, context._handler, response)
+        if serialized is not None and not context._connection.protocol.memory.reserve(
+            len(serialized)
+        ):
+            return _OVER_BUDGET
+        return serialized
 
     async def _stream_responses(self, context: ServicerContext, argument: Any) -> None:
         """Send what a response-streaming handler yields (or writes), in any of its forms."""
@@ -501,7 +576,9 @@ class AioServerLoop:
             await behavior(argument, context)  # the reader/writer style: it calls write()
             return
         # A plain function returning an iterator: both it and the iteration run on the executor.
-        responses = await self._call_behavior(context, argument)
+        responses = await self._loop.run_in_executor(
+            self._executor, behavior, argument, SyncServicerContext(context, self._loop)
+        )
         try:
             while True:
                 response = await self._loop.run_in_executor(

@@ -109,15 +109,81 @@ print("stopped", flush=True)
 """
 
 
+#: The same server on ``minigrpc.aio``: ``async def`` handlers on the event loop, except
+#: ``Big``, a plain function on the executor (its response is reserved before the hand-over).
+_AIO_SERVER_SCRIPT = r"""
+import asyncio, json, sys
+import minigrpc
+from minigrpc import aio
+
+path = sys.argv[1]
+
+async def echo(request, context):
+    return request
+
+async def unary(request, context):
+    return b"ok"
+
+def big(request, context):
+    return b"\0" * int(request or b"0")
+
+async def sink(requests, context):
+    # Never reads its requests: waits until the call ends (which cancels this task).
+    await asyncio.Event().wait()
+    return b""
+
+async def chat(requests, context):
+    async for message in requests:
+        yield message
+
+async def firehose(request, context):
+    chunk = b"\1" * (1024 * 1024)
+    while not context.done():
+        await context.write(chunk)
+
+async def stats(request, context):
+    budget = server._memory
+    return json.dumps({"used": budget.total, "peak": budget.peak}).encode()
+
+handlers = [
+    minigrpc.method_handlers_generic_handler("hostile.Echo", {
+        "Call": minigrpc.unary_unary_rpc_method_handler(echo),
+    }),
+    minigrpc.method_handlers_generic_handler("hostile.Memory", {
+        "Unary": minigrpc.unary_unary_rpc_method_handler(unary),
+        "Big": minigrpc.unary_unary_rpc_method_handler(big),
+        "Sink": minigrpc.stream_unary_rpc_method_handler(sink),
+        "Chat": minigrpc.stream_stream_rpc_method_handler(chat),
+        "Firehose": minigrpc.unary_stream_rpc_method_handler(firehose),
+        "Stats": minigrpc.unary_unary_rpc_method_handler(stats),
+    }),
+]
+
+async def main():
+    global server
+    import concurrent.futures
+    server = aio.server(concurrent.futures.ThreadPoolExecutor(48), handlers=handlers)
+    server.add_insecure_port("unix:" + path)
+    await server.start()
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await server.stop(0)
+    print("stopped", flush=True)
+
+asyncio.run(main())
+"""
+
+
 class MemoryServer:
     """The server under test in its own process; RSS from /proc, its budget from a method."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "blocking") -> None:
+        script = _AIO_SERVER_SCRIPT if kind == "aio" else _SERVER_SCRIPT
         self.directory = short_temp_dir()
         self.path = os.path.join(self.directory, "m.sock")
         self.target = "unix:" + self.path
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SERVER_SCRIPT, self.path],
+            [sys.executable, "-c", script, self.path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -161,9 +227,10 @@ class MemoryServer:
         return self.proc.returncode, (out + err).decode("utf-8", "replace")
 
 
-@pytest.fixture
-def server() -> Iterator[MemoryServer]:
-    process = MemoryServer()
+@pytest.fixture(params=("blocking", "aio"))
+def server(request: pytest.FixtureRequest) -> Iterator[MemoryServer]:
+    """The blocking server and the asyncio one, each with the default budget."""
+    process = MemoryServer(request.param)
     try:
         good_call(process.target)  # warm up: executor threads, imports
         yield process

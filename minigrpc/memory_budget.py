@@ -145,8 +145,9 @@ class MemoryBudget:
         again (:meth:`minigrpc.protocol.ConnectionProtocol.resume_credit`)."""
         if not self._waiting:
             return []
-        ready = [account for account in self._waiting if not account.over_budget]
-        self._waiting.difference_update(ready)
+        with self._reserve_lock:  # handler threads add to it too (ConnectionMemory.reserve_or_wait)
+            ready = [account for account in self._waiting if not account.over_budget]
+            self._waiting.difference_update(ready)
         return ready
 
 
@@ -244,7 +245,26 @@ class ConnectionMemory:
 
     def holding_back(self) -> None:
         """The protocol withheld window: report this account in :meth:`MemoryBudget.resumable`."""
-        self._budget._waiting.add(self)
+        with self._budget._reserve_lock:
+            self._budget._waiting.add(self)
+
+    def reserve_or_wait(self, cost: int) -> bool:
+        """Handler thread, for a streamed response: :meth:`reserve`, or if the connection is
+        over budget, report it in :meth:`MemoryBudget.resumable` (the handler waits for that
+        and tries again) and return False.  True without a reservation once the connection
+        is closed: the call is ending, and nothing will be queued."""
+        budget = self._budget
+        with budget._reserve_lock:
+            if self._closed:
+                return True
+            if self.over_budget:
+                budget._waiting.add(self)
+                return False
+            self.reserved += cost
+            budget.reserved += cost
+            if budget.used + budget.reserved > budget.peak:
+                budget.peak = budget.used + budget.reserved
+            return True
 
     def close(self) -> None:
         """The connection is gone: give back what it still holds."""

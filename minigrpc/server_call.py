@@ -135,15 +135,29 @@ class ResponseCredit:
         self._queued = 0
         self._ended = False
 
-    def acquire(self, size: int) -> bool:
-        """Handler thread: wait for room, then count ``size`` bytes; False once the call ended."""
+    def acquire(self, size: int, reserve: Optional[Callable[[int], bool]] = None) -> bool:
+        """Handler thread: wait for room, then count ``size`` bytes; False once the call ended.
+
+        ``reserve(size)`` is the connection's memory account (False while it is over budget):
+        the handler also waits for it, and is woken by :meth:`poke` when the budget has room.
+        """
         with self._changed:
-            while self._posted + self._queued >= RESPONSE_HIGH_WATER and not self._ended:
-                self._changed.wait()
+            while not self._ended:
+                if self._posted + self._queued >= RESPONSE_HIGH_WATER:
+                    self._changed.wait()
+                elif reserve is None or reserve(size):
+                    break
+                else:
+                    self._changed.wait()
             if self._ended:
                 return False
             self._posted += size
             return True
+
+    def poke(self) -> None:
+        """I/O thread: the connection's memory budget has room again (see :meth:`acquire`)."""
+        with self._changed:
+            self._changed.notify_all()
 
     def handed_over(self, size: int, queued: int) -> None:
         """I/O thread: ``size`` posted bytes were queued; the call now has ``queued`` unsent."""

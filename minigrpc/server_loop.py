@@ -371,6 +371,10 @@ class ServerLoop:
             connection = account.owner
             if isinstance(connection, _Connection) and not connection.closed:
                 connection.protocol.resume_credit()
+                for context in connection.senders:  # handlers waiting for the budget
+                    credit = context._response_credit
+                    if credit is not None:
+                        credit.poke()
                 self._dirty.add(connection)
 
     def _shutdown_executor(self) -> None:
@@ -1057,7 +1061,8 @@ class ServerLoop:
         if serialized is None:
             self._send_outcome(context, *_dispatch.outcome_without_response(context))
             return False
-        if not credit.acquire(len(serialized)):
+        memory = context._connection.protocol.memory
+        if not credit.acquire(len(serialized), memory.reserve_or_wait):
             return False  # the call ended: nobody reads further responses
         compress = context._compress_next
         context._compress_next = True  # disable_next_message_compression is per message
@@ -1088,6 +1093,7 @@ class ServerLoop:
     def _send_response(self, context: ServicerContext, message: bytes, compress: bool) -> None:
         """I/O thread: queue one streamed response message on the connection."""
         connection = context._connection
+        connection.protocol.memory.unreserve(len(message))  # charged as queued, if it is
         credit = context._response_credit
         if connection.calls.get(context._stream_id) is not context or credit is None:
             return

@@ -297,3 +297,36 @@ def test_server_option_sets_the_budget() -> None:
     assert both.connection_limit == MIB
     with pytest.raises(ValueError, match="max_buffered_bytes"):
         ServerOptions([("minigrpc.max_buffered_bytes", 1000)])
+
+
+def test_streamed_response_waits_for_the_budget() -> None:
+    """A streaming handler's next response waits while its connection is over budget, and
+    goes on once the I/O thread finds the account resumable and pokes the call's credit."""
+    import threading
+
+    from minigrpc.server_call import ResponseCredit
+
+    budget = MemoryBudget(4 * MIB, 256 * KIB)
+    account = budget.open_connection()
+    account.charge_outbound(256 * KIB)  # responses the client does not read
+    credit = ResponseCredit()
+    refused = threading.Event()
+
+    def reserve(size: int) -> bool:
+        granted = account.reserve_or_wait(size)
+        if not granted:
+            refused.set()
+        return granted
+
+    outcome: List[bool] = []
+    handler = threading.Thread(target=lambda: outcome.append(credit.acquire(1000, reserve)))
+    handler.start()
+    assert refused.wait(5)
+    assert budget.resumable() == [] and outcome == []  # still over: it waits
+    account.release_outbound(256 * KIB)  # the client read
+    assert budget.resumable() == [account]
+    credit.poke()
+    handler.join(5)
+    assert outcome == [True] and account.reserved == 1000
+    account.unreserve(1000)
+    assert budget.total == 0

@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import threading
-from typing import Any, Callable, Iterator, List
+from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
@@ -814,13 +814,25 @@ def _answer_once_then_stay_silent(conn: RawConn) -> None:
     conn.owner.hang(conn)  # until the client or the test goes away
 
 
-def _signal_when_reading(reading: threading.Event) -> Callable[..., None]:
-    """A profile hook for the reading thread: sets ``reading`` as it calls into the kernel
-    to wait for the socket (``recv``, or ``poll``/``select`` before it)."""
+def _signal_when_reading(
+    reading: threading.Event, readers: Optional[List[threading.Thread]] = None
+) -> Callable[..., None]:
+    """A profile hook for a reading thread: sets ``reading`` (and records the thread) as it
+    calls into the kernel to wait for the socket (``recv``, or ``poll``/``select`` before it).
+    The non-blocking look a connection takes before reusing an idle connection does not count.
+    """
 
     def hook(frame: Any, event: str, arg: Any) -> None:
-        if event == "c_call" and getattr(arg, "__name__", "") in ("recv", "poll", "select"):
-            reading.set()
+        if event != "c_call" or getattr(arg, "__name__", "") not in ("recv", "poll", "select"):
+            return
+        caller = frame
+        while caller is not None:
+            if caller.f_code.co_name == "_peek":
+                return
+            caller = caller.f_back
+        if readers is not None:
+            readers.append(threading.current_thread())
+        reading.set()
 
     return hook
 
@@ -879,3 +891,26 @@ def test_a_call_ended_by_another_thread_wakes_its_blocked_reader(canceller: str)
         assert error.details() == "Exception iterating requests!"
     else:
         assert error.code() is StatusCode.CANCELLED
+
+
+def test_a_cancelled_future_frees_its_thread_blocked_in_the_socket() -> None:
+    """``future.cancel()`` answers at once whatever the future's thread does; that thread, the
+    connection's reader, must end too instead of staying blocked in the kernel for ever."""
+    reading = threading.Event()
+    readers: List[threading.Thread] = []
+    with ScriptedServer(_answer_once_then_stay_silent, auto_window_update=False) as server:
+        with minigrpc.insecure_channel(server.target) as chan:
+            assert chan.unary_unary("/a.B/C")(b"once", timeout=10) == b"once"
+            threading.setprofile(_signal_when_reading(reading, readers))
+            try:
+                future = chan.unary_unary("/a.B/C").future(b"x")
+            finally:
+                threading.setprofile(None)  # only the future's thread, started above, has it
+            assert reading.wait(WAIT)
+            assert future.cancel()
+            assert future.cancelled()
+            readers[0].join(WAIT)
+            freed = not readers[0].is_alive()
+        readers[0].join(WAIT)  # closing the channel ends a thread the cancel could not wake
+    assert readers[0].name == "minigrpc-future"
+    assert freed, "the future's thread stayed blocked in the socket after cancel()"

@@ -27,11 +27,12 @@ one place:
 import struct
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
-import h2.config
-import h2.errors
 import hyperframe.frame
 
+from .status import ENHANCE_YOUR_CALM, FRAME_SIZE_ERROR, PROTOCOL_ERROR
+
 if TYPE_CHECKING:
+    import h2.config
     import h2.connection
     import h2.settings
 
@@ -81,17 +82,17 @@ _HEADER_BLOCK_TYPES = (0x1, 0x5, _CONTINUATION)
 _END_HEADERS = 0x4
 
 
-def client_config() -> h2.config.H2Configuration:
+def client_config() -> "h2.config.H2Configuration":
     """h2 settings for a client: bytes headers (see :func:`_config`)."""
     return _config(client_side=True)
 
 
-def server_config() -> h2.config.H2Configuration:
+def server_config() -> "h2.config.H2Configuration":
     """h2 settings for a server: bytes headers (see :func:`_config`)."""
     return _config(client_side=False)
 
 
-def _config(client_side: bool) -> h2.config.H2Configuration:
+def _config(client_side: bool) -> "h2.config.H2Configuration":
     """Outbound normalisation on; outbound validation and both inbound steps off
     (docs/h2-notes.md, "Configuration", which also has what each step costs).
 
@@ -116,6 +117,8 @@ def _config(client_side: bool) -> h2.config.H2Configuration:
     whitespace from values (RFC 9113 §8.2.1) and sends ``authorization`` and short ``cookie``
     values as never-indexed (RFC 7541 §7.1.3), keeping credentials out of HPACK tables.
     """
+    import h2.config  # h2 is loaded where a connection is built, not by the frame-level parts
+
     return h2.config.H2Configuration(
         client_side=client_side,
         header_encoding=None,
@@ -175,7 +178,7 @@ class FrameError(ValueError):
     subclass carries its own, so both sides answer these errors with one ``except``.
     """
 
-    error_code = int(h2.errors.ErrorCodes.PROTOCOL_ERROR)
+    error_code = PROTOCOL_ERROR
 
 
 class PrefaceError(FrameError):
@@ -200,7 +203,7 @@ class FrameSizeError(FrameError):
     error, answered with GOAWAY(FRAME_SIZE_ERROR) (RFC 9113 §4.2, §5.4.1).
     """
 
-    error_code = int(h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
+    error_code = FRAME_SIZE_ERROR
 
     def __init__(self, length: int, limit: int) -> None:
         super().__init__(f"frame too large ({length} > {limit} bytes, FRAME_SIZE_ERROR)")
@@ -216,7 +219,7 @@ class HeaderBlockTooLarge(FrameError):
     (CVE-2024-27316) without buffering it.  The answer is GOAWAY(ENHANCE_YOUR_CALM).
     """
 
-    error_code = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+    error_code = ENHANCE_YOUR_CALM
 
 
 class FrameSplitter:

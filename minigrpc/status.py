@@ -212,6 +212,7 @@ FRAME_SIZE_ERROR = 0x6
 REFUSED_STREAM = 0x7
 CANCEL = 0x8
 COMPRESSION_ERROR = 0x9
+ENHANCE_YOUR_CALM = 0xB
 
 #: HTTP/2 RST_STREAM error code (RFC 9113 §7) to gRPC code on the client, as grpc-go maps it
 #: (PROTOCOL-HTTP2.md, "Errors"; docs/wire-rules.md, "RST_STREAM codes on the client"). Unlisted

@@ -13,13 +13,10 @@ round-trips). The sections follow PROTOCOL-HTTP2.md:
   :func:`decompress`, :func:`parse_accept_encoding`.
 """
 
-import base64
-import binascii
 import enum
 import functools
 import re
 import struct
-import zlib
 from typing import Any, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .errors import DecompressionError, MessageTooLarge, ProtocolViolation, UnsupportedEncoding
@@ -195,8 +192,10 @@ def decode_timeout(value: Union[str, bytes]) -> float:
 # Custom metadata
 # --------------------------------------------------------------------------------------------
 
-_KEY_RE = re.compile(r"[0-9a-z_.\-]+")
-_ASCII_VALUE_RE = re.compile(r"[\x20-\x7e]*")
+# Patterns, compiled on first use (``re``'s own cache): a process that sends no metadata, such
+# as the CNI plugin, never pays for them.
+_KEY = r"[0-9a-z_.\-]+"
+_ASCII_VALUE = r"[\x20-\x7e]*"
 
 #: Keys an application may not send: the library owns them (PROTOCOL-HTTP2.md, "Requests";
 #: RFC 9113 §8.2.2). ``grpc-*`` is reserved as a whole prefix, see :func:`is_reserved_key`.
@@ -276,7 +275,7 @@ def validate_metadata(
             raise ValueError(f"metadata must be (key, value) pairs, got {item!r}") from None
         if isinstance(key, bytes):
             key = key.decode("ascii", "replace")
-        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+        if not isinstance(key, str) or not re.fullmatch(_KEY, key):
             raise ValueError(f"metadata key {key!r} is invalid: keys must match [0-9a-z_.-]+")
         if is_reserved_key(key) and key not in allowed_reserved:
             raise ValueError(f"metadata key {key!r} is reserved for the gRPC library")
@@ -298,7 +297,7 @@ def validate_metadata(
                 ) from None
         if not isinstance(value, str):
             raise ValueError(f"metadata value for {key!r} must be str, got {type(value).__name__}")
-        if not _ASCII_VALUE_RE.fullmatch(value):
+        if not re.fullmatch(_ASCII_VALUE, value):
             raise ValueError(
                 f"metadata value for {key!r} has characters outside printable ASCII; "
                 "use a key ending in -bin"
@@ -309,11 +308,16 @@ def validate_metadata(
 
 def b64encode_unpadded(data: bytes) -> bytes:
     """Standard base64 without ``=`` padding, as grpcio and grpc-go send ``-bin`` values."""
+    import base64  # here and below: only ``-bin`` metadata needs it (cheap import for the plugin)
+
     return base64.b64encode(data).rstrip(b"=")
 
 
 def b64decode_lenient(data: bytes) -> bytes:
     """Decode padded or unpadded standard base64 (RFC 4648 §4). Raises ValueError."""
+    import base64
+    import binascii
+
     data = data.strip()
     try:
         return base64.b64decode(data + b"=" * (-len(data) % 4), validate=True)
@@ -364,8 +368,8 @@ def decode_metadata(headers: Iterable[Tuple[Any, Any]]) -> Metadata:
 # --------------------------------------------------------------------------------------------
 
 # "Percent-Byte-Unencoded → 1*( %x20-%x24 / %x26-%x7E )": printable ASCII except '%'.
-_UNENCODED = re.compile(r"[\x20-\x24\x26-\x7e]*")
-_PERCENT_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
+_UNENCODED = r"[\x20-\x24\x26-\x7e]*"
+_PERCENT_ESCAPE = rb"%([0-9A-Fa-f]{2})"
 
 
 def percent_encode(message: str) -> str:
@@ -374,7 +378,7 @@ def percent_encode(message: str) -> str:
     The message is UTF-8 encoded; bytes outside ``%x20-%x24 / %x26-%x7E`` become ``%XX`` in upper
     case. Lone surrogates (which UTF-8 cannot encode) become U+FFFD rather than an exception.
     """
-    if _UNENCODED.fullmatch(message):
+    if re.fullmatch(_UNENCODED, message):
         return message
     out = []
     for byte in message.encode("utf-8", "replace"):
@@ -392,7 +396,7 @@ def percent_decode(value: Union[str, bytes]) -> str:
     """
     raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
     if b"%" in raw:
-        raw = _PERCENT_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), raw)
+        raw = re.sub(_PERCENT_ESCAPE, lambda m: bytes((int(m.group(1), 16),)), raw)
     return raw.decode("utf-8", "replace")
 
 
@@ -428,13 +432,18 @@ def compression_name(compression: Optional[int]) -> Optional[str]:
     return _ENCODING_NAMES[Compression(compression)]
 
 
+#: zlib's largest window, 2**15 bytes (``zlib.MAX_WBITS``; RFC 1950 §2.2).  zlib itself is
+#: imported only by the functions that compress: a process that never does skips it.
+_MAX_WBITS = 15
+
+
 def _codec_wbits(encoding: str) -> int:
     # "gzip" is RFC 1952 (zlib's wbits 16+15); "deflate" is the zlib format of RFC 1950, which is
     # what grpc-core and grpc-go produce for it.
     if encoding == "gzip":
-        return 16 + zlib.MAX_WBITS
+        return 16 + _MAX_WBITS
     if encoding == "deflate":
-        return zlib.MAX_WBITS
+        return _MAX_WBITS
     raise UnsupportedEncoding(f'grpc: Decompressor is not installed for grpc-encoding "{encoding}"')
 
 
@@ -442,6 +451,8 @@ def compress(encoding: str, data: bytes) -> bytes:
     """Compress one message with a new context (doc/compression.md)."""
     if encoding == "identity":
         return data
+    import zlib
+
     compressor = zlib.compressobj(6, zlib.DEFLATED, _codec_wbits(encoding))
     return compressor.compress(data) + compressor.flush()
 
@@ -456,6 +467,8 @@ def decompress(encoding: str, data: bytes, max_length: Optional[int]) -> bytes:
         if max_length is not None and len(data) > max_length:
             raise MessageTooLarge(len(data), max_length)
         return data
+    import zlib
+
     decompressor = zlib.decompressobj(_codec_wbits(encoding))
     try:
         if max_length is None:

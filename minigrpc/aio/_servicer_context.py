@@ -17,6 +17,7 @@ from typing import (
     TYPE_CHECKING,
     Any,
     AsyncIterator,
+    Awaitable,
     Callable,
     Iterable,
     Iterator,
@@ -86,11 +87,14 @@ class ServicerContext(CallState):
         if changed is not None:
             changed.set()
 
-    async def _wait(self) -> None:
-        """Until the connection reports a change for this call (a message, window, its end)."""
+    def _wait(self) -> Awaitable[Any]:
+        """Until the connection reports a change for this call (a message, window, its end).
+
+        Not a coroutine: the event exists as soon as this returns, so a change reported before
+        the awaitable first runs (``asyncio.wait_for`` starts it in a task) is not lost."""
         if self._changed is None:
             self._changed = asyncio.Event()
-        await self._changed.wait()
+        return self._changed.wait()
 
     # -- grpc.aio.ServicerContext --------------------------------------------------------------
 

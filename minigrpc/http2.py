@@ -74,6 +74,7 @@ _FRAME_HEADER_LENGTH = 9
 _DATA = 0x0
 _END_STREAM = 0x1
 _PADDED = 0x8
+_RST_STREAM = 0x3
 _SETTINGS = 0x4
 _GOAWAY = 0x7
 _CONTINUATION = 0x9
@@ -269,6 +270,7 @@ class FrameSplitter:
         "_preface_left",
         "_remaining",
         "empty_frames",
+        "reset_frames",
     )
 
     def __init__(
@@ -296,6 +298,10 @@ class FrameSplitter:
         #: END_STREAM, an empty CONTINUATION without END_HEADERS): the caller counts and resets
         #: it, since h2 never sees most of them (joined DATA frames, header blocks).
         self.empty_frames = 0
+        #: RST_STREAM frames seen, counted before h2 decodes the read that carries them: a
+        #: rapid reset read holds thousands of HEADERS + RST_STREAM pairs, and decoding them all
+        #: before the flood is noticed is the work the attack wants the server to do.
+        self.reset_frames = 0
 
     def feed(self, data: bytes) -> List[bytes]:
         """Return ``data`` as a list of chunks: each GOAWAY frame in a chunk of its own, and a
@@ -360,6 +366,8 @@ class FrameSplitter:
                 or (frame_type == _CONTINUATION and not flags & _END_HEADERS)
             ):
                 self.empty_frames += 1
+            elif frame_type == _RST_STREAM:
+                self.reset_frames += 1
             if self._max_block is not None and frame_type in _HEADER_BLOCK_TYPES:
                 self._count_header_block(frame_type, flags, length)
             self._remaining = length

@@ -496,12 +496,23 @@ class ServerLoop:
         self._dirty.add(connection)
 
     def _internal_error(self, connection: Optional[_Connection]) -> None:
-        """A bug (or an h2 surprise) while serving one connection: log it, drop only that one."""
+        """A bug (or an h2 surprise) while serving one connection: log it, drop only that one.
+
+        The client gets GOAWAY(INTERNAL_ERROR) before the close (RFC 9113 §5.4.1), flushed as
+        any closing connection's last frames are (at most :data:`_CLOSE_FLUSH_TIMEOUT`); should
+        that fail too, the connection is closed without it.
+        """
         _LOGGER.exception(
             "minigrpc server: internal error on the connection from %s; closing it",
             connection.peer if connection is not None else "?",
         )
-        if connection is not None and not connection.closed:
+        if connection is None or connection.closed:
+            return
+        try:
+            self._handle_events(connection, connection.protocol.fail_internally())
+            self._flush(connection)
+        except Exception:
+            _LOGGER.exception("minigrpc server: sending GOAWAY(INTERNAL_ERROR) failed")
             try:
                 self._connection_lost(connection, "internal error")
             except Exception:  # pragma: no cover - last resort
@@ -569,7 +580,12 @@ class ServerLoop:
                 self._update_interest(connection, want_read=True)
             return
         if connection.close_when_flushed and not output and not connection.lingering:
-            self._close(connection)
+            # The GOAWAY is out; closing now, with the client's frames still arriving, would
+            # answer them with a TCP RST, and a RST makes the client's kernel drop what it has
+            # not read yet: the GOAWAY itself (RFC 9113 §5.4.1 wants it seen). Linger instead.
+            self._linger(connection)
+            if not connection.closed:
+                self._update_interest(connection, want_read=True)
             return
         self._update_interest(
             connection,
@@ -579,7 +595,8 @@ class ServerLoop:
         )
 
     def _linger(self, connection: _Connection) -> None:
-        """Close a drained connection gracefully: shut our write side, read until the client closes.
+        """Close a drained or failed connection gracefully: shut our write side, read until the
+        client closes.
 
         Closing outright while the client still writes (a WINDOW_UPDATE, the ACK of our PING)
         makes its next ``send()`` fail with EPIPE or ECONNRESET, and grpcio then fails calls

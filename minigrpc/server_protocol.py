@@ -69,6 +69,7 @@ from .frame_budget import FrameBudget
 from .memory_budget import ConnectionMemory, MemoryBudget
 from .protocol import (
     DEFAULT_BUFFER_LIMIT,
+    INTERNAL_ERROR,
     PROTOCOL_ERROR,
     ConnectionProtocol,
     Inbound,
@@ -527,6 +528,13 @@ class ServerConnection(ConnectionProtocol):
             if not self._frame_budget.spend(empty):
                 self._flood(out, "empty DATA or CONTINUATION frames")
                 return out
+        if splitter.reset_frames:
+            # The client's RST_STREAM frames, counted before h2 decodes the streams they end
+            # (RFC 9113 §10.5; the rapid reset of CVE-2023-44487).
+            resets, splitter.reset_frames = splitter.reset_frames, 0
+            if not self._frame_budget.spend(resets):
+                self._flood(out, "RST_STREAM frames (rapid reset)")
+                return out
         for chunk in chunks:
             try:
                 h2_events = self.conn.receive_data(chunk)
@@ -561,8 +569,7 @@ class ServerConnection(ConnectionProtocol):
                 if hdrs.malformed_trailers(event.headers):
                     self._reset_malformed(event.stream_id, out)
             elif isinstance(event, h2.events.StreamReset):
-                if event.remote_reset and not budget.spend():
-                    return self._flood(out, "RST_STREAM frames (rapid reset)")
+                # The client's RST_STREAM frames were counted in receive_data.
                 self._on_stream_reset(event, out)
             elif isinstance(event, h2.events.WindowUpdated):
                 if event.stream_id:
@@ -1073,6 +1080,23 @@ class ServerConnection(ConnectionProtocol):
         self.closed = True
         self.close_reason = details
         return events
+
+    def fail_internally(self, details: str = "internal error") -> List[CallEvent]:
+        """A fault of ours broke this connection: GOAWAY(INTERNAL_ERROR), then it closes.
+
+        RFC 9113 §5.4.1: an endpoint that ends a connection on an error sends GOAWAY first,
+        with the last stream it processed and the error code, so that the client knows the end
+        was an error, not a graceful close, and which of its streams it may retry elsewhere;
+        INTERNAL_ERROR (RFC 9113 §7) is the code for a fault of the implementation. The frame is
+        written past h2 (:func:`minigrpc.http2.goaway_frame`): h2's state may be what broke.
+        The open calls end as on a lost connection (PROTOCOL-HTTP2.md, Connection failure).
+        """
+        if self.closed:
+            return []
+        self._queue_raw_frame(
+            http2.goaway_frame(self._highest_stream_id, INTERNAL_ERROR, b"internal error")
+        )
+        return self._connection_failed(details)
 
     def start_drain(self) -> None:
         """Graceful shutdown, step 1: GOAWAY(2^31-1) and a PING (RFC 9113 §6.8;

@@ -207,6 +207,7 @@ def status_from_http(http_status: int) -> StatusCode:
 #: HTTP/2 error codes (RFC 9113 §7) that minigrpc sends or acts on, in RST_STREAM and GOAWAY.
 NO_ERROR = 0x0
 PROTOCOL_ERROR = 0x1
+INTERNAL_ERROR = 0x2
 FLOW_CONTROL_ERROR = 0x3
 FRAME_SIZE_ERROR = 0x6
 REFUSED_STREAM = 0x7

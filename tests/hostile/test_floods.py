@@ -37,6 +37,8 @@ from tests.support.scripted_peer import HostileClient
 #: Attacker connections per attack, and the longest an attack lasts (seconds).
 ATTACKERS = 8
 ATTACK_SECONDS = 3.0
+#: How long an attacker may stay blocked in send() once its attack is over.
+JOIN_SECONDS = 20.0
 ENHANCE_YOUR_CALM = 11
 BURST = 1000
 
@@ -103,8 +105,10 @@ def test_flood_gets_enhance_your_calm_and_others_are_served(
         HostileClient(server.target, record_frames=False, auto_ack_ping=False)
         for _ in range(ATTACKERS)
     ]
-    for attacker in attackers:
-        attacker.sock.settimeout(ATTACK_SECONDS)  # a server that stops reading us: fine
+    # No socket timeout: it would also stop each attacker's reader thread after ATTACK_SECONDS
+    # of silence, before a busy server's GOAWAY arrives. An attacker whose send() blocks (a
+    # server that stops reading it) is released when the server closes it; the join below
+    # bounds that.
     threads = [
         threading.Thread(target=_attack, args=(attacker, FLOODS[kind]), daemon=True)
         for attacker in attackers
@@ -118,7 +122,9 @@ def test_flood_gets_enhance_your_calm_and_others_are_served(
             good_call(server.target)  # raises (fails the test) if a call is not served
             latencies.append(time.monotonic() - start)
         for thread in threads:
-            thread.join()
+            thread.join(JOIN_SECONDS)
+        stuck = sum(thread.is_alive() for thread in threads)
+        assert not stuck, f"{stuck} attackers still blocked in send() {JOIN_SECONDS:.0f} s later"
         for attacker in attackers:
             attacker.wait_for(lambda a=attacker: a.eof, timeout=5.0)
         codes = [[g.error_code for g in a.goaways] for a in attackers]

@@ -20,6 +20,10 @@ import pytest
 import minigrpc
 from minigrpc import handlers as mg_handlers
 from tests.support.minigrpc_server import IO_THREAD_OPTION, MinigrpcServer, echo_from_threads
+from tests.support.scripted_peer import HostileClient, grpc_message, grpc_status_of
+
+#: RFC 9113 §7.
+INTERNAL_ERROR = 2
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -165,6 +169,31 @@ def test_base_exception_drops_its_connection_and_the_server_goes_on(
         assert channel.unary_unary("/test.Bytes/Echo")(b"still here", timeout=WAIT) == (
             b"still here"
         )
+
+
+def test_internal_error_sends_goaway_internal_error_before_the_close(
+    io_thread_server: MinigrpcServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An internal error closes its connection after GOAWAY(INTERNAL_ERROR) (RFC 9113 §5.4.1).
+
+    A raw client sees the frames themselves: a call on stream 1 that succeeds, then the call
+    on stream 3 whose handler raises SystemExit on the I/O thread; the GOAWAY names stream 3,
+    the last one the server processed, and the connection ends.
+    """
+    peer = HostileClient(io_thread_server.target)
+    try:
+        peer.send_preface()
+        peer.send_headers(1, peer.request_headers("/test.Bytes/Echo"))
+        peer.send_data(1, grpc_message(b"first"), end_stream=True)
+        assert grpc_status_of(peer.wait_stream_done(1)) == 0
+        with caplog.at_level(logging.ERROR, logger="minigrpc.server"):
+            peer.send_headers(3, peer.request_headers("/test.Bytes/RaiseBaseException"))
+            peer.send_data(3, grpc_message(b"x"), end_stream=True)
+            assert peer.wait_eof(), "the server kept the connection open"
+        assert [(g.last_stream_id, g.error_code) for g in peer.goaways] == [(3, INTERNAL_ERROR)]
+        assert any("internal error" in record.getMessage() for record in caplog.records)
+    finally:
+        peer.close()
 
 
 def test_many_callers_on_several_connections(

@@ -134,9 +134,9 @@ def run_client(mode: Mode, workload: str, client: str, socket_path: str,
                arguments: Sequence[str]) -> Dict[str, Any]:
     """Run one :mod:`bench.workloads` child and return its JSON (or ``{"error": ...}``)."""
     python, env = sys.executable, None
-    if client == pypy.PYPY_CLIENT:
+    if client in pypy.PYPY_CLIENTS:
         # minigrpc's client under PyPy (its longer warm-up is in ``arguments``: warmup_calls).
-        python, env, client = PYPY_PYTHON[0], pypy.pypy_env(REPO_ROOT), "minigrpc"
+        python, env, client = PYPY_PYTHON[0], pypy.pypy_env(REPO_ROOT), pypy.PYPY_CLIENTS[client]
     command = [python, "-m", "bench.workloads", workload, "--client", client,
                "--socket", socket_path, *arguments]
     try:
@@ -240,7 +240,7 @@ def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
 
 def warmup_calls(mode: Mode, client: str) -> int:
     """Untimed calls a latency client makes first: many more for PyPy (bench/pypy.py)."""
-    return mode.pypy_warmup if client == pypy.PYPY_CLIENT else mode.latency_warmup
+    return mode.pypy_warmup if client in pypy.PYPY_CLIENTS else mode.latency_warmup
 
 
 def large_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
@@ -474,6 +474,8 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     started = time.monotonic()
     has_client, has_server = minigrpc_parts()
     clients = (["minigrpc"] if has_client else []) + ["grpcio", "grpclib"]
+    # The asyncio clients (grpc.aio's API) are measured for warm latency only.
+    aio_clients = (["minigrpc-aio"] if has_client else []) + ["grpcio-aio"]
     latency_servers = ["grpcio"] + (["minigrpc"] if has_server else [])
     throughput_servers = (["minigrpc", IO_THREAD_SERVER_IMPL, "minigrpc-aio"]
                           if has_server else []) + ["grpcio", "grpcio-aio", "grpclib"]
@@ -501,6 +503,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
             PYPY_PYTHON[:] = [pypy_python]
             extra_versions["pypy"] = pypy.pypy_version(pypy_python)
             clients.append(pypy.PYPY_CLIENT)
+            aio_clients.append(pypy.PYPY_AIO_CLIENT)
             if has_server:
                 latency_servers.append(pypy.PYPY_SERVER)
                 throughput_servers.append(pypy.PYPY_SERVER)
@@ -537,7 +540,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     actions: Dict[str, Callable[[], Any]] = {
         "nodes": lambda: node_cold.run_section(REPO_ROOT, mode.node_runs, log),
         "cold": lambda: coldstart.run_section(REPO_ROOT, mode.cold_runs, mode.importtime_runs, log),
-        "latency": lambda: latency_section(mode, clients, latency_servers),
+        "latency": lambda: latency_section(mode, [*clients, *aio_clients], latency_servers),
         # grpclib serves here too: the large-message targets compare servers with it as well.
         "large": lambda: large_section(mode, clients, [*latency_servers, "grpclib"]),
         "throughput": lambda: throughput_section(mode, throughput_servers, throughput_clients),

@@ -27,6 +27,10 @@ from typing import Dict, Optional, Tuple
 PYPY_WARMUP = 10000
 #: Row names of the minigrpc client and server run under PyPy.
 PYPY_CLIENT = "minigrpc-pypy"
+#: minigrpc.aio's client under PyPy (warm latency only).
+PYPY_AIO_CLIENT = "minigrpc-aio-pypy"
+#: Each PyPy client row and the bench.workloads client it runs.
+PYPY_CLIENTS = {PYPY_CLIENT: "minigrpc", PYPY_AIO_CLIENT: "minigrpc-aio"}
 PYPY_SERVER = "minigrpc-pypy"
 #: What the venv holds (the setup.cfg range of minigrpc's one pure-Python dependency).
 _REQUIREMENTS = ("h2>=4.1,<5",)

@@ -254,6 +254,24 @@ def targets(results: Dict[str, Any]) -> List[Target]:
                     ratio(throughput_cpu(results, "minigrpc-aio", connections, client),
                           throughput_cpu(results, reference, connections, client)),
                     informational=True))
+    for server in ("grpc-go", "grpcio"):
+        # minigrpc.aio's client beside the other asyncio clients, on the same servers.
+        mine = latency_p50(results, "minigrpc-aio", server)
+        if mine is None:
+            continue
+        for reference, limit in (("grpclib", 0.8), ("grpcio-aio", 1.0)):
+            found.append(Target(
+                "aio", f"p50: minigrpc-aio client / {reference} client ({server} server)", mine,
+                latency_p50(results, reference, server), "<=", limit,
+                ratio(latency_cpu(results, "minigrpc-aio", server, client_cpu),
+                      latency_cpu(results, reference, server, client_cpu))))
+        pypy_aio = latency_p50(results, "minigrpc-aio-pypy", server)
+        if pypy_aio is not None:
+            for reference, limit in (("grpclib", 0.8), ("grpcio-aio", 1.0)):
+                found.append(Target(
+                    "pypy", f"p50: minigrpc-aio client on PyPy / {reference} client on CPython "
+                    f"({server} server)", pypy_aio, latency_p50(results, reference, server),
+                    "<=", limit, informational=True))
     for server, judged in (("grpc-go", True), ("grpcio", False)):
         if latency_p50(results, "minigrpc-pypy", server) is not None:
             found.append(Target(

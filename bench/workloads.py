@@ -14,7 +14,8 @@ with identity serializers and checks that the echo came back unchanged, so a bro
 fails its row instead of producing a fast but meaningless number.
 
 Clients: ``grpcio``, ``minigrpc`` (same synchronous API), ``grpclib`` (asyncio), ``raw`` (the
-length-prefixed socket floor, only against the raw server).
+length-prefixed socket floor, only against the raw server); for the latency workload also
+``minigrpc-aio`` and ``grpcio-aio`` (grpc.aio's API, asyncio).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
 from bench.peers import (
     ECHO_PATH,
@@ -37,7 +38,10 @@ from bench.peers import (
     stream_request,
 )
 
-CLIENT_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw")
+CLIENT_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw", "minigrpc-aio", "grpcio-aio")
+#: Clients on grpc.aio's API, from minigrpc (``minigrpc.aio``) or grpcio (``grpc.aio``): the
+#: same coroutine measures both (the latency workload only).
+AIO_CLIENTS = ("minigrpc-aio", "grpcio-aio")
 
 #: Calls made before timing starts: connection set-up, HPACK tables, windows, thread pools.
 DEFAULT_WARMUP = 200
@@ -117,9 +121,10 @@ def latency(client: str, socket_path: str, size: int, calls: int, warmup: int) -
     """Per-call round trip in microseconds, one call at a time on one warm connection, and
     the client process's CPU time per call (all its threads: grpcio's pollers count too)."""
     payload = make_payload(size)
-    if client == "grpclib":
-        samples, cpu_seconds = _grpclib_run(
-            _grpclib_latency(socket_path, payload, calls, warmup))
+    if client == "grpclib" or client in AIO_CLIENTS:
+        measure = _aio_latency(client, socket_path) if client in AIO_CLIENTS else (
+            _grpclib_latency(socket_path))
+        samples, cpu_seconds = _grpclib_run(measure(payload, calls, warmup))
         return {"samples_us": samples, "cpu_us_per_call": cpu_seconds / calls * 1e6}
     echo, close = open_sync_client(client, socket_path)
     try:
@@ -297,24 +302,50 @@ def _grpclib_method(socket_path: str) -> Tuple[Any, Any]:
     return channel, UnaryUnaryMethod(channel, ECHO_PATH, bytes, bytes)
 
 
-async def _grpclib_latency(socket_path: str, payload: bytes, calls: int, warmup: int
-                           ) -> Tuple[List[float], float]:
-    channel, method = _grpclib_method(socket_path)
-    try:
-        for _ in range(warmup):
-            _check_echo(payload, await method(payload))
-        clock = time.perf_counter_ns
-        samples_ns: List[int] = []
-        reply = b""
-        cpu_started = time.process_time()
-        for _ in range(calls):
-            started = clock()
-            reply = await method(payload)
-            samples_ns.append(clock() - started)
-        cpu_seconds = time.process_time() - cpu_started
-        _check_echo(payload, reply)
-    finally:
-        channel.close()
+AsyncEcho = Callable[[bytes], Awaitable[bytes]]
+LatencyRun = Callable[[bytes, int, int], Awaitable[Tuple[List[float], float]]]
+
+
+def _grpclib_latency(socket_path: str) -> LatencyRun:
+    async def measure(payload: bytes, calls: int, warmup: int) -> Tuple[List[float], float]:
+        channel, method = _grpclib_method(socket_path)
+        try:
+            return await _timed_calls(method, payload, calls, warmup)
+        finally:
+            channel.close()
+
+    return measure
+
+
+def _aio_latency(client: str, socket_path: str) -> LatencyRun:
+    """The latency loop on grpc.aio's API: ``minigrpc.aio`` or grpcio's ``grpc.aio``."""
+    if client == "grpcio-aio":
+        from grpc import aio
+    else:
+        from minigrpc import aio  # type: ignore[no-redef]
+
+    async def measure(payload: bytes, calls: int, warmup: int) -> Tuple[List[float], float]:
+        async with aio.insecure_channel("unix:" + socket_path) as channel:
+            return await _timed_calls(channel.unary_unary(ECHO_PATH), payload, calls, warmup)
+
+    return measure
+
+
+async def _timed_calls(echo: AsyncEcho, payload: bytes, calls: int, warmup: int
+                       ) -> Tuple[List[float], float]:
+    """``warmup`` untimed calls, then ``calls`` timed ones: (µs per call, CPU seconds)."""
+    for _ in range(warmup):
+        _check_echo(payload, await echo(payload))
+    clock = time.perf_counter_ns
+    samples_ns: List[int] = []
+    reply = b""
+    cpu_started = time.process_time()
+    for _ in range(calls):
+        started = clock()
+        reply = await echo(payload)
+        samples_ns.append(clock() - started)
+    cpu_seconds = time.process_time() - cpu_started
+    _check_echo(payload, reply)
     return [value / 1000.0 for value in samples_ns], cpu_seconds
 
 

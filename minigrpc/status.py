@@ -16,7 +16,8 @@ Codes and names follow ``doc/statuscodes.md``; :class:`StatusCode` mirrors grpci
 
 import abc
 import enum
-from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional, Tuple, Union
+import sys
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Optional, Tuple, Union
 
 #: Call metadata as grpcio exposes it: ``(key, value)`` pairs, ``bytes`` values for ``-bin`` keys.
 Metadata = Tuple[Tuple[str, Union[str, bytes]], ...]
@@ -67,6 +68,21 @@ class StatusCode(enum.Enum):
 
 
 _BY_NUMBER = {code.number: code for code in StatusCode}
+
+
+def code_for_context(context: Any, code: StatusCode) -> Any:
+    """``code`` as the library serving ``context`` spells it.
+
+    minigrpc's servers take grpcio's StatusCode members as well as their own, but grpcio's take
+    only grpcio's (another enum's member ends the call UNKNOWN).  The servicers minigrpc ships
+    (health, reflection) also run on grpcio's servers, so they answer in the enum of the
+    library that defined the context's class: ``grpc``'s when that is grpcio.
+    """
+    library = sys.modules.get(type(context).__module__.partition(".")[0])
+    status_code = getattr(library, "StatusCode", None)
+    if status_code is None or status_code is StatusCode:
+        return code
+    return status_code[code.name]
 
 # grpc-go's ``codes.Code.String()`` names. Written out rather than derived: "OK" and "Canceled"
 # do not follow the CamelCase of the enum names.

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Iterable, Iterator, List, Optional, Set
 from google.protobuf import descriptor_pool
 
 from minigrpc import descriptors
-from minigrpc.status import StatusCode
+from minigrpc.status import StatusCode, code_for_context
 
 __all__ = [
     "AsyncReflectionServicer",
@@ -87,7 +87,7 @@ class ServerReflectionServicer:
     """The base class generated code gives: UNIMPLEMENTED until a subclass overrides it."""
 
     def ServerReflectionInfo(self, request_iterator: Iterator[Any], context: Any) -> Any:
-        context.set_code(StatusCode.UNIMPLEMENTED)
+        context.set_code(code_for_context(context, StatusCode.UNIMPLEMENTED))
         context.set_details("ServerReflectionInfo is not implemented")
         raise NotImplementedError("ServerReflectionInfo is not implemented")
 

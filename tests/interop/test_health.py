@@ -200,3 +200,26 @@ def test_the_non_blocking_attributes_belong_to_each_instance() -> None:
         assert first.Watch.experimental_thread_pool is None
     finally:
         pool.shutdown()
+
+
+@pytest.mark.parametrize("servicer_kind", ["HealthServicer", "base"])
+def test_minigrpc_servicers_answer_in_grpcios_codes_on_a_grpcio_server(servicer_kind: str) -> None:
+    """grpcio's servers take only grpcio's StatusCode members: NOT_FOUND for an unknown
+    service (and UNIMPLEMENTED from the generated-style base class) must not become UNKNOWN."""
+    servicer = (
+        health.HealthServicer() if servicer_kind != "base" else health_pb2_grpc.HealthServicer()
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    address = listen_address("unix-abstract", None)
+    server.add_insecure_port(address)
+    server.start()
+    try:
+        with grpc.insecure_channel(address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.Check(health_pb2.HealthCheckRequest(service="unknown"), timeout=10)
+    finally:
+        server.stop(None).wait(30)
+    expected = "NOT_FOUND" if servicer_kind != "base" else "UNIMPLEMENTED"
+    assert caught.value.code() is grpc.StatusCode[expected]

@@ -12,7 +12,7 @@ import asyncio
 from typing import Any, AsyncIterator, Dict, Optional, Set
 
 from minigrpc.health.v1 import health_pb2, health_pb2_grpc
-from minigrpc.status import StatusCode
+from minigrpc.status import StatusCode, code_for_context
 
 __all__ = ["HealthServicer"]
 
@@ -28,7 +28,8 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
     async def Check(self, request: Any, context: Any) -> Any:
         status = self._statuses.get(request.service)
         if status is None:
-            await context.abort(StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            not_found = code_for_context(context, StatusCode.NOT_FOUND)
+            await context.abort(not_found, f"unknown service {request.service!r}")
         return health_pb2.HealthCheckResponse(status=status)
 
     async def List(self, request: Any, context: Any) -> Any:

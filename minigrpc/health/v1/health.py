@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from minigrpc.health.v1 import _async as aio
 from minigrpc.health.v1 import health_pb2, health_pb2_grpc
-from minigrpc.status import StatusCode
+from minigrpc.status import StatusCode, code_for_context
 
 __all__ = ["OVERALL_HEALTH", "HealthServicer", "aio"]
 
@@ -94,7 +94,8 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
         with self._lock:
             status = self._statuses.get(request.service)
         if status is None:
-            context.abort(StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            not_found = code_for_context(context, StatusCode.NOT_FOUND)
+            context.abort(not_found, f"unknown service {request.service!r}")
         return health_pb2.HealthCheckResponse(status=status)
 
     def List(self, request: Any, context: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 from minigrpc import descriptors
 from minigrpc.health.v1 import health_pb2
-from minigrpc.status import StatusCode
+from minigrpc.status import StatusCode, code_for_context
 
 __all__ = ["HealthServicer", "HealthStub", "add_HealthServicer_to_server"]
 
@@ -22,7 +22,7 @@ class HealthStub(descriptors.ServiceStub):
 
 
 def _unimplemented(context: Any, method: str) -> None:
-    context.set_code(StatusCode.UNIMPLEMENTED)
+    context.set_code(code_for_context(context, StatusCode.UNIMPLEMENTED))
     context.set_details(f"{method} is not implemented")
     raise NotImplementedError(f"{method} is not implemented")
 

@@ -197,6 +197,36 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
         "",
     ),
     ApiName(
+        "aio.insecure_channel",
+        True,
+        "the blocking channel's targets and options; the four multi-callables (awaitable unary "
+        "calls, `async for`, `read()`, `write()`, `done_writing()`), `channel_ready()`, "
+        "`get_state()`, `close(grace)`, `async with`",
+        "",
+    ),
+    ApiName(
+        "aio.secure_channel",
+        True,
+        "TLS through asyncio's ssl with the blocking API's credentials: ALPN h2, mutual TLS, "
+        "call credentials",
+        "",
+    ),
+    ApiName(
+        "aio.UnaryUnaryClientInterceptor",
+        True,
+        "and the other three kinds; an interceptor may change the call details, answer a unary "
+        "call itself or wrap a response stream",
+        "",
+    ),
+    ApiName(
+        "aio.AioRpcError",
+        True,
+        "raised by a call that ends with an error; one the application cancelled (`cancel()`, "
+        "or a cancelled task, which sends RST_STREAM CANCEL) raises `asyncio.CancelledError`, "
+        "as in grpcio",
+        "",
+    ),
+    ApiName(
         "aio.server",
         True,
         "`minigrpc.aio.server()` on the same sans-IO server core: `async def` handlers and async "

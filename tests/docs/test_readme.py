@@ -103,3 +103,17 @@ def test_addons_example_runs_and_prints_what_its_comments_say() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == expected == ["2", "no such thing"]
+
+
+@pytest.mark.timeout(60)
+def test_asyncio_client_example_runs_and_prints_what_its_comments_say() -> None:
+    (block,) = [b for b in _python_blocks() if "aio.UnaryUnaryClientInterceptor" in b]
+    expected = [
+        line.rsplit("# ", 1)[1] for line in block.splitlines() if "print(" in line and "# " in line
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=50,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == expected

@@ -192,16 +192,109 @@ def test_missing_socket_reads_like_grpc_go() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_import_leaves_h2_state_machine_and_channel_unloaded() -> None:
+def test_import_leaves_h2_and_the_channel_unloaded() -> None:
+    """What the plugin's call path imports: hyperframe and hpack, no h2 module at all, none of
+    the channel's machinery, and neither zlib nor base64 (loaded only to compress or for
+    ``-bin`` metadata)."""
     code = (
-        "import sys, minigrpc.oneshot; "
-        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('h2', 'minigrpc')))))"
+        "import sys, cni_client.client, minigrpc.oneshot; "
+        "print(' '.join(sorted(sys.modules)))"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, check=True, cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": REPO_ROOT},
     ).stdout.decode().split()
-    assert "minigrpc.oneshot" in loaded
-    for heavy in ("h2.connection", "h2.stream", "minigrpc.client_protocol", "minigrpc.protocol",
-                  "minigrpc.transport", "minigrpc.channel", "minigrpc.calls"):
+    assert "minigrpc.oneshot" in loaded and "hpack" in loaded and "hyperframe.frame" in loaded
+    assert not [name for name in loaded if name == "h2" or name.startswith("h2.")], loaded
+    for heavy in ("minigrpc.client_protocol", "minigrpc.protocol", "minigrpc.transport",
+                  "minigrpc.channel", "minigrpc.calls", "minigrpc.trace", "zlib", "base64"):
         assert heavy not in loaded, f"{heavy} is loaded: {loaded}"
+
+
+# -- fuzzing: any bytes a peer sends end the call with a status --------------------------------
+
+hypothesis = pytest.importorskip("hypothesis")
+from hyperframe.frame import SettingsFrame  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from minigrpc import headers, wire  # noqa: E402
+from minigrpc.oneshot_protocol import OneShotCall  # noqa: E402
+from tests.support.fuzzing import (  # noqa: E402
+    CUTS,
+    EDITS,
+    RESPONSE_HEADER,
+    chunked,
+    frame_specs,
+    fuzz,
+    mutate,
+    render,
+    valid_response,
+)
+
+
+def _drive(stream: bytes, cuts: List[int]) -> None:
+    """Feed ``stream`` in chunks; then the connection ends. The invariants of the channel's
+    fuzzing (tests/unit/test_fuzz.py): nothing raises, the call ends with a StatusCode, and an
+    OK call has its one message."""
+    call = OneShotCall(
+        headers.request_headers(path="/f.S/M", authority="localhost", user_agent="fuzz/1"),
+        wire.encode_message(b"\x08\x01"),
+    )
+    call.initiate()
+    assert call.data_to_send().startswith(b"PRI * HTTP/2.0")
+    for chunk in chunked(stream, cuts):
+        call.receive_data(chunk)
+        assert isinstance(call.data_to_send(), bytes)
+    call.connection_lost(None)
+    call.close()
+    assert isinstance(call.data_to_send(), bytes)
+    final = call.status
+    assert final is not None
+    assert isinstance(final.code, StatusCode)
+    str(final)
+    assert (call.response is not None) == (final.code is StatusCode.OK)
+
+
+@fuzz(300)
+@given(
+    specs=st.lists(frame_specs(RESPONSE_HEADER), max_size=12),
+    with_settings=st.booleans(),
+    cuts=CUTS,
+)
+def test_fuzz_generated_frames(
+    specs: List[Tuple[Any, ...]], with_settings: bool, cuts: List[int]
+) -> None:
+    prefix = SettingsFrame(0).serialize() if with_settings else b""
+    _drive(prefix + render(specs), cuts)
+
+
+@fuzz(300)
+@given(edits=EDITS, cuts=CUTS, payload=st.binary(max_size=100))
+def test_fuzz_mutated_response(
+    edits: List[Tuple[int, int, int]], cuts: List[int], payload: bytes
+) -> None:
+    _drive(mutate(valid_response(payload), edits), cuts)
+
+
+@pytest.mark.timeout(120)
+@fuzz(20)
+@given(
+    specs=st.lists(frame_specs(RESPONSE_HEADER), max_size=8),
+    edits=EDITS,
+    close=st.booleans(),
+)
+def test_fuzz_over_socket(specs: List[Tuple[Any, ...]], edits: List[Any], close: bool) -> None:
+    """Generated answers from a real peer: a status within the deadline, never an exception."""
+    answer = mutate(valid_response()[18:], edits) if edits else render(specs)
+
+    def fault(conn: RawConn, request: StreamRecord) -> Any:
+        conn.send(answer)
+        return "close" if close else None
+
+    with ScriptedServer(rpc_script(fault)) as server:
+        result, elapsed = bounded_call(
+            0.5 + DEADLINE_SLACK, server.target, "/f.S/M", b"\x08\x01", timeout=0.5
+        )
+    assert result is not None, f"the call outlived its deadline ({elapsed:.1f} s)"
+    assert isinstance(result[0].code, StatusCode)

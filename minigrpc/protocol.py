@@ -387,6 +387,9 @@ class ConnectionProtocol:
         #: and its decoder (:meth:`may_lead`).
         self.lead_stream: Optional[int] = None
         self._lead_decoder: Optional[wire.MessageDecoder] = None
+        #: How far beyond its limit the account may go for the lead stream (a server sets it to
+        #: its largest request message).
+        self.lead_allowance = 4 * 1024 * 1024
 
     def data_to_send(self) -> bytes:
         """Everything h2 queued: frames for calls, ACKs, WINDOW_UPDATEs, PING replies."""
@@ -443,7 +446,10 @@ class ConnectionProtocol:
         what that message still needs (:meth:`_top_up_lead`).  Without it, streams that each
         hold part of a large message while the connection window is spent would all wait for
         each other (RFC 9113 §5.2.2 warns of such deadlocks); with it, what is buffered beyond
-        the budget is bounded by the stream windows already granted.
+        the budget is bounded by :attr:`lead_allowance`: a client that spends the lead's window
+        on other streams gets it only until then.  The connection window is raised by at least
+        :data:`DATA_BATCH`, so that a message missing a byte or two cannot be answered with a
+        flood of tiny frames.
         """
         if decoder.at_boundary or self.lead_stream not in (None, stream_id):
             return False
@@ -466,11 +472,16 @@ class ConnectionProtocol:
         if decoder.at_boundary or self._stream_closed(stream_id):
             self.lead_stream = self._lead_decoder = None
             return
+        memory = self.memory
+        if memory is not None and memory.inbound >= memory.limit + self.lead_allowance:
+            return  # what other streams took of the lead's window is all it may take
         missing = max(decoder.missing, wire.PREFIX_LENGTH)
         conn = self.conn
         window = conn.inbound_flow_control_window
-        if window < missing and window + missing < 2**31 - 1:
-            conn.increment_flow_control_window(missing - window)
+        if window < missing:
+            grant = max(missing, DATA_BATCH) - window
+            if window + grant < 2**31 - 1:
+                conn.increment_flow_control_window(grant)
         window = conn.streams[stream_id].inbound_flow_control_window
         if window < missing and window + missing < 2**31 - 1:
             conn.increment_flow_control_window(missing - window, stream_id)

@@ -430,6 +430,9 @@ class ServerConnection(ConnectionProtocol):
         )
         #: This connection's account in the server's memory budget (its own when none is given).
         self.memory = (memory or MemoryBudget()).open_connection()
+        self.lead_allowance = (
+            self.settings.max_receive_message_length or wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
+        )
         self._calls: Dict[int, _Call] = {}
         self._blocked: Set[int] = set()  # streams waiting for window or output room
         self._unsent: Set[int] = set()  # streams with messages queued since the last write

@@ -136,8 +136,34 @@ class Target:
         return "**met**" if met else "**not met**"
 
 
-def targets(results: Dict[str, Any]) -> List[Target]:
+def node_targets(results: Dict[str, Any]) -> List[Target]:
+    """Per node interpreter (bench/node_cold.py): the slowest command's median over the bare
+    start's, and the largest peak RSS over the bare start's."""
+    section = results.get("nodes") or {}
+    limits = section.get("limits", {"wall": node_cold.WALL_LIMIT, "rss": node_cold.RSS_LIMIT})
     found: List[Target] = []
+    for interpreter in section.get("interpreters", []):
+        key, label = interpreter["key"], interpreter["label"]
+
+        def worst(field: str, key: str = key) -> Optional[float]:
+            values = [node_cold.stage_median(section, key, command, field)
+                      for command in node_cold.COMMANDS]
+            return None if None in values else max(v for v in values if v is not None)
+
+        def bare(field: str, key: str = key) -> Optional[float]:
+            return node_cold.stage_median(section, key, "bare", field)
+
+        found.append(Target("node", f"wall: dist/antrea's slowest of ADD/CHECK/DEL / bare "
+                                    f"start, {label}", worst("wall_ms"), bare("wall_ms"), "<=",
+                            limits["wall"], ratio(worst("cpu_ms"), bare("cpu_ms"))))
+        if section.get("rss_measured", True):
+            found.append(Target("node", f"peak RSS: dist/antrea / bare start, {label}",
+                                worst("rss_mib"), bare("rss_mib"), "<=", limits["rss"]))
+    return found
+
+
+def targets(results: Dict[str, Any]) -> List[Target]:
+    found: List[Target] = node_targets(results)
     installed_wall = cold_median(results, "installed", "wall_ms")
     installed_cpu = cold_median(results, "installed", "cpu_ms")
     found += [
@@ -317,10 +343,17 @@ def _meta_section(results: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def _targets_section(found: Sequence[Target]) -> List[str]:
-    rows = [[t.area, t.text, f"{t.op} {t.limit:g}×", _fmt_ratio(t.ratio), t.verdict,
+TARGETS_HEADER = ("area", "measure", "target", "measured", "verdict", "CPU ratio")
+
+
+def _target_rows(found: Sequence[Target]) -> List[List[str]]:
+    return [[t.area, t.text, f"{t.op} {t.limit:g}×", _fmt_ratio(t.ratio), t.verdict,
              _fmt_ratio(t.cpu_ratio) if t.cpu_ratio is not None else ""]
             for t in found]
+
+
+def _targets_section(found: Sequence[Target]) -> List[str]:
+    rows = _target_rows(found)
     return ["## Performance targets", "",
             "Ratios of medians, minigrpc (or the plugin on it) over the reference. The last "
             "column is the same comparison in CPU time of the process under test, per call "
@@ -335,8 +368,10 @@ def _targets_section(found: Sequence[Target]) -> List[str]:
             "antrea-agent meets: grpcio and grpc-go servers (antrea-agent's library) for the "
             "client rows; grpcio's client, grpc-go's client and h2load (C) as the load for the "
             "server rows. The client CPU targets divide by `bench/h2floor.py`'s measure of h2 "
-            "alone for the same frames as each server sends them.", "",
-            *_table(("area", "measure", "target", "measured", "verdict", "CPU ratio"), rows)]
+            "alone for the same frames as each server sends them. The node rows judge "
+            "`dist/antrea` on each interpreter against that interpreter's own bare start "
+            "(section \"Cold start on each node interpreter\").", "",
+            *_table(TARGETS_HEADER, rows)]
 
 
 def _cold_section(results: Dict[str, Any]) -> List[str]:
@@ -845,10 +880,24 @@ def splice_report(results: Dict[str, Any], output_dir: str) -> str:
         text = render_markdown({"meta": results.get("meta", {})}, None)
     text = node_cold.splice(text, node_cold.DOC_BEGIN, node_cold.DOC_END,
                             node_cold.render_section(results), "## 1. ")
+    text = _splice_target_rows(text, "node", node_targets(results))
     os.makedirs(output_dir, exist_ok=True)
     with open(markdown_path, "w", encoding="utf-8") as handle:
         handle.write(text)
     return markdown_path
+
+
+def _splice_target_rows(text: str, area: str, found: Sequence[Target]) -> str:
+    """The targets table of ``text`` with its ``area`` rows replaced by ``found``'s, first in
+    the table as :func:`targets` orders them (a report without a targets table is left as is)."""
+    header = _table(TARGETS_HEADER, [])
+    lines = [line for line in text.split("\n") if not line.startswith(f"| {area} |")]
+    for index in range(len(lines) - 1):
+        if lines[index:index + 2] == header:
+            rows = _table(TARGETS_HEADER, _target_rows(found))[2:]
+            lines[index + 2:index + 2] = rows
+            break
+    return "\n".join(lines)
 
 
 def splice_readme(results: Dict[str, Any], readme: str) -> None:

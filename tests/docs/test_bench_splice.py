@@ -7,6 +7,8 @@ last full run wrote it.  Pure text handling; no benchmark runs here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench import node_cold
 
 
@@ -22,3 +24,41 @@ def test_only_nodes_replaces_its_own_section() -> None:
     assert node_cold.splice(without, node_cold.DOC_BEGIN, node_cold.DOC_END, block,
                             "## 1. ") == "\n".join(["# Benchmarks", "", *block, "",
                                                     "## 1. Cold plugin invocation", "kept"])
+
+
+def _samples(wall: float, rss: float) -> dict:
+    return {"wall_ms": [wall], "cpu_ms": [wall], "rss_mib": [rss], "failures": []}
+
+
+def test_only_nodes_replaces_the_node_rows_of_the_targets_table(tmp_path: Path) -> None:
+    """The node rows of the targets table are the spliced run's; every other row stays."""
+    from bench.report import TARGETS_HEADER, splice_report
+
+    measured = {"bare": _samples(10.0, 8.0), "ADD": _samples(25.0, 11.0),
+                "CHECK": _samples(31.0, 11.0), "DEL": _samples(24.0, 13.0)}
+    results = {"nodes": {"runs": 1, "limits": {"wall": 3.0, "rss": 1.5},
+                         "network_config": {"cniVersion": "1.0.0"}, "date": "now",
+                         "interpreters": [{"key": "3.9", "label": "CPython 3.9.18"}],
+                         "measured": {"3.9": measured}}}
+    header = "| " + " | ".join(TARGETS_HEADER) + " |"
+    old = "\n".join(["# Benchmarks", "", "## Performance targets", "", header,
+                     "|" + "|".join("---" for _ in TARGETS_HEADER) + "|",
+                     "| node | stale row | <= 3× | 9.00× | **not met** |  |",
+                     "| cold | kept row | <= 1.15× | 1.03× | **met** |  |", "",
+                     "## 1. Cold plugin invocation", "kept", ""])
+    (tmp_path / "benchmarks.md").write_text(old, encoding="utf-8")
+    splice_report(results, str(tmp_path))
+    text = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
+    assert "stale row" not in text
+    rows = [line for line in text.split("\n") if line.startswith("| node |")]
+    assert rows == [
+        "| node | wall: dist/antrea's slowest of ADD/CHECK/DEL / bare start, CPython 3.9.18 |"
+        " <= 3× | 3.10× | **not met** | 3.10× |",
+        "| node | peak RSS: dist/antrea / bare start, CPython 3.9.18 | <= 1.5× | 1.62× |"
+        " **not met** |  |"]
+    lines = text.split("\n")
+    assert lines[lines.index(rows[-1]) + 1] == "| cold | kept row | <= 1.15× | 1.03× | **met** |  |"
+    assert ("| CPython 3.9.18 (RHEL 9, AL2023, Debian 11) | 10.0 | 25.0 (2.5×) | 31.0 (3.1×) |"
+            " 24.0 (2.4×) | 8.0 → 13.0 (1.6×) |") in text
+    assert text.index(node_cold.DOC_BEGIN) < text.index("## 1. Cold plugin invocation")
+    assert text.endswith("kept\n")

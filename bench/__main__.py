@@ -4,7 +4,8 @@ Modes: the default (full, about 6 minutes on 2 cores), ``--quick`` (well under 2
 a smoke run by hand) and ``--tiny`` (seconds; what tests/docs/test_bench_smoke.py runs).  Only the
 repetition counts differ between modes; every section, peer and code path is the same.
 ``--only nodes`` measures the per-interpreter cold start alone (:mod:`bench.node_cold`, about two
-minutes in full mode) and replaces just its section of docs/benchmarks.md and the README's table.
+minutes in full mode) and replaces just its section of docs/benchmarks.md and the README's table;
+``--only aio`` does the same for the asyncio clients' latency (:mod:`bench.aio_clients`).
 
 The harness process itself imports no gRPC library: it starts servers (:mod:`bench.peers`) and
 clients (:mod:`bench.workloads`) as children, reads their JSON, and writes the report
@@ -27,15 +28,15 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import coldstart, loadgen, node_cold, pypy
+from bench import aio_clients, coldstart, loadgen, node_cold, pypy
 from bench.peers import GO_SERVER_IMPL, IO_THREAD_SERVER_IMPL, PeerError, PeerProcess, bench_server
 from bench.report import splice_readme, splice_report, write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SECTIONS = ("nodes", "cold", "latency", "large", "throughput", "stream")
+SECTIONS = ("nodes", "cold", "latency", "aio", "large", "throughput", "stream")
 #: Sections that ``--only`` can measure and splice into an existing report on their own.
-SPLICEABLE = ("nodes",)
+SPLICEABLE = ("nodes", "aio")
 
 MIB = 1 << 20
 
@@ -221,8 +222,8 @@ def _pairs(clients: Sequence[str], servers: Sequence[str], with_raw: bool = True
     return [*pairs, ("raw", "raw")] if with_raw else pairs
 
 
-def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
-                    ) -> List[Dict[str, Any]]:
+def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str],
+                    with_raw: bool = True) -> List[Dict[str, Any]]:
     def record(row: Dict[str, Any], result: Dict[str, Any]) -> None:
         row["samples_us"].extend(result["samples_us"])
         for key in ("cpu_us_per_call", "server_cpu_us_per_call"):
@@ -235,7 +236,14 @@ def latency_section(mode: Mode, clients: Sequence[str], servers: Sequence[str]
 
     return _client_server_rounds(
         mode, "latency", mode.latency_rounds, clients, servers, {"samples_us": []},
-        args, lambda client: mode.latency_calls + warmup_calls(mode, client), record)
+        args, lambda client: mode.latency_calls + warmup_calls(mode, client), record, with_raw)
+
+
+def aio_section(mode: Mode, go_available: bool, pypy_available: bool) -> List[Dict[str, Any]]:
+    """The asyncio clients' warm latency on grpc-go's and grpcio's servers (bench.aio_clients)."""
+    clients = [*aio_clients.CLIENTS, *([pypy.PYPY_AIO_CLIENT] if pypy_available else [])]
+    servers = [*([GO_SERVER_IMPL] if go_available else []), "grpcio"]
+    return latency_section(mode, clients, servers, with_raw=False)
 
 
 def warmup_calls(mode: Mode, client: str) -> int:
@@ -474,15 +482,13 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     started = time.monotonic()
     has_client, has_server = minigrpc_parts()
     clients = (["minigrpc"] if has_client else []) + ["grpcio", "grpclib"]
-    # The asyncio clients (grpc.aio's API) are measured for warm latency only.
-    aio_clients = (["minigrpc-aio"] if has_client else []) + ["grpcio-aio"]
     latency_servers = ["grpcio"] + (["minigrpc"] if has_server else [])
     throughput_servers = (["minigrpc", IO_THREAD_SERVER_IMPL, "minigrpc-aio"]
                           if has_server else []) + ["grpcio", "grpcio-aio", "grpclib"]
     throughput_clients = ["grpcio"]
     notes = list(notes)
     extra_versions: Dict[str, str] = {}
-    if any(section in sections for section in ("latency", "large", "throughput")):
+    if any(section in sections for section in ("latency", "aio", "large", "throughput")):
         go_peers, why_not = loadgen.go_peers_or_reason()
         if go_peers is None:
             notes.append(f"No grpc-go rows: {why_not}.")
@@ -503,7 +509,6 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
             PYPY_PYTHON[:] = [pypy_python]
             extra_versions["pypy"] = pypy.pypy_version(pypy_python)
             clients.append(pypy.PYPY_CLIENT)
-            aio_clients.append(pypy.PYPY_AIO_CLIENT)
             if has_server:
                 latency_servers.append(pypy.PYPY_SERVER)
                 throughput_servers.append(pypy.PYPY_SERVER)
@@ -540,7 +545,8 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     actions: Dict[str, Callable[[], Any]] = {
         "nodes": lambda: node_cold.run_section(REPO_ROOT, mode.node_runs, log),
         "cold": lambda: coldstart.run_section(REPO_ROOT, mode.cold_runs, mode.importtime_runs, log),
-        "latency": lambda: latency_section(mode, [*clients, *aio_clients], latency_servers),
+        "latency": lambda: latency_section(mode, clients, latency_servers),
+        "aio": lambda: aio_section(mode, GO_SERVER_IMPL in latency_servers, bool(PYPY_PYTHON)),
         # grpclib serves here too: the large-message targets compare servers with it as well.
         "large": lambda: large_section(mode, clients, [*latency_servers, "grpclib"]),
         "throughput": lambda: throughput_section(mode, throughput_servers, throughput_clients),
@@ -578,17 +584,32 @@ def _is_repository_docs(output_dir: str) -> bool:
     return os.path.abspath(output_dir) == os.path.join(REPO_ROOT, "docs")
 
 
-def run_only(mode: Mode, output_dir: str, json_path: Optional[str]) -> str:
-    """``--only nodes``: the per-interpreter cold start alone, spliced into the report."""
+def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]) -> str:
+    """``--only nodes`` (the per-interpreter cold start) or ``--only aio`` (the asyncio
+    clients): that section alone, spliced into the report."""
     started = time.monotonic()
-    results: Dict[str, Any] = {"nodes": node_cold.run_section(REPO_ROOT, mode.node_runs, log)}
+    results: Dict[str, Any]
+    if section == "aio":
+        go_peers, why_not = loadgen.go_peers_or_reason()
+        if go_peers is None:
+            log(f"no grpc-go rows: {why_not}")
+        pypy_python, why_not = pypy.pypy_python_or_reason()
+        if pypy_python is not None:
+            PYPY_PYTHON[:] = [pypy_python]
+        results = {"aio": aio_section(mode, go_peers is not None, pypy_python is not None),
+                   "aio_config": {"latency_calls": mode.latency_calls,
+                                  "latency_rounds": mode.latency_rounds},
+                   "aio_date": datetime.datetime.now(datetime.timezone.utc).strftime(
+                       "%Y-%m-%d %H:%M UTC") + f" ({mode.name} mode)"}
+    else:
+        results = {"nodes": node_cold.run_section(REPO_ROOT, mode.node_runs, log)}
     if json_path:
         with open(json_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle)
     path = splice_report(results, output_dir)
-    if _is_repository_docs(output_dir):
+    if section == "nodes" and _is_repository_docs(output_dir):
         splice_readme(results, README_PATH)
-    log(f"wrote the node section of {path} in {time.monotonic() - started:.0f} s")
+    log(f"wrote the {section} section of {path} in {time.monotonic() - started:.0f} s")
     return path
 
 
@@ -627,7 +648,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--only takes one of {', '.join(SPLICEABLE)}, not {options.only}")
     try:
         if options.only is not None:
-            run_only(mode, options.output_dir, options.json)
+            run_only(mode, options.only, options.output_dir, options.json)
         else:
             run(mode, sections, options.output_dir, not options.no_chart, options.note,
                 options.json)

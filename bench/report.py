@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import node_cold
+from bench import aio_clients, node_cold
 from bench.peers import IO_THREAD_SERVER_IMPL
 from bench.stats import median, percentile, ratio
 
@@ -134,6 +134,19 @@ class Target:
             return "for information"
         met = self.ratio <= self.limit if self.op == "<=" else self.ratio >= self.limit
         return "**met**" if met else "**not met**"
+
+
+def aio_targets(results: Dict[str, Any]) -> List[Target]:
+    """minigrpc.aio's client beside the other asyncio clients (bench/aio_clients.py); its PyPy
+    rows for information."""
+    found: List[Target] = []
+    for mine, reference, server, limit, _ratio, cpu_ratio in aio_clients.comparisons(results):
+        on_pypy = mine != aio_clients.MINE[0]
+        found.append(Target(
+            "aio", f"p50: {mine} client / {reference} client ({server} server)",
+            aio_clients.p50(results, mine, server), aio_clients.p50(results, reference, server),
+            "<=", limit, cpu_ratio, informational=on_pypy))
+    return found
 
 
 def node_targets(results: Dict[str, Any]) -> List[Target]:
@@ -280,24 +293,7 @@ def targets(results: Dict[str, Any]) -> List[Target]:
                     ratio(throughput_cpu(results, "minigrpc-aio", connections, client),
                           throughput_cpu(results, reference, connections, client)),
                     informational=True))
-    for server in ("grpc-go", "grpcio"):
-        # minigrpc.aio's client beside the other asyncio clients, on the same servers.
-        mine = latency_p50(results, "minigrpc-aio", server)
-        if mine is None:
-            continue
-        for reference, limit in (("grpclib", 0.8), ("grpcio-aio", 1.0)):
-            found.append(Target(
-                "aio", f"p50: minigrpc-aio client / {reference} client ({server} server)", mine,
-                latency_p50(results, reference, server), "<=", limit,
-                ratio(latency_cpu(results, "minigrpc-aio", server, client_cpu),
-                      latency_cpu(results, reference, server, client_cpu))))
-        pypy_aio = latency_p50(results, "minigrpc-aio-pypy", server)
-        if pypy_aio is not None:
-            for reference, limit in (("grpclib", 0.8), ("grpcio-aio", 1.0)):
-                found.append(Target(
-                    "pypy", f"p50: minigrpc-aio client on PyPy / {reference} client on CPython "
-                    f"({server} server)", pypy_aio, latency_p50(results, reference, server),
-                    "<=", limit, informational=True))
+    found += aio_targets(results)
     for server, judged in (("grpc-go", True), ("grpcio", False)):
         if latency_p50(results, "minigrpc-pypy", server) is not None:
             found.append(Target(
@@ -764,7 +760,7 @@ def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
     if chart_name:
         lines += [f"![benchmark chart]({chart_name})", ""]
     for section in (node_cold.render_section, _cold_section, _importtime_section,
-                    _latency_section, _large_section,
+                    _latency_section, aio_clients.render_section, _large_section,
                     _throughput_section, _stream_section, _profiles_section, _method_section,
                     _noise_section, _meta_section):
         part = section(results)
@@ -869,8 +865,8 @@ def write_report(results: Dict[str, Any], output_dir: str, chart: bool,
 
 
 def splice_report(results: Dict[str, Any], output_dir: str) -> str:
-    """Replace only the per-interpreter cold-start section of an existing benchmarks.md with
-    ``results``' (``python -m bench --only nodes``); the rest of the report keeps the figures of
+    """Replace only the sections measured in ``results`` (``python -m bench --only nodes`` or
+    ``--only aio``) of an existing benchmarks.md; the rest of the report keeps the figures of
     its last full run.  Returns the markdown path."""
     markdown_path = os.path.join(output_dir, "benchmarks.md")
     try:
@@ -878,9 +874,14 @@ def splice_report(results: Dict[str, Any], output_dir: str) -> str:
             text = handle.read()
     except FileNotFoundError:
         text = render_markdown({"meta": results.get("meta", {})}, None)
-    text = node_cold.splice(text, node_cold.DOC_BEGIN, node_cold.DOC_END,
-                            node_cold.render_section(results), "## 1. ")
-    text = _splice_target_rows(text, "node", node_targets(results))
+    if "nodes" in results:
+        text = node_cold.splice(text, node_cold.DOC_BEGIN, node_cold.DOC_END,
+                                node_cold.render_section(results), "## 1. ")
+        text = _splice_target_rows(text, "node", node_targets(results))
+    if "aio" in results:
+        text = node_cold.splice(text, aio_clients.DOC_BEGIN, aio_clients.DOC_END,
+                                aio_clients.render_section(results), "## 3. ")
+        text = _splice_target_rows(text, "aio", aio_targets(results))
     os.makedirs(output_dir, exist_ok=True)
     with open(markdown_path, "w", encoding="utf-8") as handle:
         handle.write(text)

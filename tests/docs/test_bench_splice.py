@@ -1,4 +1,4 @@
-"""``python -m bench --only nodes`` replaces its own part of docs/benchmarks.md and the README.
+"""``python -m bench --only nodes`` (or ``aio``) replaces its own part of docs/benchmarks.md.
 
 The per-interpreter cold start (bench/node_cold.py) takes a couple of minutes, the whole
 benchmark run over twenty: measuring it alone must leave every other figure of the report as its
@@ -8,6 +8,7 @@ last full run wrote it.  Pure text handling; no benchmark runs here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Dict
 
 from bench import node_cold
 
@@ -62,3 +63,30 @@ def test_only_nodes_replaces_the_node_rows_of_the_targets_table(tmp_path: Path) 
             " 24.0 (2.4×) | 8.0 → 13.0 (1.6×) |") in text
     assert text.index(node_cold.DOC_BEGIN) < text.index("## 1. Cold plugin invocation")
     assert text.endswith("kept\n")
+
+
+def test_only_aio_replaces_its_own_section(tmp_path: Any) -> None:
+    """``--only aio`` splices the asyncio clients' section the same way, and its own ratio
+    table says which targets the measured rows meet."""
+    from bench import aio_clients
+    from bench.report import splice_report
+
+    def row(client: str, p50: float) -> Dict[str, Any]:
+        return {"client": client, "server": "grpcio", "samples_us": [p50] * 3,
+                "cpu_us_per_call": [p50 / 2], "errors": []}
+
+    results = {"aio": [row("minigrpc-aio", 300.0), row("grpcio-aio", 400.0),
+                       row("grpclib", 350.0)]}
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n\n## 2. Warm\nkept\n\n## 3. Large messages\nkept too\n")
+    splice_report(results, str(tmp_path))
+    first = report.read_text()
+    assert first.index("## 2. Warm") < first.index(aio_clients.DOC_BEGIN)
+    assert first.index(aio_clients.DOC_END) < first.index("## 3. Large messages")
+    assert "| minigrpc-aio / grpclib | grpcio | <= 0.8× | 0.86× | **not met** |" in first
+    assert "| minigrpc-aio / grpcio-aio | grpcio | <= 1× | 0.75× | **met** |" in first
+    results["aio"][0] = row("minigrpc-aio", 200.0)
+    splice_report(results, str(tmp_path))
+    second = report.read_text()
+    assert second.count(aio_clients.DOC_BEGIN) == 1 and "kept too" in second
+    assert "| minigrpc-aio / grpclib | grpcio | <= 0.8× | 0.57× | **met** |" in second

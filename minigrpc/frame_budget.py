@@ -70,10 +70,9 @@ class FrameBudget:
             return True
         return False
 
-    def spend_unless_earned(self) -> bool:
-        """:meth:`spend` for a PING or a connection WINDOW_UPDATE: free right after the server
-        sent data or headers (:meth:`earn`), else it costs as any other."""
-        if self._free:
-            self._free -= 1
-            return True
-        return self.spend()
+    def spend_unless_earned(self, frames: int = 1) -> bool:
+        """:meth:`spend` for PINGs or connection WINDOW_UPDATEs: free right after the server
+        sent data or headers (:meth:`earn`), else they cost as any other."""
+        free = min(self._free, frames)
+        self._free -= free
+        return frames == free or self.spend(frames - free)

@@ -74,8 +74,15 @@ _FRAME_HEADER_LENGTH = 9
 _DATA = 0x0
 _END_STREAM = 0x1
 _PADDED = 0x8
+_PRIORITY = 0x2
 _RST_STREAM = 0x3
 _SETTINGS = 0x4
+_PING = 0x6
+_WINDOW_UPDATE = 0x8
+_ACK = 0x1
+#: The frame types :attr:`FrameSplitter.control_frames` counts: PRIORITY, RST_STREAM, SETTINGS
+#: and PING (not their ACKs), WINDOW_UPDATE on stream 0.
+COUNTED_FRAMES = frozenset((_PRIORITY, _RST_STREAM, _SETTINGS, _PING, _WINDOW_UPDATE))
 _GOAWAY = 0x7
 _CONTINUATION = 0x9
 #: Frame types that carry a field block: HEADERS, PUSH_PROMISE, CONTINUATION (RFC 9113 §4.3).
@@ -269,8 +276,8 @@ class FrameSplitter:
         "_merger",
         "_preface_left",
         "_remaining",
+        "control_frames",
         "empty_frames",
-        "reset_frames",
     )
 
     def __init__(
@@ -298,10 +305,12 @@ class FrameSplitter:
         #: END_STREAM, an empty CONTINUATION without END_HEADERS): the caller counts and resets
         #: it, since h2 never sees most of them (joined DATA frames, header blocks).
         self.empty_frames = 0
-        #: RST_STREAM frames seen, counted before h2 decodes the read that carries them: a
-        #: rapid reset read holds thousands of HEADERS + RST_STREAM pairs, and decoding them all
-        #: before the flood is noticed is the work the attack wants the server to do.
-        self.reset_frames = 0
+        #: Frames that ask for no work of the application, by type (:data:`COUNTED_FRAMES`),
+        #: counted before h2 decodes the read that carries them; the caller takes and clears
+        #: it. A flood read holds thousands of them (a rapid reset: HEADERS + RST_STREAM
+        #: pairs), and decoding them all before the flood is noticed is the work the attack
+        #: wants the server to do (RFC 9113 §10.5).
+        self.control_frames: Dict[int, int] = {}
 
     def feed(self, data: bytes) -> List[bytes]:
         """Return ``data`` as a list of chunks: each GOAWAY frame in a chunk of its own, and a
@@ -335,6 +344,9 @@ class FrameSplitter:
                 take = _FRAME_HEADER_LENGTH
                 length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
                 frame_type, flags = data[pos + 3], data[pos + 4]
+                on_connection = frame_type == _WINDOW_UPDATE and not (
+                    data[pos + 5] & 0x7F or data[pos + 6] or data[pos + 7] or data[pos + 8]
+                )
                 header = data[pos : pos + take] if self._expect_settings else b""
                 if merger is not None:
                     if frame_type == _DATA and pos + take + length <= size:
@@ -351,6 +363,7 @@ class FrameSplitter:
                 header, self._header = self._header, b""
                 length = int.from_bytes(header[:3], "big")
                 frame_type, flags = header[3], header[4]
+                on_connection = not int.from_bytes(header[5:9], "big") & 0x7FFFFFFF
             ends_chunk = frame_type == _GOAWAY
             if self._expect_settings:
                 self._expect_settings = False
@@ -366,8 +379,11 @@ class FrameSplitter:
                 or (frame_type == _CONTINUATION and not flags & _END_HEADERS)
             ):
                 self.empty_frames += 1
-            elif frame_type == _RST_STREAM:
-                self.reset_frames += 1
+            elif frame_type in COUNTED_FRAMES and not (
+                flags & _ACK and frame_type in (_PING, _SETTINGS)
+            ) and (frame_type != _WINDOW_UPDATE or on_connection):
+                counts = self.control_frames
+                counts[frame_type] = counts.get(frame_type, 0) + 1
             if self._max_block is not None and frame_type in _HEADER_BLOCK_TYPES:
                 self._count_header_block(frame_type, flags, length)
             self._remaining = length

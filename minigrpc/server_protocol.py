@@ -98,6 +98,16 @@ DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 _MAX_STREAM_ID = 2**31 - 1
 #: GOAWAY code for a client that floods us (RFC 9113 §10.5).
 ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+#: The close reason of a flood of each frame type http2.FrameSplitter counts (RFC 9113 §6).
+_FLOOD_NAMES = {
+    0x2: "PRIORITY frames",
+    0x3: "RST_STREAM frames (rapid reset)",
+    0x4: "SETTINGS frames",
+    0x6: "PING frames",
+    0x8: "WINDOW_UPDATE frames on stream 0",
+}
+#: PINGs and connection WINDOW_UPDATEs cost nothing right after a response write (frame_budget).
+_EARNED_FRAMES = frozenset((0x6, 0x8))
 #: The status details of a response dropped because its connection is over its memory budget.
 OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
 #: How much larger than the advertised per-call limit h2's own header-list limit is kept.
@@ -531,13 +541,18 @@ class ServerConnection(ConnectionProtocol):
             if not self._frame_budget.spend(empty):
                 self._flood(out, "empty DATA or CONTINUATION frames")
                 return out
-        if splitter.reset_frames:
-            # The client's RST_STREAM frames, counted before h2 decodes the streams they end
-            # (RFC 9113 §10.5; the rapid reset of CVE-2023-44487).
-            resets, splitter.reset_frames = splitter.reset_frames, 0
-            if not self._frame_budget.spend(resets):
-                self._flood(out, "RST_STREAM frames (rapid reset)")
-                return out
+        if splitter.control_frames:
+            # Counted from the frame headers, before h2 decodes the read (RFC 9113 §10.5).
+            counted, splitter.control_frames = splitter.control_frames, {}
+            for frame_type, count in counted.items():
+                spend = (
+                    self._frame_budget.spend_unless_earned
+                    if frame_type in _EARNED_FRAMES
+                    else self._frame_budget.spend
+                )
+                if not spend(count):
+                    self._flood(out, _FLOOD_NAMES[frame_type])
+                    return out
         for chunk in chunks:
             try:
                 h2_events = self.conn.receive_data(chunk)
@@ -559,7 +574,6 @@ class ServerConnection(ConnectionProtocol):
 
     def _handle_h2_events(self, h2_events: List[h2.events.Event], out: List[CallEvent]) -> bool:
         """Turn one chunk's h2 events into call events; True once the connection is over."""
-        budget = self._frame_budget
         for event in h2_events:
             if isinstance(event, h2.events.DataReceived):
                 self._on_data(event, out)
@@ -572,18 +586,13 @@ class ServerConnection(ConnectionProtocol):
                 if hdrs.malformed_trailers(event.headers):
                     self._reset_malformed(event.stream_id, out)
             elif isinstance(event, h2.events.StreamReset):
-                # The client's RST_STREAM frames were counted in receive_data.
                 self._on_stream_reset(event, out)
             elif isinstance(event, h2.events.WindowUpdated):
                 if event.stream_id:
                     self._pump_stream(event.stream_id)
                 else:
-                    if not budget.spend_unless_earned():
-                        return self._flood(out, "WINDOW_UPDATE frames on stream 0")
                     self._pump_blocked()
             elif isinstance(event, h2.events.RemoteSettingsChanged):
-                if not budget.spend():
-                    return self._flood(out, "SETTINGS frames")
                 # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated.
                 self.handshake_complete = True
                 if self._blocked:
@@ -594,13 +603,7 @@ class ServerConnection(ConnectionProtocol):
                     and event.ping_data == DRAIN_PING_PAYLOAD
                 ):
                     self.send_final_goaway()
-            elif isinstance(event, h2.events.PingReceived):
-                # h2 queued the ACK.
-                if not budget.spend_unless_earned():
-                    return self._flood(out, "PING frames")
-            elif isinstance(event, h2.events.PriorityUpdated):
-                if not budget.spend():
-                    return self._flood(out, "PRIORITY frames")
+            # PingReceived (h2 queued the ACK) and PriorityUpdated: counted in receive_data.
             elif isinstance(event, h2.events.ConnectionTerminated):
                 # A client GOAWAY: it will open nothing new, and h2 is now CLOSED, so the
                 # responses we still owe could not be sent anyway.

@@ -46,7 +46,6 @@ class ServicerContext(CallState):
         "_callbacks",
         "_changed",
         "_counted",
-        "_reading",
         "_request",
         "_request_closed",
         "_server",
@@ -77,8 +76,6 @@ class ServicerContext(CallState):
         self._task: Optional[asyncio.Task[None]] = None
         self._timer: Optional[asyncio.TimerHandle] = None
         self._callbacks: Optional[List[Callable[[Any], Any]]] = None
-        #: "iterator" or "read" once the handler picked a style of reading requests.
-        self._reading = ""
 
     # -- waiting (event loop) ----------------------------------------------------------------
 
@@ -99,10 +96,10 @@ class ServicerContext(CallState):
     # -- grpc.aio.ServicerContext --------------------------------------------------------------
 
     async def read(self) -> Any:
-        """The next request message of a request-streaming call, or :data:`~minigrpc.aio.EOF`."""
-        if self._reading == "iterator":
-            raise UsageError("the request iterator is in use: read() cannot be mixed with it")
-        self._reading = "read"
+        """The next request message of a request-streaming call, or :data:`~minigrpc.aio.EOF`.
+
+        As in grpcio's server, it may be mixed with the request iterator: both take the next
+        message from the same stream."""
         return await self._next_request()
 
     async def _next_request(self) -> Any:
@@ -121,6 +118,18 @@ class ServicerContext(CallState):
         if handler is None or not handler.response_streaming:
             raise UsageError("write() is only for response-streaming methods")
         await self._server._send_response(self, message)
+
+    def set_trailing_metadata(self, trailing_metadata: Iterable[Tuple[str, Any]]) -> None:
+        """Metadata for the trailers: a tuple or list of ``(key, value)`` pairs, as grpcio's
+        asyncio server requires (anything else, a dict included, is a TypeError)."""
+        if not isinstance(trailing_metadata, (tuple, list)) or not all(
+            isinstance(item, (tuple, list)) and len(item) == 2 for item in trailing_metadata
+        ):
+            raise TypeError(
+                "trailing metadata must be a tuple or list of (key, value) pairs, not "
+                f"{trailing_metadata!r}"
+            )
+        super().set_trailing_metadata(trailing_metadata)
 
     async def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
         """Send the response headers now, with this metadata (at most once, as in grpcio)."""
@@ -168,9 +177,6 @@ class ServicerContext(CallState):
 
     async def _requests(self) -> AsyncIterator[Any]:
         """The ``request_iterator`` an asyncio request-streaming handler gets."""
-        if self._reading == "read":
-            raise UsageError("read() is in use: the request iterator cannot be mixed with it")
-        self._reading = "iterator"
         while True:
             message = await self._next_request()
             if message is EOF:

@@ -85,6 +85,16 @@ def test_the_request_iterator_is_an_async_iterator(server: AioServer) -> None:
     assert (outcome.code, outcome.responses) == (StatusCode.OK, [b"1"])
 
 
+def test_read_and_the_request_iterator_mix_as_in_grpcio(server: AioServer) -> None:
+    outcome = Client("grpcio-aio", server.target).call("stream_stream", "Mixed", [b"a", b"b", b"c"])
+    assert (outcome.code, outcome.responses) == (StatusCode.OK, [b"a", b"b+c"])
+
+
+def test_trailing_metadata_must_be_pairs(server: AioServer) -> None:
+    outcome = Client("grpcio", server.target).call("unary_unary", "Echo", b"dict-trailers")
+    assert outcome.responses == [b"TypeError"]
+
+
 # -- backpressure ----------------------------------------------------------------------------------
 
 

@@ -65,6 +65,12 @@ class AsyncServicer:
             return None
         if request == b"peer":
             return context.peer().encode()
+        if request == b"dict-trailers":
+            try:
+                context.set_trailing_metadata({"x-key": "value"})  # type: ignore[arg-type]
+            except TypeError:
+                return b"TypeError"
+            return b"accepted"
         if request == b"auth":
             security = context.auth_context()["transport_security_type"][0]
             identities = context.peer_identities() or [b"-"]
@@ -156,6 +162,15 @@ class AsyncServicer:
                 return
             await context.write(message.upper())
 
+    async def Mixed(
+        self, requests: AsyncIterator[bytes], context: aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        """read() and the request iterator, yield and write(), mixed: grpcio's server allows it."""
+        first = await context.read()
+        rest = [request async for request in requests]
+        yield first
+        await context.write(b"+".join(rest))
+
     def SyncChat(self, requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
         for request in requests:
             yield request.upper()
@@ -178,6 +193,7 @@ SHAPES: Dict[str, str] = {
     "Chat": "stream_stream",
     "ChatRW": "stream_stream",
     "SyncChat": "stream_stream",
+    "Mixed": "stream_stream",
 }
 
 

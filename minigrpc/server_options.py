@@ -56,8 +56,10 @@ requests or flow control make them wait for the I/O thread, use the executor eit
 server holds for clients, at its real cost in memory: request messages no handler has taken
 yet, responses and output a client has not read (:mod:`minigrpc.memory_budget`).  Over budget,
 a connection gets no more flow-control window, is no longer read once what it sent alone is
-over, and its new streams are refused with RST_STREAM(REFUSED_STREAM).  The defaults suit a
-node agent; a server for large messages raises them.
+over, and its new streams are refused with RST_STREAM(REFUSED_STREAM).  The flow-control
+windows (``minigrpc.initial_window_size``, ``minigrpc.connection_window_size``) never exceed a
+connection's budget, so that a client is never granted more than it may make the server hold.
+The defaults suit a node agent; a server for large messages raises them.
 
 ``grpc.so_reuseport`` lets several processes (or a server and a socket reserving its port)
 bind one TCP port.  grpc-core turns it on by default on Linux; minigrpc does not, so that a
@@ -182,13 +184,16 @@ class ServerOptions:
         else:
             _LOGGER.debug("ignoring unsupported server option %r", key)
 
-    def memory_budget(self) -> MemoryBudget:
-        """The budget the server's connections share (at most the total for one connection,
-        and a quarter of it by default when the total is set lower than the default)."""
+    def _connection_budget(self) -> int:
         connection = self.max_connection_buffered_bytes
         if connection is None:
             connection = min(DEFAULT_CONNECTION_LIMIT, self.max_buffered_bytes // 4)
-        return MemoryBudget(self.max_buffered_bytes, max(256 * 1024, connection))
+        return min(self.max_buffered_bytes, max(256 * 1024, connection))
+
+    def memory_budget(self) -> MemoryBudget:
+        """The budget the server's connections share (at most the total for one connection,
+        and a quarter of it by default when the total is set lower than the default)."""
+        return MemoryBudget(self.max_buffered_bytes, self._connection_budget())
 
     def protocol_settings(self) -> ServerSettings:
         return ServerSettings(
@@ -196,7 +201,9 @@ class ServerOptions:
             max_send_message_length=self.max_send_message_length,
             max_concurrent_streams=self.max_concurrent_streams,
             max_header_list_size=self.max_header_list_size,
-            initial_window_size=self.initial_window_size,
-            connection_window=self.connection_window,
+            # Never grant a client more window than its connection may buffer (RFC 9113 §5.2):
+            # the budget is then only exceeded by what was granted before it was spent.
+            initial_window_size=min(self.initial_window_size, self._connection_budget()),
+            connection_window=min(self.connection_window, self._connection_budget()),
             max_frame_size=self.max_frame_size,
         )

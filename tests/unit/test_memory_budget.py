@@ -295,6 +295,10 @@ def test_server_option_sets_the_budget() -> None:
         [("minigrpc.max_buffered_bytes", 8 * MIB), ("minigrpc.max_connection_buffered_bytes", MIB)]
     ).memory_budget()
     assert both.connection_limit == MIB
+    small = ServerOptions([("minigrpc.max_connection_buffered_bytes", MIB)]).protocol_settings()
+    assert (small.connection_window, small.initial_window_size) == (MIB, MIB)
+    default = ServerOptions([]).protocol_settings()
+    assert (default.connection_window, default.initial_window_size) == (16 * MIB, 4 * MIB)
     with pytest.raises(ValueError, match="max_buffered_bytes"):
         ServerOptions([("minigrpc.max_buffered_bytes", 1000)])
 

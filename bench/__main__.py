@@ -5,7 +5,8 @@ a smoke run by hand) and ``--tiny`` (seconds; what tests/docs/test_bench_smoke.p
 repetition counts differ between modes; every section, peer and code path is the same.
 ``--only nodes`` measures the per-interpreter cold start alone (:mod:`bench.node_cold`, about two
 minutes in full mode) and replaces just its section of docs/benchmarks.md and the README's table;
-``--only aio`` does the same for the asyncio clients' latency (:mod:`bench.aio_clients`).
+``--only aio`` does the same for the asyncio clients' latency (:mod:`bench.aio_clients`), and
+``--only cold`` for section 1 (:mod:`bench.splice`).
 
 The harness process itself imports no gRPC library: it starts servers (:mod:`bench.peers`) and
 clients (:mod:`bench.workloads`) as children, reads their JSON, and writes the report
@@ -30,13 +31,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from bench import aio_clients, coldstart, loadgen, node_cold, pypy
 from bench.peers import GO_SERVER_IMPL, IO_THREAD_SERVER_IMPL, PeerError, PeerProcess, bench_server
-from bench.report import splice_readme, splice_report, write_report
+from bench.report import write_report
+from bench.splice import SECTIONS as SPLICEABLE
+from bench.splice import splice_readme, splice_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SECTIONS = ("nodes", "cold", "latency", "aio", "large", "throughput", "stream")
-#: Sections that ``--only`` can measure and splice into an existing report on their own.
-SPLICEABLE = ("nodes", "aio")
 
 MIB = 1 << 20
 
@@ -585,8 +586,8 @@ def _is_repository_docs(output_dir: str) -> bool:
 
 
 def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]) -> str:
-    """``--only nodes`` (the per-interpreter cold start) or ``--only aio`` (the asyncio
-    clients): that section alone, spliced into the report."""
+    """``--only nodes`` (the per-interpreter cold start), ``--only cold`` (section 1) or
+    ``--only aio`` (the asyncio clients): that section alone, spliced into the report."""
     started = time.monotonic()
     results: Dict[str, Any]
     if section == "aio":
@@ -601,12 +602,15 @@ def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]
                                   "latency_rounds": mode.latency_rounds},
                    "aio_date": datetime.datetime.now(datetime.timezone.utc).strftime(
                        "%Y-%m-%d %H:%M UTC") + f" ({mode.name} mode)"}
+    elif section == "cold":
+        results = {"cold": coldstart.run_section(REPO_ROOT, mode.cold_runs,
+                                                 mode.importtime_runs, log)}
     else:
         results = {"nodes": node_cold.run_section(REPO_ROOT, mode.node_runs, log)}
     if json_path:
         with open(json_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle)
-    path = splice_report(results, output_dir)
+    path = splice_report(results, output_dir, section)
     if section == "nodes" and _is_repository_docs(output_dir):
         splice_readme(results, README_PATH)
     log(f"wrote the {section} section of {path} in {time.monotonic() - started:.0f} s")

@@ -388,7 +388,8 @@ HEADER = ("interpreter", "bare start ms", "ADD ms (× bare)", "CHECK ms (× bare
           "verdict")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+    """A Markdown table: header, separator, one line per row."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines.extend("| " + " | ".join(row) + " |" for row in rows)
     return lines
@@ -418,7 +419,7 @@ def render_section(results: Dict[str, Any]) -> List[str]:
         f"bare start's, its peak RSS at most {limits['rss']:g}×. The CPU column (user + system "
         "time of the child, medians) is not judged; it moves far less than wall time when "
         "other processes load the machine.", ""]
-    lines += _table(HEADER, render_rows(section, systems=True))
+    lines += markdown_table(HEADER, render_rows(section, systems=True))
     notes = list(section.get("notes", []))
     failures = [f"{interpreter['label']} {stage}: {len(record['failures'])} failed, e.g. "
                 f"{record['failures'][0][:200]}"
@@ -453,22 +454,8 @@ def render_readme_table(results: Dict[str, Any]) -> List[str]:
         lines += [f"Cold start of `dist/antrea` on each interpreter, against that interpreter's "
                   f"bare start (target: at most {limits['wall']:g}× its time and "
                   f"{limits['rss']:g}× its peak RSS for every command), and the Go plugin:", ""]
-        lines += _table(HEADER, render_rows(section, systems=True))
+        lines += markdown_table(HEADER, render_rows(section, systems=True))
         lines += ["", f"Medians of {section['runs']} interleaved rounds on the machine of "
                   "[docs/benchmarks.md](docs/benchmarks.md) (section \"Cold start on each node "
                   "interpreter\"), `python -m bench --only nodes`."]
     return [*lines, README_END]
-
-
-def splice(text: str, begin: str, end: str, block: Sequence[str], before: str) -> str:
-    """``text`` with the lines from ``begin`` to ``end`` replaced by ``block``; without them,
-    ``block`` goes in front of the first line starting with ``before`` (else at the end)."""
-    lines = text.split("\n")
-    if begin in lines and end in lines:
-        start, stop = lines.index(begin), lines.index(end)
-        return "\n".join([*lines[:start], *block, *lines[stop + 1:]])
-    for index, line in enumerate(lines):
-        if line.startswith(before):
-            return "\n".join([*lines[:index], *block, "", *lines[index:]])
-    return "\n".join([*lines, *block, ""])
-

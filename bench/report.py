@@ -13,6 +13,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from bench import aio_clients, node_cold
+from bench.node_cold import markdown_table as _table
 from bench.peers import IO_THREAD_SERVER_IMPL
 from bench.stats import median, percentile, ratio
 
@@ -27,12 +28,6 @@ def _fmt(value: Optional[float], digits: int = 1) -> str:
 
 def _fmt_ratio(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.2f}×"
-
-
-def _table(header: Row, rows: Sequence[Row]) -> List[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines.extend("| " + " | ".join(row) + " |" for row in rows)
-    return lines
 
 
 def _size_label(size: int) -> str:
@@ -342,14 +337,14 @@ def _meta_section(results: Dict[str, Any]) -> List[str]:
 TARGETS_HEADER = ("area", "measure", "target", "measured", "verdict", "CPU ratio")
 
 
-def _target_rows(found: Sequence[Target]) -> List[List[str]]:
+def target_rows(found: Sequence[Target]) -> List[List[str]]:
     return [[t.area, t.text, f"{t.op} {t.limit:g}×", _fmt_ratio(t.ratio), t.verdict,
              _fmt_ratio(t.cpu_ratio) if t.cpu_ratio is not None else ""]
             for t in found]
 
 
 def _targets_section(found: Sequence[Target]) -> List[str]:
-    rows = _target_rows(found)
+    rows = target_rows(found)
     return ["## Performance targets", "",
             "Ratios of medians, minigrpc (or the plugin on it) over the reference. The last "
             "column is the same comparison in CPU time of the process under test, per call "
@@ -741,6 +736,21 @@ def _noise_section(results: Dict[str, Any]) -> List[str]:
     return lines
 
 
+#: The markers around sections 1 and 1a, so that ``python -m bench --only cold`` (bench/splice.py)
+#: can replace them alone.
+COLD_BEGIN = "<!-- cold: begin (python -m bench --only cold) -->"
+COLD_END = "<!-- cold: end -->"
+
+
+def cold_block(results: Dict[str, Any]) -> List[str]:
+    """Section 1 (the cold plugin invocation on one interpreter) and its import profile."""
+    cold = _cold_section(results)
+    if not cold:
+        return []
+    profile = _importtime_section(results)
+    return [COLD_BEGIN, *cold, *(["", *profile] if profile else []), "", COLD_END]
+
+
 def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
     meta = results.get("meta", {})
     lines = [
@@ -759,7 +769,7 @@ def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
     lines += [*_targets_section(found), ""]
     if chart_name:
         lines += [f"![benchmark chart]({chart_name})", ""]
-    for section in (node_cold.render_section, _cold_section, _importtime_section,
+    for section in (node_cold.render_section, cold_block,
                     _latency_section, aio_clients.render_section, _large_section,
                     _throughput_section, _stream_section, _profiles_section, _method_section,
                     _noise_section, _meta_section):
@@ -863,49 +873,3 @@ def write_report(results: Dict[str, Any], output_dir: str, chart: bool,
         handle.write(render_markdown(results, chart_name))
     return markdown_path
 
-
-def splice_report(results: Dict[str, Any], output_dir: str) -> str:
-    """Replace only the sections measured in ``results`` (``python -m bench --only nodes`` or
-    ``--only aio``) of an existing benchmarks.md; the rest of the report keeps the figures of
-    its last full run.  Returns the markdown path."""
-    markdown_path = os.path.join(output_dir, "benchmarks.md")
-    try:
-        with open(markdown_path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        text = render_markdown({"meta": results.get("meta", {})}, None)
-    if "nodes" in results:
-        text = node_cold.splice(text, node_cold.DOC_BEGIN, node_cold.DOC_END,
-                                node_cold.render_section(results), "## 1. ")
-        text = _splice_target_rows(text, "node", node_targets(results))
-    if "aio" in results:
-        text = node_cold.splice(text, aio_clients.DOC_BEGIN, aio_clients.DOC_END,
-                                aio_clients.render_section(results), "## 3. ")
-        text = _splice_target_rows(text, "aio", aio_targets(results))
-    os.makedirs(output_dir, exist_ok=True)
-    with open(markdown_path, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return markdown_path
-
-
-def _splice_target_rows(text: str, area: str, found: Sequence[Target]) -> str:
-    """The targets table of ``text`` with its ``area`` rows replaced by ``found``'s, first in
-    the table as :func:`targets` orders them (a report without a targets table is left as is)."""
-    header = _table(TARGETS_HEADER, [])
-    lines = [line for line in text.split("\n") if not line.startswith(f"| {area} |")]
-    for index in range(len(lines) - 1):
-        if lines[index:index + 2] == header:
-            rows = _table(TARGETS_HEADER, _target_rows(found))[2:]
-            lines[index + 2:index + 2] = rows
-            break
-    return "\n".join(lines)
-
-
-def splice_readme(results: Dict[str, Any], readme: str) -> None:
-    """Replace the README's per-interpreter cold-start table with ``results``'."""
-    with open(readme, encoding="utf-8") as handle:
-        text = handle.read()
-    text = node_cold.splice(text, node_cold.README_BEGIN, node_cold.README_END,
-                            node_cold.render_readme_table(results), "Flatcar, Bottlerocket")
-    with open(readme, "w", encoding="utf-8") as handle:
-        handle.write(text)

@@ -1,4 +1,4 @@
-"""``python -m bench --only nodes`` (or ``aio``) replaces its own part of docs/benchmarks.md.
+"""``python -m bench --only nodes`` (``cold``, ``aio``) replaces its part of docs/benchmarks.md.
 
 The per-interpreter cold start (bench/node_cold.py) takes a couple of minutes, the whole
 benchmark run over twenty: measuring it alone must leave every other figure of the report as its
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from bench import node_cold
+from bench.splice import splice
 
 
 def test_only_nodes_replaces_its_own_section() -> None:
@@ -19,10 +20,10 @@ def test_only_nodes_replaces_its_own_section() -> None:
     block = [node_cold.DOC_BEGIN, "new table", node_cold.DOC_END]
     old = "\n".join(["# Benchmarks", "", node_cold.DOC_BEGIN, "old table", node_cold.DOC_END,
                      "", "## 1. Cold plugin invocation", "kept"])
-    spliced = node_cold.splice(old, node_cold.DOC_BEGIN, node_cold.DOC_END, block, "## 1. ")
+    spliced = splice(old, node_cold.DOC_BEGIN, node_cold.DOC_END, block, "## 1. ")
     assert spliced == old.replace("old table", "new table")
     without = "# Benchmarks\n\n## 1. Cold plugin invocation\nkept"
-    assert node_cold.splice(without, node_cold.DOC_BEGIN, node_cold.DOC_END, block,
+    assert splice(without, node_cold.DOC_BEGIN, node_cold.DOC_END, block,
                             "## 1. ") == "\n".join(["# Benchmarks", "", *block, "",
                                                     "## 1. Cold plugin invocation", "kept"])
 
@@ -33,7 +34,8 @@ def _samples(wall: float, rss: float) -> dict:
 
 def test_only_nodes_replaces_the_node_rows_of_the_targets_table(tmp_path: Path) -> None:
     """The node rows of the targets table are the spliced run's; every other row stays."""
-    from bench.report import TARGETS_HEADER, splice_report
+    from bench.report import TARGETS_HEADER
+    from bench.splice import splice_report
 
     measured = {"bare": _samples(10.0, 8.0), "ADD": _samples(25.0, 11.0),
                 "CHECK": _samples(31.0, 11.0), "DEL": _samples(24.0, 13.0)}
@@ -48,7 +50,7 @@ def test_only_nodes_replaces_the_node_rows_of_the_targets_table(tmp_path: Path) 
                      "| cold | kept row | <= 1.15× | 1.03× | **met** |  |", "",
                      "## 1. Cold plugin invocation", "kept", ""])
     (tmp_path / "benchmarks.md").write_text(old, encoding="utf-8")
-    splice_report(results, str(tmp_path))
+    splice_report(results, str(tmp_path), "nodes")
     text = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
     assert "stale row" not in text
     rows = [line for line in text.split("\n") if line.startswith("| node |")]
@@ -69,7 +71,7 @@ def test_only_aio_replaces_its_own_section(tmp_path: Any) -> None:
     """``--only aio`` splices the asyncio clients' section the same way, and its own ratio
     table says which targets the measured rows meet."""
     from bench import aio_clients
-    from bench.report import splice_report
+    from bench.splice import splice_report
 
     def row(client: str, p50: float) -> Dict[str, Any]:
         return {"client": client, "server": "grpcio", "samples_us": [p50] * 3,
@@ -79,14 +81,29 @@ def test_only_aio_replaces_its_own_section(tmp_path: Any) -> None:
                        row("grpclib", 350.0)]}
     report = tmp_path / "benchmarks.md"
     report.write_text("# Benchmarks\n\n## 2. Warm\nkept\n\n## 3. Large messages\nkept too\n")
-    splice_report(results, str(tmp_path))
+    splice_report(results, str(tmp_path), "aio")
     first = report.read_text()
     assert first.index("## 2. Warm") < first.index(aio_clients.DOC_BEGIN)
     assert first.index(aio_clients.DOC_END) < first.index("## 3. Large messages")
     assert "| minigrpc-aio / grpclib | grpcio | <= 0.8× | 0.86× | **not met** |" in first
     assert "| minigrpc-aio / grpcio-aio | grpcio | <= 1× | 0.75× | **met** |" in first
     results["aio"][0] = row("minigrpc-aio", 200.0)
-    splice_report(results, str(tmp_path))
+    splice_report(results, str(tmp_path), "aio")
     second = report.read_text()
     assert second.count(aio_clients.DOC_BEGIN) == 1 and "kept too" in second
     assert "| minigrpc-aio / grpclib | grpcio | <= 0.8× | 0.57× | **met** |" in second
+
+
+def test_only_cold_replaces_section_1_even_without_markers() -> None:
+    """A report from before the markers: section 1 and its import profile, up to section 2,
+    are replaced; with the markers, only what is between them."""
+    from bench.report import COLD_BEGIN, COLD_END
+
+    block = [COLD_BEGIN, "## 1. Cold plugin invocation", "new", COLD_END]
+    old = "\n".join(["## Performance targets", "", "## 1. Cold plugin invocation", "old", "",
+                     "### Where the cold start goes", "old profile", "", "## 2. Warm", "kept"])
+    once = splice(old, COLD_BEGIN, COLD_END, block, "## 2. ", "## 1. Cold plugin invocation")
+    assert once == "\n".join(["## Performance targets", "", *block, "", "## 2. Warm", "kept"])
+    again = [COLD_BEGIN, "## 1. Cold plugin invocation", "newer", COLD_END]
+    assert splice(once, COLD_BEGIN, COLD_END, again, "## 2. ",
+                  "## 1. Cold plugin invocation") == once.replace("\nnew\n", "\nnewer\n")

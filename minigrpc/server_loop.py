@@ -29,7 +29,7 @@ Design:
   DEADLINE_EXCEEDED trailers and the handler's context turns inactive (docs/wire-rules.md,
   "Deadlines and cancellation").
 * ``stop(grace)`` drains gracefully with two GOAWAY frames (docs/wire-rules.md, "GOAWAY and PING");
-  ``stop(0)`` or an expired grace resets the calls still running with CANCEL.
+  ``stop(0)`` or an expired grace ends the calls still running UNAVAILABLE, as grpc-core's does.
 """
 
 import collections

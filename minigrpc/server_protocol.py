@@ -109,6 +109,8 @@ _FLOOD_NAMES = {
 #: PINGs and connection WINDOW_UPDATEs cost nothing right after a response write (frame_budget).
 _EARNED_FRAMES = frozenset((0x6, 0x8))
 #: The status details of a response dropped because its connection is over its memory budget.
+#: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
+SHUTDOWN_DETAILS = "Cancelling all calls"
 OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
 #: How much larger than the advertised per-call limit h2's own header-list limit is kept.
 _HPACK_LIMIT_FACTOR = 4
@@ -1070,7 +1072,14 @@ class ServerConnection(ConnectionProtocol):
         return [CallTerminated(stream_id, StatusCode.CANCELLED, details)]
 
     def abort_all(self, details: str = "the server is shutting down") -> List[CallEvent]:
-        """``stop(0)`` or an expired grace: reset every call with CANCEL and close."""
+        """``stop(0)`` or an expired grace: end every call and close.
+
+        A call still running gets UNAVAILABLE ``Cancelling all calls`` (Trailers-Only, or
+        trailers after its responses), as grpc-core's server answers the calls it cancels at
+        shutdown: a client may retry it elsewhere.  Its handler's context reports CANCELLED.
+        A call whose status is written but whose responses wait for window is reset with
+        CANCEL (PROTOCOL-HTTP2.md, Errors), since its trailers cannot go out first.
+        """
         if self.closed:
             return []
         events: List[CallEvent] = []
@@ -1078,6 +1087,10 @@ class ServerConnection(ConnectionProtocol):
             call = self._calls[stream_id]
             if not call.finished:
                 events.append(CallTerminated(stream_id, StatusCode.CANCELLED, details))
+                call.outbound.discard()
+                self.finish_call(stream_id, StatusCode.UNAVAILABLE, SHUTDOWN_DETAILS)
+                if stream_id not in self._calls:
+                    continue  # Trailers-Only: ended (and reset NO_ERROR if its request was open)
             self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
         self._calls.clear()
         self._blocked.clear()

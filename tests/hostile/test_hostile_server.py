@@ -240,9 +240,16 @@ SERVER_KINDS = ("blocking", "aio")
 class ServerProcess:
     """The server under test in its own process; stats come from /proc/<pid>."""
 
-    def __init__(self, options: Sequence[Tuple[str, Any]] = (), kind: str = "blocking") -> None:
+    def __init__(
+        self,
+        options: Sequence[Tuple[str, Any]] = (),
+        kind: str = "blocking",
+        script: Optional[str] = None,
+    ) -> None:
+        """``script``: a server script of the caller's (argv: socket path, options as JSON)."""
         self.kind = kind
-        script = _AIO_SERVER_SCRIPT if kind == "aio" else _SERVER_SCRIPT
+        if script is None:
+            script = _AIO_SERVER_SCRIPT if kind == "aio" else _SERVER_SCRIPT
         self.directory = short_temp_dir()
         self.path = os.path.join(self.directory, "s.sock")
         self.target = "unix:" + self.path

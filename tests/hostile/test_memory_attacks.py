@@ -16,10 +16,7 @@ per attack.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import subprocess
-import sys
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Tuple
@@ -27,12 +24,11 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 import pytest
 
 from tests.hostile.scenarios import record_observation
-from tests.hostile.test_hostile_server import REPO_ROOT, good_call, request_headers
+from tests.hostile.test_hostile_server import ServerProcess, good_call, grpc, request_headers
 from tests.support.scripted_peer import (
     INITIAL_WINDOW_SIZE,
     HostileClient,
     grpc_message,
-    short_temp_dir,
 )
 
 MIB = 1024 * 1024
@@ -174,57 +170,24 @@ asyncio.run(main())
 """
 
 
-class MemoryServer:
-    """The server under test in its own process; RSS from /proc, its budget from a method."""
+class MemoryServer(ServerProcess):
+    """The server under test in its own process: RSS from /proc, its budget from a method."""
 
     def __init__(self, kind: str = "blocking") -> None:
-        script = _AIO_SERVER_SCRIPT if kind == "aio" else _SERVER_SCRIPT
-        self.directory = short_temp_dir()
-        self.path = os.path.join(self.directory, "m.sock")
-        self.target = "unix:" + self.path
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", script, self.path],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=REPO_ROOT,
-            env={**os.environ, "PYTHONPATH": REPO_ROOT},
+        super().__init__(
+            kind=kind, script=_AIO_SERVER_SCRIPT if kind == "aio" else _SERVER_SCRIPT
         )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if line.strip() != b"ready":
-            self.proc.kill()
-            _, err = self.proc.communicate()
-            raise RuntimeError(f"server did not start: {line!r} {err.decode(errors='replace')}")
 
     def rss_kib(self) -> Tuple[int, int]:
         """(VmRSS, VmHWM) in KiB."""
-        values = {}
-        with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as stream:
-            for line in stream:
-                key, _, rest = line.partition(":")
-                if key in ("VmRSS", "VmHWM"):
-                    values[key] = int(rest.split()[0])
-        return values["VmRSS"], values["VmHWM"]
+        status = self.status()
+        return status["VmRSS"], status["VmHWM"]
 
     def budget(self) -> Dict[str, int]:
         """What the server's memory budget holds now, and its peak (a call on a new channel)."""
-        from tests.hostile.test_hostile_server import grpc
-
         with grpc.insecure_channel(self.target) as channel:
             answer = channel.unary_unary("/hostile.Memory/Stats")(b"", timeout=10)
         return json.loads(answer)  # type: ignore[no-any-return]
-
-    def stop(self) -> Tuple[int, str]:
-        try:
-            out, err = self.proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate()
-        import shutil
-
-        shutil.rmtree(self.directory, ignore_errors=True)
-        return self.proc.returncode, (out + err).decode("utf-8", "replace")
 
 
 @pytest.fixture(params=("blocking", "aio"))

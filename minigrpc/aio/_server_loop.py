@@ -47,6 +47,11 @@ from ..status import StatusCode
 from ._errors import AbortError
 from ._servicer_context import ServicerContext, SyncRequests, SyncServicerContext
 
+try:
+    from ..trace import tracer_for as _tracer_for
+except ImportError:  # pragma: no cover - trace.py is optional
+    _tracer_for = None  # type: ignore[assignment]
+
 __all__ = ["AioConnection", "AioServerLoop"]
 
 _LOGGER = logging.getLogger("minigrpc.server")
@@ -101,6 +106,8 @@ class AioConnection(asyncio.Protocol):
 
             self.tls = TLSEngine(tls_context, server_side=True)
         self.peer = "unknown"
+        #: The frame trace of this connection (``MINIGRPC_TRACE``, :mod:`minigrpc.trace`).
+        self.tracer: Any = None
         self.transport: Optional[asyncio.Transport] = None
         self.calls: Dict[int, ServicerContext] = {}
         self.closed = False
@@ -128,6 +135,8 @@ class AioConnection(asyncio.Protocol):
             self.peer = peer_name(sock)
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if _tracer_for is not None:
+            self.tracer = _tracer_for("server", self.peer)
         transport.set_write_buffer_limits(high=self._limit)
         self.server._connections.add(self)
         self.protocol.initiate()
@@ -152,6 +161,8 @@ class AioConnection(asyncio.Protocol):
             if not data:
                 self.flush()  # the handshake may have something to send
                 return
+        if self.tracer is not None:
+            self.tracer.received(data)  # HTTP/2, decrypted
         try:
             events = self.protocol.receive_data(data)
             self.server._handle_events(self, events)
@@ -216,8 +227,13 @@ class AioConnection(asyncio.Protocol):
         while True:
             if tls is None:
                 data = protocol.data_to_send()
+                if data and self.tracer is not None:
+                    self.tracer.sent(data)
             elif tls.established:
-                data = tls.encrypt(protocol.data_to_send())
+                data = protocol.data_to_send()
+                if data and self.tracer is not None:
+                    self.tracer.sent(data)  # the trace shows HTTP/2, not ciphertext
+                data = tls.encrypt(data)
             else:
                 data = tls.outgoing()  # handshake records; HTTP/2 waits for the handshake
             if data and not self.closing:

@@ -73,3 +73,22 @@ def test_rst_stream_cancels_the_handler() -> None:
         raw.flush()
         assert server.next_outcome() == "cancelled"
         assert server.servicer.done_callbacks == [True]
+
+
+def test_frame_trace_of_the_aio_server(caplog: pytest.LogCaptureFixture) -> None:
+    """With ``minigrpc.wire`` at DEBUG (what ``MINIGRPC_TRACE=1`` sets), the asyncio server
+    traces each connection's frames as the blocking server does (minigrpc/trace.py)."""
+    import logging
+
+    from minigrpc.trace import WIRE_LOGGER
+    from tests.aio.test_server import Client
+
+    caplog.set_level(logging.DEBUG, logger=WIRE_LOGGER.name)
+    with AioServer("tcp", with_interop=False) as server:
+        assert Client("grpcio", server.target).call("unary_unary", "Echo", b"t").responses
+    lines = [r.getMessage() for r in caplog.records if r.name == WIRE_LOGGER.name]
+    received = [line for line in lines if line.startswith("server <-- ")]
+    sent = [line for line in lines if line.startswith("server --> ")]
+    assert received and received[0].split("  ", 1)[1].startswith("PREFACE"), lines[:3]
+    assert any(f":path: /{SERVICE}/Echo" in line for line in received), received
+    assert any("HEADERS" in line and "grpc-status: 0" in line for line in sent), sent

@@ -51,7 +51,9 @@ class AioConnection(asyncio.Protocol):
         self.protocol.initiate()
         self._on_unusable = on_unusable
         self._transport: Optional[asyncio.Transport] = None
-        self._changed = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        #: Futures of the coroutines waiting for the state to change; resolved by ``_wake``.
+        self._waiters: List[asyncio.Future[None]] = []
         self._writable = asyncio.Event()
         self._writable.set()
         self._closed = False
@@ -88,6 +90,7 @@ class AioConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self._wake()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -117,8 +120,10 @@ class AioConnection(asyncio.Protocol):
             self._transport.write(data)
 
     def _wake(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def _wait(
         self, ready: Callable[[], bool], deadline: Optional[float], call: Optional[ClientCall]
@@ -130,19 +135,21 @@ class AioConnection(asyncio.Protocol):
         """
         try:
             while not ready():
-                changed = self._changed
-                if deadline is None:
-                    await changed.wait()
-                    continue
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    if call is not None:
-                        self._settle(self.protocol.expire(call))
-                    return
+                waiter = self._loop.create_future()
+                timer = None
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        if call is not None:
+                            self._settle(self.protocol.expire(call))
+                        return
+                    timer = self._loop.call_later(left, _resolve, waiter)
+                self._waiters.append(waiter)
                 try:
-                    await asyncio.wait_for(changed.wait(), left)
-                except asyncio.TimeoutError:
-                    pass
+                    await waiter
+                finally:
+                    if timer is not None:
+                        timer.cancel()
         except BaseException:
             if call is not None and not call.done:
                 self._settle(self.protocol.cancel(call, CANCELLED))
@@ -268,6 +275,9 @@ class AioTransport:
 
     async def connection(self, deadline: Optional[float]) -> AioConnection:
         """The current usable connection, or a new one; raises ConnectFailed or TimeoutError."""
+        connection = self._connection
+        if connection is not None and connection.usable and not self.closed:
+            return connection  # the common case, without the lock
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -416,6 +426,12 @@ class AioTransport:
     def idle(self) -> bool:
         connection = self._connection
         return connection is None or connection.protocol.idle
+
+
+def _resolve(waiter: "asyncio.Future[None]") -> None:
+    """Wake one waiter (its deadline came) unless something woke it first."""
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _is_tls_error(exc: OSError) -> bool:

@@ -85,7 +85,7 @@ def test_frame_trace_of_the_aio_server(caplog: pytest.LogCaptureFixture) -> None
 
     caplog.set_level(logging.DEBUG, logger=WIRE_LOGGER.name)
     with AioServer("tcp", with_interop=False) as server:
-        assert Client("grpcio", server.target).call("unary_unary", "Echo", b"t").responses
+        assert Client("minigrpc", server.target).call("unary_unary", "Echo", b"t").responses
     lines = [r.getMessage() for r in caplog.records if r.name == WIRE_LOGGER.name]
     received = [line for line in lines if line.startswith("server <-- ")]
     sent = [line for line in lines if line.startswith("server --> ")]

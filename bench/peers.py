@@ -151,13 +151,7 @@ def _serve_aio(impl: str, socket_path: str, stop_requested: threading.Event) -> 
         server.add_insecure_port("unix:" + socket_path)
         await server.start()
         _announce("unix:" + socket_path)
-        loop = asyncio.get_running_loop()
-        stopped = asyncio.Event()
-        threading.Thread(
-            target=lambda: (stop_requested.wait(), loop.call_soon_threadsafe(stopped.set)),
-            daemon=True,
-        ).start()
-        await stopped.wait()
+        await _stop_requested_on_loop(stop_requested)
         await server.stop(None)
 
     asyncio.run(run())
@@ -242,6 +236,19 @@ def _grpclib_echo_service() -> Any:
     return EchoService()
 
 
+async def _stop_requested_on_loop(stop_requested: threading.Event) -> None:
+    """Wait on the running event loop until ``stop_requested`` is set (from any thread)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+    threading.Thread(
+        target=lambda: (stop_requested.wait(), loop.call_soon_threadsafe(stopped.set)),
+        daemon=True,
+    ).start()
+    await stopped.wait()
+
+
 def _serve_grpclib(socket_path: str, stop_requested: threading.Event) -> None:
     """grpclib's server is asyncio: run it on this thread until ``stop_requested``."""
     import asyncio
@@ -252,13 +259,7 @@ def _serve_grpclib(socket_path: str, stop_requested: threading.Event) -> None:
         server = Server([_grpclib_echo_service()], codec=RawCodec())  # type: ignore[arg-type]
         await server.start(path=socket_path)
         _announce("unix:" + socket_path)
-        loop = asyncio.get_running_loop()
-        stopped = asyncio.Event()
-        threading.Thread(
-            target=lambda: (stop_requested.wait(), loop.call_soon_threadsafe(stopped.set)),
-            daemon=True,
-        ).start()
-        await stopped.wait()
+        await _stop_requested_on_loop(stop_requested)
         server.close()
         await server.wait_closed()
 

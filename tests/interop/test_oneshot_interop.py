@@ -171,3 +171,59 @@ def test_deadline_on_a_sleeping_handler(target: str) -> None:
     assert payload is None
     assert status.code is StatusCode.DEADLINE_EXCEEDED, status
     assert time.monotonic() - start < 0.5 + DEADLINE_SLACK
+
+
+def test_graceful_stop_with_the_call_in_flight() -> None:
+    """grpcio's ``stop(grace)`` while the call runs: the client reads the GOAWAY (seen in its
+    frame trace) before the handler is let go, then the response (PROTOCOL-HTTP2.md, GOAWAY
+    Frame): the call still ends OK."""
+    grpc = pytest.importorskip("grpc")
+    import logging
+    import threading
+    from concurrent import futures
+
+    entered, release, goaway_read = threading.Event(), threading.Event(), threading.Event()
+
+    class GoawayWatch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if " <-- " in message and " GOAWAY " in message:
+                goaway_read.set()
+
+    wire_logger = logging.getLogger("minigrpc.wire")
+    watch = GoawayWatch(logging.DEBUG)
+    previous_level = wire_logger.level
+    wire_logger.addHandler(watch)
+    wire_logger.setLevel(logging.DEBUG)
+
+    def handler(request: bytes, context: Any) -> bytes:
+        entered.set()
+        release.wait(20)
+        return b"after goaway:" + request
+
+    directory = short_temp_dir()
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "t.S", {"M": grpc.unary_unary_rpc_method_handler(handler)}),))
+    server.add_insecure_port(f"unix:{directory}/graceful.sock")
+    server.start()
+    results: list = []
+    caller = threading.Thread(target=lambda: results.append(oneshot.unary_call(
+        f"unix:{directory}/graceful.sock", "/t.S/M", b"x", timeout=20.0)))
+    caller.start()
+    try:
+        assert entered.wait(20), "the call never reached the handler"
+        stopped = server.stop(grace=20)
+        assert goaway_read.wait(20), "the client never read the server's GOAWAY"
+        release.set()
+        caller.join(20)
+        assert stopped.wait(20)
+    finally:
+        release.set()
+        server.stop(None)
+        wire_logger.removeHandler(watch)
+        wire_logger.setLevel(previous_level)
+        shutil.rmtree(directory, ignore_errors=True)
+    status, payload = results[0]
+    assert status.code is StatusCode.OK, status
+    assert payload == b"after goaway:x"

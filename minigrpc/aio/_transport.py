@@ -174,8 +174,11 @@ class AioConnection(asyncio.Protocol):
                 self._settle(protocol.abandon(call, deadline_status()))
                 return True
             return False
-        self._settle(protocol.start_call(call))
+        # HEADERS and the request's DATA go out in one write (one wake-up of the server).
+        protocol.start_call(call)
         await self.write_request(call, deadline)
+        if call.done:  # refused before it started (a header block too large, say)
+            self._settle([])
         return True
 
     async def write_request(self, call: ClientCall, deadline: Optional[float]) -> None:

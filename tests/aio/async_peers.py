@@ -397,5 +397,5 @@ def grpclib_unavailable() -> Optional[str]:
     try:
         import grpclib  # noqa: F401
     except ImportError:
-        return "grpclib is not installed (it is in the bench extra)"
+        return "grpclib is not installed (the test extra has it from Python 3.7)"
     return None

@@ -8,7 +8,7 @@ more of grpcio's semantics), each against:
   (tests/aio/async_peers.py);
 * grpc-go's interop server (tests/go_peers.py; skipped with the reason where it cannot be
   built);
-* grpclib's server (skipped where grpclib is not installed: it is in the bench extra);
+* grpclib's server (the test extra has it from Python 3.7; skipped where it is absent);
 * minigrpc's own blocking server.
 
 Cancellation is checked from both ends: the client's frame trace shows RST_STREAM(CANCEL) on
@@ -51,7 +51,7 @@ from tests.aio.calls import (
 from tests.go_peers import GoPeers, GoServer, GoUnavailable, build_go_peers
 from tests.interop import empty_pb2, messages_pb2
 from tests.interop.servicer import ECHO_INITIAL_KEY, ECHO_TRAILING_KEY, SLEEP_KEY
-from tests.peers import ADDRESS_KINDS, grpcio_peer_unavailable, short_temp_dir
+from tests.peers import ADDRESS_KINDS, grpcio_in_process, grpcio_peer_unavailable, short_temp_dir
 from tests.support.minigrpc_server import MinigrpcServer
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -115,6 +115,8 @@ def peer(request: pytest.FixtureRequest, aio_peer_servers: dict) -> Iterator[Pee
     elif library in ("grpcio.aio", "grpclib"):
         if library == "grpclib" and grpclib_unavailable():
             pytest.skip(str(grpclib_unavailable()))
+        if library == "grpcio.aio" and not grpcio_in_process():
+            pytest.skip("grpc.aio's server runs in this process, and grpcio only on CPython")
         if library not in aio_peer_servers:
             aio_peer_servers[library] = (
                 GrpcioAioServer() if library == "grpcio.aio" else GrpclibServer()

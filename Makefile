@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # bin directories go first on PATH (tox's discovery does not resolve pyenv's shims).
 PYENV_BINS := $(shell command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null); do printf '%s:' "$$(pyenv root)/versions/$$v/bin"; done)
 
-.PHONY: test demo dist bench bench-nodes lint tox regen clean grpcio-unit h2spec
+.PHONY: test demo dist bench bench-nodes lint tox regen clean grpcio-unit h2spec robustness-attacks
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ grpcio-unit: $(STAMP)
 # grpc-go passes without a reason listed in tools/h2spec_run.py (docs/h2spec.md). About 3 min.
 h2spec: $(STAMP)
 	$(PY) tools/h2spec_run.py $(H2SPECFLAGS)
+
+# Attacks (floods, rapid reset, memory) against minigrpc's server on CPython and PyPy and grpcio's,
+# with legitimate calls throughout; rewrites the measured section of docs/robustness.md. ~8 min.
+robustness-attacks: $(STAMP)
+	$(PY) tools/attack_report.py $(ATTACKFLAGS)
 
 regen: $(STAMP)
 	$(PY) proto/generate.py

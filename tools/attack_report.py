@@ -1,0 +1,591 @@
+"""Attacks on a gRPC server, measured: minigrpc (CPython and PyPy) beside grpcio, in one run.
+
+Each attack runs against a fresh server process while a well-behaved grpcio client, in a process
+of its own, makes unary calls one after another (a 2 s deadline each) on its own connection,
+before, during and after the attack. For every server and attack the report gives:
+
+* **legit OK**: the legitimate calls that succeeded while the attack ran, of those made;
+* **p99 during**: the 99th percentile of their latency (a failed call counts as its deadline);
+* **recovery**: from the end of the attack to the end of the first call started after it that
+  succeeded;
+* **peak RSS**: the server's peak resident memory (``VmHWM``), attack included;
+* **attacker**: the connections the attack used (an attacker sent away with GOAWAY reconnects
+  and goes on, as a real one would) and the GOAWAY codes it was sent.
+
+The attacks are those a server must survive (RFC 9113 §10.5, "Denial-of-Service
+Considerations"): control-frame floods, the rapid reset of CVE-2023-44487, and the memory
+attacks that make a server buffer what a client sends or will not read. Not part of
+``make test`` (a few minutes); ``make robustness-attacks`` runs it and rewrites the attack
+section of docs/robustness.md (tools/robustness_report.py keeps that section when it rewrites
+the rest)::
+
+    python tools/attack_report.py                                   # everything, as make does
+    python tools/attack_report.py --servers minigrpc --attacks rapid_reset --seconds 5 --no-write
+
+The attackers run in this process (raw HTTP/2 from tests/support/scripted_peer.py); the server
+and the legitimate client each run in their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Callable, Counter, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from hyperframe.frame import (  # noqa: E402
+    HeadersFrame,
+    PingFrame,
+    RstStreamFrame,
+    SettingsFrame,
+    WindowUpdateFrame,
+)
+
+sys.path.insert(0, str(REPO_ROOT / "tools"))
+
+from robustness_report import ATTACK_BEGIN, ATTACK_END, with_attack_section  # noqa: E402
+
+from bench.pypy import pypy_env, pypy_python_or_reason, pypy_version  # noqa: E402
+from tests.support.scripted_peer import HostileClient  # noqa: E402
+
+DOC_PATH = REPO_ROOT / "docs" / "robustness.md"
+
+SERVICE = "attack.Target"
+ECHO = f"/{SERVICE}/Echo"
+SINK = f"/{SERVICE}/Sink"
+POUR = f"/{SERVICE}/Pour"
+
+#: The legitimate client's deadline per call, and its pause between calls (seconds).
+CALL_TIMEOUT = 2.0
+CALL_INTERVAL = 0.02
+#: How long the legitimate client goes on after an attack.
+AFTER_SECONDS = 4.0
+#: Frames per attacker write.
+BURST = 1000
+MIB = 1024 * 1024
+CANCEL = 8
+INITIAL_WINDOW_SIZE = 4
+MAX_WINDOW = 2**31 - 1
+
+#: The server under attack: an echo for the legitimate client; a client-streaming method whose
+#: handler never reads its requests; a server-streaming method that pours 1 MiB responses until
+#: its call ends. Identity serializers, so the same script serves minigrpc and grpcio (through
+#: the import line), on CPython and PyPy. Enough workers that no attack is a thread-pool attack.
+_SERVER_SCRIPT = r"""
+import concurrent.futures, sys, threading
+import minigrpc as grpc
+
+BLOCK = b"\0" * (1024 * 1024)
+
+def echo(request, context):
+    return request
+
+def sink(requests, context):
+    done = threading.Event()
+    context.add_callback(done.set)
+    done.wait(300)
+    return b""
+
+def pour(request, context):
+    while context.is_active():
+        yield BLOCK
+
+handler = grpc.method_handlers_generic_handler("SERVICE", {
+    "Echo": grpc.unary_unary_rpc_method_handler(echo),
+    "Sink": grpc.stream_unary_rpc_method_handler(sink),
+    "Pour": grpc.unary_stream_rpc_method_handler(pour),
+})
+server = grpc.server(concurrent.futures.ThreadPoolExecutor(512), handlers=[handler])
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+print("READY 127.0.0.1:%d" % port, flush=True)
+sys.stdin.read()
+server.stop(0).wait(10)
+""".replace("SERVICE", SERVICE)
+
+#: The legitimate client: one grpcio channel, unary calls one after another until stdin closes;
+#: one JSON line per call: [start, end, ok] on the system-wide monotonic clock.
+_LEGIT_SCRIPT = r"""
+import json, sys, threading, time
+import grpc
+
+target, path, timeout, pause = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+with grpc.insecure_channel(target) as channel:
+    call = channel.unary_unary(path)
+    call(b"warm-up", timeout=30)
+    print("READY", flush=True)
+    while not stop.is_set():
+        start = time.monotonic()
+        try:
+            ok = call(b"legitimate", timeout=timeout) == b"legitimate"
+        except grpc.RpcError:
+            ok = False
+        print(json.dumps([start, time.monotonic(), ok]), flush=True)
+        stop.wait(pause)
+"""
+
+
+class ServerKind(NamedTuple):
+    name: str
+    python: str
+    module: str  # what ``import ... as grpc`` imports
+    env: Dict[str, str]
+    version: str
+
+
+class Result(NamedTuple):
+    server: str
+    attack: str
+    calls: int
+    ok: int
+    p99_ms: Optional[float]
+    recovery_ms: Optional[float]
+    peak_rss_mib: float
+    connections: int
+    goaways: Dict[int, int]
+    note: str = ""
+
+
+# ------------------------------------------------------------------------------------------------
+# Processes
+
+
+class ServerProcess:
+    """The server under attack, in its own process; its peak RSS from /proc."""
+
+    def __init__(self, kind: ServerKind) -> None:
+        script = _SERVER_SCRIPT.replace("import minigrpc as grpc", f"import {kind.module} as grpc")
+        self.process = subprocess.Popen(
+            [kind.python, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT), env=kind.env)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        if not line.startswith("READY "):
+            self.process.kill()
+            _, err = self.process.communicate()
+            raise RuntimeError(f"{kind.name} server did not start: {line!r} {err[-1000:]}")
+        self.target = line[len("READY "):]
+
+    def peak_rss_mib(self) -> float:
+        with open(f"/proc/{self.process.pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> str:
+        try:
+            _, err = self.process.communicate(input="", timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            _, err = self.process.communicate()
+        return str(err)
+
+
+class LegitimateClient:
+    """grpcio's client in its own process, calling throughout; its calls read back at the end."""
+
+    def __init__(self, target: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _LEGIT_SCRIPT, target, ECHO, str(CALL_TIMEOUT),
+             str(CALL_INTERVAL)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        if line != "READY":
+            self.process.kill()
+            _, err = self.process.communicate()
+            raise RuntimeError(f"the legitimate client did not start: {line!r} {err[-1000:]}")
+
+    def stop(self) -> List[Tuple[float, float, bool]]:
+        out, _ = self.process.communicate(input="", timeout=CALL_TIMEOUT + 30)
+        return [tuple(json.loads(line)) for line in out.splitlines() if line.startswith("[")]
+
+
+# ------------------------------------------------------------------------------------------------
+# Attacks: each runs until ``stop`` is set, from threads of this process.
+
+
+class Attack:
+    """The attacker's connections: opened, counted, and all shut when the attack stops."""
+
+    def __init__(self, target: str, stop: threading.Event) -> None:
+        self.target = target
+        self.stop = stop
+        self.lock = threading.Lock()
+        self.clients: List[HostileClient] = []
+        self.connections = 0
+        self.goaways: Counter[int] = collections.Counter()
+
+    def connect(self, **options: object) -> Optional[HostileClient]:
+        try:
+            client = HostileClient(self.target, record_frames=False, auto_ack_ping=False,
+                                   **options)
+        except OSError:
+            self.stop.wait(0.05)
+            return None
+        with self.lock:
+            self.clients.append(client)
+            self.connections += 1
+        return client
+
+    def finish(self, client: HostileClient) -> None:
+        with self.lock:
+            for goaway in client.goaways:
+                self.goaways[goaway.error_code] += 1
+        client.shutdown()
+
+    def shut_all(self) -> None:
+        with self.lock:
+            clients = list(self.clients)
+        for client in clients:
+            client.shutdown()  # unblocks a send() the server no longer reads
+        for client in clients:
+            client.close()
+
+
+def _request_headers(path: str) -> List[Tuple[bytes, bytes]]:
+    return [(b":method", b"POST"), (b":scheme", b"http"), (b":path", path.encode()),
+            (b":authority", b"attack"), (b"content-type", b"application/grpc"),
+            (b"te", b"trailers")]
+
+
+def _flood(attack: Attack, frames: Callable[[HostileClient, int], bytes], read: bool = True,
+           preface: Optional[Dict[int, int]] = None) -> None:
+    """One attacker: send ``frames(client, burst)`` until told to stop; when the server sends
+    it away, connect again and go on."""
+    while not attack.stop.is_set():
+        client = attack.connect(read=read)
+        if client is None:
+            continue
+        client.send_preface(preface)
+        burst = 0
+        while not attack.stop.is_set() and not client.eof and not client.goaways:
+            if not client.send(frames(client, burst)):
+                break
+            burst += 1
+        attack.finish(client)
+
+
+def ping_flood(attack: Attack) -> List[threading.Thread]:
+    frames = PingFrame(0, opaque_data=b"flooding").serialize() * BURST
+    return [threading.Thread(target=_flood, args=(attack, lambda c, b: frames))
+            for _ in range(16)]
+
+
+def settings_flood(attack: Attack) -> List[threading.Thread]:
+    frames = SettingsFrame(0, settings={INITIAL_WINDOW_SIZE: 65535}).serialize() * BURST
+    return [threading.Thread(target=_flood, args=(attack, lambda c, b: frames, False))]
+
+
+def rapid_reset(attack: Attack) -> List[threading.Thread]:
+    def frames(client: HostileClient, burst: int) -> bytes:
+        block = client.encode_headers(_request_headers(ECHO))
+        first = 1 + 2 * BURST * burst
+        return b"".join(
+            HeadersFrame(sid, block, flags=["END_HEADERS"]).serialize()
+            + RstStreamFrame(sid, error_code=CANCEL).serialize()
+            for sid in range(first, min(first + 2 * BURST, MAX_WINDOW), 2)
+        )
+
+    return [threading.Thread(target=_flood, args=(attack, frames))]
+
+
+def _small_messages(attack: Attack, streams: int) -> None:
+    """Client-streaming calls to a handler that never reads, fed 2-byte messages."""
+    message = b"\x00\x00\x00\x00\x02hi"
+    payload = message * 2000
+    while not attack.stop.is_set():
+        client = attack.connect()
+        if client is None:
+            continue
+        client.send_preface()
+        ids = [2 * i + 1 for i in range(streams)]
+        for sid in ids:
+            client.send_headers(sid, _request_headers(SINK))
+        while not attack.stop.is_set() and not client.eof and not client.goaways:
+            progress = False
+            for sid in ids:
+                if client.send_data(sid, payload, timeout=0.2):
+                    progress = True
+            if not progress and attack.stop.wait(0.2):
+                break
+        attack.finish(client)
+
+
+def small_messages_10_streams(attack: Attack) -> List[threading.Thread]:
+    return [threading.Thread(target=_small_messages, args=(attack, 10))]
+
+
+def _partial_unary(attack: Attack, calls: int) -> None:
+    """Unary calls each carrying a message of almost 4 MiB, all but its last byte."""
+    size = 4 * MIB - 16
+    message = b"\x00" + size.to_bytes(4, "big") + b"\x01" * (size - 1)
+    client = attack.connect()
+    if client is None:
+        return
+    client.send_preface()
+    for index in range(calls):
+        if attack.stop.is_set() or client.eof or client.goaways:
+            break
+        sid = 2 * index + 1
+        client.send_headers(sid, _request_headers(ECHO))
+        client.send_data(sid, message, timeout=0.5)
+    attack.stop.wait()
+    attack.finish(client)
+
+
+def partial_4mib_unary(attack: Attack) -> List[threading.Thread]:
+    return [threading.Thread(target=_partial_unary, args=(attack, 100)) for _ in range(2)]
+
+
+def _unread_responses(attack: Attack, streams: int) -> None:
+    """Server-streaming calls whose responses are never read, with every window wide open."""
+    client = attack.connect(read=False)
+    if client is None:
+        return
+    client.send_preface({INITIAL_WINDOW_SIZE: MAX_WINDOW})
+    client.send(WindowUpdateFrame(0, window_increment=MAX_WINDOW - 65535).serialize())
+    empty = b"\x00\x00\x00\x00\x00"
+    for index in range(streams):
+        client.send_headers(2 * index + 1, _request_headers(POUR))
+        client.send_data(2 * index + 1, empty, end_stream=True, flow_control=False)
+    attack.stop.wait()
+    attack.finish(client)
+
+
+def unread_responses_400_streams(attack: Attack) -> List[threading.Thread]:
+    return [threading.Thread(target=_unread_responses, args=(attack, 100)) for _ in range(4)]
+
+
+#: Every attack: what it does, and its threads.
+ATTACKS: Dict[str, Tuple[str, Callable[[Attack], List[threading.Thread]]]] = {
+    "none": ("no attack: the legitimate client alone", lambda attack: []),
+    "ping_flood": ("16 connections send PING frames as fast as they can", ping_flood),
+    "settings_flood": ("1 connection sends SETTINGS frames and never reads the ACKs",
+                       settings_flood),
+    "rapid_reset": ("1 connection opens streams and resets each at once (CVE-2023-44487)",
+                    rapid_reset),
+    "small_messages": ("10 client-streaming calls send 2-byte messages to a handler that never"
+                       " reads", small_messages_10_streams),
+    "partial_4mib_unary": ("2 connections x 100 unary calls, each a 4 MiB message but its last"
+                           " byte", partial_4mib_unary),
+    "unread_responses": ("4 connections x 100 server-streaming calls of 1 MiB responses, never"
+                         " read, windows wide open", unread_responses_400_streams),
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# One measurement
+
+
+def _percentile(values: Sequence[float], fraction: float) -> Optional[float]:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def measure(kind: ServerKind, attack_name: str, seconds: float) -> Result:
+    server = ServerProcess(kind)
+    note = ""
+    try:
+        legit = LegitimateClient(server.target)
+        stop = threading.Event()
+        attack = Attack(server.target, stop)
+        threads = ATTACKS[attack_name][1](attack)
+        for thread in threads:
+            thread.daemon = True
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        stop.wait(seconds)
+        stop.set()
+        attack.shut_all()
+        ended = time.monotonic()
+        for thread in threads:
+            thread.join(30)
+        if any(thread.is_alive() for thread in threads):
+            note = "an attacker thread did not stop"
+        time.sleep(AFTER_SECONDS)  # the legitimate client goes on meanwhile
+        calls = legit.stop()
+        peak = server.peak_rss_mib()
+    finally:
+        stderr = server.stop()
+    if "Traceback" in stderr:
+        note = (note + "; " if note else "") + "the server logged a traceback"
+    during = [(end - start, ok) for start, end, ok in calls if started <= start < ended]
+    latencies = [duration if ok else CALL_TIMEOUT for duration, ok in during]
+    after = [end for start, end, ok in calls if start >= ended and ok]
+    return Result(
+        server=kind.name, attack=attack_name, calls=len(during),
+        ok=sum(1 for _, ok in during if ok),
+        p99_ms=None if not latencies else 1000 * (_percentile(latencies, 0.99) or 0.0),
+        recovery_ms=None if not after else 1000 * (min(after) - ended),
+        peak_rss_mib=peak, connections=attack.connections, goaways=dict(attack.goaways),
+        note=note,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Servers and the document
+
+
+def server_kinds(names: Sequence[str]) -> Tuple[List[ServerKind], List[str]]:
+    kinds: List[ServerKind] = []
+    missing: List[str] = []
+    cpython = f"CPython {platform.python_version()}"
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    for name in names:
+        if name == "minigrpc":
+            kinds.append(ServerKind("minigrpc", sys.executable, "minigrpc", env, cpython))
+        elif name == "minigrpc-pypy":
+            python, reason = pypy_python_or_reason()
+            if python is None:
+                missing.append(f"minigrpc-pypy: {reason}")
+                continue
+            kinds.append(ServerKind("minigrpc-pypy", python, "minigrpc",
+                                    pypy_env(str(REPO_ROOT)), pypy_version(python)))
+        elif name == "grpcio":
+            try:
+                import grpc
+            except ImportError:
+                missing.append("grpcio: not installed")
+                continue
+            kinds.append(ServerKind("grpcio", sys.executable, "grpc", env,
+                                    f"grpcio {grpc.__version__}, {cpython}"))
+        else:
+            raise SystemExit(f"unknown server {name!r}")
+    return kinds, missing
+
+
+_GOAWAY_NAMES = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR",
+                 3: "FLOW_CONTROL_ERROR", 11: "ENHANCE_YOUR_CALM"}
+
+
+#: What a server should hold to under every attack: legitimate calls all succeed with a p99
+#: under 100 ms, the server answers within a second after the attack, and its peak RSS stays
+#: within 150 MiB (300 MiB on PyPy). A figure past its target is shown in bold.
+P99_TARGET_MS = 100.0
+RECOVERY_TARGET_MS = 1000.0
+RSS_TARGET_MIB = {"minigrpc-pypy": 300.0}
+RSS_TARGET_DEFAULT_MIB = 150.0
+
+
+def _ms(value: Optional[float]) -> str:
+    if value is None:
+        return "none"
+    return f"{value:,.0f} ms"
+
+
+def _over(text: str, over: bool) -> str:
+    return f"**{text}**" if over else text
+
+
+def render(results: List[Result], kinds: List[ServerKind], missing: List[str], seconds: float,
+           command: str) -> str:
+    lines = [
+        ATTACK_BEGIN,
+        "## Under attack: legitimate calls, recovery and memory, beside grpcio",
+        "",
+        f"Measured in one run of `{command}` (each attack {seconds:.0f} s against a fresh server",
+        f"process; then {AFTER_SECONDS:.0f} s more of legitimate calls). A grpcio client in its "
+        "own process makes",
+        f"unary calls one after another with a {CALL_TIMEOUT:.0f} s deadline throughout; the "
+        "attackers, in another,",
+        "reconnect whenever the server sends them away. Servers: "
+        + "; ".join(f"{kind.name} ({kind.version})" for kind in kinds) + ".",
+        "Machine: " + f"{os.cpu_count()} CPUs, shared; figures are from one run, not averages.",
+        "",
+        f"In bold, what misses its target: every legitimate call succeeds, p99 under "
+        f"{P99_TARGET_MS:.0f} ms, the first",
+        f"call after the attack answered within {RECOVERY_TARGET_MS / 1000:.0f} s, peak RSS "
+        f"within {RSS_TARGET_DEFAULT_MIB:.0f} MiB ({RSS_TARGET_MIB['minigrpc-pypy']:.0f} MiB on "
+        "PyPy). An attacker that never",
+        "reads (settings_flood, unread_responses) cannot see a GOAWAY; its reconnections show "
+        "the server closing it.",
+        "",
+        "| Attack | Server | legit OK during | p99 during | recovery after | peak RSS "
+        "| attacker connections (GOAWAYs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in missing:
+        lines.insert(-3, f"Not measured: {name}.")
+    for result in results:
+        goaways = ", ".join(f"{count} {_GOAWAY_NAMES.get(code, code)}"
+                            for code, count in sorted(result.goaways.items()))
+        attack = result.attack + (f" ({result.note})" if result.note else "")
+        rss_target = RSS_TARGET_MIB.get(result.server, RSS_TARGET_DEFAULT_MIB)
+        ok = _over(f"{result.ok}/{result.calls}", result.ok < result.calls or not result.calls)
+        p99 = _over(_ms(result.p99_ms), result.p99_ms is None or result.p99_ms > P99_TARGET_MS)
+        recovery = _over(_ms(result.recovery_ms), result.recovery_ms is None
+                         or result.recovery_ms > RECOVERY_TARGET_MS)
+        rss = _over(f"{result.peak_rss_mib:,.0f} MiB", result.peak_rss_mib > rss_target)
+        lines.append(
+            f"| {attack} | {result.server} | {ok} | {p99} | {recovery} | {rss} "
+            f"| {result.connections}{f' ({goaways})' if goaways else ''} |"
+        )
+    lines += ["", "What each attack does:", ""]
+    for name in dict.fromkeys(result.attack for result in results):
+        lines.append(f"- **{name}**: {ATTACKS[name][0]}.")
+    lines += ["", ATTACK_END]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(section: str, path: Path = DOC_PATH) -> None:
+    """Put the section in place of the old one, or before the document's first section."""
+    path.write_text(with_attack_section(path.read_text(encoding="utf-8"), section),
+                    encoding="utf-8")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--servers", default="minigrpc,minigrpc-pypy,grpcio")
+    parser.add_argument("--attacks", default=",".join(ATTACKS))
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each attack")
+    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite the doc")
+    args = parser.parse_args(argv)
+    attacks = [name for name in args.attacks.split(",") if name]
+    unknown = [name for name in attacks if name not in ATTACKS]
+    if unknown:
+        parser.error(f"unknown attack {', '.join(unknown)}; known: {', '.join(ATTACKS)}")
+    kinds, missing = server_kinds([name for name in args.servers.split(",") if name])
+    for reason in missing:
+        print(f"attack-report: not measured: {reason}", file=sys.stderr)
+    results: List[Result] = []
+    log: IO[str] = sys.stderr
+    for attack in attacks:
+        for kind in kinds:
+            result = measure(kind, attack, args.seconds)
+            results.append(result)
+            print(f"attack-report: {attack:>20} {kind.name:>14}: {result.ok}/{result.calls} ok,"
+                  f" p99 {_ms(result.p99_ms)}, recovery {_ms(result.recovery_ms)},"
+                  f" peak {result.peak_rss_mib:.0f} MiB, {result.connections} connections"
+                  f" {result.goaways} {result.note}", file=log, flush=True)
+    command = "make robustness-attacks" if argv is None and len(sys.argv) == 1 else (
+        "python tools/attack_report.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    section = render(results, kinds, missing, args.seconds, command)
+    if args.no_write:
+        print(section)
+    else:
+        write_section(section)
+        print(f"attack-report: wrote {DOC_PATH.relative_to(REPO_ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    socket.setdefaulttimeout(None)
+    sys.exit(main())

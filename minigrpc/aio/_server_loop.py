@@ -694,6 +694,7 @@ class AioServerLoop:
         except errors.MessageTooLarge as exc:
             self._finish(context, exc.code, str(exc))
             raise _dispatch.CallEndedError(exc.code) from None
+        context._initial_metadata_sent = True  # the first message sent the response headers
         connection.schedule_flush()
 
     def _send_initial_metadata(

@@ -32,6 +32,7 @@ from ..server_dispatch import CallEndedError
 from ..servicer_context import CallState, _Abort
 from ..status import Metadata, StatusCode
 from ._errors import EOF, AbortError, UsageError
+from ._metadata import Metadata as AioMetadata
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._server_loop import AioConnection, AioServerLoop
@@ -120,8 +121,11 @@ class ServicerContext(CallState):
         await self._server._send_response(self, message)
 
     def set_trailing_metadata(self, trailing_metadata: Iterable[Tuple[str, Any]]) -> None:
-        """Metadata for the trailers: a tuple or list of ``(key, value)`` pairs, as grpcio's
-        asyncio server requires (anything else, a dict included, is a TypeError)."""
+        """Metadata for the trailers: an :class:`~minigrpc.aio.Metadata`, or a tuple or list
+        of ``(key, value)`` pairs, as grpcio's asyncio server requires (anything else, a dict
+        included, is a TypeError)."""
+        if isinstance(trailing_metadata, AioMetadata):
+            trailing_metadata = tuple(trailing_metadata)
         if not isinstance(trailing_metadata, (tuple, list)) or not all(
             isinstance(item, (tuple, list)) and len(item) == 2 for item in trailing_metadata
         ):
@@ -130,6 +134,16 @@ class ServicerContext(CallState):
                 f"{trailing_metadata!r}"
             )
         super().set_trailing_metadata(trailing_metadata)
+
+    def set_compression(self, compression: Optional[int]) -> None:
+        """Compress the responses with this ``Compression`` if the client accepts it; only
+        before the response headers went out (they name the encoding): RuntimeError after,
+        as in grpcio."""
+        if self._initial_metadata_sent:
+            raise RuntimeError(
+                "Compression setting must be specified before sending initial metadata"
+            )
+        super().set_compression(compression)
 
     async def send_initial_metadata(self, initial_metadata: Iterable[Tuple[str, Any]]) -> None:
         """Send the response headers now, with this metadata (at most once, as in grpcio)."""

@@ -49,8 +49,8 @@ class AsyncServicer:
         metadata = dict(context.invocation_metadata())
         if ECHO_INITIAL in metadata:
             await context.send_initial_metadata([(ECHO_INITIAL, metadata[ECHO_INITIAL])])
-        if ECHO_TRAILING in metadata:
-            context.set_trailing_metadata([(ECHO_TRAILING, metadata[ECHO_TRAILING])])
+        if ECHO_TRAILING in metadata:  # as an aio.Metadata, which grpcio accepts too
+            context.set_trailing_metadata(aio.Metadata((ECHO_TRAILING, metadata[ECHO_TRAILING])))
         if request.startswith(b"abort:"):
             await context.abort(StatusCode.NOT_FOUND, request[6:].decode())
         if request == b"abort-ok":
@@ -110,9 +110,15 @@ class AsyncServicer:
             await context.abort(StatusCode.DATA_LOSS, "after the responses")
 
     async def SplitWriter(self, request: bytes, context: aio.ServicerContext) -> None:
-        """The write() style."""
+        """The write() style; compression may be chosen only before the headers go out."""
+        context.set_compression(minigrpc.Compression.Deflate)
         for index in range(len(request)):
             await context.write(request[index : index + 1])
+        try:
+            context.set_compression(minigrpc.Compression.Gzip)
+        except RuntimeError:
+            return
+        raise AssertionError("set_compression() after the headers did not raise")
 
     def SyncSplit(self, request: bytes, context: Any) -> Iterator[bytes]:
         for index in range(len(request)):

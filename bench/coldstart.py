@@ -13,6 +13,7 @@ another process lands on all of them alike.
 
 from __future__ import annotations
 
+import datetime
 import importlib.util
 import json
 import os
@@ -228,7 +229,18 @@ def start_agent(repo_root: str, socket_path: str, section: Dict[str, Any]
         section["error"] = str(exc)
         return None
     section["agent"] = agent.name
+    # When and how busy: a section measured alone (python -m bench --only) says so itself.
+    section["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    section["load"] = [one_minute_load()]
     return agent
+
+
+def one_minute_load() -> float:
+    """The 1-minute load average (other processes slow every run), or -1 where unknown."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return -1.0
 
 
 class RunResult:
@@ -484,6 +496,7 @@ def run_section(repo_root: str, runs: int, profile_runs: int, log: Any) -> Dict[
                         variant, socket_path, work_dir, repo_root, profile_runs)
         finally:
             agent.stop()
+            section["load"].append(one_minute_load())
     for variant in variants:
         section["variants"].append({
             "key": variant.key, "label": variant.label, "note": variant.note,

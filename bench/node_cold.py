@@ -24,7 +24,6 @@ Target (docs/benchmarks.md): on every interpreter, each command's median at most
 
 from __future__ import annotations
 
-import datetime
 import glob
 import json
 import os
@@ -35,7 +34,7 @@ import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench.coldstart import launcher_or_reason, plugin_env, run_once, start_agent
+from bench.coldstart import launcher_or_reason, one_minute_load, plugin_env, run_once, start_agent
 from bench.stats import median, ratio
 
 #: The target: a command's median wall time over the bare start's, and its peak RSS over it.
@@ -234,20 +233,11 @@ def measure(runners: Sequence[Runner], socket_path: str, work_dir: str, runs: in
     return results
 
 
-def _load() -> float:
-    """The 1-minute load average: how busy the machine was (other processes slow every row)."""
-    try:
-        return os.getloadavg()[0]
-    except OSError:
-        return -1.0
-
-
 def run_section(repo_root: str, runs: int, log: Callable[[str], None]) -> Dict[str, Any]:
     """Build the bundle and the Go plugin, start the agent, measure; never raises PeerError."""
     interpreters, notes = find_interpreters()
     section: Dict[str, Any] = {"runs": runs, "network_config": NETWORK_CONFIG,
-                               "date": datetime.datetime.now(datetime.timezone.utc).strftime(
-                                   "%Y-%m-%d %H:%M UTC"),
+
                                "limits": {"wall": WALL_LIMIT, "rss": RSS_LIMIT},
                                "interpreters": [], "notes": notes}
     with tempfile.TemporaryDirectory(prefix="mg-bench-nodes-") as work_dir:
@@ -285,7 +275,6 @@ def run_section(repo_root: str, runs: int, log: Callable[[str], None]) -> Dict[s
         agent = start_agent(repo_root, socket_path, section)
         if agent is None:
             return section
-        section["load"] = [_load()]
         section["cpus"] = os.cpu_count()
         try:
             log(f"node cold start: {len(runners)} entries x {runs} rounds against the {agent.name}")
@@ -294,7 +283,7 @@ def run_section(repo_root: str, runs: int, log: Callable[[str], None]) -> Dict[s
                 lambda done, total: log(f"  node cold start {done}/{total}"), launcher)
         finally:
             agent.stop()
-            section["load"].append(_load())
+            section["load"].append(one_minute_load())
     return section
 
 

@@ -377,7 +377,10 @@ def _cold_section(results: Dict[str, Any]) -> List[str]:
         f"reaped exit, {cold['runs']} runs per variant after one warm-up, variants interleaved; "
         "an untimed DEL follows every ADD. CPU (user + system) and peak RSS are the child's "
         "own, from `wait4` in tests/go/coldrun, a small launcher that forks it (forked by the "
-        "harness, a child would count the harness's pages in its peak RSS).")
+        "harness, a child would count the harness's pages in its peak RSS)."
+        + (f" Measured {cold['date']}, 1-minute load average "
+           + " then ".join(f"{value:.2f}" for value in cold["load"]) + "."
+           if cold.get("date") and cold.get("load") else ""))
     lines.append("")
     grpcio_wall = cold_median(results, "grpcio", "wall_ms")
     grpcio_rss = cold_median(results, "grpcio", "rss_mib")

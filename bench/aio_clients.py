@@ -12,7 +12,7 @@ full run's table name the same ones).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from bench.stats import median, percentile, ratio
 
@@ -62,22 +62,10 @@ def comparisons(results: Dict[str, Any]) -> List[Tuple[str, str, str, float, Any
     return found
 
 
-def _fmt(value: Optional[float], digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
-
-
-def _fmt_ratio(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value:.2f}×"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines.extend("| " + " | ".join(row) + " |" for row in rows)
-    return lines
-
-
 def render_section(results: Dict[str, Any]) -> List[str]:
     """The docs/benchmarks.md section, markers included (nothing when it was not measured)."""
+    from bench.report import _fmt, _fmt_ratio, _table  # the report's formatting (it imports us)
+
     rows_in = results.get("aio")
     if rows_in is None:
         return []

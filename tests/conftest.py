@@ -20,11 +20,12 @@ grpcio in this process skip there, and their skip reason says so.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import shutil
 import sys
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Callable, Dict, Iterator, List
 
 # The suite forks subprocesses (the plugin, agents) while grpcio peers run in this process.
 # grpcio's fork handlers then abort some children before exec with "epoll_wait error: Bad file
@@ -159,3 +160,22 @@ if not grpcio_in_process() and platform.python_implementation() != "CPython":
     def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
         outcome = yield
         _name_the_reason(outcome.get_result())
+
+
+@pytest.fixture
+def wire_trace() -> Iterator[List[str]]:
+    """Lines of minigrpc's frame trace (the ``minigrpc.wire`` logger) during the test."""
+    lines: List[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("minigrpc.wire")
+    handler = Collect(logging.DEBUG)
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield lines
+    logger.removeHandler(handler)
+    logger.setLevel(old_level)

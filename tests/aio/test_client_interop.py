@@ -19,11 +19,10 @@ handler's task; grpcio's blocking server runs the context's callbacks).
 from __future__ import annotations
 
 import asyncio
-import logging
 import shutil
 import uuid
-from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterator, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -76,6 +75,8 @@ class Peer:
     record: Optional[HandlerRecord] = None
     #: grpcio's blocking servicer (its waiting handlers), when that is the server.
     servicer: Any = None
+    #: The client's frame trace, for the tests that look at it.
+    trace: List[str] = field(default_factory=list)
 
 
 @pytest.fixture(scope="module")
@@ -133,25 +134,6 @@ def peer(request: pytest.FixtureRequest, aio_peer_servers: dict) -> Iterator[Pee
         finally:
             minigrpc_server.servicer.release_sleepers()
             minigrpc_server.stop(0)
-
-
-@pytest.fixture
-def wire_trace() -> Iterator[List[str]]:
-    """Lines of minigrpc's frame trace (the ``minigrpc.wire`` logger) during the test."""
-    lines: List[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    logger = logging.getLogger("minigrpc.wire")
-    handler = Collect(logging.DEBUG)
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield lines
-    logger.removeHandler(handler)
-    logger.setLevel(old_level)
 
 
 def sent_resets(trace: List[str]) -> List[str]:
@@ -431,56 +413,58 @@ def test_cancel_after_first_response(peer: Peer, wire_trace: List[str]) -> None:
     run(peer.target, body)
 
 
+async def cancel_task_waiting_on(
+    peer: Peer, call: Any, named: Tuple[str, str], wait: Callable[[], Awaitable[Any]]
+) -> None:
+    """Cancel a task while it waits in ``wait()`` on ``call`` (whose handler is running):
+    the call ends CANCELLED, RST_STREAM(CANCEL) went out, and the handler saw its call end."""
+    waiting = asyncio.Event()
+
+    async def waiter() -> Any:
+        waiting.set()  # it runs on into wait() and waits there before this task resumes
+        return await wait()
+
+    task = asyncio.get_running_loop().create_task(waiter())
+    await call.wait_for_connection()
+    await waiting.wait()
+    await handler_runs(peer, named)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await call.code() is StatusCode.CANCELLED
+    assert any("CANCEL" in line for line in sent_resets(peer.trace))
+    await handler_saw_the_end(peer, named)
+
+
 def test_cancelled_task_resets_its_stream(peer: Peer, wire_trace: List[str]) -> None:
     """A task cancelled while it awaits a call: RST_STREAM(CANCEL) goes out, the server's
     handler sees its call end, and the connection goes on serving (only a stream was reset)."""
+    peer.trace = wire_trace
 
     async def body(channel: aio.Channel) -> None:
         named = call_id()
         call = empty_call(channel)(empty_pb2.Empty(), metadata=((SLEEP_KEY, "20000"), named))
 
-        waiting = asyncio.Event()
+        async def wait() -> Any:
+            return await call
 
-        async def waiter() -> None:
-            waiting.set()  # it awaits the call before this task resumes
-            await call
-
-        task = asyncio.get_running_loop().create_task(waiter())
-        await call.wait_for_connection()
-        await waiting.wait()
-        await handler_runs(peer, named)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert await call.code() is StatusCode.CANCELLED
-        assert [line for line in sent_resets(wire_trace) if "CANCEL" in line]
-        await handler_saw_the_end(peer, named)
+        await cancel_task_waiting_on(peer, call, named, wait)
         assert isinstance(await empty_call(channel)(empty_pb2.Empty()), empty_pb2.Empty)
 
     run(peer.target, body)
 
 
 def test_cancelled_reader_resets_a_server_stream(peer: Peer, wire_trace: List[str]) -> None:
+    peer.trace = wire_trace
+
     async def body(channel: aio.Channel) -> None:
         named = call_id()
         call = streaming_output(channel)(output_request(1), metadata=((SLEEP_KEY, "20000"), named))
 
-        reading = asyncio.Event()
-
-        async def reader() -> List[Any]:
-            reading.set()  # it runs on into read() and waits there before this task resumes
+        async def wait() -> List[Any]:
             return [response async for response in call]
 
-        task = asyncio.get_running_loop().create_task(reader())
-        await call.wait_for_connection()
-        await reading.wait()
-        await handler_runs(peer, named)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert await call.code() is StatusCode.CANCELLED
-        assert [line for line in sent_resets(wire_trace) if "CANCEL" in line]
-        await handler_saw_the_end(peer, named)
+        await cancel_task_waiting_on(peer, call, named, wait)
 
     run(peer.target, body)
 

@@ -17,6 +17,20 @@ def _python_blocks() -> list:
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
+def assert_prints_what_its_comments_say(block: str) -> list:
+    """Run a README block; each ``print(...)  # text`` line must print exactly ``text``."""
+    expected = [
+        line.rsplit("# ", 1)[1] for line in block.splitlines() if "print(" in line and "# " in line
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=50,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == expected
+    return expected
+
+
 @pytest.mark.timeout(60)
 def test_usage_example_runs_and_prints_what_its_comments_say() -> None:
     block = _python_blocks()[0]
@@ -66,54 +80,22 @@ def test_streaming_example_runs_and_prints_what_its_comments_say() -> None:
         if "unary_stream_rpc_method_handler" in b and "aio.server()" not in b
     ]
     # The comment at the end of each print(...) line is what that line prints.
-    expected = [
-        line.rsplit("# ", 1)[1] for line in block.splitlines() if "print(" in line and "# " in line
-    ]
-    result = subprocess.run(
-        [sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=50,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == expected
+    assert_prints_what_its_comments_say(block)
 
 
 @pytest.mark.timeout(60)
 def test_asyncio_server_example_runs_and_prints_what_its_comments_say() -> None:
     (block,) = [b for b in _python_blocks() if "aio.server()" in b]
-    expected = [
-        line.rsplit("# ", 1)[1] for line in block.splitlines() if "print(" in line and "# " in line
-    ]
-    result = subprocess.run(
-        [sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=50,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == expected
+    assert_prints_what_its_comments_say(block)
 
 
 @pytest.mark.timeout(60)
 def test_addons_example_runs_and_prints_what_its_comments_say() -> None:
     (block,) = [b for b in _python_blocks() if "enable_server_reflection" in b]
-    expected = [
-        line.rsplit("# ", 1)[1] for line in block.splitlines() if "print(" in line and "# " in line
-    ]
-    result = subprocess.run(
-        [sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=50,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == expected == ["2", "no such thing"]
+    assert assert_prints_what_its_comments_say(block) == ["2", "no such thing"]
 
 
 @pytest.mark.timeout(60)
 def test_asyncio_client_example_runs_and_prints_what_its_comments_say() -> None:
     (block,) = [b for b in _python_blocks() if "aio.UnaryUnaryClientInterceptor" in b]
-    expected = [
-        line.rsplit("# ", 1)[1] for line in block.splitlines() if "print(" in line and "# " in line
-    ]
-    result = subprocess.run(
-        [sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=50,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == expected
+    assert_prints_what_its_comments_say(block)

@@ -8,7 +8,6 @@ test here runs three times against the interop TestService of tests/interop/serv
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any, Iterator, List
 
@@ -92,25 +91,6 @@ def test_channel_level_compression(grpcio_target: str) -> None:
     with minigrpc.insecure_channel(grpcio_target, compression=Compression.Gzip) as chan:
         response = unary_call(chan)(large_request(), timeout=10)
     assert len(response.payload.body) == LARGE_RESPONSE
-
-
-@pytest.fixture
-def wire_trace() -> Iterator[List[str]]:
-    """Lines of minigrpc's frame trace, captured for the test."""
-    lines: List[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    logger = logging.getLogger("minigrpc.wire")
-    handler = Collect(logging.DEBUG)
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield lines
-    logger.removeHandler(handler)
-    logger.setLevel(old_level)
 
 
 def test_server_compressed_unary(grpcio_target: str, wire_trace: List[str]) -> None:

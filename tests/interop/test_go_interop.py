@@ -19,7 +19,6 @@ build") is printed in pytest's terminal summary.
 
 from __future__ import annotations
 
-import logging
 import queue
 import re
 import shutil
@@ -104,25 +103,6 @@ def go_target(request: pytest.FixtureRequest, go_server_targets: Dict[str, str])
 def service(go_target: str) -> Iterator[Any]:
     with minigrpc.insecure_channel(go_target) as channel:
         yield stub(test_pb2.TEST_SERVICE, channel)
-
-
-@pytest.fixture
-def wire_trace() -> Iterator[List[str]]:
-    """Lines of minigrpc's frame trace (the ``minigrpc.wire`` logger) during the test."""
-    lines: List[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    logger = logging.getLogger("minigrpc.wire")
-    handler = Collect(logging.DEBUG)
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield lines
-    logger.removeHandler(handler)
-    logger.setLevel(old_level)
 
 
 def large_request(**fields: Any) -> Any:

@@ -188,6 +188,17 @@ class ConnectionMemory:
                 budget.peak = budget.used + budget.reserved
             return True
 
+    def hold(self, cost: int) -> None:
+        """I/O thread: charge what a handler thread will release (:meth:`unreserve`): request
+        messages moved into a streaming handler's queue (:mod:`minigrpc.server_call`)."""
+        budget = self._budget
+        with budget._reserve_lock:
+            if not self._closed:
+                self.reserved += cost
+                budget.reserved += cost
+                if budget.used + budget.reserved > budget.peak:
+                    budget.peak = budget.used + budget.reserved
+
     def unreserve(self, cost: int) -> None:
         """I/O thread: the reserved response is being queued (and charged) or dropped."""
         budget = self._budget

@@ -21,12 +21,13 @@ import collections
 import threading
 from typing import Any, Callable, Deque, Iterator, Optional
 
-from .memory_budget import QUEUED_BYTES_OVERHEAD
+from .memory_budget import QUEUED_BYTES_OVERHEAD, ConnectionMemory
 from .server_dispatch import CallEndedError
 from .status import StatusCode
 
 __all__ = [
     "REQUEST_QUEUE_LIMIT",
+    "REQUEST_QUEUE_LIMIT_OVER_BUDGET",
     "RESPONSE_HIGH_WATER",
     "CallEndedError",
     "RequestStream",
@@ -35,6 +36,9 @@ __all__ = [
 
 #: What received, unread request messages of a call may cost before it stops taking more.
 REQUEST_QUEUE_LIMIT = 1024 * 1024
+#: The same while the connection is over its memory budget: a handler that reads still gets
+#: its next messages, one that does not holds little (:mod:`minigrpc.memory_budget`).
+REQUEST_QUEUE_LIMIT_OVER_BUDGET = 64 * 1024
 #: Bytes of response messages a handler may have handed over and not yet seen written.
 RESPONSE_HIGH_WATER = 256 * 1024
 
@@ -52,8 +56,11 @@ class RequestStream:
         deserialize: Optional[Callable[[bytes], Any]],
         pull: Callable[[], None],
         on_bad_message: Callable[[], BaseException],
+        memory: Optional[ConnectionMemory] = None,
     ) -> None:
         self._deserialize = deserialize
+        #: The connection's account: what waits here is charged to it until the handler reads.
+        self._memory = memory
         self._pull = pull
         self._on_bad_message = on_bad_message
         self._ready = threading.Condition(threading.Lock())
@@ -68,12 +75,18 @@ class RequestStream:
 
     @property
     def has_room(self) -> bool:
+        memory = self._memory
+        if memory is not None and memory.over_budget:
+            return self._queued_bytes < REQUEST_QUEUE_LIMIT_OVER_BUDGET
         return self._queued_bytes < REQUEST_QUEUE_LIMIT
 
     def put(self, message: bytes) -> None:
+        cost = len(message) + QUEUED_BYTES_OVERHEAD
         with self._ready:
             self._messages.append(message)
-            self._queued_bytes += len(message) + QUEUED_BYTES_OVERHEAD
+            self._queued_bytes += cost
+            if self._memory is not None:
+                self._memory.hold(cost)
             self._ready.notify()
 
     def stall(self) -> None:
@@ -92,6 +105,8 @@ class RequestStream:
         with self._ready:
             self._ended_by = code
             self._messages.clear()
+            if self._memory is not None and self._queued_bytes:
+                self._memory.unreserve(self._queued_bytes)
             self._queued_bytes = 0
             self._ready.notify_all()
 
@@ -110,7 +125,10 @@ class RequestStream:
             if not self._messages:
                 raise StopIteration
             message = self._messages.popleft()
-            self._queued_bytes -= len(message) + QUEUED_BYTES_OVERHEAD
+            cost = len(message) + QUEUED_BYTES_OVERHEAD
+            self._queued_bytes -= cost
+            if self._memory is not None:
+                self._memory.unreserve(cost)
             if self._stalled and self._queued_bytes <= REQUEST_QUEUE_LIMIT // 2:
                 self._stalled = False
                 pull = True

@@ -776,6 +776,7 @@ class ServerLoop:
                 handler.request_deserializer,
                 lambda: self._post(self._pull_requests, connection, context),
                 lambda: self._bad_request_message(context),
+                protocol.memory,
             )
             self._dispatch(connection, context, None)
         accepted = protocol.accept_call(event.stream_id, request_streaming)

@@ -54,6 +54,7 @@ class Pair:
         self.budget = budget
         self.server = ServerConnection(settings, shape_from_handler=True, memory=budget)
         self.server.initiate()
+        self.server.memory.owner = self.server
         self.client = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=True, header_encoding=None)
         )
@@ -67,8 +68,9 @@ class Pair:
         events: List[Any] = []
         for _ in range(100):
             for account in self.budget.resumable():  # as the server's I/O loop does
-                assert account is self.server.memory
-                self.server.resume_credit()
+                owner = account.owner
+                assert isinstance(owner, ServerConnection)
+                owner.resume_credit()
             data = self.client.data_to_send()
             if data:
                 events.extend(self.server.receive_data(data))
@@ -334,3 +336,41 @@ def test_streamed_response_waits_for_the_budget() -> None:
     assert outcome == [True] and account.reserved == 1000
     account.unreserve(1000)
     assert budget.total == 0
+
+
+def test_request_queue_of_a_streaming_handler_is_charged() -> None:
+    """Request messages moved into a handler's queue stay charged to the connection until the
+    handler reads them, or the call ends."""
+    from minigrpc.memory_budget import QUEUED_BYTES_OVERHEAD
+    from minigrpc.server_call import RequestStream
+    from minigrpc.server_dispatch import CallEndedError
+
+    budget = MemoryBudget()
+    account = budget.open_connection()
+    stream = RequestStream(None, lambda: None, RuntimeError, account)
+    for _ in range(3):
+        stream.put(b"abc")
+    assert budget.total == 3 * (3 + QUEUED_BYTES_OVERHEAD)
+    assert next(stream) == b"abc"
+    assert budget.total == 2 * (3 + QUEUED_BYTES_OVERHEAD)
+    stream.terminate(StatusCode.CANCELLED)
+    assert budget.total == 0
+    with pytest.raises(CallEndedError):
+        next(stream)
+
+
+def test_spent_total_refuses_only_the_connections_that_hold_it() -> None:
+    """With the server's total spent, the connections holding more than a fair share get
+    REFUSED_STREAM for new streams, and a connection holding little is still served."""
+    budget = MemoryBudget(1 * MIB, 1 * MIB)
+    hog = Pair(budget)
+    hog.flood(hog.open_stream(), b"m" * 100)
+    assert budget.spent and hog.server.memory.over_budget
+    modest = Pair(budget)
+    unary = modest.client.get_next_available_stream_id()
+    modest.client.send_headers(unary, HEADERS)
+    modest.client.send_data(unary, wire.encode_message(b"q"), end_stream=True)
+    assert any(isinstance(e, CallStarted) for e in modest.exchange())
+    assert not modest.resets
+    refused = hog.open_stream()
+    assert (refused, 7) in [(r.stream_id, r.error_code) for r in hog.resets]

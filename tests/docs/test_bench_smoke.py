@@ -49,8 +49,11 @@ def test_tiny_run_writes_the_report(tmp_path: Path) -> None:
     cold = {variant["key"]: variant for variant in results["cold"]["variants"]}
     assert cold["floor"]["wall_ms"], cold["floor"]["failures"]
     assert cold["grpcio"]["wall_ms"], cold["grpcio"]["failures"]
-    # Every interpreter found ran its bare start and the three commands of the bundle.
+    # Every interpreter found ran its bare start and the three commands of the bundle (built
+    # as make dist builds it, from the pinned wheels: pip must reach the package index).
     nodes = results["nodes"]
+    if "could not download" in nodes.get("error", ""):
+        pytest.skip("the package index is not reachable: " + nodes["error"][-200:])
     assert nodes["interpreters"], nodes
     for interpreter in nodes["interpreters"]:
         for stage in ("bare", "ADD", "CHECK", "DEL"):

@@ -38,6 +38,7 @@ streams each holding part of a large message cannot wait on each other forever.
 
 import collections
 import enum
+import struct
 from typing import Deque, Dict, List, Optional, Tuple, Union
 
 import h2.connection
@@ -64,6 +65,8 @@ DEFAULT_BUFFER_LIMIT = 1024 * 1024
 #: :data:`_PACKED_RUN` bytes instead of two per message), larger ones are kept as they came.
 _PACK_BELOW = 1024
 _PACKED_RUN = 64 * 1024
+#: A packed message's prefix, as on the wire (PROTOCOL-HTTP2.md, Length-Prefixed-Message).
+_PACKED_PREFIX = struct.Struct(">BI")
 
 
 class SendState(enum.Enum):
@@ -199,10 +202,13 @@ class Inbound:
         "count",
         "decoder",
         "limit",
+        "pack_below",
         "received",
     )
 
-    def __init__(self, max_message_length: Optional[int], limit: int) -> None:
+    def __init__(
+        self, max_message_length: Optional[int], limit: int, pack_small: bool = False
+    ) -> None:
         self.decoder = wire.MessageDecoder(max_message_length)
         #: Whole messages not yet taken: a large one as it came, small ones packed together
         #: (prefix and payload, as on the wire) into byte arrays of up to :data:`_PACKED_RUN`.
@@ -214,6 +220,10 @@ class Inbound:
         #: Messages received so far, taken or not (for the unary cardinality checks).
         self.received = 0
         self.limit = limit
+        #: Messages shorter than this are packed (a server's streams: a client that sends tiny
+        #: messages must not cost the server a hundred bytes each; a client keeps its
+        #: responses as they came, a little faster to take).
+        self.pack_below = _PACK_BELOW if pack_small else 0
         #: What the untaken whole messages cost (:mod:`minigrpc.memory_budget`).
         self._buffered = 0
         #: What the partial message being assembled costs.
@@ -282,20 +292,25 @@ class Inbound:
     def _queue_messages(self, complete: List[Message]) -> int:
         """Queue whole messages; return what they cost."""
         queue = self._queue
+        run = queue[-1] if queue else None
+        if type(run) is not bytearray:
+            run = None
+        pack = _PACKED_PREFIX.pack
+        pack_below = self.pack_below
         cost = 0
         for message in complete:
             payload = message[1]
             size = len(payload)
-            if size < _PACK_BELOW:
-                run = queue[-1] if queue else None
-                if not isinstance(run, bytearray) or len(run) >= _PACKED_RUN:
+            if size < pack_below:
+                if run is None or len(run) >= _PACKED_RUN:
                     run = bytearray()
                     queue.append(run)
-                run += (b"\x01" if message[0] else b"\x00") + size.to_bytes(4, "big")
+                run += pack(message[0], size)
                 run += payload
                 cost += size + PACKED_OVERHEAD
             else:
                 queue.append(message)
+                run = None
                 cost += size + MESSAGE_OVERHEAD
         self.count += len(complete)
         self.received += len(complete)
@@ -310,9 +325,9 @@ class Inbound:
         head = queue[0]
         if isinstance(head, bytearray):
             offset = self._run_offset
-            length = int.from_bytes(head[offset + 1 : offset + 5], "big")
+            flag, length = _PACKED_PREFIX.unpack_from(head, offset)
             end = offset + 5 + length
-            message: Message = (head[offset] == 1, bytes(head[offset + 5 : end]))
+            message: Message = (flag == 1, bytes(head[offset + 5 : end]))
             if end >= len(head):
                 queue.popleft()
                 end = 0

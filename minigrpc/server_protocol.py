@@ -370,7 +370,7 @@ class _Call:
         self.stream_id = stream_id
         self.encoding = encoding
         self.accept_encodings = accept_encodings
-        self.inbound = Inbound(max_receive, DEFAULT_BUFFER_LIMIT)
+        self.inbound = Inbound(max_receive, DEFAULT_BUFFER_LIMIT, pack_small=True)
         #: The method's request shape: False for one message, True for a stream, None until
         #: the socket layer has found the handler (:meth:`ServerConnection.accept_call`).
         self.request_streaming = request_streaming

@@ -279,7 +279,9 @@ class Rejection(NamedTuple):
 
 
 def read_request_headers(
-    headers: Sequence[Header], max_header_list_size: int
+    headers: Sequence[Header],
+    max_header_list_size: int,
+    enabled_encodings: FrozenSet[str] = _DECODABLE_ENCODINGS,
 ) -> Union[RequestHead, Rejection]:
     """Check a request header block in the order grpc-go applies its checks.
 
@@ -289,7 +291,8 @@ def read_request_headers(
       PROTOCOL-HTTP2.md "SHOULD");
     * a malformed ``grpc-timeout``, or a ``-bin`` value that is not base64: 400 and INTERNAL;
     * a ``grpc-timeout`` that is already over: DEADLINE_EXCEEDED;
-    * a ``grpc-encoding`` we cannot decode: UNIMPLEMENTED plus our ``grpc-accept-encoding``
+    * a ``grpc-encoding`` we cannot decode, or one the server disabled
+      (``enabled_encodings``): UNIMPLEMENTED plus the ``grpc-accept-encoding`` we do take
       (doc/compression.md).
 
     A missing ``te`` is accepted, as grpc-go does.  With duplicate ``grpc-timeout`` headers the
@@ -349,12 +352,12 @@ def read_request_headers(
     encoding_name: Optional[str] = None
     if encoding is not None:
         encoding_name = encoding.decode("ascii", "replace").strip()
-        if encoding_name not in _DECODABLE_ENCODINGS:
+        if encoding_name not in _DECODABLE_ENCODINGS or encoding_name not in enabled_encodings:
             return Rejection(
                 200,
                 StatusCode.UNIMPLEMENTED,
                 f'grpc: Decompressor is not installed for grpc-encoding "{encoding_name}"',
-                (_ACCEPT_ENCODING,),
+                (accept_encoding_header(enabled_encodings),),
             )
         if encoding_name == "identity":
             encoding_name = None
@@ -409,12 +412,24 @@ def _malformed_binary_metadata(headers: Sequence[Header]) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def response_headers(encoding: Optional[str], metadata: Sequence[Header] = ()) -> Headers:
+def accept_encoding_header(enabled_encodings: FrozenSet[str] = _DECODABLE_ENCODINGS) -> Header:
+    """``grpc-accept-encoding`` listing what we decode, less what the server disabled."""
+    if enabled_encodings == _DECODABLE_ENCODINGS:
+        return _ACCEPT_ENCODING
+    names = [name for name in wire.SUPPORTED_ENCODINGS if name in enabled_encodings]
+    return (b"grpc-accept-encoding", ",".join(names).encode("ascii"))
+
+
+def response_headers(
+    encoding: Optional[str],
+    metadata: Sequence[Header] = (),
+    enabled_encodings: FrozenSet[str] = _DECODABLE_ENCODINGS,
+) -> Headers:
     """``:status 200``, content-type, [grpc-encoding], grpc-accept-encoding, metadata."""
     headers: Headers = [(b":status", b"200"), _CONTENT_TYPE]
     if encoding is not None:
         headers.append((b"grpc-encoding", encoding.encode("ascii")))
-    headers.append(_ACCEPT_ENCODING)
+    headers.append(accept_encoding_header(enabled_encodings))
     headers.extend(metadata)
     return headers
 

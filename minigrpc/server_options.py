@@ -12,6 +12,7 @@ key                                       default     meaning
 ``grpc.http2.max_frame_size``             1 MiB       largest frame we accept (SETTINGS)
 ``minigrpc.max_frame_size``               1 MiB       the same (the client's option name)
 ``grpc.default_compression_algorithm``    none        compress responses (a ``Compression``)
+``grpc.compression_enabled_algorithms_bitset``  all   bit n enables ``Compression(n)`` both ways
 ``minigrpc.initial_window_size``          4 MiB       per-stream receive window (SETTINGS)
 ``minigrpc.connection_window_size``       16 MiB      connection receive window (WINDOW_UPDATE)
 ``minigrpc.unix_socket_mode``             ``0o600``   permission bits of a unix socket file
@@ -68,7 +69,7 @@ connections.
 """
 
 import logging
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, FrozenSet, Iterable, Optional, Tuple
 
 from . import http2, wire
 from .memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
@@ -124,6 +125,7 @@ class ServerOptions:
         self.max_buffered_bytes = DEFAULT_SERVER_LIMIT
         self.max_connection_buffered_bytes: Optional[int] = None
         self.compression: Optional[int] = None
+        self.enabled_encodings: FrozenSet[str] = frozenset(wire.SUPPORTED_ENCODINGS)
         self.handshake_timeout: Optional[float] = DEFAULT_HANDSHAKE_TIMEOUT
         self.max_connection_idle: Optional[float] = DEFAULT_MAX_CONNECTION_IDLE
         self.request_stall_timeout: Optional[float] = DEFAULT_REQUEST_STALL_TIMEOUT
@@ -154,6 +156,15 @@ class ServerOptions:
             self.max_header_list_size = int(value)
         elif key in ("grpc.http2.max_frame_size", "minigrpc.max_frame_size"):
             self.max_frame_size = int(value)
+        elif key == "grpc.compression_enabled_algorithms_bitset":
+            # grpc-core's bitset: bit n enables Compression(n); a disabled encoding is refused
+            # in requests (UNIMPLEMENTED) and never chosen for responses.
+            bits = int(value)
+            self.enabled_encodings = frozenset(
+                wire.compression_name(algorithm) or "identity"
+                for algorithm in wire.Compression
+                if bits & (1 << int(algorithm))
+            )
         elif key == "grpc.default_compression_algorithm":
             self.compression = int(wire.Compression(int(value)))
         elif key == "minigrpc.initial_window_size":
@@ -206,4 +217,5 @@ class ServerOptions:
             initial_window_size=min(self.initial_window_size, self._connection_budget()),
             connection_window=min(self.connection_window, self._connection_budget()),
             max_frame_size=self.max_frame_size,
+            enabled_encodings=self.enabled_encodings,
         )

@@ -139,6 +139,7 @@ class ServerSettings:
 
     __slots__ = (
         "connection_window",
+        "enabled_encodings",
         "initial_window_size",
         "max_concurrent_streams",
         "max_frame_size",
@@ -157,6 +158,7 @@ class ServerSettings:
         initial_window_size: int = http2.DEFAULT_STREAM_WINDOW,
         connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
         max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
+        enabled_encodings: FrozenSet[str] = frozenset(wire.SUPPORTED_ENCODINGS),
     ) -> None:
         if max_concurrent_streams < 1:
             raise ValueError("max_concurrent_streams must be at least 1")
@@ -175,6 +177,9 @@ class ServerSettings:
         self.initial_window_size = initial_window_size
         self.connection_window = connection_window
         self.max_frame_size = max_frame_size
+        #: The encodings requests may use and responses may be compressed with
+        #: (``grpc.compression_enabled_algorithms_bitset``); identity is always among them.
+        self.enabled_encodings = enabled_encodings | {"identity"}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -671,7 +676,9 @@ class ServerConnection(ConnectionProtocol):
             self._reset(stream_id, PROTOCOL_ERROR)
             return
         request_open = event.stream_ended is None
-        head = hdrs.read_request_headers(event.headers, self.settings.max_header_list_size)
+        head = hdrs.read_request_headers(
+            event.headers, self.settings.max_header_list_size, self.settings.enabled_encodings
+        )
         if isinstance(head, hdrs.Rejection):
             self._reject(
                 stream_id,
@@ -827,12 +834,17 @@ class ServerConnection(ConnectionProtocol):
     def _send_response_headers(
         self, call: _Call, metadata: Headers, encoding: Optional[str]
     ) -> None:
-        if encoding is not None and encoding not in call.accept_encodings:
+        if encoding is not None and (
+            encoding not in call.accept_encodings
+            or encoding not in self.settings.enabled_encodings
+        ):
             encoding = None
         call.response_encoding = encoding
         if metadata:
             call.oversized = self._oversized(metadata, None)
-        headers = hdrs.response_headers(encoding, () if call.oversized else metadata)
+        headers = hdrs.response_headers(
+            encoding, () if call.oversized else metadata, self.settings.enabled_encodings
+        )
         call.headers_sent = True
         if not self._stream_closed(call.stream_id):
             self.conn.send_headers(call.stream_id, headers)

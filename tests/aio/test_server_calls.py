@@ -310,3 +310,20 @@ def test_ports_only_before_start(server: AioServer) -> None:
         server.server.add_insecure_port("127.0.0.1:0")
     with pytest.raises(RuntimeError, match="already been started"):
         server.run(server.server.start())
+
+
+@pytest.mark.parametrize("client_kind", ["grpcio-aio", "minigrpc"])
+def test_disabled_compression_is_refused_and_not_advertised(client_kind: str) -> None:
+    """``grpc.compression_enabled_algorithms_bitset`` 3 (identity and deflate): a gzip request
+    is UNIMPLEMENTED, as on grpcio's server; deflate still works."""
+    options = [("grpc.compression_enabled_algorithms_bitset", 3)]
+    with AioServer("tcp", with_interop=False, options=options) as server:
+        gzip = Client(client_kind, server.target)
+        refused = gzip.call(
+            "unary_unary", "Echo", b"g", compression=minigrpc.Compression.Gzip
+        )
+        assert refused.code is StatusCode.UNIMPLEMENTED, refused
+        allowed = gzip.call(
+            "unary_unary", "Echo", b"d", compression=minigrpc.Compression.Deflate
+        )
+        assert (allowed.code, allowed.responses) == (StatusCode.OK, [b"d"])

@@ -65,6 +65,7 @@ SERVICE = "attack.Target"
 ECHO = f"/{SERVICE}/Echo"
 SINK = f"/{SERVICE}/Sink"
 POUR = f"/{SERVICE}/Pour"
+CHAT = f"/{SERVICE}/Chat"
 
 #: The legitimate client's deadline per call, and its pause between calls (seconds).
 CALL_TIMEOUT = 2.0
@@ -80,8 +81,9 @@ MAX_WINDOW = 2**31 - 1
 
 #: The server under attack: an echo for the legitimate client; a client-streaming method whose
 #: handler never reads its requests; a server-streaming method that pours 1 MiB responses until
-#: its call ends. Identity serializers, so the same script serves minigrpc and grpcio (through
-#: the import line), on CPython and PyPy. Enough workers that no attack is a thread-pool attack.
+#: its call ends; a bidi echo. Identity serializers, so the same script serves minigrpc and
+#: grpcio (through the import line), on CPython and PyPy. Enough workers that no attack is a
+#: thread-pool attack.
 _SERVER_SCRIPT = r"""
 import concurrent.futures, sys, threading
 import minigrpc as grpc
@@ -101,10 +103,15 @@ def pour(request, context):
     while context.is_active():
         yield BLOCK
 
+def chat(requests, context):
+    for request in requests:
+        yield request
+
 handler = grpc.method_handlers_generic_handler("SERVICE", {
     "Echo": grpc.unary_unary_rpc_method_handler(echo),
     "Sink": grpc.stream_unary_rpc_method_handler(sink),
     "Pour": grpc.unary_stream_rpc_method_handler(pour),
+    "Chat": grpc.stream_stream_rpc_method_handler(chat),
 })
 server = grpc.server(concurrent.futures.ThreadPoolExecutor(512), handlers=[handler])
 port = server.add_insecure_port("127.0.0.1:0")
@@ -371,6 +378,31 @@ def unread_responses_400_streams(attack: Attack) -> List[threading.Thread]:
     return [threading.Thread(target=_unread_responses, args=(attack, 100)) for _ in range(4)]
 
 
+def _unread_bidi(attack: Attack, streams: int) -> None:
+    """Bidi echo calls fed 64 KiB messages by a client that never reads the echoes."""
+    client = attack.connect(read=False)
+    if client is None:
+        return
+    client.send_preface({INITIAL_WINDOW_SIZE: MAX_WINDOW})
+    client.send(WindowUpdateFrame(0, window_increment=MAX_WINDOW - 65535).serialize())
+    size = 64 * 1024
+    message = b"\x00" + size.to_bytes(4, "big") + b"\x02" * size
+    ids = [2 * index + 1 for index in range(streams)]
+    for sid in ids:
+        client.send_headers(sid, _request_headers(CHAT))
+    client.read_for(0.5)  # the server's SETTINGS and windows; then nothing is read any more
+    while not attack.stop.is_set() and not client.eof:
+        sent = [client.send_data(sid, message, timeout=0.1) for sid in ids]
+        if not any(sent) and attack.stop.wait(0.2):
+            break
+    attack.stop.wait()
+    attack.finish(client)
+
+
+def unread_bidi_100_streams(attack: Attack) -> List[threading.Thread]:
+    return [threading.Thread(target=_unread_bidi, args=(attack, 100))]
+
+
 #: Every attack: what it does, and its threads.
 ATTACKS: Dict[str, Tuple[str, Callable[[Attack], List[threading.Thread]]]] = {
     "none": ("no attack: the legitimate client alone", lambda attack: []),
@@ -385,6 +417,8 @@ ATTACKS: Dict[str, Tuple[str, Callable[[Attack], List[threading.Thread]]]] = {
                            " byte", partial_4mib_unary),
     "unread_responses": ("4 connections x 100 server-streaming calls of 1 MiB responses, never"
                          " read, windows wide open", unread_responses_400_streams),
+    "unread_bidi": ("100 bidi echo calls fed 64 KiB messages as the server's windows allow,"
+                    " echoes never read, windows wide open", unread_bidi_100_streams),
 }
 
 

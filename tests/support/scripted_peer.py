@@ -401,6 +401,37 @@ class RawConn:
 
     # ---------------------------------------------------------------- observing
 
+    def read_for(self, seconds: float) -> None:
+        """For a connection made with ``read=False``: read and record what arrives for
+        ``seconds`` (the other side's SETTINGS and window updates), then never again: a peer
+        that learns the windows it may fill, and then leaves everything sent to it unread."""
+        deadline = threading.Event()
+        timer = threading.Timer(seconds, deadline.set)
+        timer.start()
+        try:
+            while not deadline.is_set():
+                self.sock.settimeout(0.05)
+                try:
+                    header = self.sock.recv(FRAME_HEADER_LENGTH, socket.MSG_PEEK)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                if len(header) < FRAME_HEADER_LENGTH:
+                    if not header:
+                        return
+                    continue
+                frame, length = Frame.parse_frame_header(memoryview(header))
+                self.sock.settimeout(None)  # the frame is arriving: read all of it
+                data = self._recv_exactly(FRAME_HEADER_LENGTH + length)
+                if data is None:
+                    return
+                frame.parse_body(memoryview(data[FRAME_HEADER_LENGTH:]))
+                self._on_frame(frame, length)
+        finally:
+            timer.cancel()
+            self.sock.settimeout(None)
+
     def wait_for(self, predicate: Callable[[], bool], timeout: float = WAIT) -> bool:
         """Wait until ``predicate()`` (evaluated under the lock) holds; False on timeout."""
         with self.cond:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import json
+import marshal
 import os
 import re
 import shutil
@@ -307,12 +308,31 @@ def installed_interpreters() -> List[str]:
 
 
 def entry_point_trees(bundle: Bundle) -> Tuple[str, ...]:
-    """The cache tags the generated ``__main__.py`` looks for (its ``BYTECODE`` tuple)."""
+    """The cache tags the generated ``__main__.py`` has a module blob for (its ``BLOBS``)."""
     with zipfile.ZipFile(bundle.path) as archive:
         entry = archive.read("__main__.py").decode()
-    match = re.search(r"^BYTECODE = (\(.*\))$", entry, re.MULTILINE)
+    match = re.search(r"^BLOBS = (\{.*\})$", entry, re.MULTILINE)
     assert match, entry
-    return tuple(re.findall(r'"([^"]+)"', match.group(1)))
+    return tuple(re.findall(r'"([^"]+)": "', match.group(1)))
+
+
+def blob_modules(bundle: Bundle, tag: str) -> Dict[str, bool]:
+    """Module name -> is a package, of one interpreter's blob (the outer dict is plain data,
+    which any Python's ``marshal`` reads; only the code inside is the interpreter's own)."""
+    with zipfile.ZipFile(bundle.path) as archive:
+        modules = marshal.loads(archive.read(f"bytecode/{tag}.marshal"))
+    assert all(isinstance(code, bytes) for _, code in modules.values())
+    return {name: package for name, (package, _) in modules.items()}
+
+
+def module_names(sources: List[str]) -> Dict[str, bool]:
+    """Archive source names -> (module name -> is a package)."""
+    names: Dict[str, bool] = {}
+    for source in sources:
+        module = source[:-len(".py")].replace("/", ".")
+        package = module.endswith(".__init__")
+        names[module[:-len(".__init__")] if package else module] = package
+    return names
 
 
 #: ``python -v`` lines of a module import: 3.6, 3.7-3.9 and PyPy name the file ("loaded from
@@ -358,9 +378,9 @@ def directory_snapshot(*roots: str) -> List[Tuple[str, int, float]]:
 
 
 def test_make_dist_has_a_tree_for_every_interpreter_here(dist_bundle: Bundle) -> None:
-    """Each installed interpreter compiled its own sourceless tree: one ``.pyc`` per module of
-    the archive's sources and no source inside it; the entry point knows exactly those trees,
-    and the build output says that none of them fell back to source."""
+    """Each installed interpreter compiled its own module blob: every module of the archive's
+    sources, packages marked; the entry point knows exactly those blobs, and the build output
+    says that none of the interpreters fell back to source."""
     found = installed_interpreters()
     if not found:
         pytest.skip("none of the required interpreters is installed")
@@ -372,12 +392,11 @@ def test_make_dist_has_a_tree_for_every_interpreter_here(dist_bundle: Bundle) ->
     tags = sorted({cache_tag(python) for python in found})
     with zipfile.ZipFile(dist_bundle.path) as archive:
         names = archive.namelist()
-    sources = sorted(name for name in names if name.endswith(".py") and "/" in name
-                     and not name.startswith("bytecode/"))
+    sources = sorted(name for name in names if name.endswith(".py") and "/" in name)
     for tag in tags:
-        prefix = f"bytecode/{tag}/"
-        tree = sorted(name[len(prefix):] for name in names if name.startswith(prefix))
-        assert tree == [name + "c" for name in sources], tag
+        assert blob_modules(dist_bundle, tag) == module_names(sources), tag
+    assert [name for name in names if name.startswith("bytecode/")] == sorted(
+        f"bytecode/{tag}.marshal" for tag in entry_point_trees(dist_bundle))
     assert set(tags) <= set(entry_point_trees(dist_bundle))
     summary = re.search(r"^bytecode for: (.*)$", dist_bundle.report, re.MULTILINE)
     assert summary, dist_bundle.report
@@ -406,7 +425,10 @@ def test_the_build_names_an_interpreter_that_falls_back_to_source(dirs: TempDirs
     assert any(line.endswith("cannot compile pkg/new.py; it falls back to source")
                and old_tag in line for line in report), report
     assert sorted(name for name in members if name.startswith("bytecode/")) == [
-        f"bytecode/{tags[0]}/pkg/{module}.pyc" for module in ("__init__", "new", "old")]
+        f"bytecode/{tags[0]}.marshal"]
+    blob = marshal.loads(members[f"bytecode/{tags[0]}.marshal"])
+    assert {name: package for name, (package, _) in blob.items()} == {
+        "pkg": True, "pkg.new": False, "pkg.old": False}
 
 
 def test_an_interpreter_without_its_tree_runs_from_the_sources(dirs: TempDirs) -> None:
@@ -442,9 +464,9 @@ def test_an_interpreter_without_its_tree_runs_from_the_sources(dirs: TempDirs) -
 def test_no_interpreter_compiles_or_writes_at_run_time(dist_bundle: Bundle,
                                                        dirs: TempDirs) -> None:
     """From a directory without write permission (the bundle read-only too), every installed
-    interpreter runs ADD and DEL through the prologue with every module of the archive taken
-    from its own sourceless tree (``-v`` added to the prologue's flags), without runpy (the
-    prologue runs the entry point as ``-c`` code), and nothing appears or changes on disk.
+    interpreter runs ADD and DEL through the prologue with every module of the bundle loaded
+    from its own blob (``-v`` added to the prologue's flags), without runpy (the prologue runs
+    the entry point as ``-c`` code), and nothing appears or changes on disk.
     ``PYTHONDONTWRITEBYTECODE`` is not set, so nothing forbids writing; root ignores the
     permissions, so the snapshot of the directories is what proves it."""
     found = installed_interpreters()
@@ -470,11 +492,15 @@ def test_no_interpreter_compiles_or_writes_at_run_time(dist_bundle: Bundle,
                 assert add.returncode == 0, (python, add.stdout)
                 assert not imported_runpy(add.stderr), python
                 assert json.loads(add.stdout)["cniVersion"] == "0.3.0"
-                imported = archive_imports(add.stderr, bundle_path)
-                assert {"cni_client.__main__", "minigrpc"} <= set(imported), (python, imported)
-                elsewhere = {name: where for name, where in imported.items()
-                             if not where.startswith(f"bytecode/{tag}/")}
-                assert not elsewhere, (python, elsewhere)
+                # Every module of the bundle came from the blob's finder; zipimport never
+                # served anything from the archive.
+                assert archive_imports(add.stderr, bundle_path) == {}, python
+                bundled = set(re.findall(rb"^import '?([\w.]+)'? # <class '__main__\.Bundled'>",
+                                         add.stderr, re.MULTILINE))
+                assert {b"cni_client.__main__", b"minigrpc"} <= bundled, (python, tag)
+                ours = set(re.findall(rb"^import '?((?:cni_client|minigrpc|h2|hpack|hyperframe)"
+                                      rb"(?:\.[\w.]+)?)'? ", add.stderr, re.MULTILINE))
+                assert ours == bundled, (python, ours - bundled)
                 delete = exec_bundle(read_only, path_dir,
                                      pod_env("DEL", container_id=container), conf("0.3.0"),
                                      socket_path)

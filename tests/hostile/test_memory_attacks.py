@@ -422,3 +422,68 @@ def grpc_data_frame(stream_id: int, payload: bytes) -> bytes:
     from hyperframe.frame import DataFrame
 
     return DataFrame(stream_id, payload, flags=["END_STREAM"]).serialize()
+
+
+@pytest.mark.timeout(120)
+def test_held_back_stream_resumes_when_its_handler_reads() -> None:
+    """A client-streaming call whose handler does not read for a while: the connection goes
+    over its budget (1 MiB here), the server withholds window and stops reading the socket;
+    once the handler reads, the server reads again, window comes back and the call completes
+    with every message."""
+    import concurrent.futures
+
+    import minigrpc
+    from tests.peers import grpcio_in_process
+
+    # grpcio as the client where it runs in this process; minigrpc's own client on PyPy.
+    client: Any = minigrpc
+    if grpcio_in_process():
+        import grpc
+
+        client = grpc
+    release = threading.Event()
+
+    def count(requests: Any, context: Any) -> bytes:
+        release.wait(60)
+        return str(sum(len(message) for message in requests)).encode()
+
+    handler = minigrpc.method_handlers_generic_handler(
+        "hostile.Memory", {"Count": minigrpc.stream_unary_rpc_method_handler(count)}
+    )
+    server = minigrpc.server(
+        concurrent.futures.ThreadPoolExecutor(4),
+        handlers=[handler],
+        options=[
+            ("minigrpc.max_buffered_bytes", 4 * MIB),
+            ("minigrpc.max_connection_buffered_bytes", MIB),
+        ],
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with client.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.stream_unary("/hostile.Memory/Count")
+            messages = [b"r" * 1000] * 8000  # 8 MB of 1 kB messages
+            future = call.future(iter(messages), timeout=60)
+            budget = server._memory  # type: ignore[attr-defined]
+            # Until the connection is over its share and the client stopped sending (no
+            # window left): the budget stays put for half a second (or 20 s in all).
+            ticker = threading.Event()
+            last, steady = -1, 0
+            for _ in range(400):
+                total = budget.total
+                steady = steady + 1 if total == last else 0
+                if total >= MIB and steady >= 10:
+                    break
+                last = total
+                ticker.wait(0.05)
+            over = budget.total
+            reading = [c.reading for c in server._connections]  # type: ignore[attr-defined]
+            release.set()
+            assert future.result() == str(8000 * 1000).encode()
+        assert over >= MIB, f"the connection never went over its budget ({over} bytes)"
+        assert reading == [False], "the server kept reading a connection over its budget"
+        assert budget.peak <= MIB + 2 * MIB, budget.peak  # its share, plus one window granted
+    finally:
+        release.set()
+        server.stop(0).wait(10)

@@ -317,12 +317,22 @@ def entry_point_trees(bundle: Bundle) -> Tuple[str, ...]:
 
 
 def blob_modules(bundle: Bundle, tag: str) -> Dict[str, bool]:
-    """Module name -> is a package, of one interpreter's blob (the outer dict is plain data,
-    which any Python's ``marshal`` reads; only the code inside is the interpreter's own)."""
+    """Module name -> is a package, of one interpreter's blob (the index is plain data, which
+    any Python's ``marshal`` reads; only the code after it is the interpreter's own)."""
     with zipfile.ZipFile(bundle.path) as archive:
-        modules = marshal.loads(archive.read(f"bytecode/{tag}.marshal"))
-    assert all(isinstance(code, bytes) for _, code in modules.values())
-    return {name: package for name, (package, _) in modules.items()}
+        return blob_index(archive.read(f"bytecode/{tag}.marshal"))
+
+
+def blob_index(blob: bytes) -> Dict[str, bool]:
+    """A blob's index (8 bytes of length, then the marshalled dict), checked against the code
+    that follows it: module name -> is a package."""
+    size = int.from_bytes(blob[:8], "little")
+    index = marshal.loads(blob[8:8 + size])
+    extents = sorted((start, length) for _, start, length in index.values())
+    assert sum(length for _, length in extents) == len(blob) - 8 - size
+    assert all(start == sum(length for _, length in extents[:position])
+               for position, (start, _) in enumerate(extents))
+    return {name: package for name, (package, _, _) in index.items()}
 
 
 def module_names(sources: List[str]) -> Dict[str, bool]:
@@ -426,8 +436,7 @@ def test_the_build_names_an_interpreter_that_falls_back_to_source(dirs: TempDirs
                and old_tag in line for line in report), report
     assert sorted(name for name in members if name.startswith("bytecode/")) == [
         f"bytecode/{tags[0]}.marshal"]
-    blob = marshal.loads(members[f"bytecode/{tags[0]}.marshal"])
-    assert {name: package for name, (package, _) in blob.items()} == {
+    assert blob_index(members[f"bytecode/{tags[0]}.marshal"]) == {
         "pkg": True, "pkg.new": False, "pkg.old": False}
 
 

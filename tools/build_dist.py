@@ -48,7 +48,10 @@ Choices and why:
   zipimport ever opening the archive (3 to 5 ms of CPU less per run than the trees of
   ``.pyc`` files zipimport served before, on 3.6 and 3.11).  An interpreter without a blob
   imports the sources at the archive root.  Each compiler runs with ``PYTHONHASHSEED=0``, so
-  that frozenset constants are marshalled in the same order on every build.  The builder needs
+  that frozenset constants are marshalled in the same order on every build.  PyPy writes marshal
+  format 2: its format 3 and later refer back to an equal object only when it is the same object,
+  and which equal strings PyPy has made one object varies from run to run (one module in about
+  four builds differed), while format 2 writes every object out in full.  The builder needs
   only the Python that runs it (3.6 or newer); the other interpreters are optional workers, and
   the build output says which versions have bytecode and which fall back to source.
 * The vendored packages declare a minimum Python (``Requires-Python``); the entry point
@@ -345,7 +348,7 @@ for name in sys.stdin.read().splitlines():
     package = module.endswith(".__init__")
     if package:
         module = module[:-len(".__init__")]
-    data = marshal.dumps(code)
+    data = marshal.dumps(code, 2 if sys.implementation.name == "pypy" else marshal.version)
     modules[module] = (package, size, len(data))
     codes.append(data)
     size += len(data)

@@ -10,6 +10,7 @@ hand.  The texts are grpc-go's, so logs of both implementations read alike.
 
 import os
 import socket
+from typing import Sequence, Tuple
 
 from .status import StatusCode
 
@@ -18,6 +19,9 @@ class CallError(Exception):
     """A failure that ends one call with :attr:`code` and ``str(self)`` as its details."""
 
     code = StatusCode.INTERNAL
+    #: Whole messages decoded from the same bytes before the failure: they are delivered, then
+    #: the call ends (a reader gets every message before the one over the limit, as in grpcio).
+    completed: Sequence[Tuple[bool, bytes]] = ()
 
 
 class ProtocolViolation(CallError):

@@ -50,10 +50,13 @@ class _Invocation:
             raise ValueError("Cannot invoke RPC on closed channel!")
         if malformed_path(method.path):
             raise _error(StatusCode.INTERNAL, f"malformed method name: {method.path!r}")
-        # Metadata is validated before anything is sent. grpcio reports invalid metadata as
-        # INTERNAL "Invalid metadata"; we add the reason.
+        # Metadata is validated before anything is sent. As in grpcio, metadata of the wrong
+        # shape or type raises TypeError; well-typed metadata the wire cannot carry (an upper-case
+        # key, a non-ASCII value) ends the call INTERNAL "Invalid metadata", with the reason.
         try:
             metadata_headers = wire.encode_metadata(metadata)
+        except wire.MetadataTypeError:
+            raise
         except ValueError as exc:
             raise _error(StatusCode.INTERNAL, f"Invalid metadata: {exc}") from None
         metadata_headers.extend(

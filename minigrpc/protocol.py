@@ -45,6 +45,7 @@ import h2.connection
 import h2.exceptions
 
 from . import http2, status, wire
+from .errors import CallError
 from .memory_budget import MESSAGE_OVERHEAD, PACKED_OVERHEAD, VIEW_OVERHEAD, ConnectionMemory
 
 #: A message as it arrived: (compressed flag, payload).
@@ -263,6 +264,14 @@ class Inbound:
         memory = connection.memory
         try:
             complete = self.decoder.feed(data) if data else []
+        except CallError as exc:
+            if exc.completed:
+                cost = self._queue_messages(list(exc.completed))
+                if memory is not None:
+                    memory.charge_inbound(cost)
+            if flow_controlled:
+                connection.acknowledge_later(stream_id, flow_controlled)
+            raise
         except Exception:
             if flow_controlled:
                 connection.acknowledge_later(stream_id, flow_controlled)

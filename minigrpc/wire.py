@@ -19,7 +19,13 @@ import re
 import struct
 from typing import Any, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 
-from .errors import DecompressionError, MessageTooLarge, ProtocolViolation, UnsupportedEncoding
+from .errors import (
+    CallError,
+    DecompressionError,
+    MessageTooLarge,
+    ProtocolViolation,
+    UnsupportedEncoding,
+)
 from .status import Metadata
 
 # --------------------------------------------------------------------------------------------
@@ -105,6 +111,14 @@ class MessageDecoder:
     def feed(self, data: bytes) -> List[Tuple[bool, bytes]]:
         """Consume ``data``; return ``(compressed, payload)`` for every message it completes."""
         messages: List[Tuple[bool, bytes]] = []
+        try:
+            self._decode(data, messages)
+        except CallError as exc:
+            exc.completed = messages
+            raise
+        return messages
+
+    def _decode(self, data: bytes, messages: List[Tuple[bool, bytes]]) -> None:
         view = memoryview(data)
         while view:
             take = min(self._need - self._have, len(view))
@@ -136,7 +150,6 @@ class MessageDecoder:
                 messages.append((self._flag == 1, block))
                 self._flag = None
                 self._need = PREFIX_LENGTH
-        return messages
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,17 +266,25 @@ def is_reserved_key(key: str) -> bool:
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
+class MetadataTypeError(TypeError, ValueError):
+    """Metadata that is not (str, str | bytes) pairs at all: a programming error, raised as
+    grpcio raises it (TypeError) rather than turned into a call status.  It is a ValueError too,
+    so code that catches every invalid-metadata problem as ValueError still does."""
+
+
 def validate_metadata(
     metadata: MetadataLike, allowed_reserved: FrozenSet[str] = frozenset()
 ) -> List[Tuple[str, MetadataValue]]:
     """Check application metadata before anything is sent; return it normalised.
 
-    Raises ValueError naming the offending key. Keys must match ``[0-9a-z_.-]+`` and not be
-    reserved; ``-bin`` values must be bytes (str is encoded as UTF-8); other values must be
-    printable ASCII (PROTOCOL-HTTP2.md, "Custom-Metadata"). ``allowed_reserved`` names reserved
-    keys the caller may set anyway (:data:`STATUS_DETAILS_KEY` in trailers). Upper-case keys are
-    rejected rather than folded, because h2 treats an upper-case name from a peer as a connection
-    error and the caller would never learn why.
+    Raises ValueError naming the offending key; :class:`MetadataTypeError` (also a TypeError)
+    when an item is not a pair or a key or value has the wrong type. Keys must match
+    ``[0-9a-z_.-]+`` and not be reserved; ``-bin`` values must be bytes (str is encoded as
+    UTF-8); other values must be printable ASCII (PROTOCOL-HTTP2.md, "Custom-Metadata").
+    ``allowed_reserved`` names reserved keys the caller may set anyway
+    (:data:`STATUS_DETAILS_KEY` in trailers). Upper-case keys are rejected rather than folded,
+    because h2 treats an upper-case name from a peer as a connection error and the caller would
+    never learn why.
     """
     result: List[Tuple[str, MetadataValue]] = []
     if not metadata:
@@ -272,10 +293,12 @@ def validate_metadata(
         try:
             key, value = item
         except (TypeError, ValueError):
-            raise ValueError(f"metadata must be (key, value) pairs, got {item!r}") from None
+            raise MetadataTypeError(f"metadata must be (key, value) pairs, got {item!r}") from None
         if isinstance(key, bytes):
             key = key.decode("ascii", "replace")
-        if not isinstance(key, str) or not re.fullmatch(_KEY, key):
+        if not isinstance(key, str):
+            raise MetadataTypeError(f"metadata key {key!r} must be str, got {type(key).__name__}")
+        if not re.fullmatch(_KEY, key):
             raise ValueError(f"metadata key {key!r} is invalid: keys must match [0-9a-z_.-]+")
         if is_reserved_key(key) and key not in allowed_reserved:
             raise ValueError(f"metadata key {key!r} is reserved for the gRPC library")
@@ -283,7 +306,7 @@ def validate_metadata(
             if isinstance(value, str):
                 value = value.encode("utf-8")
             elif not isinstance(value, (bytes, bytearray, memoryview)):
-                raise ValueError(
+                raise MetadataTypeError(
                     f"metadata value for {key!r} must be bytes, got {type(value).__name__}"
                 )
             result.append((key, bytes(value)))
@@ -296,7 +319,9 @@ def validate_metadata(
                     f"metadata value for {key!r} is not ASCII; use a key ending in -bin"
                 ) from None
         if not isinstance(value, str):
-            raise ValueError(f"metadata value for {key!r} must be str, got {type(value).__name__}")
+            raise MetadataTypeError(
+                f"metadata value for {key!r} must be str, got {type(value).__name__}"
+            )
         if not re.fullmatch(_ASCII_VALUE, value):
             raise ValueError(
                 f"metadata value for {key!r} has characters outside printable ASCII; "

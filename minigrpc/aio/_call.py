@@ -23,8 +23,9 @@ from ._errors import EOF, AioRpcError, UsageError
 from ._metadata import Metadata
 from ._transport import CANCELLED, AioConnection, AioTransport
 
-#: grpcio's words when a streaming request's two styles are mixed, or written after its end.
-MIXED_STYLES = "Please don't mix two styles of API for streaming requests"
+#: A stream is taken either by iteration or by ``read()``/``write()``, never both (UsageError,
+#: as in grpcio); and nothing is written after ``done_writing()``.
+MIXED_STYLES = "a call's stream is either iterated or read()/written, never both"
 HALF_CLOSED = 'RPC is half closed after calling "done_writing".'
 
 
@@ -68,7 +69,9 @@ class Call:
         self._finished: asyncio.Future[None] = loop.create_future()
         self._callbacks: List[Callable[[Any], None]] = []
         self._sender: Optional[asyncio.Task[None]] = None
-        self._reading = False
+        #: How the responses are taken: "iterator" (``async for``) or "read" (``read()``).
+        self._response_style = ""
+        self._responses_iterator: Optional[AsyncIterator[Any]] = None
         self._half_closed = False
         #: ``cancel()`` was called (directly, or by a cancelled task that awaited the call).
         self._locally_cancelled = False
@@ -306,11 +309,17 @@ class _UnaryResponseMixin(Call):
 class _StreamResponseMixin(Call):
     _unary_response = False
 
+    def _take_responses_by(self, style: str) -> None:
+        if self._response_style and self._response_style != style:
+            raise UsageError(MIXED_STYLES)
+        self._response_style = style
+
     def __aiter__(self) -> AsyncIterator[Any]:
-        if self._reading:
-            raise UsageError(MIXED_STYLES.replace("requests", "responses"))
-        self._reading = True
-        return self._responses()
+        """The responses; iterating again continues the same iterator, as in grpcio."""
+        self._take_responses_by("iterator")
+        if self._responses_iterator is None:
+            self._responses_iterator = self._responses()
+        return self._responses_iterator
 
     async def _responses(self) -> AsyncIterator[Any]:
         while True:
@@ -321,8 +330,7 @@ class _StreamResponseMixin(Call):
 
     async def read(self) -> Any:
         """The next response, or :data:`~minigrpc.aio.EOF` once the stream ended OK."""
-        if self._reading:
-            raise UsageError(MIXED_STYLES.replace("requests", "responses"))
+        self._take_responses_by("read")
         return await self._read()
 
     async def _read(self) -> Any:

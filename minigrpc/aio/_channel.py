@@ -27,6 +27,7 @@ from ..connectivity import ChannelConnectivity
 from ..multicallables import _Invocation, _Method
 from ..status import RpcError
 from ..targets import Target
+from ..wire import MetadataTypeError
 from ._call import (
     Call,
     Invocation,
@@ -277,6 +278,8 @@ class _MultiCallable(Generic[CallT]):
                 details.compression,
             )
             method.raise_if_no_target()
+        except MetadataTypeError:
+            raise
         except ValueError as exc:  # a closed channel
             raise UsageError(str(exc)) from None
         except RpcError as exc:

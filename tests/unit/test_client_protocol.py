@@ -401,6 +401,21 @@ def test_padded_data_is_acked_including_padding() -> None:
     assert call.messages == [(False, b"p" * 4000)]
 
 
+def test_messages_before_one_over_the_limit_in_the_same_data_frame_are_delivered() -> None:
+    # grpcio's client reads every message under the limit, then fails RESOURCE_EXHAUSTED; a
+    # server often writes both in one DATA frame, which must not lose the first.
+    client = ClientConnectionProtocol(max_receive_message_length=1000)
+    peer = MemoryServer(client)
+    call = make_call()
+    sid = peer.start(call)
+    peer.headers(sid)
+    peer.conn.send_data(sid, wire.encode_message(b"a" * 500) + wire.encode_message(b"b" * 2000))
+    peer.to_client()
+    assert call.status is not None and call.status.code is StatusCode.RESOURCE_EXHAUSTED
+    assert client.take_message(call) == (False, b"a" * 500)
+    assert client.take_message(call) is None
+
+
 def test_receive_limit_is_checked_on_the_prefix_and_data_keeps_being_acked() -> None:
     client = ClientConnectionProtocol(
         max_receive_message_length=1000, stream_window=65535, connection_window=65535

@@ -134,7 +134,10 @@ class ClientConnection:
             max_header_list_size=options.max_header_list_size,
         )
         self.protocol.initiate()
-        self._lock = threading.Lock()
+        # Reentrant: a signal handler runs in the main thread wherever it was interrupted, maybe
+        # inside this lock while received bytes are absorbed, and a handler that cancels the call
+        # (grpcio's _signal_handling_test does) must not deadlock on it.
+        self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._reading = False
         self._writing = False

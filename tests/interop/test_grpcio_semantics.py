@@ -536,8 +536,10 @@ def _protobuf_too_old_for_grpcio_tools() -> str:
     return ""
 
 
-@pytest.mark.skipif(bool(_protobuf_too_old_for_grpcio_tools()),
-                    reason=_protobuf_too_old_for_grpcio_tools() or "n/a")
+_GRPCIO_TOOLS_UNUSABLE = _protobuf_too_old_for_grpcio_tools()
+
+
+@pytest.mark.skipif(bool(_GRPCIO_TOOLS_UNUSABLE), reason=_GRPCIO_TOOLS_UNUSABLE or "n/a")
 def test_protos_and_services_load_a_proto_file_at_run_time(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

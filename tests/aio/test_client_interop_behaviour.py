@@ -100,14 +100,18 @@ def test_goaway_from_grpc_aio_server() -> None:
 
     async def main() -> None:
         async with aio.insecure_channel(server.target) as channel:
-            call = streaming_input(channel)(timeout=30)
-            await call.write(input_request(3))
-            await call.wait_for_connection()
+            call = full_duplex(channel)(timeout=30)
+            # A response proves the handler runs: grpcio cancels calls that its server has
+            # received but not yet handed to a handler when it stops, grace or not.
+            await call.write(output_request(3))
+            assert len((await call.read()).payload.body) == 3
             stop.start()
             await asyncio.wait_for(channel.wait_for_state_change(ChannelConnectivity.READY), 10)
-            await call.write(input_request(4))
+            await call.write(output_request(4))
+            assert len((await call.read()).payload.body) == 4
             await call.done_writing()
-            assert (await call).aggregated_payload_size == 7
+            assert await call.read() is aio.EOF
+            assert await call.code() is StatusCode.OK
 
     try:
         asyncio.run(main())

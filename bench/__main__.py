@@ -5,8 +5,9 @@ a smoke run by hand) and ``--tiny`` (seconds; what tests/docs/test_bench_smoke.p
 repetition counts differ between modes; every section, peer and code path is the same.
 ``--only nodes`` measures the per-interpreter cold start alone (:mod:`bench.node_cold`, about two
 minutes in full mode) and replaces just its section of docs/benchmarks.md and the README's table;
-``--only aio`` does the same for the asyncio clients' latency (:mod:`bench.aio_clients`), and
-``--only cold`` for section 1 (:mod:`bench.splice`).
+``--only aio`` does the same for the asyncio clients' latency (:mod:`bench.aio_clients`),
+``--only aio-server`` for the asyncio servers (:mod:`bench.aio_servers`), and ``--only cold``
+for section 1 (:mod:`bench.splice`).
 
 The harness process itself imports no gRPC library: it starts servers (:mod:`bench.peers`) and
 clients (:mod:`bench.workloads`) as children, reads their JSON, and writes the report
@@ -29,15 +30,16 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import aio_clients, coldstart, loadgen, node_cold, pypy
+from bench import aio_clients, aio_servers, coldstart, loadgen, node_cold, pypy
 from bench.peers import GO_SERVER_IMPL, IO_THREAD_SERVER_IMPL, PeerError, PeerProcess, bench_server
 from bench.report import write_report
 from bench.splice import SECTIONS as SPLICEABLE
 from bench.splice import splice_readme, splice_report
+from bench.stats import median
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SECTIONS = ("nodes", "cold", "latency", "aio", "large", "throughput", "stream")
+SECTIONS = ("nodes", "cold", "latency", "aio", "large", "throughput", "aio-server", "stream")
 
 MIB = 1 << 20
 
@@ -167,11 +169,12 @@ class Servers:
         self.peer: Dict[str, PeerProcess] = {}
         for impl in impls:
             try:
-                if impl == pypy.PYPY_SERVER:
+                if impl in pypy.PYPY_SERVERS:
                     peer = PeerProcess(
-                        "minigrpc server on PyPy",
-                        [PYPY_PYTHON[0], "-m", "bench.peers", "--impl", "minigrpc", "--socket",
-                         self.sockets[impl]], cwd=REPO_ROOT, env=pypy.pypy_env(REPO_ROOT))
+                        f"{pypy.PYPY_SERVERS[impl]} server on PyPy",
+                        [PYPY_PYTHON[0], "-m", "bench.peers", "--impl", pypy.PYPY_SERVERS[impl],
+                         "--socket", self.sockets[impl]], cwd=REPO_ROOT,
+                        env=pypy.pypy_env(REPO_ROOT))
                     peer.start()
                     self._warm_up_pypy_server(self.sockets[impl], pypy_warmup)
                 else:
@@ -382,6 +385,94 @@ def throughput_section(mode: Mode, servers: Sequence[str],
     return list(rows.values())
 
 
+def aio_server_section(mode: Mode, loads: Sequence[str], pypy_available: bool
+                       ) -> List[Dict[str, Any]]:
+    """The asyncio servers' calls/s under every load in ``loads`` and their server-stream
+    messages/s (:mod:`bench.aio_servers`), every row once per round, interleaved."""
+    servers = [*aio_servers.SERVERS, *([pypy.PYPY_AIO_SERVER] if pypy_available else [])]
+    workloads = [("calls", client, connections) for client in loads
+                 for connections in mode.throughput_connections]
+    workloads.append(("stream", aio_servers.STREAM_CLIENT, "shared"))
+    rows = aio_servers.new_rows(workloads, servers)
+    stream_args = ["--count", str(mode.stream_count), "--size", str(STREAM_MESSAGE_SIZE),
+                   "--reps", str(mode.stream_reps)]
+    with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
+        running = Servers(servers, directory, mode.pypy_warmup)
+        try:
+            for round_index in range(mode.throughput_rounds):
+                log(f"asyncio servers round {round_index + 1}/{mode.throughput_rounds}")
+                for (workload, server, client, connections), row in rows.items():
+                    if server in running.errors:
+                        row["errors"] = [running.errors[server]]
+                        row["per_round"].append(None)
+                        continue
+                    if _timed_out(row):
+                        row["per_round"].append(None)
+                        continue  # a pair that hung once would only hang again
+                    if workload == "stream":
+                        result = running.run_client(
+                            mode, "stream", client, server, stream_args,
+                            mode.stream_count * (mode.stream_reps + 1))
+                        value = median(result["messages_per_s"]) if "error" not in result else 0
+                    else:
+                        warmup = 0 if client == loadgen.H2LOAD_CLIENT else 20 * (
+                            mode.throughput_threads if connections == "per-thread" else 1)
+                        result = running.run_client(
+                            mode, "throughput", client, server,
+                            ["--size", str(LATENCY_SIZE), "--threads",
+                             str(mode.throughput_threads), "--calls", str(mode.throughput_calls),
+                             "--connections", connections],
+                            mode.throughput_threads * mode.throughput_calls + warmup)
+                        value = result.get("calls_per_s", 0)
+                    if "error" in result:
+                        row["errors"].append(result["error"])
+                        row["per_round"].append(None)
+                        continue
+                    row["per_round"].append(value)
+                    if "server_cpu_us_per_call" in result:
+                        row["server_cpu_us"].append(result["server_cpu_us_per_call"])
+        finally:
+            running.stop()
+    return list(rows.values())
+
+
+def _aio_server_results(mode: Mode, loads: Sequence[str], pypy_available: bool
+                        ) -> Dict[str, Any]:
+    load_start = _load()
+    return {"aio_server": aio_server_section(mode, loads, pypy_available),
+            "aio_server_config": {
+                "threads": mode.throughput_threads, "calls": mode.throughput_calls,
+                "size": LATENCY_SIZE, "rounds": mode.throughput_rounds,
+                "stream_count": mode.stream_count, "stream_size": STREAM_MESSAGE_SIZE,
+                "stream_reps": mode.stream_reps},
+            "aio_server_date": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%d %H:%M UTC") + f" ({mode.name} mode)",
+            "aio_server_load": load_start, "aio_server_load_end": _load()}
+
+
+def _other_loads(notes: List[str], extra_versions: Dict[str, str]) -> Tuple[List[str], bool]:
+    """Find grpc-go's client and h2load (filling :data:`LOAD_GENERATORS`): their names, and
+    whether grpc-go's peers are built."""
+    loads: List[str] = []
+    go_peers, why_not = loadgen.go_peers_or_reason()
+    if go_peers is None:
+        notes.append(f"No grpc-go rows: {why_not}.")
+        log(f"no grpc-go rows: {why_not}")
+    else:
+        log(f"grpc-go peers: {go_peers.describe()}")
+        extra_versions["grpc-go"] = f"{go_peers.grpc_go_version} (Debian; {go_peers.go_version})"
+        loads.append(loadgen.GO_CLIENT)
+        LOAD_GENERATORS[loadgen.GO_CLIENT] = go_peers.binary("bench_client")
+    h2load, why_not = loadgen.h2load_or_reason()
+    if h2load is None:
+        notes.append(f"No h2load rows: {why_not}.")
+    else:
+        loads.append(loadgen.H2LOAD_CLIENT)
+        LOAD_GENERATORS[loadgen.H2LOAD_CLIENT] = h2load
+        extra_versions["h2load"] = loadgen.h2load_version(h2load)
+    return loads, go_peers is not None
+
+
 def profile_section(mode: Mode, has_client: bool, has_server: bool) -> Dict[str, Any]:
     """cProfile summaries of the minigrpc client and server (:mod:`bench.profiles`)."""
     import pstats
@@ -484,24 +575,18 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
     has_client, has_server = minigrpc_parts()
     clients = (["minigrpc"] if has_client else []) + ["grpcio", "grpclib"]
     latency_servers = ["grpcio"] + (["minigrpc"] if has_server else [])
-    throughput_servers = (["minigrpc", IO_THREAD_SERVER_IMPL, "minigrpc-aio"]
-                          if has_server else []) + ["grpcio", "grpcio-aio", "grpclib"]
+    throughput_servers = (["minigrpc", IO_THREAD_SERVER_IMPL] if has_server else []) + [
+        "grpcio", "grpclib"]
     throughput_clients = ["grpcio"]
     notes = list(notes)
     extra_versions: Dict[str, str] = {}
-    if any(section in sections for section in ("latency", "aio", "large", "throughput")):
-        go_peers, why_not = loadgen.go_peers_or_reason()
-        if go_peers is None:
-            notes.append(f"No grpc-go rows: {why_not}.")
-            log(f"no grpc-go rows: {why_not}")
-        else:
-            log(f"grpc-go peers: {go_peers.describe()}")
-            extra_versions["grpc-go"] = (f"{go_peers.grpc_go_version} (Debian; "
-                                         f"{go_peers.go_version})")
+    if any(section in sections for section in ("latency", "aio", "large", "throughput",
+                                               "aio-server")):
+        loads, go_available = _other_loads(notes, extra_versions)
+        throughput_clients += loads
+        if go_available:
             latency_servers.append(GO_SERVER_IMPL)
             throughput_servers.append(GO_SERVER_IMPL)
-            throughput_clients.append(loadgen.GO_CLIENT)
-            LOAD_GENERATORS[loadgen.GO_CLIENT] = go_peers.binary("bench_client")
         pypy_python, why_not = pypy.pypy_python_or_reason() if has_client else (None, "")
         if pypy_python is None:
             if why_not:
@@ -513,13 +598,6 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
             if has_server:
                 latency_servers.append(pypy.PYPY_SERVER)
                 throughput_servers.append(pypy.PYPY_SERVER)
-        h2load, why_not = loadgen.h2load_or_reason()
-        if h2load is None:
-            notes.append(f"No h2load rows: {why_not}.")
-        else:
-            throughput_clients.append(loadgen.H2LOAD_CLIENT)
-            LOAD_GENERATORS[loadgen.H2LOAD_CLIENT] = h2load
-            extra_versions["h2load"] = loadgen.h2load_version(h2load)
     results: Dict[str, Any] = {
         "meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime(
             "%Y-%m-%d %H:%M UTC"), "mode": mode.name, "load_start": _load()},
@@ -551,13 +629,20 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         # grpclib serves here too: the large-message targets compare servers with it as well.
         "large": lambda: large_section(mode, clients, [*latency_servers, "grpclib"]),
         "throughput": lambda: throughput_section(mode, throughput_servers, throughput_clients),
+        # Its results have several keys (rows, configuration, date and load).
+        "aio-server": lambda: _aio_server_results(
+            mode, throughput_clients, bool(PYPY_PYTHON) and has_server),
         # grpc-go's bench server has the echo only; the three Python libraries serve streams.
         "stream": lambda: stream_section(
             mode, clients, (["minigrpc"] if has_server else []) + ["grpcio", "grpclib"]),
     }
     for section in sections:
         log(f"section {section}")
-        results[section] = actions[section]()
+        measured = actions[section]()
+        if section == "aio-server":
+            results.update(measured)
+        else:
+            results[section] = measured
     if has_client and ("latency" in sections or "throughput" in sections):
         log("h2 alone, in memory (bench/h2floor.py)")
         results["h2floor"] = h2_floor(mode)
@@ -586,8 +671,9 @@ def _is_repository_docs(output_dir: str) -> bool:
 
 
 def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]) -> str:
-    """``--only nodes`` (the per-interpreter cold start), ``--only cold`` (section 1) or
-    ``--only aio`` (the asyncio clients): that section alone, spliced into the report."""
+    """``--only nodes`` (the per-interpreter cold start), ``--only cold`` (section 1),
+    ``--only aio`` (the asyncio clients) or ``--only aio-server`` (the asyncio servers): that
+    section alone, spliced into the report."""
     started = time.monotonic()
     results: Dict[str, Any]
     if section == "aio":
@@ -602,6 +688,12 @@ def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]
                                   "latency_rounds": mode.latency_rounds},
                    "aio_date": datetime.datetime.now(datetime.timezone.utc).strftime(
                        "%Y-%m-%d %H:%M UTC") + f" ({mode.name} mode)"}
+    elif section == "aio-server":
+        pypy_python, why_not = pypy.pypy_python_or_reason()
+        if pypy_python is not None:
+            PYPY_PYTHON[:] = [pypy_python]
+        loads, _ = _other_loads([], {})
+        results = _aio_server_results(mode, ["grpcio", *loads], pypy_python is not None)
     elif section == "cold":
         results = {"cold": coldstart.run_section(REPO_ROOT, mode.cold_runs,
                                                  mode.importtime_runs, log)}

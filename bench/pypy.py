@@ -32,6 +32,10 @@ PYPY_AIO_CLIENT = "minigrpc-aio-pypy"
 #: Each PyPy client row and the bench.workloads client it runs.
 PYPY_CLIENTS = {PYPY_CLIENT: "minigrpc", PYPY_AIO_CLIENT: "minigrpc-aio"}
 PYPY_SERVER = "minigrpc-pypy"
+#: minigrpc.aio's server under PyPy (bench/aio_servers.py).
+PYPY_AIO_SERVER = "minigrpc-aio-pypy"
+#: Each PyPy server row and the bench.peers implementation it runs.
+PYPY_SERVERS = {PYPY_SERVER: "minigrpc", PYPY_AIO_SERVER: "minigrpc-aio"}
 #: What the venv holds (the setup.cfg range of minigrpc's one pure-Python dependency).
 _REQUIREMENTS = ("h2>=4.1,<5",)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import aio_clients, node_cold
+from bench import aio_clients, aio_servers, node_cold
 from bench.node_cold import markdown_table as _table
 from bench.peers import IO_THREAD_SERVER_IMPL
 from bench.stats import median, percentile, ratio
@@ -112,6 +112,8 @@ class Target:
                  reference: Optional[float], op: str, limit: float,
                  cpu_ratio: Optional[float] = None, informational: bool = False) -> None:
         self.area = area
+        #: The lowest and highest ratio of one round's figures, where rounds pair up.
+        self.spread: Optional[Tuple[float, float]] = None
         #: Shown beside a target for context, never judged (a baseline no target names).
         self.informational = informational
         self.text = text
@@ -272,23 +274,8 @@ def targets(results: Dict[str, Any]) -> List[Target]:
                         ratio(throughput_cpu(results, IO_THREAD_SERVER_IMPL, connections, client),
                               throughput_cpu(results, reference, connections, client)),
                         informational=True))
-    for connections in results.get("config", {}).get("throughput_connections", []):
-        # minigrpc's asyncio server beside the other asyncio servers (grpcio's grpc.aio and
-        # grpclib), for information: no target names it yet.
-        note = "1 connection" if connections == "shared" else "a connection per thread"
-        for client in ("grpcio", "h2load"):
-            mine = throughput_median(results, "minigrpc-aio", connections, client)
-            if mine is None:
-                continue
-            by = "" if client == "grpcio" else f"{client} client, "
-            for reference in ("grpcio-aio", "grpclib"):
-                found.append(Target(
-                    "server", f"calls/s: minigrpc-aio / {reference} server ({by}{note})", mine,
-                    throughput_median(results, reference, connections, client), ">=", 1.0,
-                    ratio(throughput_cpu(results, "minigrpc-aio", connections, client),
-                          throughput_cpu(results, reference, connections, client)),
-                    informational=True))
     found += aio_targets(results)
+    found += aio_servers.targets(results)
     for server, judged in (("grpc-go", True), ("grpcio", False)):
         if latency_p50(results, "minigrpc-pypy", server) is not None:
             found.append(Target(
@@ -338,7 +325,9 @@ TARGETS_HEADER = ("area", "measure", "target", "measured", "verdict", "CPU ratio
 
 
 def target_rows(found: Sequence[Target]) -> List[List[str]]:
-    return [[t.area, t.text, f"{t.op} {t.limit:g}×", _fmt_ratio(t.ratio), t.verdict,
+    return [[t.area, t.text, f"{t.op} {t.limit:g}×", _fmt_ratio(t.ratio) + (
+                f" ({t.spread[0]:.2f}–{t.spread[1]:.2f} per round)" if t.spread else ""),
+             t.verdict,
              _fmt_ratio(t.cpu_ratio) if t.cpu_ratio is not None else ""]
             for t in found]
 
@@ -623,8 +612,7 @@ def _throughput_section(results: Dict[str, Any]) -> List[str]:
              f"goroutine per call. `{IO_THREAD_SERVER_IMPL}` is minigrpc's server with the "
              "`minigrpc.unary_handlers_on_io_thread` option: its echo handler runs on its I/O "
              "thread, as grpclib's runs on its event loop, and saves the hand-over to a pool "
-             "thread and back. `minigrpc-aio` and `grpcio-aio` are the two libraries' "
-             "`grpc.aio.server()` with an `async def` echo on one event loop. Where built, "
+             "thread and back (the asyncio servers have their own section). Where built, "
              "grpc-go's client (`tests/go/bench_client`: as "
              "many goroutines as threads, on one connection or one each) and h2load "
              "(nghttp2's C load generator: as many streams in flight as threads, on one "
@@ -774,7 +762,8 @@ def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
         lines += [f"![benchmark chart]({chart_name})", ""]
     for section in (node_cold.render_section, cold_block,
                     _latency_section, aio_clients.render_section, _large_section,
-                    _throughput_section, _stream_section, _profiles_section, _method_section,
+                    _throughput_section, aio_servers.render_section, _stream_section,
+                    _profiles_section, _method_section,
                     _noise_section, _meta_section):
         part = section(results)
         if part:

@@ -5,7 +5,8 @@ moves with every import the plugin gains or loses, takes a few.  ``--only`` meas
 and replaces, in the existing docs/benchmarks.md, that section's text (between its markers) and
 its rows of the targets table; every other figure, and the chart, stays as the last full run
 wrote it.  ``nodes`` (:mod:`bench.node_cold`) also replaces the README's table; ``aio`` is the
-asyncio clients' latency (:mod:`bench.aio_clients`).
+asyncio clients' latency (:mod:`bench.aio_clients`), ``aio-server`` the asyncio servers'
+calls/s and server-stream messages/s (:mod:`bench.aio_servers`).
 
 A report written before a section had markers still gets it: ``nodes`` goes in front of section
 1; ``cold`` replaces the text from its heading to section 2's.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
-from bench import aio_clients, node_cold
+from bench import aio_clients, aio_servers, node_cold
 from bench.node_cold import markdown_table
 from bench.report import (
     COLD_BEGIN,
@@ -59,6 +60,8 @@ SECTIONS: Dict[str, Spliced] = {
                     "## 2. ", _cold_targets),
     "aio": Spliced("aio", aio_clients.render_section, aio_clients.DOC_BEGIN, aio_clients.DOC_END,
                    None, "## 3. ", aio_targets),
+    "aio-server": Spliced("aio server", aio_servers.render_section, aio_servers.DOC_BEGIN,
+                          aio_servers.DOC_END, None, "## 5. ", aio_servers.targets),
 }
 
 

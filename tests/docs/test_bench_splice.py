@@ -107,3 +107,42 @@ def test_only_cold_replaces_section_1_even_without_markers() -> None:
     again = [COLD_BEGIN, "## 1. Cold plugin invocation", "newer", COLD_END]
     assert splice(once, COLD_BEGIN, COLD_END, again, "## 2. ",
                   "## 1. Cold plugin invocation") == once.replace("\nnew\n", "\nnewer\n")
+
+
+def test_only_aio_server_judges_medians_and_shows_the_per_round_spread(tmp_path: Any) -> None:
+    """``--only aio-server`` splices its section in front of section 5; a ratio is of medians
+    over rounds, its spread pairs round *i* with round *i*, and a failed round (None) drops out
+    of both."""
+    from bench import aio_servers
+    from bench.report import TARGETS_HEADER
+    from bench.splice import splice_report
+
+    def row(workload: str, server: str, per_round: list) -> Dict[str, Any]:
+        return {"workload": workload, "server": server, "client": "grpcio",
+                "connections": "shared", "per_round": per_round, "server_cpu_us": [100.0],
+                "errors": []}
+
+    results = {"aio_server": [
+        row("calls", "minigrpc-aio", [3000.0, 2600.0, None]),
+        row("calls", "grpcio-aio", [2000.0, 2600.0, 2500.0]),
+        row("calls", "grpclib", [2000.0, 2000.0, 2000.0]),
+        row("stream", "minigrpc-aio", [50000.0]), row("stream", "grpclib", [20000.0])]}
+    header = "| " + " | ".join(TARGETS_HEADER) + " |"
+    report = tmp_path / "benchmarks.md"
+    report.write_text("\n".join(["# Benchmarks", "", header,
+                                 "|" + "|".join("---" for _ in TARGETS_HEADER) + "|",
+                                 "| cold | kept row | <= 1× | 1.00× | **met** |  |", "",
+                                 "## 4. Server throughput", "kept", "", "## 5. Server streams",
+                                 "kept too", ""]))
+    splice_report(results, str(tmp_path), "aio-server")
+    text = report.read_text()
+    assert text.index("## 4. Server throughput") < text.index(aio_servers.DOC_BEGIN)
+    assert text.index(aio_servers.DOC_END) < text.index("## 5. Server streams")
+    # Median 2800 over 2500 (grpcio-aio) and over 2000; rounds 1 and 2 pair up, round 3 fails.
+    assert ("| calls/s, grpcio client, 1 connection | minigrpc-aio / grpcio-aio | >= 0.9× | "
+            "1.12× | 1.00 – 1.50 | **met** | 1.00× |") in text
+    assert ("| calls/s, grpcio client, 1 connection | minigrpc-aio / grpclib | >= 1.3× | "
+            "1.40× | 1.30 – 1.50 | **met** | 1.00× |") in text
+    assert ("| aio server | stream messages/s, grpcio client: minigrpc-aio / grpclib server | "
+            ">= 2× | 2.50× (2.50–2.50 per round) | **met** | 1.00× |") in text
+    assert "| cold | kept row |" in text

@@ -7,7 +7,8 @@ each of these exactly, including where Go differs from Python's ``json``: HTML e
 output, U+FFFD for bytes that are not UTF-8, case-insensitive field matching with the last
 match winning, numbers never converted, a nesting limit of 10000, and Go's error texts.
 Everything here is pure and loads nothing beyond the standard library (``json`` and ``re``
-only when a document is parsed), because every plugin run pays for its imports.
+only for a document that the small decoder leaves to them), because every plugin run pays for
+its imports.
 """
 
 import codecs
@@ -212,7 +213,16 @@ def decode_json_document(data: bytes) -> object:
     text = data.decode("utf-8", "cni-go-replace")
     if not text.strip(" \t\r\n"):
         raise JsonInputError("unexpected end of JSON input")
-    import json  # not needed by VERSION or env errors
+    try:
+        return _decode_plain_document(text)
+    except _NotPlain:
+        pass  # an error, or input the small decoder leaves to json: the same answer, slower
+    return _decode_with_json(text)
+
+
+def _decode_with_json(text: str) -> object:
+    """:func:`decode_json_document` by :mod:`json`, whose error texts the plugin reports."""
+    import json  # not needed by VERSION, env errors or a plain network config
 
     decoder = json.JSONDecoder(
         object_pairs_hook=_JsonObject,
@@ -227,6 +237,152 @@ def decode_json_document(data: bytes) -> object:
     except ValueError as exc:  # json.JSONDecodeError and JsonInputError
         raise JsonInputError(str(exc)) from None
     return _decode_deep_document(text)
+
+
+class _NotPlain(Exception):
+    """Raised by :func:`_decode_plain_document` for input it leaves to :mod:`json`."""
+
+
+#: What :func:`_decode_plain_document` accepts between tokens, as :mod:`json` and RFC 8259 §2 do.
+_JSON_SPACE = " \t\n\r"
+_JSON_DIGITS = "0123456789"
+_JSON_HEX = frozenset("0123456789abcdefABCDEF")
+#: RFC 8259 §7: characters that must be escaped inside a string.
+_JSON_CONTROL = frozenset(chr(code) for code in range(0x20))
+_JSON_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n",
+                       "r": "\r", "t": "\t"}
+_JSON_LITERALS = (("true", True), ("false", False), ("null", None))
+#: Deeper documents go to json (and, past its recursion limit, to the iterative parser).
+_PLAIN_MAX_DEPTH = 100
+
+
+def _decode_plain_document(text: str) -> object:
+    """Parse a network config without importing :mod:`json` and :mod:`re` (about 10 ms of a
+    cold start, with the enum module json's regular expressions load).
+
+    It accepts a subset of strict JSON (RFC 8259): whatever it returns is exactly what
+    :func:`decode_json_document`'s :mod:`json` path returns for the same text (objects as pair
+    lists, integers as 0, other numbers as 0.0).  Anything it is unsure of (every error, a
+    ``\\u`` escape of a surrogate, nesting past :data:`_PLAIN_MAX_DEPTH`) raises
+    :class:`_NotPlain`, and the caller hands the text to :mod:`json`, so error texts stay
+    :mod:`json`'s."""
+    value, position = _plain_value(text, _plain_space(text, 0), 0)
+    if _plain_space(text, position) != len(text):
+        raise _NotPlain
+    return value
+
+
+def _plain_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] in _JSON_SPACE:
+        position += 1
+    return position
+
+
+def _plain_value(text: str, position: int, depth: int) -> "Tuple[object, int]":
+    """The value starting at ``position`` and where it ends (RFC 8259 §3)."""
+    char = text[position:position + 1]
+    if char == '"':
+        return _plain_string(text, position + 1)
+    if char == "{" or char == "[":
+        if depth >= _PLAIN_MAX_DEPTH:
+            raise _NotPlain
+        return _plain_container(text, position, depth + 1)
+    for word, literal in _JSON_LITERALS:
+        if text.startswith(word, position):
+            return literal, position + len(word)
+    return _plain_number(text, position)
+
+
+def _plain_container(text: str, position: int, depth: int) -> "Tuple[object, int]":
+    """An object (RFC 8259 §4) or an array (§5) opening at ``position``."""
+    is_object = text[position] == "{"
+    close = "}" if is_object else "]"
+    container: List[Any] = _JsonObject() if is_object else []
+    position = _plain_space(text, position + 1)
+    if text.startswith(close, position):
+        return container, position + 1
+    while True:
+        if is_object:
+            if not text.startswith('"', position):
+                raise _NotPlain
+            key, position = _plain_string(text, position + 1)
+            position = _plain_space(text, position)
+            if not text.startswith(":", position):
+                raise _NotPlain
+            item, position = _plain_value(text, _plain_space(text, position + 1), depth)
+            container.append((key, item))
+        else:
+            item, position = _plain_value(text, position, depth)
+            container.append(item)
+        position = _plain_space(text, position)
+        if text.startswith(",", position):
+            position = _plain_space(text, position + 1)
+        elif text.startswith(close, position):
+            return container, position + 1
+        else:
+            raise _NotPlain
+
+
+def _plain_string(text: str, position: int) -> "Tuple[str, int]":
+    """The string whose opening quote is just before ``position`` (RFC 8259 §7)."""
+    parts: List[str] = []
+    while True:
+        quote = text.find('"', position)
+        if quote < 0:
+            raise _NotPlain
+        backslash = text.find("\\", position, quote)
+        raw = text[position:quote if backslash < 0 else backslash]
+        if not _JSON_CONTROL.isdisjoint(raw):
+            raise _NotPlain
+        parts.append(raw)
+        if backslash < 0:
+            return "".join(parts), quote + 1
+        escape = text[backslash + 1:backslash + 2]
+        if escape == "u":
+            digits = text[backslash + 2:backslash + 6]
+            if len(digits) != 4 or not _JSON_HEX.issuperset(digits):
+                raise _NotPlain
+            code = int(digits, 16)
+            if 0xD800 <= code <= 0xDFFF:  # pairs and lone halves: json's rules
+                raise _NotPlain
+            parts.append(chr(code))
+            position = backslash + 6
+        elif escape in _JSON_SHORT_ESCAPES:
+            parts.append(_JSON_SHORT_ESCAPES[escape])
+            position = backslash + 2
+        else:
+            raise _NotPlain
+
+
+def _plain_number(text: str, position: int) -> "Tuple[object, int]":
+    """A number (RFC 8259 §6) as the decoder's hooks make it: 0 for an integer, 0.0 otherwise
+    (a fraction or an exponent)."""
+    if text.startswith("-", position):
+        position += 1
+    start = position
+    position = _plain_digits(text, position)
+    if text[start] == "0" and position - start > 1:
+        raise _NotPlain  # a leading zero
+    fraction = text.startswith(".", position)
+    if fraction:
+        position = _plain_digits(text, position + 1)
+    exponent = text.startswith(("e", "E"), position)
+    if exponent:
+        position += 1
+        if text.startswith(("+", "-"), position):
+            position += 1
+        position = _plain_digits(text, position)
+    return (0.0 if fraction or exponent else 0), position
+
+
+def _plain_digits(text: str, position: int) -> int:
+    """Where the run of at least one digit starting at ``position`` ends."""
+    start = position
+    while position < len(text) and text[position] in _JSON_DIGITS:
+        position += 1
+    if position == start:
+        raise _NotPlain
+    return position
 
 
 #: encoding/json's scanner limit (``maxNestingDepth``): deeper input is a syntax error.

@@ -1,10 +1,16 @@
 """The call objects of the asyncio API: awaitable unary calls and async-iterable streams.
 
-Each call runs in one task of its own (``_run``): it finds a connection, opens the stream, sends
-a request iterator's messages from a second task, and waits for the status, so that deadlines
+A call runs in a task of its own (``_run``): it finds a connection, opens the stream, sends a
+request iterator's messages from a second task, and waits for the status, so that deadlines
 hold and ``done()`` turns true whether or not anybody reads.  Responses are taken by whoever
 reads (``await call``, ``read()``, ``async for``); a reader that stops taking them stops the
 window the protocol returns to the server (:class:`minigrpc.protocol.Inbound`).
+
+A unary call needs no task when the channel's connection is ready (``_start_now``): its request
+is written before the multi-callable returns, and the call ends in a callback from the
+connection (its response read, a reset, its deadline timer, a cancel), which resolves the future
+``await call`` waits on.  That saves the two event-loop turns a task costs (its first step, and
+its end waking the awaiter); only a transparent retry then needs the task.
 
 Cancelling the call, or the task that awaits or reads it, sends RST_STREAM(CANCEL) and ends it
 CANCELLED, as grpcio does (PROTOCOL-HTTP2.md, Errors).
@@ -14,7 +20,7 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 
-from ..attempts import finished
+from ..attempts import DONE, Attempts, finished
 from ..calls import decode_response
 from ..client_protocol import ClientCall
 from ..multicallables import _Invocation
@@ -75,14 +81,103 @@ class Call:
         self._half_closed = False
         #: ``cancel()`` was called (directly, or by a cancelled task that awaited the call).
         self._locally_cancelled = False
-        self._task: asyncio.Task[Any] = loop.create_task(self._run())
-        self._task.add_done_callback(_retrieve)
+        #: What ``await call`` gives a unary response's caller: the response or the error.
+        self._outcome: Optional[asyncio.Future[Any]] = (
+            loop.create_future() if self._unary_response else None
+        )
+        #: The deadline timer of a call started without a task.
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._task: Optional[asyncio.Task[Any]] = None
+        if not self._start_now(loop):
+            self._start_task(loop)
+
+    # -- without a task ---------------------------------------------------------------------
+
+    def _start_now(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Start a unary-request, unary-response call on the ready connection, without a task;
+        False when it must wait for something (a connection, a stream slot, the write buffer,
+        readiness) or failed before it could start: the task does those, as for any call."""
+        invocation = self._invocation
+        if (
+            invocation is None
+            or self._failure is not None
+            or not self._unary_response
+            or self._streaming_request
+            or invocation.wait_for_ready
+        ):
+            return False
+        transport = invocation.transport
+        connection = transport.ready_connection()
+        if connection is None:
+            return False
+        attempts = transport.attempts(invocation.deadline, False)
+        if attempts.before_attempt(transport.closed) is not None:
+            return False
+        try:
+            call = invocation.make_call(invocation.frame(self._request), True)
+        except Exception:  # the task raises it again and reports it
+            return False
+        self._connection, self._call = connection, call
+        self._opened.set_result(None)
+        connection.when_finished(call, lambda: self._ended(attempts))
+        deadline = invocation.deadline
+        if deadline is not None:
+            self._timer = loop.call_later(deadline - time.monotonic(), connection.expire, call)
+        if not connection.start_now(call) and not call.done:
+            # The rest of the request waits for window or for the write buffer to drain.
+            self._sender = loop.create_task(connection.write_request(call, deadline))
+            self._sender.add_done_callback(_retrieve)
+        return True
+
+    def _ended(self, attempts: Attempts) -> None:
+        """A call started by ``_start_now`` has its status: tried again (by the task) if the
+        server never processed it (:mod:`minigrpc.attempts`), else its outcome is known."""
+        if self._timer is not None:
+            self._timer.cancel()
+        connection, call, invocation = self._connection, self._call, self._invocation
+        assert connection is not None and call is not None and invocation is not None
+        if not self._locally_cancelled:
+            verdict = attempts.after_attempt(
+                call, connection.protocol.bytes_received, invocation.transport.closed
+            )
+            if verdict != DONE:
+                self._start_task(asyncio.get_running_loop(), attempts)
+                return
+        outcome = self._outcome
+        assert outcome is not None and call.status is not None
+        if self._locally_cancelled:
+            self._finish(call.status)
+            outcome.cancel()
+            return
+        try:
+            response = self._unary_result(call)
+        except AioRpcError as exc:
+            _resolve(outcome, error=exc)
+        else:
+            _resolve(outcome, response)
 
     # -- the task ---------------------------------------------------------------------------
 
-    async def _run(self) -> Any:
+    def _start_task(
+        self, loop: asyncio.AbstractEventLoop, attempts: Optional[Attempts] = None
+    ) -> None:
+        self._task = loop.create_task(self._run(attempts))
+        self._task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: "asyncio.Task[Any]") -> None:
+        """The task's outcome is the call's: it reaches the user through the call (``await
+        call`` for a unary response), never the loop's exception handler."""
+        if task.cancelled():
+            if self._outcome is not None:
+                self._outcome.cancel()
+            return
+        error = task.exception()
+        if self._outcome is not None:
+            _resolve(self._outcome, task.result() if error is None else None, error)
+
+    async def _run(self, attempts: Optional[Attempts] = None) -> Any:
         try:
-            return await self._run_call()
+            return await self._run_call(attempts)
         except AioRpcError:
             raise
         except RpcError as exc:  # the request did not serialize, or metadata was refused
@@ -101,7 +196,7 @@ class Call:
                 status = call.status if call is not None and call.status is not None else CANCELLED
                 self._finish(status)
 
-    async def _run_call(self) -> Any:
+    async def _run_call(self, attempts: Optional[Attempts]) -> Any:
         if self._failure is not None:
             self._finish(self._failure)
             raise AioRpcError.from_status(self._failure)
@@ -117,6 +212,7 @@ class Call:
             invocation.wait_for_ready,
             unary,
             self._on_open,
+            attempts,
         )
         self._connection, self._call = connection, call
         if not self._opened.done():
@@ -132,6 +228,10 @@ class Call:
             self._finish(call.status)
             return None
         return self._unary_result(call)
+
+    def _running(self) -> "asyncio.Future[Any]":
+        """What is done once the call is: its task, or (started without one) its end."""
+        return self._task if self._task is not None else self._finished
 
     def _on_open(self, connection: AioConnection, call: ClientCall) -> None:
         """The call has a stream (an attempt of it; a retry replaces it)."""
@@ -200,7 +300,12 @@ class Call:
             self._finished.set_result(None)
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
-            callback(self)
+            try:
+                callback(self)
+            except Exception as exc:  # the call's end may be a read: the connection goes on
+                asyncio.get_running_loop().call_exception_handler(
+                    {"message": "a call's done callback raised", "exception": exc}
+                )
 
     def _cancel_locally(self, status: CallStatus) -> None:
         connection, call = self._connection, self._call
@@ -228,7 +333,8 @@ class Call:
             return False
         self._locally_cancelled = True
         self._cancel_locally(CANCELLED)
-        self._task.cancel()
+        if self._task is not None:
+            self._task.cancel()
         if self._sender is not None:
             self._sender.cancel()
         return True
@@ -296,14 +402,33 @@ class Call:
 
 
 def _retrieve(task: "asyncio.Task[Any]") -> None:
-    """Mark a call task's outcome as seen: it reaches the user through the call, not the loop."""
+    """Mark a task's outcome as seen: it reaches the user through the call, not the loop."""
     if not task.cancelled():
         task.exception()
 
 
+def _resolve(
+    outcome: "asyncio.Future[Any]", result: Any = None, error: Optional[BaseException] = None
+) -> None:
+    """Settle a unary call's outcome, unless an awaiter cancelled it first."""
+    if outcome.done():
+        return
+    if error is None:
+        outcome.set_result(result)
+    else:
+        outcome.set_exception(error)
+        outcome.exception()  # seen: nobody need await a call that failed
+
+
 class _UnaryResponseMixin(Call):
     def __await__(self) -> Any:
-        return (yield from self._task.__await__())
+        """The response; a cancelled awaiter cancels the call (RST_STREAM(CANCEL))."""
+        assert self._outcome is not None
+        try:
+            return (yield from self._outcome.__await__())
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
 
 
 class _StreamResponseMixin(Call):

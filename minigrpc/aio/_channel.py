@@ -152,7 +152,7 @@ class Channel:
         """Close the channel.  Calls still running get ``grace`` seconds to end, then end
         CANCELLED ("Channel closed!"), as in grpcio."""
         self._settings.closed = True
-        running = [call._task for call in self._calls if not call.done()]
+        running = [call._running() for call in self._calls if not call.done()]
         if grace and running:
             await asyncio.wait(running, timeout=grace)
         if self._connecting is not None:
@@ -161,7 +161,7 @@ class Channel:
         if transport is not None:
             transport.close()
         self._set_state(ChannelConnectivity.SHUTDOWN)
-        running = [call._task for call in self._calls if not call.done()]
+        running = [call._running() for call in self._calls if not call.done()]
         if running:
             await asyncio.wait(running)
 

@@ -6,6 +6,11 @@ bytes from the loop go into it, the bytes it queues go out, and every coroutine 
 call (for a response, send window or a stream slot) is woken after each chunk and checks its
 own condition again.  No gRPC rule lives here; this module only waits.
 
+A unary call on a connection that is ready needs no waiting coroutine at all: it is started at
+once (:meth:`AioConnection.start_now`) and told of its end by a callback run straight from
+``data_received`` (:meth:`AioConnection.when_finished`), so that the response reaches the
+coroutine awaiting it one event-loop turn after it was read.
+
 Memory stays bounded both ways: a writer waits for flow-control window and for the loop's write
 buffer to drain (``pause_writing``), and a reader that stops taking messages stops the protocol
 from returning window to the server (:class:`minigrpc.protocol.Inbound`), which holds the
@@ -20,10 +25,10 @@ processed, as :mod:`minigrpc.attempts` decides for both transports.
 import asyncio
 import socket
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
-from ..client_protocol import CallEvent, ClientCall, ClientConnectionProtocol
+from ..client_protocol import CallEvent, CallFinished, ClientCall, ClientConnectionProtocol
 from ..connectivity import ChannelConnectivity
 from ..protocol import Message
 from ..sockets import ConnectFailed, client_tracer, dial_error, handshake_error, lookup_error
@@ -57,6 +62,8 @@ class AioConnection(asyncio.Protocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._closed = False
+        #: What to run when a call ends (:meth:`when_finished`), by call.
+        self._on_finished: Dict[ClientCall, Callable[[], None]] = {}
         #: The frame trace (``MINIGRPC_TRACE=1`` or the ``minigrpc.wire`` logger), as the
         #: blocking transport writes it; None when tracing is off.
         self._tracer = client_tracer(peer)
@@ -104,13 +111,23 @@ class AioConnection(asyncio.Protocol):
         return self.protocol.peer_accept_encodings
 
     def _settle(self, events: List[CallEvent]) -> None:
-        """Write what the protocol queued and wake every waiter to look again."""
+        """Write what the protocol queued, tell the calls that ended, and wake every waiter to
+        look again."""
         self._flush()
+        if self._on_finished:
+            self._tell_finished(events)
         if not self.usable:
             self._on_unusable()
             if self.protocol.idle:
                 self.close()
         self._wake()
+
+    def _tell_finished(self, events: List[CallEvent]) -> None:
+        for event in events:
+            if type(event) is CallFinished:
+                on_finished = self._on_finished.pop(event.call, None)
+                if on_finished is not None:
+                    on_finished()
 
     def _flush(self) -> None:
         data = self.protocol.data_to_send()
@@ -175,11 +192,38 @@ class AioConnection(asyncio.Protocol):
                 return True
             return False
         # HEADERS and the request's DATA go out in one write (one wake-up of the server).
-        protocol.start_call(call)
+        events = protocol.start_call(call)
         await self.write_request(call, deadline)
         if call.done:  # refused before it started (a header block too large, say)
-            self._settle([])
+            self._settle(events)
         return True
+
+    def can_start_now(self) -> bool:
+        """A call may start here without waiting: usable, a stream slot free, and the loop's
+        write buffer below its high-water mark."""
+        return self.usable and self._writable.is_set() and self.protocol.can_start_call()
+
+    def start_now(self, call: ClientCall) -> bool:
+        """Start ``call`` (:meth:`can_start_now` was checked) and write as much of its request
+        as the windows allow, without waiting; True if all of it went out.
+
+        The caller registers :meth:`when_finished` first: a call refused before it started
+        (a header block too large, say) ends here.
+        """
+        events = self.protocol.start_call(call)
+        written = self.protocol.write_request(call)
+        self._settle(events)
+        return written and self._writable.is_set()
+
+    def when_finished(self, call: ClientCall, on_finished: Callable[[], None]) -> None:
+        """Run ``on_finished()`` once ``call`` has its status, from whatever ended it (a read,
+        a reset, the deadline, a cancel, the connection's loss or close)."""
+        self._on_finished[call] = on_finished
+
+    def expire(self, call: ClientCall) -> None:
+        """The call's deadline passed: RST_STREAM(CANCEL) and DEADLINE_EXCEEDED."""
+        if not call.done:
+            self._settle(self.protocol.expire(call))
 
     async def write_request(self, call: ClientCall, deadline: Optional[float]) -> None:
         """Write the call's queued request, waiting for window and for the write buffer."""
@@ -231,8 +275,9 @@ class AioConnection(asyncio.Protocol):
         if self._closed and self._transport is None:
             return
         ending = status or CallStatus(StatusCode.CANCELLED, "Channel closed!")
+        events: List[CallEvent] = []
         for call in list(self.protocol.calls.values()):
-            self.protocol.cancel(call, ending)
+            events.extend(self.protocol.cancel(call, ending))
         if self.protocol.failure is None:
             try:
                 self.protocol.conn.close_connection()
@@ -244,6 +289,7 @@ class AioConnection(asyncio.Protocol):
         transport, self._transport = self._transport, None
         if transport is not None:
             transport.close()
+        self._tell_finished(events)
         self._wake()
 
 
@@ -363,22 +409,18 @@ class AioTransport:
         wait_for_ready: bool,
         to_the_end: bool,
         opened: Optional[Callable[[AioConnection, ClientCall], None]] = None,
+        attempts: Optional[Attempts] = None,
     ) -> Tuple[Optional[AioConnection], ClientCall]:
         """Find a connection and start (``to_the_end``: run) a call on it, retrying when safe.
 
         The same policy as the blocking transport's: a call that provably never reached the
         server is retried once on a new connection; with ``wait_for_ready`` a failed connect (or
         a server that closed before saying anything) waits with gRPC's connection backoff until
-        the deadline.
+        the deadline.  ``attempts`` continues the budget of a call already tried once
+        (:meth:`start_now`).
         """
-        attempts = Attempts(
-            deadline,
-            wait_for_ready,
-            self.options.initial_backoff,
-            self.options.max_backoff,
-            self.options.backoff_multiplier,
-            self.options.backoff_jitter,
-        )
+        if attempts is None:
+            attempts = self.attempts(deadline, wait_for_ready)
         while True:
             ending = attempts.before_attempt(self.closed)
             if ending is not None:
@@ -409,6 +451,25 @@ class AioTransport:
                 await self._back_off(attempts)
                 continue
             return connection, call
+
+    def attempts(self, deadline: Optional[float], wait_for_ready: bool) -> Attempts:
+        """A new call's retry budget, backoff and deadline (:mod:`minigrpc.attempts`)."""
+        return Attempts(
+            deadline,
+            wait_for_ready,
+            self.options.initial_backoff,
+            self.options.max_backoff,
+            self.options.backoff_multiplier,
+            self.options.backoff_jitter,
+        )
+
+    def ready_connection(self) -> Optional[AioConnection]:
+        """The current connection if a call can start on it without waiting, else None (no
+        connection yet, draining, at the stream limit, or its write buffer is full)."""
+        connection = self._connection
+        if connection is None or self.closed or not connection.can_start_now():
+            return None
+        return connection
 
     @staticmethod
     async def _back_off(attempts: Attempts) -> None:

@@ -456,6 +456,9 @@ class ServerConnection(ConnectionProtocol):
         self._output_room: Optional[int] = None  # None: unlimited
         self._starved = False  # a stream stopped for lack of output room, not of window
         self._highest_stream_id = 0
+        #: The last well-formed request header block and what it reads as (see _on_request).
+        self._last_request_headers: Optional[List[Tuple[bytes, bytes]]] = None
+        self._last_request_head: Union[hdrs.RequestHead, hdrs.Rejection, None] = None
         self._drain_phase = DrainPhase.SERVING
         self._frame_budget = FrameBudget(self._clock)
         #: True once the connection is unusable: the socket layer flushes and closes it.
@@ -671,14 +674,22 @@ class ServerConnection(ConnectionProtocol):
             # REFUSED_STREAM is UNAVAILABLE and safe to retry).
             self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
-        if hdrs.malformed_request(event.headers):
-            # A stream error (RFC 9113 §8.1.1): the connection's other calls go on.
-            self._reset(stream_id, PROTOCOL_ERROR)
-            return
+        headers = event.headers
+        if headers == self._last_request_headers:
+            # A client sends the same block call after call (only grpc-timeout varies), and
+            # reading it is a function of the block and this connection's settings alone.
+            head = self._last_request_head
+            assert head is not None  # set with the block
+        else:
+            if hdrs.malformed_request(headers):
+                # A stream error (RFC 9113 §8.1.1): the connection's other calls go on.
+                self._reset(stream_id, PROTOCOL_ERROR)
+                return
+            head = hdrs.read_request_headers(
+                headers, self.settings.max_header_list_size, self.settings.enabled_encodings
+            )
+            self._last_request_headers, self._last_request_head = headers, head
         request_open = event.stream_ended is None
-        head = hdrs.read_request_headers(
-            event.headers, self.settings.max_header_list_size, self.settings.enabled_encodings
-        )
         if isinstance(head, hdrs.Rejection):
             self._reject(
                 stream_id,

@@ -797,6 +797,35 @@ def test_reserved_grpc_keys_are_not_call_metadata() -> None:
     assert started.metadata == (("user-agent", "ua/1"), ("x-a", "b"))
 
 
+def test_a_repeated_request_block_reads_as_it_did_and_a_changed_one_is_read_anew() -> None:
+    """The server reuses what it read from the previous request block when the next one is the
+    same (a client's calls usually are): identical blocks give identical calls, rejections stay
+    rejections, and any change, a malformed block included, is checked in full again."""
+    pair = Pair()
+    extra = [(b"user-agent", b"ua/1"), (b"x-a", b"b")]
+    first, second = pair.request(extra=extra), pair.request(extra=extra)
+    started = [event for event in pair.settle() if isinstance(event, CallStarted)]
+    assert [(e.stream_id, e.method, e.metadata, e.deadline, e.authority) for e in started] == [
+        (stream_id, "/svc/Method", (("user-agent", "ua/1"), ("x-a", "b")), None, "localhost")
+        for stream_id in (first, second)]
+    changed = pair.request(extra=[(b"user-agent", b"ua/1"), (b"x-a", b"c")])
+    assert [e.metadata for e in pair.settle() if isinstance(e, CallStarted)] == [
+        (("user-agent", "ua/1"), ("x-a", "c"))]
+    assert changed > second
+    for _ in range(2):  # a rejected block is rejected every time it comes
+        rejected = pair.request(extra=[(b"grpc-timeout", b"0n")])
+        assert pair.settle() == []
+        assert status_of(pair.response(rejected))[0] == StatusCode.DEADLINE_EXCEEDED.number
+    # The same block again, but malformed (an upper-case name): reset, not served.
+    pair.request(extra=extra)
+    assert [type(e) for e in pair.settle()] == [CallStarted, RequestReady]
+    pair.client.config.normalize_outbound_headers = False  # it would lower-case the name
+    pair.client.config.validate_outbound_headers = False
+    malformed = pair.request(extra=[(b"user-agent", b"ua/1"), (b"X-A", b"b")])
+    assert pair.settle() == []
+    assert pair.response(malformed)["reset"] == h2.errors.ErrorCodes.PROTOCOL_ERROR
+
+
 def test_continuation_flood_fails_fast_without_buffering() -> None:
     """CVE-2024-27316: a header block that never ends is cut off by size, not buffered whole."""
     pair = Pair()

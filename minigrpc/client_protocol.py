@@ -35,7 +35,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 
-from . import client_outcome, errors, headers, http2, protocol, wire
+from . import client_outcome, errors, header_memo, headers, http2, protocol, wire
 from .headers import Header, ResponseHead, header_list_size
 from .protocol import (
     CANCEL,
@@ -215,8 +215,11 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         buffer_limit: int = protocol.DEFAULT_BUFFER_LIMIT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        conn = h2.connection.H2Connection(config=http2.client_config())
+        # Warm calls send and receive the same header blocks: HPACK coding is remembered.
+        header_memo.install(conn)
         super().__init__(
-            h2.connection.H2Connection(config=http2.client_config()),
+            conn,
             http2.FrameSplitter(
                 max_frame_size=max_frame_size, expect_settings_first=True, merge_data_frames=True
             ),

@@ -48,6 +48,7 @@ MODULES: Dict[str, Module] = {
     "errors": Module(1, "failures that carry their own status code"),
     "headers": Module(1, "every header block of both sides, built, checked and read"),
     "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
+    "header_memo": Module(1, "HPACK coding remembered while the dynamic table is unchanged"),
     "handlers": Module(1, "grpcio's handler types, shared by registration and the servers"),
     "targets": Module(1, "target strings to socket addresses and :authority"),
     "client_outcome": Module(1, "what the server's frames mean for a client call, for both "

@@ -629,3 +629,70 @@ def test_errors_match_the_module_entry_point(bundle: Bundle, dirs: TempDirs) -> 
         from_module = run_plugin(cni, stdin)
         assert (from_bundle.returncode, from_bundle.stdout) == (from_module.returncode,
                                                                 from_module.stdout)
+
+
+#: Run inside the bundle (its blob finder installed) and from the sources: imports the plugin's
+#: own modules that load no vendored package, says whether typing got loaded, and describes every
+#: NamedTuple class they define the way code can see one.
+NAMED_TUPLE_PROBE = """
+import sys
+from minigrpc import attempts, client_outcome, errors, headers, sockets, status, targets, wire
+from cni_client import client, go_compat, messages, skel
+print("typing loaded:", "typing" in sys.modules)
+for module in (attempts, client_outcome, errors, headers, sockets, status, targets, wire):
+    for name in sorted(vars(module)):
+        cls = getattr(module, name)
+        if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+            continue
+        if cls.__module__ != module.__name__:
+            continue
+        values = tuple(range(len(cls._fields) - len(cls.__new__.__defaults__ or ())))
+        made = cls(*values)
+        names = [n for n in dir(cls) if not n.startswith("__")
+                 and n not in ("_field_defaults", "_field_types")]
+        print(module.__name__, name, cls._fields, cls.__new__.__defaults__ or (), repr(made),
+              made == tuple(made), repr(made._replace(**{cls._fields[0]: -1})),
+              hasattr(made, "__dict__"), cls.__doc__ == cls.__doc__.strip() or cls.__doc__[:40],
+              names)
+print(str(status.CallStatus(status.StatusCode.UNAVAILABLE, "gone", number=14)))
+print(headers.read_response_headers([(b":status", b"200"), (b"content-type",
+                                                           b"application/grpc")]).is_grpc)
+print(targets.parse_target("unix:/x.sock").dial_text)
+"""
+
+
+def bundle_entry_code(bundle: Bundle) -> str:
+    """The ``-c`` code of the bundle's prologue."""
+    with open(bundle.path, "rb") as handle:
+        head = handle.read(20000).decode("latin-1")
+    match = re.search(r"-c '(.*?)' \"\$0\"", head, re.DOTALL)
+    assert match, head[:2000]
+    return match.group(1)
+
+
+def test_the_bundle_compiles_its_own_modules_without_typing(dist_bundle: Bundle) -> None:
+    """Our modules' bytecode in the bundle imports no typing (tools/strip_typing.py): on each
+    interpreter, importing them from the blob leaves typing unloaded, and their NamedTuple
+    classes behave as those of the sources (fields, defaults, repr, ``_replace``, no
+    ``__dict__``, methods and properties)."""
+    assert "bytecode keeps typing in minigrpc/status.py" not in dist_bundle.report
+    found = installed_interpreters()
+    if not found:
+        pytest.skip("none of the required interpreters is installed")
+    entry = bundle_entry_code(dist_bundle).replace(
+        "from cni_client.__main__ import main\nsys.exit(main())\n", NAMED_TUPLE_PROBE)
+    assert NAMED_TUPLE_PROBE in entry
+    for python in found:
+        bundled = subprocess.run([python, "-I", "-S", "-c", entry, dist_bundle.path],
+                                 capture_output=True, timeout=60, check=False)
+        assert bundled.returncode == 0, (python, bundled.stderr.decode()[-2000:])
+        from_sources = subprocess.run(
+            [python, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {REPO_ROOT!r})"
+                                       + NAMED_TUPLE_PROBE],
+            capture_output=True, timeout=60, check=False)
+        assert from_sources.returncode == 0, (python, from_sources.stderr.decode()[-2000:])
+        lines, expected = bundled.stdout.decode().splitlines(), from_sources.stdout.decode()
+        assert lines[0] == "typing loaded: False", python
+        assert expected.splitlines()[0] == "typing loaded: True", python
+        assert lines[1:] == expected.splitlines()[1:], python
+        assert len(lines) >= 9, lines  # the six NamedTuple classes and the three calls

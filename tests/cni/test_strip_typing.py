@@ -1,0 +1,96 @@
+"""tools/strip_typing.py on small modules: what it rewrites, what it refuses, and that the result
+runs without typing."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from typing import Any, Dict
+
+import pytest
+
+from tests.support.cni import REPO_ROOT
+
+_SPEC = importlib.util.spec_from_file_location(
+    "strip_typing", os.path.join(REPO_ROOT, "tools", "strip_typing.py"))
+assert _SPEC is not None and _SPEC.loader is not None
+strip_typing: Any = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(strip_typing)
+
+
+def run_stripped(source: str) -> Dict[str, Any]:
+    """Execute the stripped module with an ``__import__`` that refuses typing."""
+    tree = strip_typing.strip_typing(ast.parse(source))
+    real_import = __import__
+
+    def no_typing(name: str, *args: Any, **kwargs: Any) -> Any:
+        assert name != "typing", "the stripped module imported typing"
+        return real_import(name, *args, **kwargs)
+
+    namespace: Dict[str, Any] = {"__builtins__": {**__builtins__.__dict__, "__import__": no_typing}
+                                 if hasattr(__builtins__, "__dict__")
+                                 else {**__builtins__, "__import__": no_typing},
+                                 "__name__": "probe"}
+    exec(compile(tree, "probe", "exec"), namespace)
+    return namespace
+
+
+def test_annotations_aliases_and_type_checking_blocks_go() -> None:
+    namespace = run_stripped(
+        "from typing import TYPE_CHECKING, Dict, Optional, Tuple\n"
+        "if TYPE_CHECKING:\n"
+        "    from os import PathLike\n"
+        "else:\n"
+        "    PathLike = str\n"
+        "Pair = Tuple[bytes, bytes]\n"
+        "TABLE: Dict[str, int] = {'a': 1}\n"
+        "def twice(x: 'PathLike', *rest: int, flag: Optional[bool] = None, **more: str) -> str:\n"
+        "    local: int = 2\n"
+        "    return x * local\n"
+        "class Empty:\n"
+        "    only: int\n"
+        "def nothing() -> None:\n"
+        "    if TYPE_CHECKING:\n"
+        "        import os\n")
+    assert namespace["TYPE_CHECKING"] is False
+    assert namespace["PathLike"] is str
+    assert namespace["Pair"] is None
+    assert namespace["TABLE"] == {"a": 1}
+    assert namespace["twice"]("ab") == "abab"
+    assert namespace["twice"].__annotations__ == {}
+    assert "only" not in vars(namespace["Empty"])
+    assert namespace["nothing"]() is None
+
+
+def test_named_tuple_becomes_a_namedtuple_with_the_same_behaviour() -> None:
+    namespace = run_stripped(
+        "from typing import NamedTuple, Optional\n"
+        "class Point(NamedTuple):\n"
+        "    '''A point.'''\n"
+        "    x: int\n"
+        "    y: int = 0\n"
+        "    label: Optional[str] = None\n"
+        "    @property\n"
+        "    def norm(self) -> int:\n"
+        "        return abs(self.x) + abs(self.y)\n")
+    point = namespace["Point"]
+    assert point._fields == ("x", "y", "label")
+    assert point(3) == (3, 0, None) and point(3, -4).norm == 7
+    assert repr(point(1, label="a")) == "Point(x=1, y=0, label='a')"
+    assert point(1)._replace(y=2) == point(1, 2)
+    assert point.__doc__ == "A point."
+    assert not hasattr(point(1), "__dict__")
+
+
+@pytest.mark.parametrize("source", [
+    "from typing import cast\nx = cast(int, 1)\n",
+    "from typing import Generic, TypeVar\nT = TypeVar('T')\nclass Box(Generic[T]):\n    pass\n",
+    "from typing import NamedTuple\nP = NamedTuple('P', [('x', int)])\n",
+    "from typing import NamedTuple\nclass P(NamedTuple):\n    x: int = 0\n    y: int\n",
+    "import typing\nx: typing.Any = 1\n",
+    "from typing import Dict\nclass A:\n    Alias = Dict[str, int]\n",
+])
+def test_runtime_uses_of_typing_are_refused(source: str) -> None:
+    with pytest.raises(strip_typing.Unsupported):
+        strip_typing.strip_typing(ast.parse(source))

@@ -1,0 +1,203 @@
+"""Remove ``typing`` from a module's syntax tree, for the plugin bundle's bytecode.
+
+The plugin's modules carry type hints throughout, and Python evaluates a function's annotations
+when it defines the function: so every module imports :mod:`typing`, which with :mod:`re` costs a
+cold start on 3.11 about 5 ms of the 10 ms a bare interpreter needs to start at all.  Type hints do
+nothing at run time, so tools/build_dist.py compiles the bundle's own modules from a tree with them
+removed (the sources and everything that imports them from the repository keep them):
+
+* annotations of arguments and returns go; ``x: T = v`` becomes ``x = v`` and a bare ``x: T``
+  goes (outside a ``NamedTuple``);
+* ``from typing import ...`` goes, ``TYPE_CHECKING`` from it becomes ``TYPE_CHECKING = False``, and
+  ``if TYPE_CHECKING:`` blocks keep only their ``else``;
+* a module-level name bound to an expression of typing names (a type alias such as
+  ``Header = Tuple[bytes, bytes]``) is bound to None, so that other modules still import it;
+* ``class X(NamedTuple)`` becomes a subclass of ``collections.namedtuple("X", fields)`` with
+  empty ``__slots__`` and the same body, its defaults set on ``__new__`` (as ``namedtuple`` does
+  itself): the same fields, tuple, repr, ``_replace`` and methods; ``collections`` is loaded
+  already by every interpreter by the time the plugin needs one (``functools`` imports it).
+
+Anything else that uses a typing name at run time (``cast``, ``TypeVar``, ``Generic``,
+``overload``, ...) is not rewritten: :func:`strip_typing` raises :class:`Unsupported` and the
+builder compiles that module as written (it then imports :mod:`typing` itself, correct but
+slower).
+
+The builder runs this with every interpreter it compiles for (CPython 3.6 to 3.13, PyPy), so it is
+written for all of them: it touches only nodes that every version's :mod:`ast` has, and builds new
+nodes by parsing source text with the running interpreter.
+"""
+
+import ast
+from typing import Any, Dict, List, Optional, Union
+
+__all__ = ["Unsupported", "strip_typing"]
+
+
+class Unsupported(Exception):
+    """The module uses typing in a way this transform does not rewrite."""
+
+
+def _parse_statement(text: str, like: ast.AST) -> Any:
+    statement = ast.parse(text).body[0]
+    return ast.copy_location(statement, like)
+
+
+def _typing_imports(tree: ast.AST) -> Dict[str, str]:
+    """The names bound by ``from typing import ...`` and ``import typing`` anywhere in
+    ``tree``, each with what it stands for in typing."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "typing" and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "typing" or alias.name.startswith("typing."):
+                    raise Unsupported(f"line {node.lineno}: import typing")
+    return names
+
+
+def _is_type_expression(node: ast.AST, names: Dict[str, str]) -> bool:
+    """``Tuple[bytes, bytes]``, ``Optional[int]`` or a bare typing name: what a type alias binds
+    (a call such as ``cast(...)`` is not one)."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in names
+
+
+class _Stripper(ast.NodeTransformer):
+    def __init__(self, typing_names: Dict[str, str]) -> None:
+        self.typing_names = typing_names
+        self.depth = 0  # 0: module level
+
+    # -- imports and TYPE_CHECKING blocks
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> Optional[ast.AST]:
+        if node.module != "typing" or node.level:
+            return node
+        if any(alias.name == "TYPE_CHECKING" for alias in node.names):
+            name = next(alias.asname or alias.name for alias in node.names
+                        if alias.name == "TYPE_CHECKING")
+            return _parse_statement(f"{name} = False", node)
+        return None
+
+    def visit_If(self, node: ast.If) -> Union[ast.AST, List[ast.AST]]:
+        test = node.test
+        if isinstance(test, ast.Name) and (
+                test.id == "TYPE_CHECKING" or self.typing_names.get(test.id) == "TYPE_CHECKING"):
+            kept: List[ast.AST] = []
+            for statement in node.orelse:
+                result = self.visit(statement)
+                if isinstance(result, list):
+                    kept.extend(result)
+                elif result is not None:
+                    kept.append(result)
+            return kept
+        return self.generic_visit(node)
+
+    # -- annotations
+    def _strip_arguments(self, arguments: ast.arguments) -> None:
+        for field in ("posonlyargs", "args", "kwonlyargs"):
+            for argument in getattr(arguments, field, None) or ():
+                argument.annotation = None
+        for field in ("vararg", "kwarg"):
+            argument = getattr(arguments, field, None)
+            if argument is not None:
+                argument.annotation = None
+
+    def visit_FunctionDef(self, node: Any) -> ast.AST:
+        node.returns = None
+        self._strip_arguments(node.args)
+        self.depth += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Optional[ast.AST]:
+        if node.value is None:
+            return None
+        assign = ast.Assign(targets=[node.target], value=node.value)
+        return self.visit(ast.copy_location(assign, node))
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        if self.depth == 0 and _is_type_expression(node.value, self.typing_names):
+            # A type alias: keep the name (other modules import it), drop what it stands for.
+            node.value = ast.copy_location(ast.parse("None", mode="eval").body, node.value)
+            return node
+        return self.generic_visit(node)
+
+    # -- classes
+    def visit_ClassDef(self, node: ast.ClassDef) -> Union[ast.AST, List[ast.AST]]:
+        named_tuple = [base for base in node.bases
+                       if isinstance(base, ast.Name)
+                       and self.typing_names.get(base.id) == "NamedTuple"]
+        if named_tuple:
+            if len(node.bases) != 1 or node.keywords:
+                raise Unsupported(f"line {node.lineno}: NamedTuple {node.name} with other"
+                                  " bases")
+            return self._named_tuple(node)
+        self.depth += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.depth -= 1
+
+    def _named_tuple(self, node: ast.ClassDef) -> Union[ast.AST, List[ast.AST]]:
+        fields: List[str] = []
+        defaults: List[ast.AST] = []
+        body: List[ast.stmt] = []
+        for statement in node.body:
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                fields.append(statement.target.id)
+                if statement.value is not None:
+                    defaults.append(self.visit(statement.value))
+                elif defaults:
+                    raise Unsupported(f"line {statement.lineno}: a field without a default"
+                                      " after one with")
+            else:
+                body.append(statement)
+        base = ast.parse(f'__import__("collections").namedtuple({node.name!r},'
+                         f' {" ".join(fields)!r})', mode="eval").body
+        node.bases = [ast.copy_location(base, node)]
+        node.body = [*body, _parse_statement("__slots__ = ()", node)]
+        self.depth += 1
+        try:
+            visited = self.generic_visit(node)
+        finally:
+            self.depth -= 1
+        if not defaults:
+            return visited
+        set_defaults = _parse_statement(f"{node.name}.__new__.__defaults__ = ()", node)
+        set_defaults.value.elts = defaults
+        return [visited, set_defaults]
+
+
+_BLOCKS = ("body", "orelse", "finalbody")
+
+
+def _fill_empty_blocks(tree: ast.AST) -> None:
+    """A block whose every statement went (an ``if TYPE_CHECKING:`` body, say) gets ``pass``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module):
+            continue
+        for field in _BLOCKS:
+            block = getattr(node, field, None)
+            if isinstance(block, list) and not block and (
+                    field == "body" or (isinstance(node, ast.Try) and field == "finalbody"
+                                        and not node.handlers)):
+                block.append(_parse_statement("pass", node))
+
+
+def strip_typing(tree: ast.Module) -> ast.Module:
+    """``tree`` (an :class:`ast.Module`) without type hints and without importing typing; raises
+    :class:`Unsupported` where a typing name would still be needed at run time."""
+    typing_names = _typing_imports(tree)
+    tree = _Stripper(typing_names).visit(tree)
+    _fill_empty_blocks(tree)
+    ast.fix_missing_locations(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in typing_names and node.id != "TYPE_CHECKING":
+            raise Unsupported(f"line {node.lineno}: {node.id} is used at run time")
+    return tree

@@ -219,6 +219,19 @@ class FrameSizeError(FrameError):
         self.limit = limit
 
 
+class AllowanceExceeded(FrameError):
+    """A read carries more frames that do no work than the caller's allowance
+    (:attr:`FrameSplitter.allowance`): a flood, answered with GOAWAY(ENHANCE_YOUR_CALM)
+    (RFC 9113 §10.5). ``frame_type`` is the type of the frame past the allowance, or None for an
+    empty DATA or CONTINUATION frame."""
+
+    error_code = ENHANCE_YOUR_CALM
+
+    def __init__(self, frame_type: Optional[int]) -> None:
+        super().__init__("a flood of frames that do no work (ENHANCE_YOUR_CALM)")
+        self.frame_type = frame_type
+
+
 class HeaderBlockTooLarge(FrameError):
     """HEADERS/PUSH_PROMISE plus CONTINUATION frames grew past the limit before END_HEADERS.
 
@@ -276,6 +289,7 @@ class FrameSplitter:
         "_merger",
         "_preface_left",
         "_remaining",
+        "allowance",
         "control_frames",
         "empty_frames",
     )
@@ -311,18 +325,24 @@ class FrameSplitter:
         #: pairs), and decoding them all before the flood is noticed is the work the attack
         #: wants the server to do (RFC 9113 §10.5).
         self.control_frames: Dict[int, int] = {}
+        #: How many more such frames (empty ones included) the caller will accept, or None.
+        #: Past it the read is a flood whatever follows, and :meth:`feed` stops walking it and
+        #: raises :class:`AllowanceExceeded`: walking a read of 17-byte PINGs to its end would
+        #: be the bulk of what a flood costs the server.
+        self.allowance: Optional[int] = None
 
     def feed(self, data: bytes) -> List[bytes]:
         """Return ``data`` as a list of chunks: each GOAWAY frame in a chunk of its own, and a
         chunk ending with the server's first SETTINGS frame (``expect_settings_first``).
 
-        Raises :class:`PrefaceError`, :class:`ServerPrefaceError`, :class:`FrameSizeError` or
-        :class:`HeaderBlockTooLarge`.
+        Raises :class:`PrefaceError`, :class:`ServerPrefaceError`, :class:`FrameSizeError`,
+        :class:`HeaderBlockTooLarge` or :class:`AllowanceExceeded`.
         """
         cuts: List[int] = []  # offsets after which a chunk ends
         merger = self._merger
         pos = 0
         size = len(data)
+        left = self.allowance
         if self._preface_left:
             seen = len(CLIENT_PREFACE) - self._preface_left
             take = min(self._preface_left, size)
@@ -379,11 +399,19 @@ class FrameSplitter:
                 or (frame_type == _CONTINUATION and not flags & _END_HEADERS)
             ):
                 self.empty_frames += 1
+                if left is not None:
+                    left -= 1
+                    if left < 0:
+                        raise AllowanceExceeded(None)
             elif frame_type in COUNTED_FRAMES and not (
                 flags & _ACK and frame_type in (_PING, _SETTINGS)
             ) and (frame_type != _WINDOW_UPDATE or on_connection):
                 counts = self.control_frames
                 counts[frame_type] = counts.get(frame_type, 0) + 1
+                if left is not None:
+                    left -= 1
+                    if left < 0:
+                        raise AllowanceExceeded(frame_type)
             if self._max_block is not None and frame_type in _HEADER_BLOCK_TYPES:
                 self._count_header_block(frame_type, flags, length)
             self._remaining = length

@@ -51,7 +51,7 @@ from .protocol import DATA_BATCH
 from .server_call import RequestStream, ResponseCredit
 from .server_options import ServerOptions
 from .servicer_context import ServicerContext, _Abort
-from .sockets import Listener, peer_name
+from .sockets import Listener, peer_identity, peer_name
 from .status import StatusCode
 
 try:
@@ -163,6 +163,8 @@ class ServerLoop:
         self._settings = options.protocol_settings()
         #: What all connections may buffer, and each of them (:mod:`minigrpc.memory_budget`).
         self._memory = options.memory_budget()
+        #: Floods by peer: a peer sent away for one opens its next connections with less.
+        self._peers = _protocol.PeerHistory(time.monotonic)
         self._maximum_concurrent_rpcs = maximum_concurrent_rpcs
         self._default_compression = options.compression if compression is None else int(compression)
         #: The registered and generic handlers and the server interceptors around them.
@@ -407,6 +409,7 @@ class ServerLoop:
             )
             connection = _Connection(sock, protocol, peer_name(sock))
             protocol.memory.owner = connection
+            protocol.set_peer(self._peers, peer_identity(sock))
             if listener.tls is not None:
                 from .tls import TLSEngine
 

@@ -55,7 +55,7 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
 """
 
 import enum
-from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, FrozenSet, Hashable, List, Optional, Sequence, Set, Tuple, Union
 
 import h2.connection
 import h2.errors
@@ -65,7 +65,7 @@ import hpack
 
 from . import errors, http2, wire
 from . import headers as hdrs
-from .frame_budget import FrameBudget
+from .frame_budget import FrameBudget, PeerHistory
 from .memory_budget import ConnectionMemory, MemoryBudget
 from .protocol import (
     DEFAULT_BUFFER_LIMIT,
@@ -81,6 +81,7 @@ from .status import DEADLINE_EXCEEDED_DETAILS, Metadata, StatusCode, http2_error
 __all__ = [
     "CallStarted",
     "CallTerminated",
+    "PeerHistory",
     "RequestEnded",
     "RequestMessage",
     "RequestReady",
@@ -106,6 +107,7 @@ _FLOOD_NAMES = {
     0x6: "PING frames",
     0x8: "WINDOW_UPDATE frames on stream 0",
 }
+_EMPTY_FRAMES = "empty DATA or CONTINUATION frames"
 #: PINGs and connection WINDOW_UPDATEs cost nothing right after a response write (frame_budget).
 _EARNED_FRAMES = frozenset((0x6, 0x8))
 #: The status details of a response dropped because its connection is over its memory budget.
@@ -461,6 +463,7 @@ class ServerConnection(ConnectionProtocol):
         self._last_request_head: Union[hdrs.RequestHead, hdrs.Rejection, None] = None
         self._drain_phase = DrainPhase.SERVING
         self._frame_budget = FrameBudget(self._clock)
+        self._peer: Optional[Tuple[PeerHistory, Hashable]] = None
         #: True once the connection is unusable: the socket layer flushes and closes it.
         self.closed = False
         #: Why the connection closed, for logs.
@@ -530,26 +533,38 @@ class ServerConnection(ConnectionProtocol):
         """True when a response waits only for output room (see :meth:`set_output_room`)."""
         return self._starved
 
+    def set_peer(self, history: PeerHistory, peer: Hashable) -> None:
+        """Who the client is (see :class:`minigrpc.frame_budget.PeerHistory`), before its first
+        bytes: a peer recently sent away for a flood opens with a smaller allowance, and a
+        flood on this connection goes on the peer's record."""
+        self._peer = (history, peer)
+        self._frame_budget = FrameBudget(self._clock, start=history.start_for(peer))
+
     # -- input -----------------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> List[CallEvent]:
         """Feed bytes read from the socket; return the call events they complete."""
         if self.closed:
             return []
+        self._splitter.allowance = self._frame_budget.available()
         try:
             chunks = self._split(data)
+        except http2.AllowanceExceeded as exc:
+            out: List[CallEvent] = []
+            self._flood(out, _FLOOD_NAMES.get(exc.frame_type or -1, _EMPTY_FRAMES))
+            return out
         except http2.FrameError as exc:
             # Each frame error carries its GOAWAY code: PROTOCOL_ERROR for a bad preface,
             # FRAME_SIZE_ERROR (RFC 9113 §4.2; a connection error even on a DATA frame, §5.4,
             # since its body must not be read), ENHANCE_YOUR_CALM for a CONTINUATION flood.
             return self._fail_connection(exc.error_code, str(exc))
-        out: List[CallEvent] = []
+        out = []
         splitter = self._splitter
         if splitter.empty_frames:
             # Counted from the frame headers: h2 sees joined DATA frames and header blocks.
             empty, splitter.empty_frames = splitter.empty_frames, 0
             if not self._frame_budget.spend(empty):
-                self._flood(out, "empty DATA or CONTINUATION frames")
+                self._flood(out, _EMPTY_FRAMES)
                 return out
         if splitter.control_frames:
             # Counted from the frame headers, before h2 decodes the read (RFC 9113 §10.5).
@@ -628,6 +643,9 @@ class ServerConnection(ConnectionProtocol):
         and close (RFC 9113 §10.5; :mod:`minigrpc.frame_budget`). True: the connection is over."""
         self.take_h2_output()  # the answers to the frames before it still go out first
         out.extend(self._fail_connection(ENHANCE_YOUR_CALM, f"flood of {what}"))
+        if self._peer is not None:
+            history, peer = self._peer
+            history.flooded(peer)
         return True
 
     def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:

@@ -11,8 +11,9 @@ report failures in grpc-go's words, because the CNI plugin must read like the Go
 import os
 import socket
 import stat
+import struct
 import time
-from typing import Any, List, Optional, Set, Tuple
+from typing import Any, Hashable, List, Optional, Set, Tuple
 
 from .errors import os_error_text
 from .targets import Target
@@ -219,6 +220,33 @@ def peer_name(sock: socket.socket) -> str:
             return f"ipv4:{host[7:]}:{port}"
         return f"ipv6:[{host}]:{port}"
     return f"ipv4:{host}:{port}"
+
+
+_PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid (Linux)
+
+
+def peer_identity(sock: socket.socket) -> Hashable:
+    """What tells a client apart from others, for a server's flood records
+    (:class:`minigrpc.frame_budget.PeerHistory`): its IP address over TCP (not the port: an
+    attacker reconnects from a new one), its process over a unix socket (every unix client has
+    the same address, and one process must not count against the others); ``"unix"`` where
+    the kernel cannot say (no ``SO_PEERCRED``)."""
+    family = sock.family
+    if family == socket.AF_UNIX:
+        option = getattr(socket, "SO_PEERCRED", None)
+        if option is None:
+            return "unix"
+        try:
+            credentials = sock.getsockopt(socket.SOL_SOCKET, option, _PEER_CREDENTIALS.size)
+        except OSError:
+            return "unix"
+        pid, uid, _gid = _PEER_CREDENTIALS.unpack(credentials)
+        return ("unix", uid, pid)
+    try:
+        address = sock.getpeername()
+    except OSError:
+        return "unknown"
+    return address[0] if isinstance(address, tuple) else "unknown"
 
 
 def _prepare_unix_path(path: str) -> None:

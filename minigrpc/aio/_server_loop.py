@@ -42,7 +42,7 @@ from .. import server_protocol as _protocol
 from ..protocol import DATA_BATCH
 from ..server_call import RESPONSE_HIGH_WATER
 from ..server_options import ServerOptions
-from ..sockets import LISTEN_BACKLOG, Listener, peer_name
+from ..sockets import LISTEN_BACKLOG, Listener, peer_identity, peer_name
 from ..status import StatusCode
 from ._errors import AbortError
 from ._servicer_context import ServicerContext, SyncRequests, SyncServicerContext
@@ -133,6 +133,7 @@ class AioConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self.peer = peer_name(sock)
+            self.protocol.set_peer(self.server._peers, peer_identity(sock))
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if _tracer_for is not None:
@@ -350,6 +351,8 @@ class AioServerLoop:
         self._handler_table = _dispatch.HandlerTable()
         #: What all connections may buffer, and each of them (:mod:`minigrpc.memory_budget`).
         self._memory = options.memory_budget()
+        #: Floods by peer: a peer sent away for one opens its next connections with less.
+        self._peers = _protocol.PeerHistory(time.monotonic)
         self._listeners: List[Listener] = []
         self._servers: List[asyncio.AbstractServer] = []
         self._connections: Set[AioConnection] = set()

@@ -1187,6 +1187,58 @@ def test_floods_of_frames_that_do_no_work_get_enhance_your_calm(
     assert [g.error_code for g in goaways] == [h2.errors.ErrorCodes.ENHANCE_YOUR_CALM], name
 
 
+def _goaway_codes(data: bytes) -> List[int]:
+    client = h2.connection.H2Connection(
+        h2.config.H2Configuration(client_side=True, header_encoding=None)
+    )
+    client.initiate_connection()
+    return [
+        e.error_code
+        for e in client.receive_data(data)
+        if isinstance(e, h2.events.ConnectionTerminated)
+    ]
+
+
+def test_a_flood_is_cut_short_and_goes_on_the_peers_record() -> None:
+    """A new connection opens with frame_budget.START frames that do no work; past them the
+    read is a flood at once, without walking the rest of it; the peer's next connection opens
+    with less, and another peer's does not."""
+    from minigrpc.frame_budget import START, PeerHistory
+
+    clock = FakeClock()
+    history = PeerHistory(clock)
+    ping = hyperframe.frame.PingFrame(0, opaque_data=b"flooding").serialize()
+    # A frame header announcing 8 MiB: walked to, it would be a FRAME_SIZE_ERROR.
+    oversized = b"\x7f\xff\xff\x00\x00\x00\x00\x00\x01"
+
+    def connect(peer: str) -> ServerConnection:
+        server = ServerConnection(clock=clock)
+        server.set_peer(history, peer)
+        server.initiate()
+        client = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding=None)
+        )
+        client.initiate_connection()  # preface + SETTINGS: one frame of the allowance
+        assert server.receive_data(client.data_to_send()) == []
+        server.data_to_send()
+        return server
+
+    first = connect("attacker")
+    first.receive_data(ping * START + oversized)
+    assert first.closed
+    assert _goaway_codes(first.data_to_send()) == [h2.errors.ErrorCodes.ENHANCE_YOUR_CALM]
+
+    second = connect("attacker")  # opens with half as much
+    second.receive_data(ping * (START // 2 - 1))
+    assert not second.closed
+    second.receive_data(ping)
+    assert second.closed
+
+    other = connect("neighbour")  # the same server, another peer: the full opening
+    other.receive_data(ping * (START - 1))
+    assert not other.closed
+
+
 def test_pings_and_window_updates_after_response_data_are_free() -> None:
     """A client busy receiving sends a PING (BDP probe) and a WINDOW_UPDATE after each burst of
     data: as grpc-go forgives ping strikes when it sends data, they never count as a flood."""

@@ -284,6 +284,7 @@ class FrameSplitter:
         "_ends_chunk",
         "_expect_settings",
         "_header",
+        "_held",
         "_max_block",
         "_max_frame",
         "_merger",
@@ -292,6 +293,7 @@ class FrameSplitter:
         "allowance",
         "control_frames",
         "empty_frames",
+        "pass_limit",
     )
 
     def __init__(
@@ -330,6 +332,17 @@ class FrameSplitter:
         #: raises :class:`AllowanceExceeded`: walking a read of 17-byte PINGs to its end would
         #: be the bulk of what a flood costs the server.
         self.allowance: Optional[int] = None
+        #: What one :meth:`feed` may hand on, in frames, each counting one more per 4 KiB of
+        #: body; or None. What lies past it waits, whole frames only, in :attr:`held`, for the
+        #: next call (with no new data, or with data that follows it): the caller's way to
+        #: bound what one connection's read costs it before it turns to other connections.
+        self.pass_limit: Optional[int] = None
+        self._held = b""
+
+    @property
+    def held(self) -> bool:
+        """Input is waiting past :attr:`pass_limit` (feed again, new data or none)."""
+        return bool(self._held)
 
     def feed(self, data: bytes) -> List[bytes]:
         """Return ``data`` as a list of chunks: each GOAWAY frame in a chunk of its own, and a
@@ -339,10 +352,13 @@ class FrameSplitter:
         :class:`HeaderBlockTooLarge` or :class:`AllowanceExceeded`.
         """
         cuts: List[int] = []  # offsets after which a chunk ends
+        if self._held:
+            data, self._held = self._held + data, b""
         merger = self._merger
         pos = 0
         size = len(data)
         left = self.allowance
+        budget = self.pass_limit
         if self._preface_left:
             seen = len(CLIENT_PREFACE) - self._preface_left
             take = min(self._preface_left, size)
@@ -359,6 +375,14 @@ class FrameSplitter:
                     cuts.append(pos)
                     self._ends_chunk = False
                 continue
+            if budget is not None and not self._header:
+                if budget <= 0:  # at a frame boundary, past the pass limit: the rest waits
+                    self._held = data[pos:]
+                    data = data[:pos]
+                    size = pos
+                    break
+                if size - pos >= 3:
+                    budget -= 1 + (data[pos] << 4 | data[pos + 1] >> 4)  # length >> 12
             if not self._header and size - pos >= _FRAME_HEADER_LENGTH:
                 # The whole header is in this read (the common case): read it in place.
                 take = _FRAME_HEADER_LENGTH

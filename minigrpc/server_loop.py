@@ -185,6 +185,8 @@ class ServerLoop:
         self._timers: List[Tuple[float, int, Callable[..., None], Tuple[Any, ...]]] = []
         self._timer_sequence = itertools.count()
         self._dirty: Set[_Connection] = set()
+        #: Connections with input left past the last pass's limit (see :meth:`_receive`).
+        self._backlog: Set[_Connection] = set()
         #: Held by the I/O thread except while it waits in ``select()``; a handler thread that
         #: gets it may finish its own call there and then (see :meth:`_send_outcome`).
         self._io_lock = threading.Lock()
@@ -302,7 +304,10 @@ class ServerLoop:
         try:
             while True:
                 timeout: Optional[float] = None
-                if self._timers:
+                backlog = self._backlog
+                if backlog:
+                    timeout = 0.0  # input left from the last pass: only look what else is ready
+                elif self._timers:
                     timeout = max(0.0, self._timers[0][0] - time.monotonic())
                 woken = False
                 self._io_lock.release()
@@ -311,6 +316,7 @@ class ServerLoop:
                 finally:
                     self._io_lock.acquire()
                 self._held_dispatches = []
+                self._backlog = set()
                 for key, mask in ready:
                     data = key.data
                     if data is None:
@@ -321,7 +327,10 @@ class ServerLoop:
                         if mask & selectors.EVENT_WRITE:
                             self._dirty.add(data)
                         if mask & selectors.EVENT_READ:
+                            backlog.discard(data)
                             self._read(data)
+                for connection in backlog:  # not readable this pass, but input is waiting
+                    self._read(connection)
                 if woken:
                     self._run_commands()
                 if self._timers:
@@ -467,6 +476,10 @@ class ServerLoop:
     def _read(self, connection: _Connection) -> None:
         if connection.closed:
             return
+        if connection.protocol.pending_input and not connection.lingering:
+            # What the last read brought past the pass limit comes before any new read.
+            self._receive(connection, b"")
+            return
         try:
             data = connection.sock.recv(connection.read_size)
         except (BlockingIOError, InterruptedError):
@@ -491,11 +504,19 @@ class ServerLoop:
                 return
         if connection.tracer is not None:
             connection.tracer.received(data)
+        self._receive(connection, data)
+
+    def _receive(self, connection: _Connection, data: bytes) -> None:
+        """Hand what was read to the protocol, at most a pass's worth of it
+        (:data:`minigrpc.frame_budget.PASS_LIMIT`); the rest waits for the next pass."""
+        protocol = connection.protocol
         try:
-            self._handle_events(connection, connection.protocol.receive_data(data))
+            self._handle_events(connection, protocol.receive_data(data))
         except Exception:
             self._internal_error(connection)
             return
+        if protocol.pending_input:
+            self._backlog.add(connection)
         self._dirty.add(connection)
 
     def _internal_error(self, connection: Optional[_Connection]) -> None:

@@ -65,7 +65,7 @@ import hpack
 
 from . import errors, http2, wire
 from . import headers as hdrs
-from .frame_budget import FrameBudget, PeerHistory
+from .frame_budget import PASS_LIMIT, FrameBudget, PeerHistory
 from .memory_budget import ConnectionMemory, MemoryBudget
 from .protocol import (
     DEFAULT_BUFFER_LIMIT,
@@ -447,6 +447,7 @@ class ServerConnection(ConnectionProtocol):
             ),
             self.settings.connection_window,
         )
+        self._splitter.pass_limit = PASS_LIMIT
         #: This connection's account in the server's memory budget (its own when none is given).
         self.memory = (memory or MemoryBudget()).open_connection()
         self.lead_allowance = (
@@ -532,6 +533,13 @@ class ServerConnection(ConnectionProtocol):
     def starved(self) -> bool:
         """True when a response waits only for output room (see :meth:`set_output_room`)."""
         return self._starved
+
+    @property
+    def pending_input(self) -> bool:
+        """Part of what was received waits, past what one pass may take
+        (:data:`minigrpc.frame_budget.PASS_LIMIT`): call :meth:`receive_data` again, with
+        ``b""``, on the next pass of the loop (and read no more from the socket meanwhile)."""
+        return self._splitter.held
 
     def set_peer(self, history: PeerHistory, peer: Hashable) -> None:
         """Who the client is (see :class:`minigrpc.frame_budget.PeerHistory`), before its first

@@ -123,6 +123,7 @@ class AioConnection(asyncio.Protocol):
         self._output_full = False
         self._reading_paused = False
         self._flush_scheduled = False
+        self._input_scheduled = False
         self._timers: List[asyncio.TimerHandle] = []
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -164,12 +165,26 @@ class AioConnection(asyncio.Protocol):
                 return
         if self.tracer is not None:
             self.tracer.received(data)  # HTTP/2, decrypted
+        self._receive(data)
+
+    def _receive(self, data: bytes) -> None:
+        """Hand what was read to the protocol, at most a pass's worth of it
+        (:data:`minigrpc.frame_budget.PASS_LIMIT`): the rest waits, reading paused, for the
+        event loop's next turn, after every other connection's ready callbacks."""
+        self._input_scheduled = False
+        if self.closed or self.closing:
+            return
         try:
             events = self.protocol.receive_data(data)
             self.server._handle_events(self, events)
             self.flush()
         except Exception:
             self._internal_error()
+            return
+        if self.protocol.pending_input and not self._input_scheduled:
+            self._input_scheduled = True
+            self.server._loop.call_soon(self._receive, b"")
+        self._update_reading()
 
     def eof_received(self) -> Optional[bool]:
         return False  # HTTP/2 has no half-closed connection: close our side too
@@ -199,7 +214,9 @@ class AioConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed or self.closing:
             return
-        pause = self._output_full or self.protocol.memory.stop_reading
+        pause = (
+            self._output_full or self.protocol.memory.stop_reading or self.protocol.pending_input
+        )
         if pause != self._reading_paused:
             self._reading_paused = pause
             if pause:

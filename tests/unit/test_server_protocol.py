@@ -1152,7 +1152,7 @@ def test_floods_of_frames_that_do_no_work_get_enhance_your_calm(
 ) -> None:
     """RFC 9113 §10.5: past the allowance (minigrpc.frame_budget.BURST frames at once), the
     client gets GOAWAY(ENHANCE_YOUR_CALM) and the connection closes; its calls end CANCELLED."""
-    from minigrpc.frame_budget import BURST
+    from minigrpc.frame_budget import BURST, PASS_LIMIT
 
     pair = Pair()
     live = pair.request(end=False)
@@ -1176,12 +1176,16 @@ def test_floods_of_frames_that_do_no_work_get_enhance_your_calm(
     else:
         flood = frame.serialize() * (BURST + 10)
     events = pair.server.receive_data(flood)
+    while pair.server.pending_input:  # a pass's worth at a time (frame_budget.PASS_LIMIT)
+        events += pair.server.receive_data(b"")
     assert pair.server.closed
     assert any(isinstance(e, CallTerminated) and e.stream_id == live for e in events)
     if frame is None:
-        # Counted from the frame headers, before h2 decodes the read: none of the flood's
-        # 2 x BURST streams becomes a call (decoding them is the work the attack is after).
-        assert not [e for e in events if isinstance(e, CallStarted)], name
+        # Counted from the frame headers, before h2 decodes them: of the flood's 2 x BURST
+        # streams, at most one pass's worth becomes a call (decoding them is the work the
+        # attack is after).
+        started = [e for e in events if isinstance(e, CallStarted)]
+        assert len(started) <= PASS_LIMIT // 2, name
     pair.raw_from_server += pair.server.data_to_send()
     goaways = [f for f in pair.frames_from_server() if isinstance(f, hyperframe.frame.GoAwayFrame)]
     assert [g.error_code for g in goaways] == [h2.errors.ErrorCodes.ENHANCE_YOUR_CALM], name

@@ -15,9 +15,7 @@ Names are imported lazily (PEP 562): ``import minigrpc`` loads nothing but this 
 one-shot client such as the CNI plugin pays only for the modules it uses.
 """
 
-import importlib
 import sys
-import types
 from typing import TYPE_CHECKING, Any, Dict, List
 
 __version__ = "0.1.0"
@@ -236,11 +234,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> Any:
+        module_name = "experimental" if name == "experimental" else _EXPORTS.get(name)
+        if module_name is None:
+            # Also what ``from minigrpc import oneshot`` asks before it imports the submodule.
+            raise AttributeError(f"module 'minigrpc' has no attribute {name!r}")
+        import importlib  # here: a one-shot client such as the CNI plugin never needs it
+
         if name == "experimental":  # a submodule, as grpc.experimental is grpcio's
             return importlib.import_module(".experimental", __name__)
-        module_name = _EXPORTS.get(name)
-        if module_name is None:
-            raise AttributeError(f"module 'minigrpc' has no attribute {name!r}")
         value = getattr(importlib.import_module(f".{module_name}", __name__), name)
         globals()[name] = value
         return value
@@ -251,6 +252,7 @@ if not TYPE_CHECKING:
 
 
 if sys.version_info < (3, 7):  # noqa: UP036  # pragma: no cover - PEP 562 arrived in 3.7
+    import types
 
     class _LazyExports(types.ModuleType):
         """Python 3.6 ignores a module-level ``__getattr__``; a module subclass does the same."""

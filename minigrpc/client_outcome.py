@@ -2,7 +2,7 @@
 
 Two clients read server frames: the full client (:mod:`minigrpc.client_protocol`, on h2's
 connection state machine) and the one-shot unary client (:mod:`minigrpc.oneshot_protocol`, on
-hyperframe and hpack alone, for the CNI plugin's single call).  Every decision that turns
+minigrpc's own frame and HPACK codecs, for the CNI plugin's single call).  Every decision that turns
 server behaviour into a call status is written here once, and both call it:
 
 * a received header block that is over the per-call limit or malformed (RFC 9113 §6.5.2,

@@ -27,14 +27,15 @@ one place:
 import struct
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
-import hyperframe.frame
-
-from .status import ENHANCE_YOUR_CALM, FRAME_SIZE_ERROR, PROTOCOL_ERROR
+from . import frames
+from .frames import FrameError
+from .status import ENHANCE_YOUR_CALM, FRAME_SIZE_ERROR
 
 if TYPE_CHECKING:
     import h2.config
     import h2.connection
     import h2.settings
+    import hyperframe.frame
 
 #: The client connection preface (RFC 9113 §3.4).
 CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -70,24 +71,13 @@ def next_read_size(received: int) -> int:
     """The ``recv()`` size after a read that returned ``received`` bytes."""
     return LARGE_READ if received >= SMALL_READ else SMALL_READ
 
-_FRAME_HEADER_LENGTH = 9
-_DATA = 0x0
-_END_STREAM = 0x1
-_PADDED = 0x8
-_PRIORITY = 0x2
-_RST_STREAM = 0x3
-_SETTINGS = 0x4
-_PING = 0x6
-_WINDOW_UPDATE = 0x8
-_ACK = 0x1
 #: The frame types :attr:`FrameSplitter.control_frames` counts: PRIORITY, RST_STREAM, SETTINGS
 #: and PING (not their ACKs), WINDOW_UPDATE on stream 0.
-COUNTED_FRAMES = frozenset((_PRIORITY, _RST_STREAM, _SETTINGS, _PING, _WINDOW_UPDATE))
-_GOAWAY = 0x7
-_CONTINUATION = 0x9
+COUNTED_FRAMES = frozenset(
+    (frames.PRIORITY, frames.RST_STREAM, frames.SETTINGS, frames.PING, frames.WINDOW_UPDATE)
+)
 #: Frame types that carry a field block: HEADERS, PUSH_PROMISE, CONTINUATION (RFC 9113 §4.3).
-_HEADER_BLOCK_TYPES = (0x1, 0x5, _CONTINUATION)
-_END_HEADERS = 0x4
+_HEADER_BLOCK_TYPES = (frames.HEADERS, frames.PUSH_PROMISE, frames.CONTINUATION)
 
 
 def client_config() -> "h2.config.H2Configuration":
@@ -177,16 +167,6 @@ def start_connection(
     increment = connection_window - conn.inbound_flow_control_window
     if increment > 0:
         conn.increment_flow_control_window(increment)
-
-
-class FrameError(ValueError):
-    """A connection error that the 9-byte frame headers alone show (RFC 9113 §5.4.1).
-
-    ``error_code`` is the GOAWAY code that tells the peer why the connection ends; each
-    subclass carries its own, so both sides answer these errors with one ``except``.
-    """
-
-    error_code = PROTOCOL_ERROR
 
 
 class PrefaceError(FrameError):
@@ -383,35 +363,35 @@ class FrameSplitter:
                     break
                 if size - pos >= 3:
                     budget -= 1 + (data[pos] << 4 | data[pos + 1] >> 4)  # length >> 12
-            if not self._header and size - pos >= _FRAME_HEADER_LENGTH:
+            if not self._header and size - pos >= frames.FRAME_HEADER_LENGTH:
                 # The whole header is in this read (the common case): read it in place.
-                take = _FRAME_HEADER_LENGTH
+                take = frames.FRAME_HEADER_LENGTH
                 length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
                 frame_type, flags = data[pos + 3], data[pos + 4]
-                on_connection = frame_type == _WINDOW_UPDATE and not (
+                on_connection = frame_type == frames.WINDOW_UPDATE and not (
                     data[pos + 5] & 0x7F or data[pos + 6] or data[pos + 7] or data[pos + 8]
                 )
                 header = data[pos : pos + take] if self._expect_settings else b""
                 if merger is not None:
-                    if frame_type == _DATA and pos + take + length <= size:
+                    if frame_type == frames.DATA and pos + take + length <= size:
                         merger.add(data, pos, length, flags)
                     elif merger.run:
                         merger.end_run()
                 pos += take
             else:
-                take = min(_FRAME_HEADER_LENGTH - len(self._header), size - pos)
+                take = min(frames.FRAME_HEADER_LENGTH - len(self._header), size - pos)
                 self._header += data[pos : pos + take]
                 pos += take
-                if len(self._header) < _FRAME_HEADER_LENGTH:
+                if len(self._header) < frames.FRAME_HEADER_LENGTH:
                     break
                 header, self._header = self._header, b""
                 length = int.from_bytes(header[:3], "big")
                 frame_type, flags = header[3], header[4]
                 on_connection = not int.from_bytes(header[5:9], "big") & 0x7FFFFFFF
-            ends_chunk = frame_type == _GOAWAY
+            ends_chunk = frame_type == frames.GOAWAY
             if self._expect_settings:
                 self._expect_settings = False
-                if frame_type != _SETTINGS or length % 6:
+                if frame_type != frames.SETTINGS or length % 6:
                     raise ServerPrefaceError(
                         f"first frame received is not a SETTINGS frame ({header!r})"
                     )
@@ -419,8 +399,8 @@ class FrameSplitter:
             if self._max_frame is not None and length > self._max_frame:
                 raise FrameSizeError(length, self._max_frame)
             if not length and (
-                (frame_type == _DATA and not flags & _END_STREAM)
-                or (frame_type == _CONTINUATION and not flags & _END_HEADERS)
+                (frame_type == frames.DATA and not flags & frames.END_STREAM)
+                or (frame_type == frames.CONTINUATION and not flags & frames.END_HEADERS)
             ):
                 self.empty_frames += 1
                 if left is not None:
@@ -428,8 +408,8 @@ class FrameSplitter:
                     if left < 0:
                         raise AllowanceExceeded(None)
             elif frame_type in COUNTED_FRAMES and not (
-                flags & _ACK and frame_type in (_PING, _SETTINGS)
-            ) and (frame_type != _WINDOW_UPDATE or on_connection):
+                flags & frames.ACK and frame_type in (frames.PING, frames.SETTINGS)
+            ) and (frame_type != frames.WINDOW_UPDATE or on_connection):
                 counts = self.control_frames
                 counts[frame_type] = counts.get(frame_type, 0) + 1
                 if left is not None:
@@ -455,7 +435,7 @@ class FrameSplitter:
         return [data[start:end] for start, end in zip(bounds, bounds[1:])]
 
     def _count_header_block(self, frame_type: int, flags: int, length: int) -> None:
-        if frame_type != _CONTINUATION:
+        if frame_type != frames.CONTINUATION:
             self._block_bytes = 0  # HEADERS or PUSH_PROMISE start a new block
         self._block_bytes += length
         limit = self._max_block
@@ -463,7 +443,7 @@ class FrameSplitter:
             raise HeaderBlockTooLarge(
                 f"a header block exceeds {limit} bytes before END_HEADERS (CONTINUATION flood)"
             )
-        if flags & _END_HEADERS:
+        if flags & frames.END_HEADERS:
             self._block_bytes = 0
 
 
@@ -509,7 +489,7 @@ class _DataFrameMerger:
 
     def add(self, data: bytes, pos: int, length: int, flags: int) -> None:
         """A DATA frame whose header starts at ``pos`` and whose payload is all in ``data``."""
-        if flags & _PADDED:
+        if flags & frames.PADDED:
             self.end_run()
             return
         stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
@@ -520,23 +500,24 @@ class _DataFrameMerger:
             self._length = 0
         self.run.append((pos, length))
         self._length += length
-        if flags & _END_STREAM:
+        if flags & frames.END_STREAM:
             self.end_run(end_stream=True)
 
     def end_run(self, end_stream: bool = False) -> None:
         """The current run is over: keep it if it has more than one frame."""
-        frames = self.run
-        if not frames:
+        run = self.run
+        if not run:
             return
         self.run = []
-        if len(frames) < 2:
+        if len(run) < 2:
             return
         length = self._length
-        flags = _END_STREAM if end_stream else 0
-        header = bytes((length >> 16, (length >> 8) & 0xFF, length & 0xFF, _DATA, flags))
+        flags = frames.END_STREAM if end_stream else 0
+        header = bytes((length >> 16, (length >> 8) & 0xFF, length & 0xFF, frames.DATA, flags))
         header += self._stream_id.to_bytes(4, "big")
-        bodies = [(pos + _FRAME_HEADER_LENGTH, pos + _FRAME_HEADER_LENGTH + n) for pos, n in frames]
-        self.runs.append((frames[0][0], bodies[-1][1], header, bodies))
+        header_length = frames.FRAME_HEADER_LENGTH
+        bodies = [(pos + header_length, pos + header_length + n) for pos, n in run]
+        self.runs.append((run[0][0], bodies[-1][1], header, bodies))
 
     def rebuild(self, data: bytes, bounds: List[int]) -> List[bytes]:
         """The chunks ``data[bounds[i]:bounds[i + 1]]``, with each run replaced by its merged
@@ -566,7 +547,7 @@ class _DataFrameMerger:
         return chunks
 
 
-def _data_frame_body_repr(frame: hyperframe.frame.DataFrame) -> str:
+def _data_frame_body_repr(frame: "hyperframe.frame.DataFrame") -> str:
     """hyperframe's text for a DATA frame's body, without copying the body twice.
 
     h2 logs ``repr(frame)`` for every frame it receives, and builds that string even when
@@ -588,7 +569,7 @@ def _data_frame_body_repr(frame: hyperframe.frame.DataFrame) -> str:
 _DATA_FRAME_HEADER = struct.Struct(">HBBBL")
 
 
-def _data_frame_serialize(frame: hyperframe.frame.DataFrame) -> bytes:
+def _data_frame_serialize(frame: "hyperframe.frame.DataFrame") -> bytes:
     """hyperframe's bytes for a DATA frame, copying the payload once instead of twice.
 
     hyperframe joins the body (pad length, data, padding) into one bytes object, then adds the
@@ -623,6 +604,8 @@ def speed_up_data_frames() -> None:
     in the process therefore sees the same results, only faster.  minigrpc calls this when it
     creates its first connection; calling it again does nothing.
     """
+    import hyperframe.frame  # h2 has loaded it already; the one-shot client never does
+
     frame_class = hyperframe.frame.DataFrame
     if frame_class.serialize is not _data_frame_serialize:
         frame_class._body_repr = _data_frame_body_repr  # type: ignore[method-assign,assignment]
@@ -636,11 +619,7 @@ def goaway_frame(last_stream_id: int, error_code: int = 0, debug_data: bytes = b
     send the trailers of the very calls that the GOAWAY lets finish (python-hyper/h2#1181).
     A server draining gracefully therefore writes its GOAWAY frames itself and keeps h2 open.
     """
-    frame = hyperframe.frame.GoAwayFrame(0)
-    frame.last_stream_id = last_stream_id & 0x7FFFFFFF
-    frame.error_code = error_code
-    frame.additional_data = debug_data
-    return bytes(frame.serialize())
+    return frames.goaway_frame(last_stream_id, error_code, debug_data)
 
 
 def reopen_after_goaway(conn: "h2.connection.H2Connection") -> None:

@@ -2,9 +2,11 @@
 
 A process that makes a single call and exits (the CNI plugin, once per pod) pays for every
 module it imports, and h2's connection state machine, built for long-lived connections with
-many streams, is the largest part of that.  This machine runs exactly one stream (id 1) with
-hyperframe for the frames and hpack for the header blocks, the two libraries h2 itself is made
-of, and nothing of h2 but its frame-level rules that :mod:`minigrpc.http2` keeps.  Every gRPC
+many streams, is the largest part of that.  This machine runs exactly one stream (id 1) on
+minigrpc's own frame codec (:mod:`minigrpc.frames`) and HPACK codec (:mod:`minigrpc.hpack_codec`),
+with the frame-level rules that :mod:`minigrpc.http2` keeps, and imports neither h2 nor the
+hyperframe and hpack libraries h2 is made of (nor the :mod:`logging` and :mod:`typing` they
+load).  Every gRPC
 rule comes from the modules the full client uses: the request headers and the header checks
 (:mod:`minigrpc.headers`), message framing (:mod:`minigrpc.wire`), and what the server's frames
 mean for the call (:mod:`minigrpc.client_outcome`, with the status tables of
@@ -18,8 +20,9 @@ What it does, from the client's side of RFC 9113:
   frames within the peer's windows and frame size (RFC 9113 §6.9), resumed as WINDOW_UPDATEs
   and SETTINGS arrive; all of it in the first write;
 * the server's SETTINGS (RFC 9113 §6.5; its first frame, RFC 9113 §3.4) applied and
-  acknowledged, PINGs answered (RFC 9113 §6.7), the HPACK dynamic table and Huffman coding on
-  both sides (RFC 7541), a peer's HEADER_TABLE_SIZE honoured by our encoder (RFC 7541 §4.2);
+  acknowledged, PINGs answered (RFC 9113 §6.7); the server's blocks decoded with all of HPACK
+  (dynamic table, Huffman coding, RFC 7541), ours sent with Huffman coding and without adding to
+  the dynamic table, a peer's lower HEADER_TABLE_SIZE announced all the same (RFC 7541 §4.2);
 * response DATA counted against the windows we advertised and returned with WINDOW_UPDATE as
   it arrives, once half a window is used (RFC 9113 §6.9); a peer that overruns them is a
   FLOW_CONTROL_ERROR;
@@ -31,29 +34,24 @@ The I/O, the deadline and the one transparent retry are :mod:`minigrpc.oneshot`'
 """
 
 import time
-from typing import Callable, List, Optional, Sequence, Tuple
 
-from hpack import Decoder, Encoder, NeverIndexedHeaderTuple
-from hpack.exceptions import HPACKError, OversizedHeaderListError
-from hyperframe.exceptions import HyperframeError
-from hyperframe.frame import (
-    ContinuationFrame,
-    DataFrame,
-    ExtensionFrame,
-    Frame,
-    GoAwayFrame,
-    HeadersFrame,
-    PingFrame,
-    PriorityFrame,
-    PushPromiseFrame,
-    RstStreamFrame,
-    SettingsFrame,
-    WindowUpdateFrame,
-)
-
-from . import client_outcome, headers, http2, wire
+from . import client_outcome, frames, headers, hpack_codec, http2, wire
 from .errors import CallError, CardinalityViolation
-from .headers import Header, ResponseHead
+from .frames import (
+    ACK,
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    PING,
+    PUSH_PROMISE,
+    RST_STREAM,
+    SETTINGS,
+    WINDOW_UPDATE,
+    Frame,
+)
 from .status import (
     CANCEL,
     COMPRESSION_ERROR,
@@ -62,9 +60,15 @@ from .status import (
     NO_ERROR,
     PROTOCOL_ERROR,
     CallStatus,
-    Metadata,
     StatusCode,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, List, Optional, Sequence, Tuple
+
+    from .headers import Header, ResponseHead
+    from .status import Metadata
 
 #: The call's stream: the first a client opens (RFC 9113 §5.1.1).
 STREAM_ID = 1
@@ -82,17 +86,15 @@ _MAX_HEADER_BLOCK = 2 * http2.CONNECTION_MAX_HEADER_LIST_SIZE
 _SENSITIVE = frozenset((b"authorization", b"proxy-authorization"))
 
 
-def _normalised(block: Sequence[Header]) -> List[Header]:
+def _normalised(block: "Sequence[Header]") -> "List[Tuple[bytes, bytes, bool]]":
     """What h2's outbound normalisation does to a block the full client sends: values lose
     surrounding whitespace (RFC 9113 §8.2.1), credentials and short cookies are never indexed
-    (RFC 7541 §7.1.3)."""
-    fields: List[Header] = []
+    (RFC 7541 §7.1.3). Each field with whether it is sensitive, for the encoder."""
+    fields = []  # type: List[Tuple[bytes, bytes, bool]]
     for name, value in block:
         value = value.strip()
-        if name in _SENSITIVE or (name == b"cookie" and len(value) < 20):
-            fields.append(NeverIndexedHeaderTuple(name, value))
-        else:
-            fields.append((name, value))
+        sensitive = name in _SENSITIVE or (name == b"cookie" and len(value) < 20)
+        fields.append((name, value, sensitive))
     return fields
 
 
@@ -115,16 +117,16 @@ class OneShotCall:
 
     def __init__(
         self,
-        request_headers: Sequence[Header],
+        request_headers: "Sequence[Header]",
         request: bytes,
         *,
-        deadline: Optional[float] = None,
-        max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
+        deadline: "Optional[float]" = None,
+        max_receive_message_length: "Optional[int]" = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
         stream_window: int = http2.DEFAULT_STREAM_WINDOW,
         connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
         max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
-        max_header_list_size: Optional[int] = http2.CALL_MAX_HEADER_LIST_SIZE,
-        clock: Callable[[], float] = time.monotonic,
+        max_header_list_size: "Optional[int]" = http2.CALL_MAX_HEADER_LIST_SIZE,
+        clock: "Callable[[], float]" = time.monotonic,
     ) -> None:
         self.deadline = deadline
         self._clock = clock
@@ -141,8 +143,10 @@ class OneShotCall:
             max_header_block=_MAX_HEADER_BLOCK,
             expect_settings_first=True,
         )
-        self._encoder = Encoder()
-        self._decoder = Decoder(max_header_list_size=http2.CONNECTION_MAX_HEADER_LIST_SIZE)
+        self._encoder = hpack_codec.Encoder()
+        self._decoder = hpack_codec.Decoder(
+            hpack_codec.DEFAULT_TABLE_SIZE, http2.CONNECTION_MAX_HEADER_LIST_SIZE
+        )
         self._out: List[bytes] = []
         self._pending = b""
         # Send side: what the peer allows (RFC 9113 §6.9).
@@ -183,26 +187,20 @@ class OneShotCall:
         """Queue the preface, SETTINGS, the connection WINDOW_UPDATE, HEADERS and the request."""
         # The full client's SETTINGS frame, value for value and in its order: the RFC 9113
         # §6.5.2 defaults h2 states, with minigrpc's values (http2.start_connection) in place.
-        settings = SettingsFrame(0)
-        settings.settings = {
-            SettingsFrame.HEADER_TABLE_SIZE: 4096,
-            SettingsFrame.ENABLE_PUSH: 0,
-            SettingsFrame.INITIAL_WINDOW_SIZE: self._stream_window,
-            SettingsFrame.MAX_FRAME_SIZE: self._max_frame_size,
-            SettingsFrame.ENABLE_CONNECT_PROTOCOL: 0,
-            SettingsFrame.MAX_HEADER_LIST_SIZE: http2.CONNECTION_MAX_HEADER_LIST_SIZE,
-        }
         self._out.append(http2.CLIENT_PREFACE)
-        self._send(settings)
+        self._out.append(frames.settings_frame((
+            (frames.HEADER_TABLE_SIZE, hpack_codec.DEFAULT_TABLE_SIZE),
+            (frames.ENABLE_PUSH, 0),
+            (frames.INITIAL_WINDOW_SIZE, self._stream_window),
+            (frames.MAX_FRAME_SIZE, self._max_frame_size),
+            (frames.ENABLE_CONNECT_PROTOCOL, 0),
+            (frames.MAX_HEADER_LIST_SIZE, http2.CONNECTION_MAX_HEADER_LIST_SIZE),
+        )))
         if self._connection_window > _INITIAL_WINDOW:
-            self._send(WindowUpdateFrame(0, self._connection_window - _INITIAL_WINDOW))
+            increment = self._connection_window - _INITIAL_WINDOW
+            self._out.append(frames.window_update_frame(0, increment))
         block = self._encoder.encode(_normalised(self._request_headers))
-        size = self._peer_max_frame
-        pieces = [block[start : start + size] for start in range(0, len(block), size)] or [b""]
-        for index, piece in enumerate(pieces):
-            last = index == len(pieces) - 1
-            frame_class = HeadersFrame if index == 0 else ContinuationFrame
-            self._send(frame_class(STREAM_ID, piece, flags=["END_HEADERS"] if last else []))
+        self._out.extend(frames.header_frames(STREAM_ID, block, self._peer_max_frame))
         self._write_request()
 
     def data_to_send(self) -> bytes:
@@ -220,10 +218,7 @@ class OneShotCall:
         """Say goodbye: GOAWAY(NO_ERROR), unless a connection error already sent a GOAWAY."""
         if not self._failed:
             self._failed = True
-            self._send(GoAwayFrame(0, last_stream_id=0, error_code=NO_ERROR))
-
-    def _send(self, frame: Frame) -> None:
-        self._out.append(bytes(frame.serialize()))
+            self._out.append(frames.goaway_frame(0, NO_ERROR))
 
     def _write_request(self) -> None:
         """DATA within the windows and the peer's frame size; END_STREAM on the last."""
@@ -235,7 +230,7 @@ class OneShotCall:
                 return
             chunk, self._request = self._request[:size], self._request[size:]
             last = not self._request
-            self._send(DataFrame(STREAM_ID, bytes(chunk), flags=["END_STREAM"] if last else []))
+            self._out.append(frames.data_frame(STREAM_ID, chunk, last))
             self._send_connection -= size
             self._send_stream -= size
             self._request_ended = last
@@ -259,19 +254,21 @@ class OneShotCall:
             buffer = self._pending + data if self._pending else data
             view = memoryview(buffer)
             pos = 0
-            while self.status is None and len(buffer) - pos >= 9:
+            header_length = frames.FRAME_HEADER_LENGTH
+            while self.status is None and len(buffer) - pos >= header_length:
                 length = int.from_bytes(view[pos : pos + 3], "big")
-                if len(buffer) - pos - 9 < length:
+                body = pos + header_length
+                if len(buffer) - body < length:
                     break
-                self._frame(view[pos : pos + 9], view[pos + 9 : pos + 9 + length])
-                pos += 9 + length
+                self._frame(view[pos:body], view[body : body + length])
+                pos = body + length
             self._pending = bytes(view[pos:]) if self.status is None else b""
             self._return_window()
             self._write_request()
         except _ConnectionError as exc:
             self._fail(exc.error_code, str(exc))
 
-    def connection_lost(self, error_text: Optional[str]) -> None:
+    def connection_lost(self, error_text: "Optional[str]") -> None:
         """The socket closed (``error_text`` None: EOF) or failed before the call ended.
 
         A server that closes before its SETTINGS never saw the call: retryable, as on the full
@@ -289,43 +286,45 @@ class OneShotCall:
 
     def _frame(self, header: memoryview, body: memoryview) -> None:
         try:
-            frame, _length = Frame.parse_frame_header(header)
-            frame.parse_body(body)
-        except HyperframeError as exc:
-            raise _ConnectionError(PROTOCOL_ERROR, self._reading(f"invalid frame: {exc}")) from None
-        if self._block is not None and not isinstance(frame, ContinuationFrame):
+            frame = frames.parse_frame(header, body)
+        except frames.FrameError as exc:
+            raise _ConnectionError(
+                exc.error_code, self._reading(f"invalid frame: {exc}")
+            ) from None
+        kind = frame.type
+        if self._block is not None and kind != CONTINUATION:
             raise _ConnectionError(
                 PROTOCOL_ERROR, self._reading("a frame inside a header block")
             )
-        if isinstance(frame, DataFrame):
+        if kind == DATA:
             self._on_data(frame)
-        elif isinstance(frame, (HeadersFrame, PushPromiseFrame)):
-            if isinstance(frame, PushPromiseFrame):
-                # ENABLE_PUSH is 0 in our SETTINGS (RFC 9113 §8.4).
-                raise _ConnectionError(PROTOCOL_ERROR, self._reading("PUSH_PROMISE received"))
+        elif kind == HEADERS:
             self._check_stream(frame.stream_id, "HEADERS")
-            self._block = [bytes(frame.data)]
+            self._block = [frame.data]
             self._block_stream = frame.stream_id
-            self._block_end_stream = "END_STREAM" in frame.flags
-            if "END_HEADERS" in frame.flags:
+            self._block_end_stream = bool(frame.flags & END_STREAM)
+            if frame.flags & END_HEADERS:
                 self._end_block()
-        elif isinstance(frame, ContinuationFrame):
+        elif kind == PUSH_PROMISE:
+            # ENABLE_PUSH is 0 in our SETTINGS (RFC 9113 §8.4).
+            raise _ConnectionError(PROTOCOL_ERROR, self._reading("PUSH_PROMISE received"))
+        elif kind == CONTINUATION:
             if self._block is None or frame.stream_id != self._block_stream:
                 raise _ConnectionError(
                     PROTOCOL_ERROR, self._reading("CONTINUATION without a header block")
                 )
-            self._block.append(bytes(frame.data))
-            if "END_HEADERS" in frame.flags:
+            self._block.append(frame.data)
+            if frame.flags & END_HEADERS:
                 self._end_block()
-        elif isinstance(frame, SettingsFrame):
-            if "ACK" not in frame.flags:
+        elif kind == SETTINGS:
+            if not frame.flags & ACK:
                 self._on_settings(frame)
-        elif isinstance(frame, WindowUpdateFrame):
+        elif kind == WINDOW_UPDATE:
             self._on_window_update(frame)
-        elif isinstance(frame, PingFrame):
-            if "ACK" not in frame.flags:
-                self._send(PingFrame(0, bytes(frame.opaque_data), flags=["ACK"]))
-        elif isinstance(frame, RstStreamFrame):
+        elif kind == PING:
+            if not frame.flags & ACK:
+                self._out.append(frames.ping_ack(frame.data))
+        elif kind == RST_STREAM:
             self._check_stream(frame.stream_id, "RST_STREAM")
             self._reset = True
             past = self.deadline is not None and self._clock() >= self.deadline
@@ -334,11 +333,9 @@ class OneShotCall:
             )
             self.retryable = retryable
             self._finish(status)
-        elif isinstance(frame, GoAwayFrame):
+        elif kind == GOAWAY:
             self._on_goaway(frame)
-        # PRIORITY and frames of unknown types are ignored (RFC 9113 §5.5, §6.3).
-        elif not isinstance(frame, (PriorityFrame, ExtensionFrame)):  # pragma: no cover
-            raise _ConnectionError(PROTOCOL_ERROR, self._reading(f"unexpected {frame!r}"))
+        # PRIORITY (deprecated, RFC 9113 §5.3.2) and frames of unknown types (§5.5) are ignored.
 
     def _reading(self, what: str) -> str:
         return client_outcome.connection_error_details(what, not self.settings_received)
@@ -350,10 +347,10 @@ class OneShotCall:
                 PROTOCOL_ERROR, self._reading(f"{kind} on stream {stream_id}, never opened")
             )
 
-    def _on_settings(self, frame: SettingsFrame) -> None:
-        """Apply the peer's SETTINGS (RFC 9113 §6.5.2) and acknowledge them (§6.5.3)."""
-        for setting, value in frame.settings.items():
-            if setting == SettingsFrame.INITIAL_WINDOW_SIZE:
+    def _on_settings(self, frame: Frame) -> None:
+        """Apply the peer's SETTINGS in order (RFC 9113 §6.5.2) and acknowledge them (§6.5.3)."""
+        for setting, value in frame.settings:
+            if setting == frames.INITIAL_WINDOW_SIZE:
                 if value > _MAX_WINDOW:
                     raise _ConnectionError(
                         FLOW_CONTROL_ERROR, self._reading("INITIAL_WINDOW_SIZE over 2^31-1")
@@ -364,23 +361,23 @@ class OneShotCall:
                     raise _ConnectionError(
                         FLOW_CONTROL_ERROR, self._reading("stream window over 2^31-1")
                     )
-            elif setting == SettingsFrame.MAX_FRAME_SIZE:
+            elif setting == frames.MAX_FRAME_SIZE:
                 if not _INITIAL_MAX_FRAME <= value <= _LARGEST_MAX_FRAME:
                     raise _ConnectionError(
                         PROTOCOL_ERROR, self._reading(f"invalid MAX_FRAME_SIZE {value}")
                     )
                 self._peer_max_frame = value
-            elif setting == SettingsFrame.ENABLE_PUSH:
+            elif setting == frames.ENABLE_PUSH:
                 if value not in (0, 1):
                     raise _ConnectionError(
                         PROTOCOL_ERROR, self._reading(f"invalid ENABLE_PUSH {value}")
                     )
-            elif setting == SettingsFrame.HEADER_TABLE_SIZE:
-                self._encoder.header_table_size = value
+            elif setting == frames.HEADER_TABLE_SIZE:
+                self._encoder.limit_table_size(value)
         self.settings_received = True
-        self._send(SettingsFrame(0, flags=["ACK"]))
+        self._out.append(frames.settings_ack())
 
-    def _on_window_update(self, frame: WindowUpdateFrame) -> None:
+    def _on_window_update(self, frame: Frame) -> None:
         if frame.stream_id == 0:
             self._send_connection += frame.window_increment
             if self._send_connection > _MAX_WINDOW:
@@ -395,16 +392,16 @@ class OneShotCall:
             status, _ = client_outcome.reset_status(FLOW_CONTROL_ERROR, False, False, ())
             self._finish(status, FLOW_CONTROL_ERROR)
 
-    def _on_goaway(self, frame: GoAwayFrame) -> None:
+    def _on_goaway(self, frame: Frame) -> None:
         """GOAWAY (RFC 9113 §6.8): below our stream the call was never processed; at or above
         it the response may still come, and a later loss of the connection names this code."""
         self.goaway_error_code = frame.error_code
-        self.goaway_debug_data = bytes(frame.additional_data)
+        self.goaway_debug_data = frame.data
         if frame.last_stream_id < STREAM_ID:
             self.retryable = True
             self._finish(client_outcome.refused_by_goaway(frame.last_stream_id))
 
-    def _on_data(self, frame: DataFrame) -> None:
+    def _on_data(self, frame: Frame) -> None:
         self._check_stream(frame.stream_id, "DATA")
         length = frame.flow_controlled_length
         if length > self._recv_connection or length > self._recv_stream:
@@ -416,21 +413,21 @@ class OneShotCall:
         self._owed_connection += length
         self._owed_stream += length
         try:
-            messages = self._messages.feed(bytes(frame.data)) if frame.data else []
+            messages = self._messages.feed(frame.data) if frame.data else []
             self._received.extend(messages)
             if len(self._received) > 1:
                 raise CardinalityViolation(client_outcome.EXTRA_MESSAGE_DETAILS)
         except CallError as exc:
             self._finish(CallStatus(exc.code, str(exc), self.initial_metadata), CANCEL)
             return
-        if "END_STREAM" in frame.flags:
+        if frame.flags & END_STREAM:
             self._remote_ended = True
             self._end_of_stream()
 
     def _return_window(self) -> None:
         """WINDOW_UPDATE for the DATA consumed, once half a window is used (RFC 9113 §6.9)."""
         if self._owed_connection and self._recv_connection <= self._connection_window // 2:
-            self._send(WindowUpdateFrame(0, self._owed_connection))
+            self._out.append(frames.window_update_frame(0, self._owed_connection))
             self._recv_connection += self._owed_connection
             self._owed_connection = 0
         if (
@@ -438,7 +435,7 @@ class OneShotCall:
             and self._owed_stream
             and self._recv_stream <= self._stream_window // 2
         ):
-            self._send(WindowUpdateFrame(STREAM_ID, self._owed_stream))
+            self._out.append(frames.window_update_frame(STREAM_ID, self._owed_stream))
             self._recv_stream += self._owed_stream
             self._owed_stream = 0
 
@@ -449,14 +446,12 @@ class OneShotCall:
         encoded = b"".join(self._block)
         self._block = None
         try:
-            block = [(bytes(name), bytes(value)) for name, value in self._decoder.decode(
-                encoded, raw=True
-            )]
-        except OversizedHeaderListError as exc:
+            block = self._decoder.decode(encoded)
+        except hpack_codec.HeaderListTooLarge as exc:
             raise _ConnectionError(PROTOCOL_ERROR, self._reading(str(exc))) from None
-        except HPACKError as exc:
+        except hpack_codec.DecodingError as exc:
             raise _ConnectionError(
-                COMPRESSION_ERROR, self._reading(f"header block: {exc!r}")
+                COMPRESSION_ERROR, self._reading(f"header block: {exc}")
             ) from None
         end_stream = self._block_end_stream
         if self.response_head is None:
@@ -475,7 +470,7 @@ class OneShotCall:
             self.trailing_metadata = wire.decode_metadata(block)
             self._end_of_stream()
 
-    def _on_response_headers(self, block: List[Header], end_stream: bool) -> None:
+    def _on_response_headers(self, block: "List[Header]", end_stream: bool) -> None:
         status_value = headers.find_header(block, b":status")
         if status_value is not None and status_value[:1] == b"1" and not end_stream:
             return  # 1xx: informational, the response headers follow (RFC 9110 §15.2)
@@ -522,7 +517,7 @@ class OneShotCall:
                 )
         self._finish(status)
 
-    def _finish(self, status: CallStatus, reset_code: Optional[int] = None) -> None:
+    def _finish(self, status: CallStatus, reset_code: "Optional[int]" = None) -> None:
         """Record the status once; reset our side of the stream if it is still open.
 
         A server that ends the stream before our request is complete gets RST_STREAM(NO_ERROR)
@@ -536,14 +531,14 @@ class OneShotCall:
         if reset_code is None and not self._request_ended:
             reset_code = NO_ERROR
         if reset_code is not None:
-            self._send(RstStreamFrame(STREAM_ID, reset_code))
+            self._out.append(frames.rst_stream_frame(STREAM_ID, reset_code))
             self._reset = True
 
     def _fail(self, error_code: int, details: str) -> None:
         """A connection error: GOAWAY with its code (RFC 9113 §5.4.1); the call UNAVAILABLE."""
         if self.status is not None:
             return
-        self._send(GoAwayFrame(0, last_stream_id=0, error_code=error_code))
+        self._out.append(frames.goaway_frame(0, error_code))
         self._failed = True
         details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
         self._finish(CallStatus(StatusCode.UNAVAILABLE, details))

@@ -49,6 +49,8 @@ MODULES: Dict[str, Module] = {
     "headers": Module(1, "every header block of both sides, built, checked and read"),
     "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
     "header_memo": Module(1, "HPACK coding remembered while the dynamic table is unchanged"),
+    "frames": Module(1, "HTTP/2 frames to and from bytes, for the one-shot client"),
+    "hpack_codec": Module(1, "HPACK header blocks to and from fields, for the one-shot client"),
     "handlers": Module(1, "grpcio's handler types, shared by registration and the servers"),
     "targets": Module(1, "target strings to socket addresses and :authority"),
     "client_outcome": Module(1, "what the server's frames mean for a client call, for both "
@@ -58,8 +60,8 @@ MODULES: Dict[str, Module] = {
     "memory_budget": Module(2, "what the server may buffer, in all and per connection, at its "
                                "real cost"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
-    "oneshot_protocol": Module(2, "one unary call on its own connection, on hyperframe and "
-                                  "hpack without h2's state machine"),
+    "oneshot_protocol": Module(2, "one unary call on its own connection, on minigrpc's own "
+                                  "frame and HPACK codecs, without h2"),
     "attempts": Module(2, "transparent retry and wait-for-ready backoff, for both transports"),
     "server_protocol": Module(2, "the server's calls as a state machine"),
     "server_dispatch": Module(2, "what every server decides per call: handler lookup, "

@@ -20,10 +20,10 @@ Every frame starts with the same 9-octet header (RFC 9113 §4.1)::
 :func:`parse_frame` reads a frame whose header and payload have arrived and checks what the RFC
 requires of each type before the payload is used: the stream a type must or must not be on, its
 fixed lengths, padding that fits inside the payload.  A frame that breaks them is a connection
-error (RFC 9113 §5.4.1): :class:`FrameError` with the code the RFC names (FRAME_SIZE_ERROR for a
-wrong length, §4.2; PROTOCOL_ERROR otherwise).  Frames of types this module does not know are
-returned unchecked, for the caller to ignore (RFC 9113 §5.5).  Checking the length against the
-MAX_FRAME_SIZE we advertised happens earlier, from the header alone
+error (RFC 9113 §5.4.1): :class:`FrameError` with the code the RFC names (FRAME_SIZE_ERROR for
+a wrong length, RFC 9113 §4.2; PROTOCOL_ERROR otherwise).  Frames of types this module does not
+know are returned unchecked, for the caller to ignore (RFC 9113 §5.5).  Checking the length
+against the MAX_FRAME_SIZE we advertised happens earlier, from the header alone
 (:class:`minigrpc.http2.FrameSplitter`).
 
 The ``*_frame`` functions build the frames a client sends, as bytes.
@@ -55,7 +55,7 @@ END_STREAM = 0x1  # DATA, HEADERS
 ACK = 0x1  # SETTINGS, PING
 END_HEADERS = 0x4  # HEADERS, PUSH_PROMISE, CONTINUATION
 PADDED = 0x8  # DATA, HEADERS, PUSH_PROMISE
-PRIORITY_FLAG = 0x20  # HEADERS: the stream dependency and weight of §5.3 (deprecated)
+PRIORITY_FLAG = 0x20  # HEADERS: the stream dependency and weight of RFC 9113 §5.3 (deprecated)
 
 #: SETTINGS parameters (RFC 9113 §6.5.2; ENABLE_CONNECT_PROTOCOL is RFC 8441 §3).
 HEADER_TABLE_SIZE = 0x1
@@ -66,13 +66,13 @@ MAX_FRAME_SIZE = 0x5
 MAX_HEADER_LIST_SIZE = 0x6
 ENABLE_CONNECT_PROTOCOL = 0x8
 
-#: Stream identifiers and window increments are 31 bits; the high bit is reserved (§4.1).
+#: Stream identifiers and window increments are 31 bits; the high bit is reserved (RFC 9113 §4.1).
 _STREAM_MASK = 0x7FFFFFFF
 #: Types that belong to a stream (a stream identifier of 0 is a PROTOCOL_ERROR) and types that
 #: belong to the connection (any other identifier is); WINDOW_UPDATE may be either.
 _ON_A_STREAM = frozenset((DATA, HEADERS, PRIORITY, RST_STREAM, PUSH_PROMISE, CONTINUATION))
 _ON_THE_CONNECTION = frozenset((SETTINGS, PING, GOAWAY))
-#: The payload length of the types whose length is fixed (§6.3, §6.4, §6.7, §6.9).
+#: The payload length of the types whose length is fixed (RFC 9113 §6.3, §6.4, §6.7, §6.9).
 _FIXED_LENGTH = {PRIORITY: 5, RST_STREAM: 4, PING: 8, WINDOW_UPDATE: 4}
 
 
@@ -118,14 +118,14 @@ class Frame:
         self.stream_id = stream_id
         self.data = data
         self.flow_controlled_length = 0
-        #: RST_STREAM (§6.4) and GOAWAY (§6.8).
+        #: RST_STREAM (RFC 9113 §6.4) and GOAWAY (RFC 9113 §6.8).
         self.error_code = 0
-        #: GOAWAY (§6.8); PUSH_PROMISE's promised stream (§6.6).
+        #: GOAWAY (RFC 9113 §6.8); PUSH_PROMISE's promised stream (RFC 9113 §6.6).
         self.last_stream_id = 0
-        #: WINDOW_UPDATE (§6.9).
+        #: WINDOW_UPDATE (RFC 9113 §6.9).
         self.window_increment = 0
-        #: SETTINGS (§6.5.1): (identifier, value) pairs in the order sent, which is the order
-        #: they must be processed in (§6.5.3).
+        #: SETTINGS (RFC 9113 §6.5.1): (identifier, value) pairs in the order sent, which is the
+        #: order they must be processed in (RFC 9113 §6.5.3).
         self.settings = []  # type: List[Tuple[int, int]]
 
     def __repr__(self) -> str:
@@ -144,11 +144,12 @@ def parse_frame(
     """
     frame_type = header[3]
     flags = header[4]
-    stream_id = int.from_bytes(header[5:9], "big") & _STREAM_MASK  # R ignored (§4.1)
+    stream_id = int.from_bytes(header[5:9], "big") & _STREAM_MASK  # R ignored (RFC 9113 §4.1)
     length = len(payload)
     name = _NAMES.get(frame_type)
     if name is None:
-        return Frame(frame_type, flags, stream_id, bytes(payload))  # unknown: ignored (§5.5)
+        # A type this module does not know: ignored (RFC 9113 §5.5).
+        return Frame(frame_type, flags, stream_id, bytes(payload))
     if stream_id == 0 and frame_type in _ON_A_STREAM:
         raise FrameError(f"{name} on stream 0")
     if stream_id and frame_type in _ON_THE_CONNECTION:
@@ -166,12 +167,12 @@ def parse_frame(
             frame.last_stream_id = int.from_bytes(frame.data[:4], "big") & _STREAM_MASK
             frame.data = frame.data[4:]
             if not frame.last_stream_id or frame.last_stream_id % 2:
-                raise FrameError(  # a server's streams are even (§5.1.1)
+                raise FrameError(  # a server's streams are even (RFC 9113 §5.1.1)
                     f"PUSH_PROMISE promising stream {frame.last_stream_id}"
                 )
         return frame
     frame = Frame(frame_type, flags, stream_id, b"")
-    if frame_type == SETTINGS:  # §6.5
+    if frame_type == SETTINGS:  # RFC 9113 §6.5
         if flags & ACK and length:
             raise FrameError("SETTINGS with ACK and a payload", FRAME_SIZE_ERROR)
         if length % 6:
@@ -182,26 +183,26 @@ def parse_frame(
             (payload[at] << 8 | payload[at + 1], int.from_bytes(payload[at + 2 : at + 6], "big"))
             for at in range(0, length, 6)
         ]
-    elif frame_type == RST_STREAM:  # §6.4
+    elif frame_type == RST_STREAM:  # RFC 9113 §6.4
         frame.error_code = int.from_bytes(payload, "big")
-    elif frame_type == PING:  # §6.7
+    elif frame_type == PING:  # RFC 9113 §6.7
         frame.data = bytes(payload)
-    elif frame_type == GOAWAY:  # §6.8
+    elif frame_type == GOAWAY:  # RFC 9113 §6.8
         if length < 8:
             raise FrameError(f"GOAWAY of {length} octets, under 8", FRAME_SIZE_ERROR)
         frame.last_stream_id = int.from_bytes(payload[:4], "big") & _STREAM_MASK
         frame.error_code = int.from_bytes(payload[4:8], "big")
         frame.data = bytes(payload[8:])
-    elif frame_type == WINDOW_UPDATE:  # §6.9
+    elif frame_type == WINDOW_UPDATE:  # RFC 9113 §6.9
         frame.window_increment = int.from_bytes(payload, "big") & _STREAM_MASK
         if not frame.window_increment:
             raise FrameError("WINDOW_UPDATE with an increment of 0")
-    return frame  # PRIORITY (§6.3): nothing to read, it is deprecated
+    return frame  # PRIORITY (RFC 9113 §6.3): nothing to read, it is deprecated
 
 
 def _fragment(frame_type: int, flags: int, payload: "Union[bytes, memoryview]") -> bytes:
-    """The payload of DATA (§6.1), HEADERS (§6.2), PUSH_PROMISE (§6.6) or CONTINUATION
-    (§6.10) without its Pad Length octet, padding and (HEADERS) priority fields."""
+    """The payload of DATA, HEADERS, PUSH_PROMISE or CONTINUATION (RFC 9113 §6.1, §6.2, §6.6,
+    §6.10) without its Pad Length octet, padding and (HEADERS) priority fields."""
     start = 0
     end = len(payload)
     if flags & PADDED and frame_type != CONTINUATION:
@@ -212,7 +213,7 @@ def _fragment(frame_type: int, flags: int, payload: "Union[bytes, memoryview]") 
         start = 1
         end -= payload[0]
     if flags & PRIORITY_FLAG and frame_type == HEADERS:
-        start += 5  # Exclusive, Stream Dependency (32) and Weight (8), §6.2
+        start += 5  # Exclusive, Stream Dependency (32) and Weight (8), RFC 9113 §6.2
     if end < start:
         raise FrameError(f"{_NAMES[frame_type]} padding or priority longer than its payload")
     return bytes(payload[start:end])
@@ -245,13 +246,13 @@ def frame_bytes(
 
 
 def data_frame(stream_id: int, data: "Union[bytes, memoryview]", end_stream: bool) -> bytes:
-    """DATA (§6.1), unpadded."""
+    """DATA (RFC 9113 §6.1), unpadded."""
     return frame_bytes(DATA, END_STREAM if end_stream else 0, stream_id, data)
 
 
 def header_frames(stream_id: int, block: bytes, max_frame_size: int) -> "List[bytes]":
-    """A header block as HEADERS and, past ``max_frame_size``, CONTINUATION frames (§6.2,
-    §6.10); END_HEADERS on the last."""
+    """A header block as HEADERS and, past ``max_frame_size``, CONTINUATION frames (RFC 9113 §6.2,
+    RFC 9113 §6.10); END_HEADERS on the last."""
     pieces = [block[at : at + max_frame_size] for at in range(0, len(block), max_frame_size)]
     pieces = pieces or [b""]
     last = len(pieces) - 1
@@ -267,7 +268,7 @@ def header_frames(stream_id: int, block: bytes, max_frame_size: int) -> "List[by
 
 
 def settings_frame(settings: "Sequence[Tuple[int, int]]") -> bytes:
-    """SETTINGS (§6.5) with these (identifier, value) pairs, in order."""
+    """SETTINGS (RFC 9113 §6.5) with these (identifier, value) pairs, in order."""
     payload = b"".join(
         identifier.to_bytes(2, "big") + value.to_bytes(4, "big") for identifier, value in settings
     )
@@ -275,28 +276,28 @@ def settings_frame(settings: "Sequence[Tuple[int, int]]") -> bytes:
 
 
 def settings_ack() -> bytes:
-    """The acknowledgement of the peer's SETTINGS (§6.5.3)."""
+    """The acknowledgement of the peer's SETTINGS (RFC 9113 §6.5.3)."""
     return frame_bytes(SETTINGS, ACK, 0)
 
 
 def ping_ack(opaque_data: bytes) -> bytes:
-    """The answer to a PING: the same 8 octets, with ACK (§6.7)."""
+    """The answer to a PING: the same 8 octets, with ACK (RFC 9113 §6.7)."""
     return frame_bytes(PING, ACK, 0, opaque_data)
 
 
 def window_update_frame(stream_id: int, increment: int) -> bytes:
-    """WINDOW_UPDATE (§6.9) of a stream, or of the connection on stream 0."""
+    """WINDOW_UPDATE (RFC 9113 §6.9) of a stream, or of the connection on stream 0."""
     payload = (increment & _STREAM_MASK).to_bytes(4, "big")
     return frame_bytes(WINDOW_UPDATE, 0, stream_id, payload)
 
 
 def rst_stream_frame(stream_id: int, error_code: int) -> bytes:
-    """RST_STREAM (§6.4)."""
+    """RST_STREAM (RFC 9113 §6.4)."""
     return frame_bytes(RST_STREAM, 0, stream_id, error_code.to_bytes(4, "big"))
 
 
 def goaway_frame(last_stream_id: int, error_code: int = 0, debug_data: bytes = b"") -> bytes:
-    """GOAWAY (§6.8): the last stream the sender processed or may process, the error code, and
-    optional debug data."""
+    """GOAWAY (RFC 9113 §6.8): the last stream the sender processed or may process, the error
+    code, and optional debug data."""
     payload = (last_stream_id & _STREAM_MASK).to_bytes(4, "big") + error_code.to_bytes(4, "big")
     return frame_bytes(GOAWAY, 0, 0, payload + debug_data)

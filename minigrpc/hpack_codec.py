@@ -8,29 +8,31 @@ module can be read beside the RFC.
 
 Decoding is complete, since a server may use all of HPACK:
 
-* integers with an N-bit prefix (§5.1), at most five continuation octets (any 32-bit value):
-  the RFC asks that an implementation bound them and reject what exceeds the bound;
-* string literals, raw or Huffman-coded (§5.2 with the code of Appendix B), where an EOS
-  symbol, padding longer than 7 bits or padding that is not the EOS code's first bits are
+* integers with an N-bit prefix (RFC 7541 §5.1), at most five continuation octets (any 32-bit
+  value): the RFC asks that an implementation bound them and reject what exceeds the bound;
+* string literals, raw or Huffman-coded (RFC 7541 §5.2 with the code of Appendix B), where an
+  EOS symbol, padding longer than 7 bits or padding that is not the EOS code's first bits are
   decoding errors;
-* indexed fields (§6.1); literals with incremental indexing (§6.2.1), without indexing
-  (§6.2.2) and never indexed (§6.2.3); names and fields from the static table (Appendix A)
-  and the dynamic table (§2.3), whose oldest entries are evicted as §4.4 says;
-* dynamic table size updates (§6.3): only before the first field of a block (§4.2), never
-  above the HEADER_TABLE_SIZE we advertised;
-* the decoded header list's size (name, value and 32 octets per field, §4.1), checked field
-  by field against the SETTINGS_MAX_HEADER_LIST_SIZE we advertised (RFC 9113 §6.5.2), so a
-  small block that expands into a huge list (RFC 7541 §7.3) is stopped as it grows.
+* indexed fields (RFC 7541 §6.1); literals with incremental indexing (RFC 7541 §6.2.1),
+  without indexing (RFC 7541 §6.2.2) and never indexed (RFC 7541 §6.2.3); names and fields
+  from the static table (Appendix A) and the dynamic table (RFC 7541 §2.3), whose oldest
+  entries are evicted as RFC 7541 §4.4 says;
+* dynamic table size updates (RFC 7541 §6.3): only before the first field of a block
+  (RFC 7541 §4.2), never above the HEADER_TABLE_SIZE we advertised;
+* the decoded header list's size (name, value and 32 octets per field, RFC 7541 §4.1),
+  checked field by field against the SETTINGS_MAX_HEADER_LIST_SIZE we advertised
+  (RFC 9113 §6.5.2), so a small block that expands into a huge list (RFC 7541 §7.3) is
+  stopped as it grows.
 
-A block that breaks any of these is a connection error of type COMPRESSION_ERROR (RFC 9113
-§4.3): :class:`DecodingError`; an oversized list is :class:`HeaderListTooLarge`.
+A block that breaks any of these is a connection error of type COMPRESSION_ERROR
+(RFC 9113 §4.3): :class:`DecodingError`; an oversized list is :class:`HeaderListTooLarge`.
 
 Encoding keeps the dynamic table empty (RFC 7541 §2.3.2 lets an encoder never add to it): a
 field found whole in the static table is sent as its index, any other as a literal without
-indexing (§6.2.2), or never indexed (§6.2.3) when the caller marks it sensitive (credentials,
-§7.1.3), its name indexed when the static table has it, each string Huffman-coded when that is
-shorter. A peer that lowers SETTINGS_HEADER_TABLE_SIZE still hears of it (§4.2): the next
-block starts with a size update.
+indexing (RFC 7541 §6.2.2), or never indexed (RFC 7541 §6.2.3) when the caller marks it
+sensitive (credentials, RFC 7541 §7.1.3), its name indexed when the static table has it, each
+string Huffman-coded when that is shorter. A peer that lowers SETTINGS_HEADER_TABLE_SIZE still
+hears of it (RFC 7541 §4.2): the next block starts with a size update.
 """
 
 TYPE_CHECKING = False
@@ -200,7 +202,7 @@ for _index, (_name, _value) in enumerate(STATIC_TABLE, 1):
 del _index, _name, _value
 
 
-# -- primitives: integers (§5.1) and string literals (§5.2) ------------------------------------
+# -- primitives: integers (RFC 7541 §5.1) and string literals (RFC 7541 §5.2) --------------
 
 
 def decode_integer(data: bytes, pos: int, prefix_bits: int) -> "Tuple[int, int]":
@@ -231,7 +233,7 @@ def decode_integer(data: bytes, pos: int, prefix_bits: int) -> "Tuple[int, int]"
 
 def encode_integer(value: int, prefix_bits: int, first_bits: int = 0) -> bytes:
     """``value`` with an N-bit prefix (RFC 7541 §5.1); ``first_bits`` are the bits of the first
-    octet above the prefix (the representation's pattern, §6)."""
+    octet above the prefix (the representation's pattern, RFC 7541 §6)."""
     prefix_max = (1 << prefix_bits) - 1
     if value < prefix_max:
         return bytes((first_bits | value,))
@@ -266,7 +268,7 @@ def encode_string(value: bytes, huffman: bool = True) -> bytes:
     return encode_integer(len(value), 7) + value
 
 
-# -- the Huffman code (§5.2, Appendix B) --------------------------------------------------------
+# -- the Huffman code (RFC 7541 §5.2, Appendix B) ------------------------------------------
 
 
 def huffman_encode(value: bytes) -> bytes:
@@ -366,7 +368,7 @@ def huffman_decode(data: bytes) -> bytes:
     return bytes(out)
 
 
-# -- header blocks (§3, §6) -------------------------------------------------------------------
+# -- header blocks (RFC 7541 §3, §6) -------------------------------------------------------
 
 
 class Decoder:
@@ -387,9 +389,9 @@ class Decoder:
         self.max_header_list_size = max_header_list_size
         #: The dynamic table's current maximum size (RFC 7541 §4.2), set by size updates.
         self.table_size = max_table_size
-        #: The dynamic table, newest entry first: index 62 is ``entries[0]`` (§2.3.3).
+        #: The dynamic table, newest entry first: index 62 is ``entries[0]`` (RFC 7541 §2.3.3).
         self.entries = []  # type: List[Tuple[bytes, bytes]]
-        #: The sum of the entries' sizes (§4.1).
+        #: The sum of the entries' sizes (RFC 7541 §4.1).
         self.size = 0
 
     def decode(self, block: bytes) -> "List[Tuple[bytes, bytes]]":
@@ -402,13 +404,13 @@ class Decoder:
         end = len(block)
         while pos < end:
             first = block[pos]
-            if first & 0x80:  # 1xxxxxxx: indexed field (§6.1)
+            if first & 0x80:  # 1xxxxxxx: indexed field (RFC 7541 §6.1)
                 index, pos = decode_integer(block, pos, 7)
                 field = self._entry(index)
-            elif first & 0x40:  # 01xxxxxx: literal with incremental indexing (§6.2.1)
+            elif first & 0x40:  # 01xxxxxx: literal with incremental indexing (RFC 7541 §6.2.1)
                 field, pos = self._literal(block, pos, 6)
                 self._add(field)
-            elif first & 0x20:  # 001xxxxx: dynamic table size update (§6.3)
+            elif first & 0x20:  # 001xxxxx: dynamic table size update (RFC 7541 §6.3)
                 if fields:
                     raise DecodingError(
                         "a dynamic table size update after a field (RFC 7541 §4.2)"
@@ -422,7 +424,7 @@ class Decoder:
                 self.table_size = size
                 self._evict(size)
                 continue
-            else:  # 0000xxxx: without indexing (§6.2.2); 0001xxxx: never indexed (§6.2.3)
+            else:  # 0000xxxx without indexing, 0001xxxx never indexed (RFC 7541 §6.2.2-3)
                 field, pos = self._literal(block, pos, 4)
             fields.append(field)
             list_size += ENTRY_OVERHEAD + len(field[0]) + len(field[1])
@@ -431,7 +433,7 @@ class Decoder:
         return fields
 
     def _entry(self, index: int) -> "Tuple[bytes, bytes]":
-        """The field at ``index`` of the static table, then the dynamic table (§2.3.3)."""
+        """The field at ``index`` of the static table, then the dynamic table (RFC 7541 §2.3.3)."""
         if 0 < index <= len(STATIC_TABLE):
             return STATIC_TABLE[index - 1]
         dynamic = index - len(STATIC_TABLE) - 1
@@ -442,7 +444,7 @@ class Decoder:
     def _literal(
         self, block: bytes, pos: int, prefix_bits: int
     ) -> "Tuple[Tuple[bytes, bytes], int]":
-        """A literal field (§6.2): its name indexed (a non-zero N-bit index) or a string
+        """A literal field (RFC 7541 §6.2): its name indexed (a non-zero N-bit index) or a string
         literal, then its value."""
         index, pos = decode_integer(block, pos, prefix_bits)
         if index:
@@ -454,7 +456,7 @@ class Decoder:
 
     def _add(self, field: "Tuple[bytes, bytes]") -> None:
         """Add a field to the dynamic table, evicting the oldest entries to make room; a field
-        larger than the whole table empties it and is not added (§4.4)."""
+        larger than the whole table empties it and is not added (RFC 7541 §4.4)."""
         size = ENTRY_OVERHEAD + len(field[0]) + len(field[1])
         if size > self.table_size:
             self.entries.clear()
@@ -465,7 +467,8 @@ class Decoder:
         self.size += size
 
     def _evict(self, room: int) -> None:
-        """Drop the oldest entries until the table holds at most ``room`` octets (§4.3, §4.4)."""
+        """Drop the oldest entries until the table holds at most ``room`` octets (RFC 7541
+        §4.3, §4.4)."""
         while self.size > room:
             name, value = self.entries.pop()
             self.size -= ENTRY_OVERHEAD + len(name) + len(value)
@@ -477,7 +480,7 @@ class Encoder:
 
     def __init__(self, huffman: bool = True) -> None:
         self.huffman = huffman
-        #: The dynamic table's maximum size the peer's decoder assumes (§4.2).
+        #: The dynamic table's maximum size the peer's decoder assumes (RFC 7541 §4.2).
         self.table_size = DEFAULT_TABLE_SIZE
         self._announce = False
 
@@ -490,18 +493,18 @@ class Encoder:
 
     def encode(self, fields: "Iterable[Tuple[bytes, bytes, bool]]") -> bytes:
         """One header block from ``(name, value, sensitive)`` fields, in order; a sensitive
-        field is never indexed (§6.2.3, §7.1.3)."""
+        field is never indexed (RFC 7541 §6.2.3, §7.1.3)."""
         out = []  # type: List[bytes]
         if self._announce:
-            out.append(encode_integer(self.table_size, 5, 0x20))  # 001xxxxx (§6.3)
+            out.append(encode_integer(self.table_size, 5, 0x20))  # 001xxxxx (RFC 7541 §6.3)
             self._announce = False
         for name, value, sensitive in fields:
             index = _STATIC_FIELD_INDEX.get((name, value))
             if index is not None:
-                out.append(encode_integer(index, 7, 0x80))  # 1xxxxxxx (§6.1)
+                out.append(encode_integer(index, 7, 0x80))  # 1xxxxxxx (RFC 7541 §6.1)
                 continue
             name_index = _STATIC_NAME_INDEX.get(name, 0)
-            # 0001xxxx never indexed (§6.2.3), 0000xxxx without indexing (§6.2.2)
+            # 0001xxxx never indexed (RFC 7541 §6.2.3), 0000xxxx without indexing (RFC 7541 §6.2.2)
             out.append(encode_integer(name_index, 4, 0x10 if sensitive else 0x00))
             if not name_index:
                 out.append(encode_string(name, self.huffman))

@@ -85,25 +85,26 @@ def test_header_frames_split_into_continuations(size: int, pieces: int) -> None:
 @pytest.mark.parametrize(
     ("frame_type", "flags", "stream_id", "payload", "code", "problem"),
     [
-        (frames.DATA, 0, 0, b"x", PROTOCOL_ERROR, "stream 0"),  # §6.1
+        (frames.DATA, 0, 0, b"x", PROTOCOL_ERROR, "stream 0"),  # RFC 9113 §6.1
         (frames.DATA, frames.PADDED, 1, b"", FRAME_SIZE_ERROR, "Pad Length"),
-        (frames.DATA, frames.PADDED, 1, b"\x03ab", PROTOCOL_ERROR, "padding"),  # §6.1
+        (frames.DATA, frames.PADDED, 1, b"\x03ab", PROTOCOL_ERROR, "padding"),  # RFC 9113 §6.1
         (frames.HEADERS, frames.PRIORITY_FLAG, 1, b"1234", PROTOCOL_ERROR, "priority"),
         (frames.HEADERS, frames.PADDED | frames.PRIORITY_FLAG, 1, b"\x0212345x",
-         PROTOCOL_ERROR, "padding"),  # §6.2: the padding would cover the weight
-        (frames.PRIORITY, 0, 1, b"1234", FRAME_SIZE_ERROR, "not 5"),  # §6.3
-        (frames.RST_STREAM, 0, 1, b"12345", FRAME_SIZE_ERROR, "not 4"),  # §6.4
+         PROTOCOL_ERROR, "padding"),  # RFC 9113 §6.2: the padding would cover the weight
+        (frames.PRIORITY, 0, 1, b"1234", FRAME_SIZE_ERROR, "not 5"),  # RFC 9113 §6.3
+        (frames.RST_STREAM, 0, 1, b"12345", FRAME_SIZE_ERROR, "not 4"),  # RFC 9113 §6.4
         (frames.RST_STREAM, 0, 0, b"1234", PROTOCOL_ERROR, "stream 0"),
-        (frames.SETTINGS, 0, 1, b"", PROTOCOL_ERROR, "not on the connection"),  # §6.5
+        (frames.SETTINGS, 0, 1, b"", PROTOCOL_ERROR, "not on the connection"),  # RFC 9113 §6.5
         (frames.SETTINGS, frames.ACK, 0, b"\x00\x01\x00\x00\x00\x00", FRAME_SIZE_ERROR, "ACK"),
         (frames.SETTINGS, 0, 0, b"12345", FRAME_SIZE_ERROR, "multiple of 6"),
-        (frames.PUSH_PROMISE, 0, 1, b"\x00\x00\x00\x03", PROTOCOL_ERROR, "stream 3"),  # §6.6
-        (frames.PING, 0, 0, b"1234567", FRAME_SIZE_ERROR, "not 8"),  # §6.7
+        # RFC 9113 §6.6: a server promises even streams
+        (frames.PUSH_PROMISE, 0, 1, b"\x00\x00\x00\x03", PROTOCOL_ERROR, "stream 3"),
+        (frames.PING, 0, 0, b"1234567", FRAME_SIZE_ERROR, "not 8"),  # RFC 9113 §6.7
         (frames.PING, 0, 3, b"12345678", PROTOCOL_ERROR, "not on the connection"),
-        (frames.GOAWAY, 0, 0, b"1234567", FRAME_SIZE_ERROR, "under 8"),  # §6.8
-        (frames.WINDOW_UPDATE, 0, 0, b"\x80\x00\x00\x00", PROTOCOL_ERROR, "0"),  # §6.9
+        (frames.GOAWAY, 0, 0, b"1234567", FRAME_SIZE_ERROR, "under 8"),  # RFC 9113 §6.8
+        (frames.WINDOW_UPDATE, 0, 0, b"\x80\x00\x00\x00", PROTOCOL_ERROR, "0"),  # RFC 9113 §6.9
         (frames.WINDOW_UPDATE, 0, 1, b"\x00\x01", FRAME_SIZE_ERROR, "not 4"),
-        (frames.CONTINUATION, 0, 0, b"", PROTOCOL_ERROR, "stream 0"),  # §6.10
+        (frames.CONTINUATION, 0, 0, b"", PROTOCOL_ERROR, "stream 0"),  # RFC 9113 §6.10
     ],
 )
 def test_errors_carry_the_rfc_code(
@@ -123,12 +124,12 @@ def test_fields() -> None:
                      b"\x01" + b"\x80\x00\x00\x03\x10" + b"\x82" + b"\x00")
     assert headers.data == b"\x82"
     settings = _parse(frames.SETTINGS, 0, 0, b"\x00\x04\x00\x00\x00\x0a\x00\x04\x00\x00\x00\x0b")
-    assert settings.settings == [(4, 10), (4, 11)]  # in order, duplicates kept (§6.5.3)
+    assert settings.settings == [(4, 10), (4, 11)]  # in order, duplicates kept (RFC 9113 §6.5.3)
     goaway = _parse(frames.GOAWAY, 0, 0, b"\x80\x00\x00\x01\x00\x00\x00\x0bdebug")
     assert (goaway.last_stream_id, goaway.error_code, goaway.data) == (1, 11, b"debug")
-    update = _parse(frames.WINDOW_UPDATE, 0, 0, b"\x80\x00\x00\x07")  # R ignored (§6.9)
+    update = _parse(frames.WINDOW_UPDATE, 0, 0, b"\x80\x00\x00\x07")  # R ignored (RFC 9113 §6.9)
     assert update.window_increment == 7
-    unknown = _parse(0xEE, 0xFF, 0, b"anything")  # §5.5
+    unknown = _parse(0xEE, 0xFF, 0, b"anything")  # RFC 9113 §5.5
     assert (unknown.type, unknown.data) == (0xEE, b"anything")
     assert "type=0xee" in repr(unknown)
 
@@ -148,30 +149,33 @@ def _departure(frame_type: int, flags: int, payload: bytes) -> Optional[str]:
     """Where hyperframe departs from RFC 9113 for this frame (and this codec does not), or None.
 
     * HEADERS whose padding leaves an empty fragment: hyperframe counts the priority fields but
-      not the Pad Length octet as padding room and rejects; §6.2 allows it. HEADERS whose
-      padding covers the priority fields: hyperframe accepts; §6.2 makes it a PROTOCOL_ERROR.
-    * WINDOW_UPDATE with the reserved bit set: hyperframe rejects; §6.9 says R is ignored.
+      not the Pad Length octet as padding room and rejects; RFC 9113 §6.2 allows it. HEADERS
+      whose padding covers the priority fields: hyperframe accepts; RFC 9113 §6.2 makes it a
+      PROTOCOL_ERROR.
+    * WINDOW_UPDATE with the reserved bit set: hyperframe rejects; RFC 9113 §6.9 says R is
+      ignored.
     * ALTSVC (RFC 7838): hyperframe parses it and rejects bad bodies; a client that does not use
       the extension ignores it like any unknown type (RFC 9113 §5.5).
-    * PUSH_PROMISE whose padding covers the promised stream id: hyperframe accepts; §6.6 makes
-      it a PROTOCOL_ERROR. A promised stream id with the reserved bit set: hyperframe keeps the
-      bit; §6.6 says it is ignored (the one-shot client rejects every PUSH_PROMISE anyway, §8.4).
+    * PUSH_PROMISE whose padding covers the promised stream id: hyperframe accepts; RFC 9113
+      §6.6 makes it a PROTOCOL_ERROR. A promised stream id with the reserved bit set:
+      hyperframe keeps the bit; RFC 9113 §6.6 says it is ignored (the one-shot client rejects
+      every PUSH_PROMISE anyway, RFC 9113 §8.4).
     """
     padded = bool(flags & frames.PADDED) and bool(payload)
     if frame_type == frames.HEADERS and padded:
         room = len(payload) - 1 - (5 if flags & frames.PRIORITY_FLAG else 0)
         if payload[0] == len(payload) - 1 or payload[0] > room:
-            return "HEADERS padding (§6.2)"
+            return "HEADERS padding (RFC 9113 §6.2)"
     if frame_type == frames.WINDOW_UPDATE and len(payload) == 4 and payload[0] & 0x80:
-        return "WINDOW_UPDATE reserved bit (§6.9)"
+        return "WINDOW_UPDATE reserved bit (RFC 9113 §6.9)"
     if frame_type == _ALTSVC:
-        return "ALTSVC (§5.5)"
+        return "ALTSVC (RFC 9113 §5.5)"
     if frame_type == frames.PUSH_PROMISE:
         if padded and payload[0] > len(payload) - 5:
-            return "PUSH_PROMISE padding (§6.6)"
+            return "PUSH_PROMISE padding (RFC 9113 §6.6)"
         promised = 1 if padded else 0
         if len(payload) >= promised + 4 and payload[promised] & 0x80:
-            return "PUSH_PROMISE reserved bit (§6.6)"
+            return "PUSH_PROMISE reserved bit (RFC 9113 §6.6)"
     return None
 
 

@@ -3,9 +3,9 @@
 * The examples of RFC 7541 Appendix C, decoded block by block with the dynamic table they
   leave behind, and its Huffman strings encoded.
 * The Huffman code of Appendix B: canonical (what the decoder relies on), and every decoding
-  error of §5.2 (EOS, padding too long, padding that is not EOS).
-* Integer bounds (§5.1), index and size-update errors (§2.3.3, §4.2, §6.3), eviction (§4.4),
-  the header-list limit.
+  error of RFC 7541 §5.2 (EOS, padding too long, padding that is not EOS).
+* Integer bounds (RFC 7541 §5.1), index and size-update errors (RFC 7541 §2.3.3, §4.2, §6.3),
+  eviction (RFC 7541 §4.4), the header-list limit.
 * Differential fuzzing against the hpack library (the codec h2 uses): what hpack encodes,
   with Huffman coding and its dynamic table over several blocks, decodes to the same fields
   here; what this encoder writes decodes in hpack; and random or mutated blocks are rejected
@@ -107,7 +107,7 @@ _EXAMPLES = {
 @pytest.mark.parametrize("name", sorted(_EXAMPLES))
 def test_header_list_examples(name: str) -> None:
     """Three blocks on one connection: the fields and the dynamic table's size after each; the
-    response examples run with a 256-octet table, so the third block evicts (§4.4)."""
+    response examples run with a 256-octet table, so the third block evicts (RFC 7541 §4.4)."""
     table_size, expected, blocks = _EXAMPLES[name]
     decoder = Decoder(max_table_size=table_size)
     for block, (fields, size) in zip(blocks, expected):
@@ -138,7 +138,7 @@ def test_huffman_examples(text: bytes, coded: str) -> None:
     assert hpack_codec.huffman_decode(bytes.fromhex(coded)) == text
 
 
-# -- Appendix B and the rules of §5.2 -----------------------------------------------------------
+# -- Appendix B and the rules of RFC 7541 §5.2 ------------------------------------------------
 
 
 def test_huffman_code_is_canonical_and_complete() -> None:
@@ -189,19 +189,19 @@ def test_huffman_short_padding_is_accepted() -> None:
     assert hpack_codec.huffman_decode(b"") == b""
 
 
-# -- §2.3.3, §4.2, §4.4, §5.1, §6.3 and the header-list limit -----------------------------------
+# -- RFC 7541 §2.3.3, §4.2, §4.4, §5.1, §6.3 and the header-list limit ------------------------
 
 
 @pytest.mark.parametrize(
     ("block", "problem"),
     [
-        ("80", "index 0"),  # §6.1: index 0 is not an entry
+        ("80", "index 0"),  # RFC 7541 §6.1: index 0 is not an entry
         ("be", "index 62"),  # the dynamic table is empty
-        ("ff80808080800f", "continuation"),  # six continuation octets (§5.1 bound)
+        ("ff80808080800f", "continuation"),  # six continuation octets (RFC 7541 §5.1 bound)
         ("ff80", "ends inside an integer"),
         ("4005", "runs past"),  # a 5-octet name with no octets
-        ("82" "20", "after a field"),  # a size update after a field (§4.2)
-        ("3fe21f", "above the 4096"),  # size update to 4097 (§6.3)
+        ("82" "20", "after a field"),  # a size update after a field (RFC 7541 §4.2)
+        ("3fe21f", "above the 4096"),  # size update to 4097 (RFC 7541 §6.3)
         ("40", "ends inside"),  # a literal without its name's length
     ],
 )
@@ -213,14 +213,14 @@ def test_decoding_errors(block: str, problem: str) -> None:
 
 
 def test_five_continuation_octets_are_accepted() -> None:
-    """The §5.1 bound is on more than five: 0x7f then five octets is still an integer."""
+    """The RFC 7541 §5.1 bound is on more than five: 0x7f then five octets is still an integer."""
     value, end = hpack_codec.decode_integer(bytes.fromhex("7f8080808000"), 0, 7)
     assert (value, end) == (127, 6)
 
 
 def test_size_updates_and_eviction() -> None:
-    """Two size updates may open a block (§4.2); shrinking evicts the oldest entries (§4.4); an
-    entry larger than the table empties it; size 0 keeps it empty."""
+    """Two size updates may open a block (RFC 7541 §4.2); shrinking evicts the oldest entries
+    (RFC 7541 §4.4); an entry larger than the table empties it; size 0 keeps it empty."""
     decoder = Decoder()
     decoder.decode(bytes.fromhex("400161016140016201624001630163"))  # a: a, b: b, c: c
     assert decoder.entries == [(b"c", b"c"), (b"b", b"b"), (b"a", b"a")] and decoder.size == 102
@@ -318,8 +318,8 @@ def _same_outcome(blocks: List[bytes], limit: int = 64 * 1024) -> Tuple[int, int
 def test_decodes_what_hpack_encodes(
     blocks: List[Fields], huffman: bool, table_sizes: List[int]
 ) -> None:
-    """hpack's encoder indexes every field (§6.2.1) and evicts as its table fills; a table
-    size it lowers is announced by a size update (§6.3)."""
+    """hpack's encoder indexes every field (RFC 7541 §6.2.1) and evicts as its table fills; a table
+    size it lowers is announced by a size update (RFC 7541 §6.3)."""
     encoder = hpack.Encoder()
     encoded = []
     for index, fields in enumerate(blocks):

@@ -28,7 +28,7 @@ What it implements, from the client's side (PROTOCOL-HTTP2.md unless said otherw
 
 import enum
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import h2.connection
 import h2.errors
@@ -246,6 +246,9 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         self.bytes_received = 0
         #: Largest response header block (or trailers) accepted per call (RFC 9113 §6.5.2).
         self.max_header_list_size = max_header_list_size
+        #: The last well-formed response header block and trailers, with what they read as
+        #: (see :meth:`_read_block`).
+        self._known_blocks: Dict[bool, Tuple[Sequence[Header], Optional[int], Any]] = {}
 
     # -- connection ---------------------------------------------------------------------
 
@@ -497,10 +500,35 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
 
     def _on_trailers(self, event: h2.events.TrailersReceived, events: List[CallEvent]) -> None:
         call = self.calls.get(event.stream_id)
-        if call is None or self._failed(call, event.headers, headers.malformed_trailers, events):
+        if call is None:
+            return
+        metadata = self._read_block(call, event.headers, False, events)
+        if metadata is None:
             return
         call.trailers = list(event.headers)
-        call.trailing_metadata = decode_metadata(call.trailers)
+        call.trailing_metadata = metadata
+
+    def _read_block(
+        self, call: ClientCall, block: Sequence[Header], response: bool, events: List[CallEvent]
+    ) -> Any:
+        """Check a received block (``response`` headers, else trailers) and read it: the
+        :class:`~minigrpc.headers.ResponseHead` and metadata of response headers, the metadata
+        of trailers; None (the call ended) if it is over the limit or malformed.
+
+        A server answers the same blocks call after call, and their checks and reading depend
+        on the block and :attr:`max_header_list_size` alone: a block equal to the last
+        well-formed one of its kind is not checked and read again.
+        """
+        known = self._known_blocks.get(response)
+        if known is not None and known[0] == block and known[1] == self.max_header_list_size:
+            return known[2]
+        malformed = headers.malformed_response if response else headers.malformed_trailers
+        if self._failed(call, block, malformed, events):
+            return None
+        metadata = decode_metadata(block)
+        reading = (headers.read_response_headers(block), metadata) if response else metadata
+        self._known_blocks[response] = (block, self.max_header_list_size, reading)
+        return reading
 
     def _failed(
         self,
@@ -552,10 +580,14 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         self, event: h2.events.ResponseReceived, events: List[CallEvent]
     ) -> None:
         call = self.calls.get(event.stream_id)
-        if call is None or self._failed(call, event.headers, headers.malformed_response, events):
+        if call is None:
             return
+        reading = self._read_block(call, event.headers, True, events)
+        if reading is None:
+            return
+        head, metadata = reading
         call.response_headers = list(event.headers)
-        head = call.response_head = headers.read_response_headers(event.headers)
+        call.response_head = head
         if head.accept_encodings is not None:
             self.peer_accept_encodings = head.accept_encodings
         if event.stream_ended is not None:
@@ -563,9 +595,9 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             # follows decides the status from these headers. grpcio reports its metadata as
             # trailing metadata, with empty initial metadata.
             call.trailers = call.response_headers
-            call.trailing_metadata = decode_metadata(call.trailers)
+            call.trailing_metadata = metadata
             return
-        call.initial_metadata = decode_metadata(event.headers)
+        call.initial_metadata = metadata
         failure = client_outcome.not_grpc_status(head)
         if failure is not None:
             events.extend(self._finish(call, failure[0], reset_code=failure[1]))

@@ -148,6 +148,46 @@ def test_ok_response_with_metadata() -> None:
     assert peer.client.idle
 
 
+def test_repeated_response_blocks_read_as_they_did_and_changed_ones_are_read_anew() -> None:
+    """The client reuses what it read from the previous response headers and trailers when
+    the next ones are the same (a server's answers usually are): identical blocks give
+    identical calls, and any change, a malformed block or one over the limit included, is
+    checked in full again."""
+    peer = MemoryServer()
+    outcomes = []
+    for extra, trailing in [
+        ([(b"x-initial", b"a")], [(b"x-t", b"1")]),
+        ([(b"x-initial", b"a")], [(b"x-t", b"1")]),
+        ([(b"x-initial", b"b"), (b"grpc-encoding", b"gzip")], [(b"x-t", b"2")]),
+        ([(b"x-initial", b"a")], [(b"x-t", b"1")]),
+    ]:
+        call = make_call()
+        sid = peer.start(call)
+        peer.headers(sid, extra)
+        peer.message(sid, b"m")
+        peer.trailers(sid, 0, "", trailing)
+        peer.to_client()
+        assert call.status is not None and call.status.code is StatusCode.OK
+        outcomes.append((call.initial_metadata, call.trailing_metadata, call.response_encoding))
+    assert outcomes == [
+        ((("x-initial", "a"),), (("x-t", "1"),), None),
+        ((("x-initial", "a"),), (("x-t", "1"),), None),
+        ((("x-initial", "b"),), (("x-t", "2"),), "gzip"),
+        ((("x-initial", "a"),), (("x-t", "1"),), None),
+    ]
+    # After the same good blocks again: trailers over the per-call limit, then malformed ones
+    # (a NUL in a value), fail the call each time they come.
+    for bad in ([(b"x-big", b"v" * 17_000)], [(b"x-t", b"a\x00b")], [(b"x-t", b"a\x00b")]):
+        call = make_call()
+        sid = peer.start(call)
+        peer.headers(sid, [(b"x-initial", b"a")])
+        peer.message(sid, b"m")
+        peer.trailers(sid, 0, "", bad)
+        peer.to_client()
+        assert call.status is not None and call.status.code is StatusCode.INTERNAL
+        assert peer.client.failure is None  # only the call fails, not the connection
+
+
 def test_trailers_only_response() -> None:
     peer = MemoryServer()
     call = make_call()

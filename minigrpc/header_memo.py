@@ -2,9 +2,10 @@
 
 Once a connection is warm, a client sends the same request header block for every call of a
 method and receives the same response headers and trailers back, each field of them an index
-into the HPACK tables (RFC 7541 §6.1).  Coding such a block changes nothing (§3.2: only the
-literal representations "with incremental indexing", §6.2.1, and dynamic table size updates,
-§6.3, touch the dynamic table), so its result depends on the block and the table alone, and
+into the HPACK tables (RFC 7541 §6.1).  Coding such a block changes nothing (RFC 7541 §3.2:
+only the literal representations "with incremental indexing", RFC 7541 §6.2.1, and dynamic
+table size updates, RFC 7541 §6.3, touch the dynamic table), so its result depends on the
+block and the table alone, and
 ``hpack`` would redo the same work for every call: for a unary call on a warm connection, a
 fifth of what h2 spends on the client side.
 
@@ -63,7 +64,7 @@ class MemoEncoder(Encoder):
         # The tuple types are part of the key: a NeverIndexedHeaderTuple equals the plain tuple
         # with the same fields, but is encoded as never indexed (RFC 7541 §6.2.3).
         key = (tuple(map(type, headers)), headers, huffman)
-        pending_resize = table.resized  # a size update (§6.3) starts the next block, once
+        pending_resize = table.resized  # a size update (RFC 7541 §6.3) starts the next block
         if not pending_resize:
             known = self._memo.get(key)
             if known is not None and known[0] == table.changes:

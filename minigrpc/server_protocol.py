@@ -55,7 +55,20 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
 """
 
 import enum
-from typing import Callable, Dict, FrozenSet, Hashable, List, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Hashable,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
 import h2.connection
 import h2.errors
@@ -63,7 +76,7 @@ import h2.events
 import h2.exceptions
 import hpack
 
-from . import errors, http2, wire
+from . import errors, header_memo, http2, wire
 from . import headers as hdrs
 from .frame_budget import PASS_LIMIT, FrameBudget, PeerHistory
 from .memory_budget import ConnectionMemory, MemoryBudget
@@ -295,7 +308,7 @@ CallEvent = Union[CallStarted, RequestReady, RequestMessage, RequestEnded, CallT
 # ------------------------------------------------------------------------------------------------
 
 
-class _FloorDecoder(hpack.Decoder):
+class _FloorDecoder(header_memo.MemoDecoder):
     """An HPACK decoder whose header-list limit never drops below a floor.
 
     h2 copies the MAX_HEADER_LIST_SIZE we advertise into its decoder once the client ACKs our
@@ -303,11 +316,16 @@ class _FloorDecoder(hpack.Decoder):
     GOAWAY(ENHANCE_YOUR_CALM) (docs/h2-notes.md, "Header lists").  We advertise the per-call limit
     (16 KiB) so well-behaved clients know it, but enforce it per call with a gRPC status; the
     decoder keeps a higher floor so that one oversized request only fails its own call.
+
+    It remembers the small blocks it decoded (:mod:`minigrpc.header_memo`): a client sends the
+    same request block, a few index bytes once warm, for every call of a method.  A larger block
+    is decoded afresh, so what a client can make the server keep stays small (its memory is
+    not charged to the connection's budget).
     """
 
-    def __init__(self, floor: int) -> None:
+    def __init__(self, floor: int, template: hpack.Decoder) -> None:
         self._floor = floor
-        super().__init__()
+        super().__init__(template.max_header_list_size, template.max_allowed_table_size)
 
     @property
     def max_header_list_size(self) -> int:
@@ -316,6 +334,17 @@ class _FloorDecoder(hpack.Decoder):
     @max_header_list_size.setter
     def max_header_list_size(self, value: int) -> None:
         self._max_header_list_size = max(value, self._floor)
+
+    def decode(self, data: bytes, raw: bool = False) -> Iterable[Any]:
+        if len(data) > _REMEMBERED_BLOCK_SIZE:
+            return hpack.Decoder.decode(self, data, raw)
+        return super().decode(data, raw)
+
+
+#: The largest request header block the server remembers the decoding of (see _FloorDecoder).
+#: A warm client's block is a byte or two per field; each byte can stand for one field, so
+#: this also bounds what one remembered block holds.
+_REMEMBERED_BLOCK_SIZE = 64
 
 
 class _ServerH2Connection(h2.connection.H2Connection):
@@ -433,7 +462,8 @@ class ServerConnection(ConnectionProtocol):
             http2.CONNECTION_MAX_HEADER_LIST_SIZE,
             self.settings.max_header_list_size * _HPACK_LIMIT_FACTOR,
         )
-        conn.decoder = _FloorDecoder(hpack_limit)
+        conn.decoder = _FloorDecoder(hpack_limit, conn.decoder)
+        conn.encoder = header_memo.MemoEncoder()
         # Checks the preface, every frame's length against the MAX_FRAME_SIZE we advertise and
         # the growth of header blocks, from the 9-byte frame headers, before h2 buffers a body;
         # and cuts the input after a client's GOAWAY so that no event is lost.

@@ -826,6 +826,55 @@ def test_a_repeated_request_block_reads_as_it_did_and_a_changed_one_is_read_anew
     assert pair.response(malformed)["reset"] == h2.errors.ErrorCodes.PROTOCOL_ERROR
 
 
+def test_repeated_response_blocks_decode_as_sent_across_table_changes() -> None:
+    """The server sends a header list it sent before as the same bytes while its HPACK table is
+    unchanged; every block must still decode to exactly what was sent, whatever came between:
+    new fields evicting old ones, never-indexed fields, the client shrinking and growing the
+    table (RFC 7541 §4.2, §6.3), and the same list after each of those."""
+    pair = Pair()
+    sizes = {7: 64, 15: 0, 23: 4096}
+    for index in range(30):
+        if index in sizes:
+            pair.client.update_settings(
+                {h2.settings.SettingCodes.HEADER_TABLE_SIZE: sizes[index]})
+            pair.settle()
+        stream_id = pair.request()
+        pair.settle()
+        code = StatusCode.OK if index % 3 else StatusCode.NOT_FOUND
+        metadata = [(b"x-n", str(index % 4).encode())] if index % 5 == 0 else []
+        if index % 7 == 3:
+            metadata.append((b"authorization", b"secret"))  # sent never-indexed
+        assert pair.server.finish_call(
+            stream_id, code, "nope" if code is StatusCode.NOT_FOUND else "",
+            message=b"m" if code is StatusCode.OK else None, trailing_metadata=metadata)
+        pair.settle()
+        response = pair.response(stream_id)
+        expected = {b"grpc-status": str(code.number).encode(),
+                    b"grpc-message": b"nope" if code is StatusCode.NOT_FOUND else b"",
+                    **dict(metadata)}
+        fields = response["trailers"] if code is StatusCode.OK else response["headers"]
+        assert {k: v for k, v in fields.items()
+                if k not in (b":status", b"content-type")} == expected, index
+        if code is StatusCode.OK:
+            assert response["headers"] == {
+                b":status": b"200", b"content-type": b"application/grpc",
+                b"grpc-accept-encoding": b"identity,deflate,gzip"}
+        assert response["ended"], index
+    # Once its fields are indexed, the same answer is the same HEADERS bytes call after call.
+    streams = []
+    for _ in range(3):
+        stream_id = pair.request()
+        pair.settle()
+        pair.server.finish_call(stream_id, StatusCode.OK, message=b"m")
+        pair.settle()
+        streams.append(stream_id)
+    blocks = [[frame.data for frame in pair.frames_from_server()
+               if isinstance(frame, hyperframe.frame.HeadersFrame) and frame.stream_id == sid]
+              for sid in streams]
+    assert blocks[1] == blocks[2] and len(blocks[2]) == 2
+    assert all(len(block) < 8 for block in blocks[2])  # index bytes only (RFC 7541 §6.1)
+
+
 def test_continuation_flood_fails_fast_without_buffering() -> None:
     """CVE-2024-27316: a header block that never ends is cut off by size, not buffered whole."""
     pair = Pair()

@@ -15,14 +15,13 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from hyperframe.frame import DataFrame, PingFrame, SettingsFrame
 
+from minigrpc.frames import HEADER_TABLE_SIZE, PUSH_PROMISE
 from tests.support.scripted_peer import (
     DEFAULT_MAX_FRAME,
     DEFAULT_WINDOW,
     GRPC_OK_HEADERS,
-    HEADER_TABLE_SIZE,
     INITIAL_WINDOW_SIZE,
     MAX_FRAME_SIZE,
-    PUSH_PROMISE,
     Fault,
     HeaderLike,
     RawConn,

@@ -73,6 +73,7 @@ from hyperframe.frame import (
 
 from minigrpc import http2, targets, wire
 from minigrpc.client_protocol import ClientCall, ClientConnectionProtocol
+from minigrpc.frames import FRAME_HEADER_LENGTH, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE
 from minigrpc.headers import request_headers
 
 Header = Tuple[bytes, bytes]
@@ -82,22 +83,9 @@ HeaderLike = Tuple[Union[str, bytes], Union[str, bytes]]
 EMPTY_PATH = "/grpc.testing.TestService/EmptyCall"
 
 #: RFC 9113 §3.4.
-CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-FRAME_HEADER_LENGTH = 9
+CLIENT_PREFACE = http2.CLIENT_PREFACE
 DEFAULT_WINDOW = 65_535
 DEFAULT_MAX_FRAME = 16_384
-
-# SETTINGS identifiers (RFC 9113 §6.5.2).
-HEADER_TABLE_SIZE = 0x1
-ENABLE_PUSH = 0x2
-MAX_CONCURRENT_STREAMS = 0x3
-INITIAL_WINDOW_SIZE = 0x4
-MAX_FRAME_SIZE = 0x5
-MAX_HEADER_LIST_SIZE = 0x6
-
-# Frame types (RFC 9113 §6).
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE = range(9)
-CONTINUATION = 0x9
 
 #: How long any helper waits before declaring the other side stuck (a test failure, not a hang).
 WAIT = 10.0

@@ -17,11 +17,11 @@ import pytest
 
 import minigrpc
 from minigrpc import RpcError, StatusCode
+from minigrpc.frames import MAX_CONCURRENT_STREAMS
 from tests.interop import empty_pb2
 from tests.peers import ADDRESS_KINDS, short_temp_dir
 from tests.support.scripted_peer import (
     INITIAL_WINDOW_SIZE,
-    MAX_CONCURRENT_STREAMS,
     WAIT,
     ErrorCodes,
     RawConn,

@@ -858,9 +858,14 @@ class ServerLoop:
         self._submit(context, request)
 
     def _submit_held_dispatches(self, in_pass: bool = True) -> None:
+        """Start the handlers of the calls this pass found, but not of those that ended in
+        the same pass (reset, expired, or their connection gone): no one would read what they
+        answer, and a rapid reset (RST_STREAM right after a whole request) would otherwise
+        buy a handler run per stream."""
         held, self._held_dispatches = self._held_dispatches, None
         for context, request in held or ():
-            self._submit(context, request, in_pass)
+            if context._connection.calls.get(context._stream_id) is context:
+                self._submit(context, request, in_pass)
 
     def _submit(
         self, context: ServicerContext, request: Optional[bytes], in_pass: bool = True

@@ -152,6 +152,30 @@ def test_small_messages_cost_what_they_carry() -> None:
     assert memory.inbound == 0
 
 
+def test_packed_runs_keep_every_message_in_order_whatever_follows_them() -> None:
+    """Runs of whole small messages are queued as they came on the wire; a large message, a
+    message cut by the frame's end, or an invalid one ends the run and the decoder takes over:
+    nothing is lost, reordered or charged twice."""
+    pair = Pair(MemoryBudget())
+    stream_id = pair.open_stream()
+    large = b"L" * 5000
+    tail = wire.encode_message(b"split-across-frames")
+    messages = [b"a", b"", b"bb"] * 300 + [large] + [b"c"] * 50
+    payload = b"".join(wire.encode_message(m) for m in messages) + tail[:7]
+    pair.client.send_data(stream_id, payload)
+    pair.client.send_data(stream_id, tail[7:] + wire.encode_message(b"d") * 3)
+    pair.exchange()
+    expected = [*messages, b"split-across-frames", b"d", b"d", b"d"]
+    memory = pair.server.memory
+    charged = sum(
+        len(m) + (PACKED_OVERHEAD if len(m) < 1024 else MESSAGE_OVERHEAD) for m in expected
+    )
+    assert memory.inbound == charged
+    taken = [pair.server.take_request(stream_id) for _ in expected]
+    assert taken == expected and pair.server.take_request(stream_id) is None
+    assert memory.inbound == 0
+
+
 def test_large_messages_cost_their_object_overhead() -> None:
     pair = Pair(MemoryBudget())
     stream_id = pair.open_stream()

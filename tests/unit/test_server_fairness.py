@@ -16,12 +16,13 @@ connections' bytes are waiting when it resumes, the busy one's first.
 from __future__ import annotations
 
 import threading
+from concurrent import futures
 from typing import Any, Callable, Iterator, List
 
 import h2.config
 import h2.connection
 import pytest
-from hyperframe.frame import DataFrame
+from hyperframe.frame import DataFrame, RstStreamFrame
 
 from minigrpc import handlers as mg_handlers
 from minigrpc import wire
@@ -37,6 +38,7 @@ WAIT = 10.0
 #: Calls the busy connection sends in one write: several passes' worth.
 CALLS = 500
 SERVICE = "fair.Service"
+CANCEL = 8
 
 
 def _client() -> h2.connection.H2Connection:
@@ -235,3 +237,57 @@ def test_a_busy_connection_does_not_hold_the_asyncio_servers_loop(order: List[by
             assert held.wait(WAIT)
 
         _busy_then_quiet(server.target, hold_io, release, order, done)
+
+
+def test_calls_ended_in_the_pass_that_brought_them_never_reach_the_executor() -> None:
+    """Calls that end in the loop pass that brought them (reset by a rapid reset that sends
+    whole requests, or with a deadline already past) never run their handlers, and are not
+    even handed to the executor: a thread woken for nothing, per stream of the attack."""
+    ran: List[bytes] = []
+    submitted: List[Any] = []
+
+    class CountingPool(futures.ThreadPoolExecutor):
+        def submit(self, fn: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            submitted.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    def note(request: bytes, context: Any) -> bytes:
+        ran.append(request)
+        return request
+
+    handler = mg_handlers.method_handlers_generic_handler(
+        SERVICE, {"Note": mg_handlers.unary_unary_rpc_method_handler(note)}
+    )
+    pool = CountingPool(4)
+    with MinigrpcServer(
+        "tcp", handlers=[handler], with_interop=False, thread_pool=pool
+    ) as server:
+        client = HostileClient(server.target)
+        try:
+            client.send_preface()
+            assert client.wait_settings()
+            headers = client.request_headers(f"/{SERVICE}/Note")
+            assert client.send(
+                b"".join(
+                    client.header_frames(sid, headers)
+                    + DataFrame(sid, grpc_message(b"reset"), flags=["END_STREAM"]).serialize()
+                    + RstStreamFrame(sid, error_code=CANCEL).serialize()
+                    for sid in range(1, 41, 2)
+                )
+            )
+            expired = client.request_headers(f"/{SERVICE}/Note", [(b"grpc-timeout", b"1n")])
+            assert client.send(
+                client.header_frames(41, expired)
+                + DataFrame(41, grpc_message(b"expired"), flags=["END_STREAM"]).serialize()
+            )
+            assert client.wait_stream_done(41).header("grpc-status") == b"4"  # DEADLINE_EXCEEDED
+            assert client.send(
+                client.header_frames(43, headers)
+                + DataFrame(43, grpc_message(b"after"), flags=["END_STREAM"]).serialize()
+            )
+            client.wait_stream_done(43)
+        finally:
+            client.close()
+    pool.shutdown()
+    assert ran == [b"after"]
+    assert len(submitted) == 1, submitted

@@ -29,11 +29,9 @@ against the MAX_FRAME_SIZE we advertised happens earlier, from the header alone
 The ``*_frame`` functions build the frames a client sends, as bytes.
 """
 
-from .status import FRAME_SIZE_ERROR, PROTOCOL_ERROR
+from typing import List, Optional, Sequence, Tuple, Union
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import List, Optional, Sequence, Tuple, Union
+from .status import FRAME_SIZE_ERROR, PROTOCOL_ERROR
 
 #: The frame header's length (RFC 9113 §4.1).
 FRAME_HEADER_LENGTH = 9
@@ -84,7 +82,7 @@ class FrameError(ValueError):
 
     error_code = PROTOCOL_ERROR
 
-    def __init__(self, message: str, error_code: "Optional[int]" = None) -> None:
+    def __init__(self, message: str, error_code: Optional[int] = None) -> None:
         super().__init__(message)
         if error_code is not None:
             self.error_code = error_code
@@ -126,7 +124,7 @@ class Frame:
         self.window_increment = 0
         #: SETTINGS (RFC 9113 §6.5.1): (identifier, value) pairs in the order sent, which is the
         #: order they must be processed in (RFC 9113 §6.5.3).
-        self.settings = []  # type: List[Tuple[int, int]]
+        self.settings: List[Tuple[int, int]] = []
 
     def __repr__(self) -> str:
         return (
@@ -136,7 +134,7 @@ class Frame:
 
 
 def parse_frame(
-    header: "Union[bytes, memoryview]", payload: "Union[bytes, memoryview]"
+    header: Union[bytes, memoryview], payload: Union[bytes, memoryview]
 ) -> Frame:
     """The frame with this 9-octet header and its whole payload; raises :class:`FrameError`.
 
@@ -200,7 +198,7 @@ def parse_frame(
     return frame  # PRIORITY (RFC 9113 §6.3): nothing to read, it is deprecated
 
 
-def _fragment(frame_type: int, flags: int, payload: "Union[bytes, memoryview]") -> bytes:
+def _fragment(frame_type: int, flags: int, payload: Union[bytes, memoryview]) -> bytes:
     """The payload of DATA, HEADERS, PUSH_PROMISE or CONTINUATION (RFC 9113 §6.1, §6.2, §6.6,
     §6.10) without its Pad Length octet, padding and (HEADERS) priority fields."""
     start = 0
@@ -237,7 +235,7 @@ _NAMES = {
 
 
 def frame_bytes(
-    frame_type: int, flags: int, stream_id: int, payload: "Union[bytes, memoryview]" = b""
+    frame_type: int, flags: int, stream_id: int, payload: Union[bytes, memoryview] = b""
 ) -> bytes:
     """A frame: the 9-octet header (RFC 9113 §4.1) and the payload."""
     length = len(payload)
@@ -245,12 +243,12 @@ def frame_bytes(
     return b"".join((header, (stream_id & _STREAM_MASK).to_bytes(4, "big"), payload))
 
 
-def data_frame(stream_id: int, data: "Union[bytes, memoryview]", end_stream: bool) -> bytes:
+def data_frame(stream_id: int, data: Union[bytes, memoryview], end_stream: bool) -> bytes:
     """DATA (RFC 9113 §6.1), unpadded."""
     return frame_bytes(DATA, END_STREAM if end_stream else 0, stream_id, data)
 
 
-def header_frames(stream_id: int, block: bytes, max_frame_size: int) -> "List[bytes]":
+def header_frames(stream_id: int, block: bytes, max_frame_size: int) -> List[bytes]:
     """A header block as HEADERS and, past ``max_frame_size``, CONTINUATION frames (RFC 9113 §6.2,
     RFC 9113 §6.10); END_HEADERS on the last."""
     pieces = [block[at : at + max_frame_size] for at in range(0, len(block), max_frame_size)]
@@ -267,7 +265,7 @@ def header_frames(stream_id: int, block: bytes, max_frame_size: int) -> "List[by
     ]
 
 
-def settings_frame(settings: "Sequence[Tuple[int, int]]") -> bytes:
+def settings_frame(settings: Sequence[Tuple[int, int]]) -> bytes:
     """SETTINGS (RFC 9113 §6.5) with these (identifier, value) pairs, in order."""
     payload = b"".join(
         identifier.to_bytes(2, "big") + value.to_bytes(4, "big") for identifier, value in settings

@@ -34,6 +34,7 @@ The I/O, the deadline and the one transparent retry are :mod:`minigrpc.oneshot`'
 """
 
 import time
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from . import client_outcome, frames, headers, hpack_codec, http2, wire
 from .errors import CallError, CardinalityViolation
@@ -52,6 +53,7 @@ from .frames import (
     WINDOW_UPDATE,
     Frame,
 )
+from .headers import Header, ResponseHead
 from .status import (
     CANCEL,
     COMPRESSION_ERROR,
@@ -60,15 +62,9 @@ from .status import (
     NO_ERROR,
     PROTOCOL_ERROR,
     CallStatus,
+    Metadata,
     StatusCode,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Callable, List, Optional, Sequence, Tuple
-
-    from .headers import Header, ResponseHead
-    from .status import Metadata
 
 #: The call's stream: the first a client opens (RFC 9113 §5.1.1).
 STREAM_ID = 1
@@ -86,11 +82,11 @@ _MAX_HEADER_BLOCK = 2 * http2.CONNECTION_MAX_HEADER_LIST_SIZE
 _SENSITIVE = frozenset((b"authorization", b"proxy-authorization"))
 
 
-def _normalised(block: "Sequence[Header]") -> "List[Tuple[bytes, bytes, bool]]":
+def _normalised(block: Sequence[Header]) -> List[Tuple[bytes, bytes, bool]]:
     """What h2's outbound normalisation does to a block the full client sends: values lose
     surrounding whitespace (RFC 9113 §8.2.1), credentials and short cookies are never indexed
     (RFC 7541 §7.1.3). Each field with whether it is sensitive, for the encoder."""
-    fields = []  # type: List[Tuple[bytes, bytes, bool]]
+    fields: List[Tuple[bytes, bytes, bool]] = []
     for name, value in block:
         value = value.strip()
         sensitive = name in _SENSITIVE or (name == b"cookie" and len(value) < 20)
@@ -117,16 +113,16 @@ class OneShotCall:
 
     def __init__(
         self,
-        request_headers: "Sequence[Header]",
+        request_headers: Sequence[Header],
         request: bytes,
         *,
-        deadline: "Optional[float]" = None,
-        max_receive_message_length: "Optional[int]" = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
+        deadline: Optional[float] = None,
+        max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
         stream_window: int = http2.DEFAULT_STREAM_WINDOW,
         connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
         max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
-        max_header_list_size: "Optional[int]" = http2.CALL_MAX_HEADER_LIST_SIZE,
-        clock: "Callable[[], float]" = time.monotonic,
+        max_header_list_size: Optional[int] = http2.CALL_MAX_HEADER_LIST_SIZE,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.deadline = deadline
         self._clock = clock
@@ -268,7 +264,7 @@ class OneShotCall:
         except _ConnectionError as exc:
             self._fail(exc.error_code, str(exc))
 
-    def connection_lost(self, error_text: "Optional[str]") -> None:
+    def connection_lost(self, error_text: Optional[str]) -> None:
         """The socket closed (``error_text`` None: EOF) or failed before the call ended.
 
         A server that closes before its SETTINGS never saw the call: retryable, as on the full
@@ -470,7 +466,7 @@ class OneShotCall:
             self.trailing_metadata = wire.decode_metadata(block)
             self._end_of_stream()
 
-    def _on_response_headers(self, block: "List[Header]", end_stream: bool) -> None:
+    def _on_response_headers(self, block: List[Header], end_stream: bool) -> None:
         status_value = headers.find_header(block, b":status")
         if status_value is not None and status_value[:1] == b"1" and not end_stream:
             return  # 1xx: informational, the response headers follow (RFC 9110 §15.2)
@@ -517,7 +513,7 @@ class OneShotCall:
                 )
         self._finish(status)
 
-    def _finish(self, status: CallStatus, reset_code: "Optional[int]" = None) -> None:
+    def _finish(self, status: CallStatus, reset_code: Optional[int] = None) -> None:
         """Record the status once; reset our side of the stream if it is still open.
 
         A server that ends the stream before our request is complete gets RST_STREAM(NO_ERROR)

@@ -463,6 +463,21 @@ def test_no_trace_without_minigrpc_trace(value: str | None) -> None:
     assert result.stderr == ""
 
 
+CLIENT_TRACER_SCRIPT = """
+import sys
+from minigrpc.sockets import client_tracer
+print(client_tracer("unix:/run/x.sock") is not None, "logging" in sys.modules)
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("value", "expected"), [(None, "False False"), ("1", "True True")])
+def test_client_tracer_loads_logging_only_to_trace(value: str | None, expected: str) -> None:
+    """A client in a process that never loaded logging (the CNI plugin) does not load it."""
+    result = run_python(CLIENT_TRACER_SCRIPT, value)
+    assert result.stdout.strip() == expected, result.stderr
+
+
 @pytest.mark.timeout(60)
 def test_importing_trace_is_cheap() -> None:
     result = run_python(

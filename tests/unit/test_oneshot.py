@@ -219,7 +219,7 @@ from hyperframe.frame import SettingsFrame  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from minigrpc import headers, wire  # noqa: E402
+from minigrpc import frames, headers, hpack_codec, wire  # noqa: E402
 from minigrpc.oneshot_protocol import OneShotCall  # noqa: E402
 from tests.support.fuzzing import (  # noqa: E402
     CUTS,
@@ -299,3 +299,53 @@ def test_fuzz_over_socket(specs: List[Tuple[Any, ...]], edits: List[Any], close:
         )
     assert result is not None, f"the call outlived its deadline ({elapsed:.1f} s)"
     assert isinstance(result[0].code, StatusCode)
+
+
+# -- frames the RFC lets a client ignore or accept, sans-IO ----------------------------------------
+
+
+def _answered(stream: bytes) -> OneShotCall:
+    call = OneShotCall(
+        headers.request_headers(path="/f.S/M", authority="localhost", user_agent="t/1"),
+        wire.encode_message(b"\x08\x01"),
+    )
+    call.initiate()
+    call.data_to_send()
+    call.receive_data(stream)
+    return call
+
+
+def test_ignored_frames_leave_the_call_alone() -> None:
+    """ALTSVC (RFC 7838), PRIORITY_UPDATE (RFC 9218), a type nobody defined and PRIORITY
+    (deprecated, RFC 9113 §5.3.2) are ignored (RFC 9113 §5.5) between the server's frames."""
+    response = valid_response()
+    settings_end = 9 + int.from_bytes(response[:3], "big")  # the server's SETTINGS
+    ignored = b"".join((
+        frames.frame_bytes(0xA, 0, 0, b"\x00\x03abch2=\":443\""),
+        frames.frame_bytes(0xA, 0, 1, b""),
+        frames.frame_bytes(0x10, 0, 0, b"\x00\x00\x00\x01u=1"),
+        frames.frame_bytes(0xEE, 0xFF, 7, b"?"),
+        frames.frame_bytes(frames.PRIORITY, 0, 1, bytes(5)),
+    ))
+    call = _answered(response[:settings_end] + ignored + response[settings_end:])
+    assert call.status is not None and call.status.code is StatusCode.OK
+    assert call.response == b"\x08\x01"
+
+
+def test_padding_may_leave_a_headers_fragment_empty() -> None:
+    """RFC 9113 §6.2: padding may take all of a HEADERS payload after the Pad Length octet;
+    the block then comes in CONTINUATION frames."""
+    encoder = hpack_codec.Encoder()
+    head = encoder.encode([(b":status", b"200", False), (b"content-type", b"application/grpc",
+                                                          False)])
+    trailers = encoder.encode([(b"grpc-status", b"0", False)])
+    stream = b"".join((
+        frames.settings_frame([]),
+        frames.frame_bytes(frames.HEADERS, frames.PADDED, 1, b"\x03" + bytes(3)),
+        frames.frame_bytes(frames.CONTINUATION, frames.END_HEADERS, 1, head),
+        frames.data_frame(1, wire.encode_message(b"\x08\x01"), False),
+        frames.frame_bytes(frames.HEADERS, frames.END_HEADERS | frames.END_STREAM, 1, trailers),
+    ))
+    call = _answered(stream)
+    assert call.status is not None and call.status.code is StatusCode.OK, call.status
+    assert call.response == b"\x08\x01"

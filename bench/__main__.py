@@ -683,11 +683,13 @@ def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]
         pypy_python, why_not = pypy.pypy_python_or_reason()
         if pypy_python is not None:
             PYPY_PYTHON[:] = [pypy_python]
+        load_start = _load()
         results = {"aio": aio_section(mode, go_peers is not None, pypy_python is not None),
                    "aio_config": {"latency_calls": mode.latency_calls,
                                   "latency_rounds": mode.latency_rounds},
                    "aio_date": datetime.datetime.now(datetime.timezone.utc).strftime(
-                       "%Y-%m-%d %H:%M UTC") + f" ({mode.name} mode)"}
+                       "%Y-%m-%d %H:%M UTC") + f" ({mode.name} mode)",
+                   "aio_load": load_start, "aio_load_end": _load()}
     elif section == "aio-server":
         pypy_python, why_not = pypy.pypy_python_or_reason()
         if pypy_python is not None:

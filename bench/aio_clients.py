@@ -70,8 +70,11 @@ def render_section(results: Dict[str, Any]) -> List[str]:
     if rows_in is None:
         return []
     config = results.get("aio_config") or results.get("config", {})
+    load = (f", load average {results['aio_load']} (1, 5, 15 min) at the start and "
+            f"{results.get('aio_load_end', '?')} at the end" if "aio_load" in results else "")
     lines = [DOC_BEGIN, "## Asyncio clients: minigrpc.aio, grpclib, grpc.aio", "",
-             f"Measured {results.get('aio_date') or results.get('meta', {}).get('date', '?')}. "
+             f"Measured {results.get('aio_date') or results.get('meta', {}).get('date', '?')}"
+             f"{load}. "
              f"The warm unary latency workload of section 2 ({config.get('latency_calls', '?')}"
              f" timed calls × {config.get('latency_rounds', '?')} rounds, interleaved, after "
              "the warm-up) run by the asyncio clients: `minigrpc-aio` is minigrpc.aio, "

@@ -207,7 +207,9 @@ class Channel(interfaces.Channel):
     ) -> List[Tuple[bytes, bytes]]:
         """Metadata that per-call credentials add; they need a secure channel (as in grpcio)."""
         if credentials is not None:
-            raise ValueError("call credentials need a secure channel (minigrpc.secure_channel)")
+            raise ValueError(
+                "Call credentials are only valid on secure channels (minigrpc.secure_channel)"
+            )
         return []
 
     def unary_unary(

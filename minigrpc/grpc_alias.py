@@ -35,6 +35,7 @@ import concurrent.futures
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import logging
 import sys
 import types
@@ -553,6 +554,8 @@ def _logging_pool(max_workers: int) -> concurrent.futures.ThreadPoolExecutor:
 #: and rendezvous classes live, which code catches by name; ``grpc._grpcio_metadata`` holds the
 #: version; ``grpc.framework.foundation.logging_pool`` the thread pool grpcio's own tests and
 #: examples give servers; ``grpc.experimental.session_cache`` the TLS session cache.
+_AIO_CALL_CLASSES = ("UnaryUnaryCall", "UnaryStreamCall", "StreamUnaryCall", "StreamStreamCall")
+
 _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
     "grpc._channel": {
         "_USER_AGENT": ("channel", "USER_AGENT"),
@@ -566,6 +569,22 @@ _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
     "grpc.framework.foundation": {},
     "grpc.framework.foundation.logging_pool": {"pool": (None, _logging_pool)},
     "grpc.experimental.session_cache": {"ssl_session_cache_lru": ("tls", "ssl_session_cache_lru")},
+    # grpcio's aio package keeps its classes in private modules that code (grpc's own tests
+    # among it) imports them from: the metadata class and its type aliases, the error, the
+    # abstract calls; and grpc.aio.UsageError is grpcio's Cython extension's class.
+    "grpc.aio._metadata": {"Metadata": ("aio._metadata", "Metadata")},
+    "grpc.aio._typing": {
+        "MetadataKey": ("aio._metadata", "MetadataKey"),
+        "MetadataValue": ("aio._metadata", "MetadataValue"),
+        "MetadatumType": ("aio._metadata", "Metadatum"),
+    },
+    "grpc.aio._call": {
+        "AioRpcError": ("aio._errors", "AioRpcError"),
+        **{name: ("aio._call", name) for name in _AIO_CALL_CLASSES},
+    },
+    "grpc.aio._base_call": {name: ("aio._call", name) for name in ("Call", *_AIO_CALL_CLASSES)},
+    "grpc._cython": {},
+    "grpc._cython.cygrpc": {"UsageError": ("aio._errors", "UsageError")},
 }
 
 
@@ -585,16 +604,22 @@ class _LazyModule(types.ModuleType):
 
 
 def _private_modules(
-    grpc: types.ModuleType, experimental: types.ModuleType
+    grpc: types.ModuleType, experimental: types.ModuleType, aio: types.ModuleType
 ) -> Dict[str, types.ModuleType]:
     """:data:`_PRIVATE_MODULES` as modules, each set as an attribute of its parent."""
-    modules: Dict[str, types.ModuleType] = {"grpc": grpc, "grpc.experimental": experimental}
+    modules: Dict[str, types.ModuleType] = {
+        "grpc": grpc, "grpc.experimental": experimental, "grpc.aio": aio,
+    }
     for name in sorted(_PRIVATE_MODULES):  # parents before children
         module = _new_module(_LazyModule, name, f"minigrpc's stand-in for grpcio's {name}.")
         parent, _, short = name.rpartition(".")
-        setattr(modules[parent], short, module)
+        # grpc.aio is minigrpc.aio itself: a stand-in never hides one of its own modules
+        # (minigrpc.aio._call is not grpcio's), it is found by its grpc.aio name alone.
+        own = modules[parent] is aio and importlib.util.find_spec(f"{aio.__name__}.{short}")
+        if not own:
+            setattr(modules[parent], short, module)
         modules[name] = module
-    del modules["grpc"], modules["grpc.experimental"]
+    del modules["grpc"], modules["grpc.experimental"], modules["grpc.aio"]
     return modules
 
 
@@ -635,7 +660,7 @@ def _build() -> Dict[str, types.ModuleType]:
         "grpc.experimental": experimental,
         "grpc.experimental.aio": aio,
         "grpc.aio": aio,
-        **_private_modules(grpc, experimental),
+        **_private_modules(grpc, experimental, aio),
     }
 
 

@@ -33,6 +33,7 @@ from ._transport import CANCELLED, AioConnection, AioTransport
 #: as in grpcio); and nothing is written after ``done_writing()``.
 MIXED_STYLES = "a call's stream is either iterated or read()/written, never both"
 HALF_CLOSED = 'RPC is half closed after calling "done_writing".'
+FINISHED = "RPC already finished."
 
 
 class Invocation:
@@ -337,6 +338,10 @@ class Call:
             self._task.cancel()
         if self._sender is not None:
             self._sender.cancel()
+        # A task cancelled before it first ran never runs at all (its ``finally`` neither):
+        # what waits for the call to open must not wait for a stream that will never be.
+        if not self._opened.done():
+            self._opened.set_result(None)
         return True
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
@@ -495,6 +500,8 @@ class _StreamRequestMixin(Call):
             raise UsageError(MIXED_STYLES)
         if self._half_closed:
             raise asyncio.InvalidStateError(HALF_CLOSED)
+        if self._status is not None:  # grpcio: an ended call refuses writes, however it ended
+            raise asyncio.InvalidStateError(FINISHED)
         await asyncio.shield(self._opened)
         await self._raise_if_ended()
         connection, call = self._connection, self._call
@@ -529,7 +536,7 @@ class _StreamRequestMixin(Call):
         call = self._call
         if (call is not None and call.done) or self._status is not None:
             self._raise_for_status(await self._wait_finished())
-            raise asyncio.InvalidStateError("RPC already finished.")
+            raise asyncio.InvalidStateError(FINISHED)
 
 
 class UnaryUnaryCall(_UnaryResponseMixin):

@@ -39,6 +39,7 @@ from ._call import (
 )
 from ._errors import UsageError
 from ._interceptors import ClientCallDetails, intercept, split_interceptors
+from ._metadata import Metadata
 from ._transport import AioTransport
 
 Options = Optional[Sequence[Tuple[str, Any]]]
@@ -253,6 +254,8 @@ class _MultiCallable(Generic[CallT]):
         )
         interceptors = self._channel._interceptors.get(self._kind, [])
         if interceptors:
+            if metadata is None:  # grpcio's interceptors always see a Metadata to extend
+                details.metadata = Metadata()
             # An InterceptedCall: every method of the call it stands for (grpcio's too).
             return cast(CallT, intercept(interceptors, self._kind, self._invoke, details, argument))
         return self._invoke(details, argument)

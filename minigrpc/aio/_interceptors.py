@@ -13,6 +13,7 @@ import asyncio
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence
 
 from ..status import CallStatus, StatusCode
+from ._call import FINISHED, HALF_CLOSED
 from ._errors import EOF, AioRpcError
 from ._metadata import Metadata
 from ._transport import CANCELLED
@@ -118,15 +119,58 @@ def _is_call(value: Any) -> bool:
     return callable(getattr(value, "code", None)) and callable(getattr(value, "cancel", None))
 
 
-class _Chain:
-    """One run of the interceptor chain: the real call it made last (what write() reaches)."""
+_END_OF_REQUESTS = object()
+
+
+class _WrittenRequests:
+    """The request iterator interceptors see of a call the application feeds by ``write()``.
+
+    grpcio's interceptors get an async iterator in both cases, so that they can wrap it (count,
+    log, change the requests) without knowing how the application sends them; what ``write()``
+    queues, the call's sender takes from here.  One request waits at most, so a writer is held
+    back as the call's flow control holds its sender back.
+    """
 
     def __init__(self) -> None:
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)
+        #: ``done_writing()`` was called.
+        self.closed = False
+        #: The call ended: nothing takes requests any more.
+        self.ended = False
+
+    async def put(self, request: Any) -> None:
+        await self._queue.put(request)
+
+    def end(self, _call: Any = None) -> None:
+        """Release a writer waiting for room that the ended call will never make."""
+        self.ended = True
+        while not self._queue.empty():
+            self._queue.get_nowait()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._requests()
+
+    async def _requests(self) -> AsyncIterator[Any]:
+        while True:
+            request = await self._queue.get()
+            if request is _END_OF_REQUESTS:
+                return
+            yield request
+
+
+class _Chain:
+    """One run of the interceptor chain: the real call it made last (what write() reaches),
+    and the requests the application writes, when it writes them."""
+
+    def __init__(self, requests: Optional[_WrittenRequests]) -> None:
         self.call: Any = None
+        self.requests = requests
         self.started = asyncio.get_running_loop().create_future()
 
     def made(self, call: Any) -> Any:
         self.call = call
+        if self.requests is not None:
+            call.add_done_callback(self.requests.end)
         if not self.started.done():
             self.started.set_result(None)
         return call
@@ -140,7 +184,11 @@ def intercept(
     argument: Any,
 ) -> "InterceptedCall":
     """Start ``details`` through ``interceptors`` (first = outermost) and then ``invoke``."""
-    chain = _Chain()
+    requests = None
+    if kind.startswith("stream_") and argument is None:  # the application will write()
+        requests = _WrittenRequests()
+        argument = requests
+    chain = _Chain(requests)
 
     async def run(index: int, details: ClientCallDetails, argument: Any) -> Any:
         if index == len(interceptors):
@@ -164,7 +212,13 @@ class InterceptedCall:
         self._chain = chain
         self._task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(outcome)
         self._task.add_done_callback(_retrieve)
+        if chain.requests is not None:
+            self._task.add_done_callback(self._end_requests_on_failure)
         self._responses: Optional[AsyncIterator[Any]] = None
+
+    def _end_requests_on_failure(self, task: "asyncio.Task[Any]") -> None:
+        if (task.cancelled() or task.exception() is not None) and self._chain.requests:
+            self._chain.requests.end()
 
     async def _outcome(self) -> Any:
         return await asyncio.shield(self._task)
@@ -196,14 +250,45 @@ class InterceptedCall:
             return EOF
 
     async def _call(self) -> Any:
-        await asyncio.shield(self._chain.started)
+        """The real call, once the chain made it (None if the chain ended without one)."""
+        if not self._chain.started.done():
+            await asyncio.wait((self._chain.started, self._task),
+                               return_when=asyncio.FIRST_COMPLETED)
         return self._chain.call
 
+    async def _call_to_write(self, requests: _WrittenRequests) -> Any:
+        """The call the chain made, once it has; InvalidStateError if it has ended (grpcio: a
+        write to an intercepted call that ended, however it ended, says so and no more)."""
+        try:
+            await self._outcome()
+        except (asyncio.CancelledError, AioRpcError):
+            raise asyncio.InvalidStateError(FINISHED) from None
+        call = self._chain.call
+        if call is None or call.done() or requests.ended:
+            raise asyncio.InvalidStateError(FINISHED)
+        return call
+
     async def write(self, request: Any) -> None:
-        await (await self._call()).write(request)
+        requests = self._chain.requests
+        if requests is None:  # the application gave a request iterator: the call says no
+            await (await self._call()).write(request)
+            return
+        call = await self._call_to_write(requests)
+        if requests.closed:
+            raise asyncio.InvalidStateError(HALF_CLOSED)
+        await requests.put(request)
+        if requests.ended or call.done():  # the call ended while the request waited
+            raise asyncio.InvalidStateError(FINISHED)
 
     async def done_writing(self) -> None:
-        await (await self._call()).done_writing()
+        requests = self._chain.requests
+        if requests is None:
+            await (await self._call()).done_writing()
+            return
+        await self._call_to_write(requests)
+        if not requests.closed:
+            requests.closed = True
+            await requests.put(_END_OF_REQUESTS)
 
     async def wait_for_connection(self) -> None:
         await (await self._call()).wait_for_connection()
@@ -227,15 +312,23 @@ class InterceptedCall:
     async def details(self) -> str:
         return (await self._status()).details
 
-    async def trailing_metadata(self) -> Metadata:
-        return Metadata.from_tuple((await self._status()).trailing_metadata)
+    def _no_call(self) -> bool:
+        """No real call stands behind: the chain was cancelled, or an interceptor answered
+        itself (grpcio has no metadata then)."""
+        return self._task.cancelled() or self._chain.call is None
 
-    async def initial_metadata(self) -> Metadata:
-        call = await self._call()
-        return await call.initial_metadata() if call is not None else Metadata()
-
-    async def debug_error_string(self) -> str:
+    async def trailing_metadata(self) -> Optional[Metadata]:
         status = await self._status()
+        return None if self._no_call() else Metadata.from_tuple(status.trailing_metadata)
+
+    async def initial_metadata(self) -> Optional[Metadata]:
+        call = await self._call()
+        return None if self._no_call() else await call.initial_metadata()
+
+    async def debug_error_string(self) -> Optional[str]:
+        status = await self._status()
+        if self._no_call():
+            return None
         return "" if status.code is StatusCode.OK else str(status)
 
     def cancel(self) -> bool:

@@ -574,7 +574,7 @@ def test_experimental_call_credentials_need_a_secure_channel(
     served: Tuple[str, Any, Any, str],
 ) -> None:
     _, _, cni_grpc, target = served
-    with pytest.raises(ValueError, match="call credentials need a secure channel"):
+    with pytest.raises(ValueError, match="Call credentials are only valid on secure channels"):
         cni_grpc.Cni.CmdAdd(
             cni_pb2.CniCmdRequest(), target, insecure=True, call_credentials=object(), timeout=5
         )

@@ -215,7 +215,7 @@ def test_bad_credentials_fail_at_once() -> None:
         minigrpc.ssl_channel_credentials(private_key=b"x")
     with pytest.raises(TypeError, match="ssl_server_credentials"):
         minigrpc.server().add_secure_port("127.0.0.1:0", object())
-    with pytest.raises(ValueError, match="call credentials need a secure channel"):
+    with pytest.raises(ValueError, match="Call credentials are only valid on secure channels"):
         with minigrpc.insecure_channel("127.0.0.1:1") as channel:
             channel.unary_unary("/a/b")(
                 b"", credentials=minigrpc.access_token_call_credentials("t"), timeout=1

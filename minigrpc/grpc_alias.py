@@ -571,7 +571,7 @@ _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
     "grpc.experimental.session_cache": {"ssl_session_cache_lru": ("tls", "ssl_session_cache_lru")},
     # grpcio's aio package keeps its classes in private modules that code (grpc's own tests
     # among it) imports them from: the metadata class and its type aliases, the error, the
-    # abstract calls; and grpc.aio.UsageError is grpcio's Cython extension's class.
+    # abstract calls.  (grpc._cython stays absent: its presence says grpcio is loaded.)
     "grpc.aio._metadata": {"Metadata": ("aio._metadata", "Metadata")},
     "grpc.aio._typing": {
         "MetadataKey": ("aio._metadata", "MetadataKey"),
@@ -583,8 +583,6 @@ _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
         **{name: ("aio._call", name) for name in _AIO_CALL_CLASSES},
     },
     "grpc.aio._base_call": {name: ("aio._call", name) for name in ("Call", *_AIO_CALL_CLASSES)},
-    "grpc._cython": {},
-    "grpc._cython.cygrpc": {"UsageError": ("aio._errors", "UsageError")},
 }
 
 

@@ -131,7 +131,10 @@ class Channel:
         self._connecting = asyncio.get_running_loop().create_task(connect())
 
     async def wait_for_state_change(self, last_observed_state: ChannelConnectivity) -> None:
-        """Return once the state differs from ``last_observed_state``."""
+        """Return once the state differs from ``last_observed_state``; UsageError on a closed
+        channel (as grpcio: SHUTDOWN never changes)."""
+        if self._state is ChannelConnectivity.SHUTDOWN:
+            raise UsageError("Channel is closed.")
         while self._state is last_observed_state:
             if self._state_changed is None:
                 self._state_changed = asyncio.Event()

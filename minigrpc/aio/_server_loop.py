@@ -780,11 +780,14 @@ class AioServerLoop:
             self._run_done_callbacks(context, callbacks)
 
     def _run_done_callbacks(self, context: ServicerContext, callbacks: List[Any]) -> None:
+        """Run the callbacks in order; as in grpcio, one that raises is logged and ends the
+        run (the callbacks after it are not called), and the call's outcome stays as it was."""
         for callback in callbacks:
             try:
                 callback(context)
             except Exception:
                 _LOGGER.exception("an add_done_callback() callback raised")
+                return
 
     # -- stop -------------------------------------------------------------------------------
 

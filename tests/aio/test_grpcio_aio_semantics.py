@@ -1,0 +1,390 @@
+"""What grpcio's asyncio API does at the edges of a call's life, with both clients, same server.
+
+Each client test runs once with grpcio's grpc.aio and once with minigrpc.aio, against one
+grpc.aio server, and checks what both must do, so that a divergence fails the minigrpc run:
+
+* A call cancelled before its task ever ran (``cancel()`` right after the call was made) is
+  over: reading it raises CancelledError, awaiting it too, its code is CANCELLED, and a
+  write to it raises InvalidStateError (a call that ended refuses writes, however it ended).
+* Interceptors of a call the application feeds with ``write()`` get the written requests as
+  an async iterator, which they may wrap: what they pass on is what the server receives.
+  Once the call has ended (an interceptor cancelled it), ``write()`` raises
+  InvalidStateError.
+* Interceptors see the call's metadata as an ``aio.Metadata``, empty when the call has none,
+  so that they can build on it.
+* An intercepted call with no real call behind it has no metadata (None): its chain was
+  cancelled before it made one, or an interceptor answered with a response of its own.
+* Call credentials on an insecure channel: UsageError, in grpcio's words.
+* ``wait_for_state_change()``: a pending wait returns when the channel closes; on a closed
+  channel it raises UsageError instead of waiting for ever.
+
+And one server test, each server with minigrpc.aio's client: a done callback that raises is
+logged and the callbacks added after it are not called, as in grpcio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List
+
+import pytest
+
+from minigrpc import StatusCode, aio
+from tests.aio.async_peers import GrpcioAioServer
+from tests.aio.calls import (
+    empty_call,
+    full_duplex,
+    input_request,
+    output_request,
+    streaming_input,
+    streaming_output,
+)
+from tests.interop import empty_pb2
+from tests.peers import grpcio_peer_unavailable
+
+pytestmark = [pytest.mark.timeout(60)]
+
+if grpcio_peer_unavailable() is not None:  # pragma: no cover - grpcio-less interpreters
+    pytest.skip(str(grpcio_peer_unavailable()), allow_module_level=True)
+grpc = pytest.importorskip("grpc")
+grpc_aio = pytest.importorskip("grpc.aio")
+
+CLIENTS = ["grpcio", "minigrpc"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[GrpcioAioServer]:
+    peer = GrpcioAioServer()
+    yield peer
+    peer.close()
+
+
+def _api(client: str) -> Any:
+    """The asyncio API under test: grpc.aio or minigrpc.aio."""
+    return grpc_aio if client == "grpcio" else aio
+
+
+def _codes(client: str) -> Any:
+    return grpc.StatusCode if client == "grpcio" else StatusCode
+
+
+def _run(
+    client: str,
+    target: str,
+    body: Callable[[Any], Awaitable[None]],
+    interceptors: Any = None,
+) -> None:
+    async def main() -> None:
+        channel = _api(client).insecure_channel(target, interceptors=interceptors)
+        async with channel:
+            await body(channel)
+
+    asyncio.run(main())
+
+
+# -- a call cancelled before it started ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_reading_a_call_cancelled_at_once_raises_cancelled_error(
+    client: str, server: GrpcioAioServer
+) -> None:
+    async def body(channel: Any) -> None:
+        call = streaming_output(channel)(output_request(1, 2), timeout=10)
+        assert not call.cancelled()
+        assert call.cancel()
+        assert not call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call.read()
+        assert call.cancelled()
+        assert await call.code() == _codes(client).CANCELLED
+
+    _run(client, server.target, body)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_writing_to_a_call_cancelled_at_once_raises_invalid_state(
+    client: str, server: GrpcioAioServer
+) -> None:
+    async def body(channel: Any) -> None:
+        call = streaming_input(channel)(timeout=10)
+        assert call.cancel()
+        with pytest.raises(asyncio.InvalidStateError):
+            await call.write(input_request(1))
+        await call.done_writing()  # nothing to end: no error either
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert await call.code() == _codes(client).CANCELLED
+
+    _run(client, server.target, body)
+
+
+# -- interceptors of calls fed by write() --------------------------------------------------------
+
+
+def _counting_interceptor(client: str, kind: str, seen: List[Any]) -> Any:
+    """A stream-request interceptor that wraps the request iterator it is given."""
+    base = getattr(_api(client), f"{kind}ClientInterceptor")
+    method = "intercept_stream_unary" if kind == "StreamUnary" else "intercept_stream_stream"
+
+    async def intercept(self: Any, continuation: Any, details: Any, requests: Any) -> Any:
+        async def counted() -> AsyncIterator[Any]:
+            async for request in requests:
+                seen.append(len(request.payload.body))
+                yield request
+
+        return await continuation(details, counted())
+
+    return type("Counting", (base,), {method: intercept})()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_interceptors_see_written_requests_as_an_iterator(
+    client: str, server: GrpcioAioServer
+) -> None:
+    seen: List[Any] = []
+
+    async def body(channel: Any) -> None:
+        call = streaming_input(channel)(timeout=10)
+        for size in (3, 5, 7):
+            await call.write(input_request(size))
+        await call.done_writing()
+        assert (await call).aggregated_payload_size == 15
+        assert await call.code() == _codes(client).OK
+
+    _run(client, server.target, body, [_counting_interceptor(client, "StreamUnary", seen)])
+    assert seen == [3, 5, 7]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_bidi_interceptors_see_written_requests_as_an_iterator(
+    client: str, server: GrpcioAioServer
+) -> None:
+    seen: List[Any] = []
+
+    async def body(channel: Any) -> None:
+        call = full_duplex(channel)(timeout=10)
+        sizes = []
+        for size in (2, 4):
+            request = output_request(size)
+            request.payload.body = bytes(size)
+            await call.write(request)
+            sizes.append(len((await call.read()).payload.body))
+        await call.done_writing()
+        assert await call.read() is _api(client).EOF
+        assert sizes == [2, 4]
+
+    _run(client, server.target, body, [_counting_interceptor(client, "StreamStream", seen)])
+    assert seen == [2, 4]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_writing_after_an_interceptor_cancelled_the_call_raises_invalid_state(
+    client: str, server: GrpcioAioServer
+) -> None:
+    class Cancelling(_api(client).StreamUnaryClientInterceptor):  # type: ignore[misc]
+        async def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any):
+            call = await continuation(details, requests)
+            call.cancel()
+            return call
+
+    async def body(channel: Any) -> None:
+        call = streaming_input(channel)(timeout=10)
+        with pytest.raises(asyncio.InvalidStateError):
+            await call.write(input_request(1))
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert call.cancelled() and call.done()
+        assert await call.code() == _codes(client).CANCELLED
+
+    _run(client, server.target, body, [Cancelling()])
+
+
+# -- what interceptors see, and the metadata of a call without a real one -------------------------
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_interceptors_see_an_empty_metadata_for_a_call_without_one(
+    client: str, server: GrpcioAioServer
+) -> None:
+    api = _api(client)
+    seen: List[Any] = []
+
+    class Extending(api.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+        async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any):
+            seen.append(details.metadata)
+            extended = api.Metadata(*details.metadata, ("x-grpc-test-echo-initial", "added"))
+            return await continuation(
+                api.ClientCallDetails(
+                    method=details.method,
+                    timeout=details.timeout,
+                    metadata=extended,
+                    credentials=details.credentials,
+                    wait_for_ready=details.wait_for_ready,
+                ),
+                request,
+            )
+
+    async def body(channel: Any) -> None:
+        call = empty_call(channel)(empty_pb2.Empty(), timeout=10)
+        await call
+        assert (await call.initial_metadata())["x-grpc-test-echo-initial"] == "added"
+
+    _run(client, server.target, body, [Extending()])
+    assert len(seen) == 1 and isinstance(seen[0], api.Metadata) and len(seen[0]) == 0
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_chain_cancelled_before_its_call_has_no_metadata(
+    client: str, server: GrpcioAioServer
+) -> None:
+    async def body_with(channel: Any, reached: asyncio.Event) -> None:
+        call = streaming_output(channel)(output_request(1), timeout=10)
+        await reached.wait()
+        assert call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            async for _response in call:
+                pass
+        assert call.cancelled() and call.done()
+        assert await call.code() == _codes(client).CANCELLED
+        assert await call.initial_metadata() is None
+        assert await call.trailing_metadata() is None
+
+    async def main() -> None:
+        reached = asyncio.Event()
+        never = asyncio.get_running_loop().create_future()
+
+        class Stalling(_api(client).UnaryStreamClientInterceptor):  # type: ignore[misc]
+            async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any):
+                reached.set()
+                await never
+
+        async with _api(client).insecure_channel(server.target, interceptors=[Stalling()]) as ch:
+            await body_with(ch, reached)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_call_an_interceptor_answered_has_no_metadata(
+    client: str, server: GrpcioAioServer
+) -> None:
+    answer = empty_pb2.Empty()
+
+    class Answering(_api(client).UnaryUnaryClientInterceptor):  # type: ignore[misc]
+        async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any):
+            return answer
+
+    class Passing(_api(client).UnaryUnaryClientInterceptor):  # type: ignore[misc]
+        async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any):
+            call = await continuation(details, request)
+            await call
+            return call
+
+    async def body(channel: Any) -> None:
+        call = empty_call(channel)(empty_pb2.Empty(), timeout=10)
+        assert (await call) is answer
+        assert call.done() and not call.cancel() and not call.cancelled()
+        assert await call.code() == _codes(client).OK
+        assert await call.details() == ""
+        assert await call.initial_metadata() is None
+        assert await call.trailing_metadata() is None
+        assert await call.debug_error_string() is None
+
+    _run(client, server.target, body, [Passing(), Answering()])
+
+
+# -- channel -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_call_credentials_on_an_insecure_channel_raise_usage_error(
+    client: str, server: GrpcioAioServer
+) -> None:
+    credentials = grpc.access_token_call_credentials("token")
+    if client == "minigrpc":
+        import minigrpc
+
+        credentials = minigrpc.access_token_call_credentials("token")
+
+    async def body(channel: Any) -> None:
+        with pytest.raises(
+            _api(client).UsageError, match="Call credentials are only valid on secure channels"
+        ):
+            empty_call(channel)(empty_pb2.Empty(), credentials=credentials)
+
+    _run(client, server.target, body)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_closed_channel_ends_state_waits(client: str, server: GrpcioAioServer) -> None:
+    async def main() -> None:
+        channel = _api(client).insecure_channel(server.target)
+        idle = channel.get_state(False)
+        started = asyncio.Event()
+
+        async def wait() -> None:
+            started.set()
+            await channel.wait_for_state_change(idle)
+
+        pending = asyncio.get_running_loop().create_task(wait())
+        await started.wait()
+        await channel.close()
+        await pending  # returned: SHUTDOWN is a change
+        assert channel.get_state(False).name == "SHUTDOWN"
+        with pytest.raises(_api(client).UsageError):
+            await channel.wait_for_state_change(channel.get_state(False))
+
+    asyncio.run(main())
+
+
+# -- server: done callbacks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("server_kind", ["grpcio", "minigrpc"])
+def test_a_raising_done_callback_ends_the_callbacks_after_it(server_kind: str) -> None:
+    api = _api(server_kind)
+    rpc = grpc if server_kind == "grpcio" else __import__("minigrpc")
+    called: List[str] = []
+
+    async def main() -> None:
+        first_ran = asyncio.Event()
+
+        def first(_context: Any) -> None:
+            called.append("first")
+            first_ran.set()
+
+        def raising(_context: Any) -> None:
+            called.append("raising")
+            raise RuntimeError("a callback that fails")
+
+        def after(_context: Any) -> None:
+            called.append("after")
+
+        async def handler(request: bytes, context: Any) -> bytes:
+            for callback in (first, raising, after):
+                context.add_done_callback(callback)
+            return request
+
+        server = api.server()
+        server.add_generic_rpc_handlers(
+            (
+                rpc.method_handlers_generic_handler(
+                    "test.Callbacks", {"Echo": rpc.unary_unary_rpc_method_handler(handler)}
+                ),
+            )
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                assert await channel.unary_unary("/test.Callbacks/Echo")(b"x", timeout=10) == b"x"
+                await first_ran.wait()  # the callbacks run one after another, synchronously
+                # The server still answers.
+                assert await channel.unary_unary("/test.Callbacks/Echo")(b"y", timeout=10) == b"y"
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())
+    assert called[:2] == ["first", "raising"]
+    assert "after" not in called

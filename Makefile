@@ -40,7 +40,8 @@ tox: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check 'tox>=4'
 	PATH='$(PYENV_BINS)'"$$PATH" $(PY) -m tox $(TOXFLAGS) $(if $(TOXENV),-e $(TOXENV),)
 
-# grpc 1.51.1's own unit tests, on minigrpc (no grpcio in that venv) and on grpcio, compared;
+# grpc 1.51.1's own unit tests (tests/unit and tests_aio/unit), on minigrpc (no grpcio in that
+# venv) and on grpcio, compared;
 # fails below the target (tools/grpcio_unit_tests.py). The download is cached outside the repo.
 grpcio-unit: $(STAMP)
 	$(PY) tools/grpcio_unit_tests.py prepare

@@ -85,13 +85,15 @@ def grpc_to_cni() -> str:
 
 
 def grpcio_unit_tests() -> str:
-    """The summary of the last run of grpcio's unit tests (docs/grpcio-unit-tests.md)."""
+    """The summary of the last run of grpcio's unit tests, a line per suite
+    (docs/grpcio-unit-tests.md)."""
     doc = ROOT / "docs" / "grpcio-unit-tests.md"
     found = re.search(r"<!-- summary -->\n(.*?)\n<!-- /summary -->", doc.read_text("utf-8"), re.S)
-    summary = found.group(1).strip() if found else "(no run recorded yet)"
-    return (
-        f"{summary} Per module and per test: [docs/grpcio-unit-tests.md]"
-        "(docs/grpcio-unit-tests.md); rerun with `make grpcio-unit`.\n"
+    lines = found.group(1).strip().splitlines() if found else ["(no run recorded yet)"]
+    # One line per suite (the blocking API's, grpc.aio's).
+    return "".join(f"- {line}\n" for line in lines) + (
+        "\nPer module and per test: [docs/grpcio-unit-tests.md](docs/grpcio-unit-tests.md); "
+        "rerun with `make grpcio-unit`.\n"
     )
 
 

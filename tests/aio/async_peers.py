@@ -118,6 +118,28 @@ def _status_of(request: Any) -> Optional[Tuple[int, str]]:
     return None
 
 
+def client_api(client: str) -> Any:
+    """The asyncio API a side-by-side test runs as ``client``: grpc.aio or minigrpc.aio."""
+    if client == "grpcio":
+        import grpc.aio
+
+        return grpc.aio
+    from minigrpc import aio
+
+    return aio
+
+
+def status_codes(client: str) -> Any:
+    """The StatusCode enum of ``client``'s API."""
+    if client == "grpcio":
+        import grpc
+
+        return grpc.StatusCode
+    from minigrpc import StatusCode
+
+    return StatusCode
+
+
 class LoopThread:
     """An event loop running in a daemon thread; ``run(coro)`` runs a coroutine on it."""
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable
 
 import pytest
 
-from minigrpc import StatusCode, aio
-from tests.aio.async_peers import CALL_ID_KEY, GrpcioAioServer
+from minigrpc import aio
+from tests.aio.async_peers import CALL_ID_KEY, GrpcioAioServer, client_api, status_codes
 from tests.aio.calls import empty_call, full_duplex, output_request, streaming_output
 from tests.interop import empty_pb2
 from tests.peers import grpcio_peer_unavailable
@@ -32,34 +32,17 @@ pytestmark = [pytest.mark.timeout(60)]
 if grpcio_peer_unavailable() is not None:  # pragma: no cover - grpcio-less interpreters
     pytest.skip(str(grpcio_peer_unavailable()), allow_module_level=True)
 grpc = pytest.importorskip("grpc")
-grpc_aio = pytest.importorskip("grpc.aio")
+pytest.importorskip("grpc.aio")
 
 CLIENTS = ["grpcio", "minigrpc"]
 _call_ids = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[GrpcioAioServer]:
-    peer = GrpcioAioServer()
-    yield peer
-    peer.close()
-
-
-def _api(client: str) -> Any:
-    """The asyncio API under test: grpc.aio or minigrpc.aio."""
-    return grpc_aio if client == "grpcio" else aio
-
-
-def _codes(client: str) -> Any:
-    """The StatusCode enum of the client under test."""
-    return grpc.StatusCode if client == "grpcio" else StatusCode
 
 
 def _run(
     client: str, target: str, body: Callable[[Any], Awaitable[None]], options: Any = None
 ) -> None:
     async def main() -> None:
-        async with _api(client).insecure_channel(target, options=options) as channel:
+        async with client_api(client).insecure_channel(target, options=options) as channel:
             await body(channel)
 
     asyncio.run(main())
@@ -73,44 +56,50 @@ def _sizes(responses: Any) -> list:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_read_after_iterating_raises_usage_error(client: str, server: GrpcioAioServer) -> None:
+def test_read_after_iterating_raises_usage_error(
+    client: str, grpcio_aio_server: GrpcioAioServer
+) -> None:
     async def body(channel: Any) -> None:
         call = streaming_output(channel)(output_request(1, 2, 3), timeout=10)
         responses = call.__aiter__()
         assert _sizes([await responses.__anext__()]) == [1]
-        with pytest.raises(_api(client).UsageError):
+        with pytest.raises(client_api(client).UsageError):
             await call.read()
         # Iterating again continues the same iterator; the call is intact.
         assert _sizes([response async for response in call]) == [2, 3]
-        assert await call.code() is _codes(client).OK
+        assert await call.code() is status_codes(client).OK
 
-    _run(client, server.target, body)
+    _run(client, grpcio_aio_server.target, body)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_iterating_after_read_raises_usage_error(client: str, server: GrpcioAioServer) -> None:
+def test_iterating_after_read_raises_usage_error(
+    client: str, grpcio_aio_server: GrpcioAioServer
+) -> None:
     async def body(channel: Any) -> None:
         call = streaming_output(channel)(output_request(1, 2), timeout=10)
         assert _sizes([await call.read()]) == [1]
-        with pytest.raises(_api(client).UsageError):
+        with pytest.raises(client_api(client).UsageError):
             call.__aiter__()
         assert _sizes([await call.read()]) == [2]
-        assert await call.read() is _api(client).EOF
-        assert await call.code() is _codes(client).OK
+        assert await call.read() is client_api(client).EOF
+        assert await call.code() is status_codes(client).OK
 
-    _run(client, server.target, body)
+    _run(client, grpcio_aio_server.target, body)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_bidi_call_mixing_styles_raises_usage_error(client: str, server: GrpcioAioServer) -> None:
+def test_bidi_call_mixing_styles_raises_usage_error(
+    client: str, grpcio_aio_server: GrpcioAioServer
+) -> None:
     async def body(channel: Any) -> None:
         call = full_duplex(channel)(timeout=10)
         await call.write(output_request(4))
         assert _sizes([await call.read()]) == [4]
-        with pytest.raises(_api(client).UsageError):
+        with pytest.raises(client_api(client).UsageError):
             call.__aiter__()
         await call.done_writing()
-        assert await call.read() is _api(client).EOF
+        assert await call.read() is client_api(client).EOF
 
         release = asyncio.Event()
 
@@ -119,17 +108,17 @@ def test_bidi_call_mixing_styles_raises_usage_error(client: str, server: GrpcioA
             await release.wait()  # the call runs on until the test is done with it
 
         iterated = full_duplex(channel)(requests(), timeout=10)
-        with pytest.raises(_api(client).UsageError):
+        with pytest.raises(client_api(client).UsageError):
             await iterated.write(output_request(1))
         responses = iterated.__aiter__()
         assert _sizes([await responses.__anext__()]) == [5]
-        with pytest.raises(_api(client).UsageError):
+        with pytest.raises(client_api(client).UsageError):
             await iterated.read()
         release.set()
         assert _sizes([response async for response in iterated]) == []
-        assert await iterated.code() is _codes(client).OK
+        assert await iterated.code() is status_codes(client).OK
 
-    _run(client, server.target, body)
+    _run(client, grpcio_aio_server.target, body)
 
 
 # -- invalid metadata ----------------------------------------------------------------------------
@@ -154,7 +143,7 @@ UNCARRIABLE = [
 
 
 def _check_nothing_sent(
-    client: str, server: GrpcioAioServer, metadata: Any, expected: Any
+    client: str, grpcio_aio_server: GrpcioAioServer, metadata: Any, expected: Any
 ) -> BaseException:
     """Call with ``metadata`` (after a call-id pair the server records) and return what was
     raised; a call that then works on the same channel reaches the server, the failed one not."""
@@ -170,35 +159,35 @@ def _check_nothing_sent(
         works = ((CALL_ID_KEY, next_id),)
         await empty_call(channel)(empty_pb2.Empty(), timeout=10, metadata=works)
 
-    _run(client, server.target, body)
-    assert next_id in server.record.started
-    assert failed_id not in server.record.started
+    _run(client, grpcio_aio_server.target, body)
+    assert next_id in grpcio_aio_server.record.started
+    assert failed_id not in grpcio_aio_server.record.started
     return caught[0]
 
 
 @pytest.mark.parametrize(("metadata", "expected"), NOT_STR_PAIRS)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_metadata_not_of_str_pairs_raises_type_or_value_error(
-    client: str, server: GrpcioAioServer, metadata: Any, expected: Any
+    client: str, grpcio_aio_server: GrpcioAioServer, metadata: Any, expected: Any
 ) -> None:
-    _check_nothing_sent(client, server, metadata, expected)
+    _check_nothing_sent(client, grpcio_aio_server, metadata, expected)
 
 
 @pytest.mark.parametrize("metadata", UNCARRIABLE)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_metadata_the_wire_cannot_carry_fails_the_call(
-    client: str, server: GrpcioAioServer, metadata: Any
+    client: str, grpcio_aio_server: GrpcioAioServer, metadata: Any
 ) -> None:
     # grpc.aio raises an internal error class here (the blocking grpcio client says INTERNAL
     # "Invalid metadata", as minigrpc's two clients do).
-    error = _check_nothing_sent(client, server, metadata, Exception)
+    error = _check_nothing_sent(client, grpcio_aio_server, metadata, Exception)
     if client == "minigrpc":
         assert isinstance(error, aio.AioRpcError)
-        assert error.code() is _codes(client).INTERNAL
+        assert error.code() is status_codes(client).INTERNAL
         assert error.details().startswith("Invalid metadata")
 
 
-def test_wrong_metadata_types_raise_at_once_in_minigrpc(server: GrpcioAioServer) -> None:
+def test_wrong_metadata_types_raise_at_once_in_minigrpc(grpcio_aio_server: GrpcioAioServer) -> None:
     """minigrpc raises as the call is made, before a call object (or a stream) exists."""
 
     async def body(channel: Any) -> None:
@@ -207,7 +196,7 @@ def test_wrong_metadata_types_raise_at_once_in_minigrpc(server: GrpcioAioServer)
         with pytest.raises(TypeError):
             full_duplex(channel)(metadata=((b"x", b"v"), (3, "v")))
 
-    _run("minigrpc", server.target, body)
+    _run("minigrpc", grpcio_aio_server.target, body)
 
 
 # -- grpc.max_receive_message_length -------------------------------------------------------------
@@ -218,13 +207,13 @@ MAX_RECEIVE = 1000
 @pytest.mark.parametrize("style", ["read", "iterate"])
 @pytest.mark.parametrize("client", CLIENTS)
 def test_max_receive_message_length_holds_for_every_reading_style(
-    client: str, style: str, server: GrpcioAioServer
+    client: str, style: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
     async def body(channel: Any) -> None:
         request = output_request(MAX_RECEIVE // 2, MAX_RECEIVE * 2)
         call = streaming_output(channel)(request, timeout=10)
         received = []
-        with pytest.raises(_api(client).AioRpcError) as info:
+        with pytest.raises(client_api(client).AioRpcError) as info:
             if style == "read":
                 while True:
                     received.append(await call.read())
@@ -232,9 +221,9 @@ def test_max_receive_message_length_holds_for_every_reading_style(
                 async for response in call:
                     received.append(response)
         assert _sizes(received) == [MAX_RECEIVE // 2]
-        assert info.value.code() is _codes(client).RESOURCE_EXHAUSTED
+        assert info.value.code() is status_codes(client).RESOURCE_EXHAUSTED
         assert str(MAX_RECEIVE) in info.value.details()
-        assert await call.code() is _codes(client).RESOURCE_EXHAUSTED
+        assert await call.code() is status_codes(client).RESOURCE_EXHAUSTED
 
     options = (("grpc.max_receive_message_length", MAX_RECEIVE),)
-    _run(client, server.target, body, options)
+    _run(client, grpcio_aio_server.target, body, options)

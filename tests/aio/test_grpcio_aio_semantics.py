@@ -25,12 +25,12 @@ logged and the callbacks added after it are not called, as in grpcio.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List
+from typing import Any, AsyncIterator, Awaitable, Callable, List
 
 import pytest
 
-from minigrpc import StatusCode, aio
-from tests.aio.async_peers import GrpcioAioServer
+from minigrpc import aio
+from tests.aio.async_peers import GrpcioAioServer, client_api, status_codes
 from tests.aio.calls import (
     empty_call,
     full_duplex,
@@ -47,25 +47,9 @@ pytestmark = [pytest.mark.timeout(60)]
 if grpcio_peer_unavailable() is not None:  # pragma: no cover - grpcio-less interpreters
     pytest.skip(str(grpcio_peer_unavailable()), allow_module_level=True)
 grpc = pytest.importorskip("grpc")
-grpc_aio = pytest.importorskip("grpc.aio")
+pytest.importorskip("grpc.aio")
 
 CLIENTS = ["grpcio", "minigrpc"]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[GrpcioAioServer]:
-    peer = GrpcioAioServer()
-    yield peer
-    peer.close()
-
-
-def _api(client: str) -> Any:
-    """The asyncio API under test: grpc.aio or minigrpc.aio."""
-    return grpc_aio if client == "grpcio" else aio
-
-
-def _codes(client: str) -> Any:
-    return grpc.StatusCode if client == "grpcio" else StatusCode
 
 
 def _run(
@@ -75,7 +59,7 @@ def _run(
     interceptors: Any = None,
 ) -> None:
     async def main() -> None:
-        channel = _api(client).insecure_channel(target, interceptors=interceptors)
+        channel = client_api(client).insecure_channel(target, interceptors=interceptors)
         async with channel:
             await body(channel)
 
@@ -87,7 +71,7 @@ def _run(
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_reading_a_call_cancelled_at_once_raises_cancelled_error(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
     async def body(channel: Any) -> None:
         call = streaming_output(channel)(output_request(1, 2), timeout=10)
@@ -97,14 +81,14 @@ def test_reading_a_call_cancelled_at_once_raises_cancelled_error(
         with pytest.raises(asyncio.CancelledError):
             await call.read()
         assert call.cancelled()
-        assert await call.code() == _codes(client).CANCELLED
+        assert await call.code() == status_codes(client).CANCELLED
 
-    _run(client, server.target, body)
+    _run(client, grpcio_aio_server.target, body)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_writing_to_a_call_cancelled_at_once_raises_invalid_state(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
     async def body(channel: Any) -> None:
         call = streaming_input(channel)(timeout=10)
@@ -114,9 +98,9 @@ def test_writing_to_a_call_cancelled_at_once_raises_invalid_state(
         await call.done_writing()  # nothing to end: no error either
         with pytest.raises(asyncio.CancelledError):
             await call
-        assert await call.code() == _codes(client).CANCELLED
+        assert await call.code() == status_codes(client).CANCELLED
 
-    _run(client, server.target, body)
+    _run(client, grpcio_aio_server.target, body)
 
 
 # -- interceptors of calls fed by write() --------------------------------------------------------
@@ -124,7 +108,7 @@ def test_writing_to_a_call_cancelled_at_once_raises_invalid_state(
 
 def _counting_interceptor(client: str, kind: str, seen: List[Any]) -> Any:
     """A stream-request interceptor that wraps the request iterator it is given."""
-    base = getattr(_api(client), f"{kind}ClientInterceptor")
+    base = getattr(client_api(client), f"{kind}ClientInterceptor")
     method = "intercept_stream_unary" if kind == "StreamUnary" else "intercept_stream_stream"
 
     async def intercept(self: Any, continuation: Any, details: Any, requests: Any) -> Any:
@@ -140,7 +124,7 @@ def _counting_interceptor(client: str, kind: str, seen: List[Any]) -> Any:
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_interceptors_see_written_requests_as_an_iterator(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
     seen: List[Any] = []
 
@@ -150,15 +134,17 @@ def test_interceptors_see_written_requests_as_an_iterator(
             await call.write(input_request(size))
         await call.done_writing()
         assert (await call).aggregated_payload_size == 15
-        assert await call.code() == _codes(client).OK
+        assert await call.code() == status_codes(client).OK
 
-    _run(client, server.target, body, [_counting_interceptor(client, "StreamUnary", seen)])
+    _run(
+        client, grpcio_aio_server.target, body, [_counting_interceptor(client, "StreamUnary", seen)]
+    )
     assert seen == [3, 5, 7]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_bidi_interceptors_see_written_requests_as_an_iterator(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
     seen: List[Any] = []
 
@@ -171,18 +157,23 @@ def test_bidi_interceptors_see_written_requests_as_an_iterator(
             await call.write(request)
             sizes.append(len((await call.read()).payload.body))
         await call.done_writing()
-        assert await call.read() is _api(client).EOF
+        assert await call.read() is client_api(client).EOF
         assert sizes == [2, 4]
 
-    _run(client, server.target, body, [_counting_interceptor(client, "StreamStream", seen)])
+    _run(
+        client,
+        grpcio_aio_server.target,
+        body,
+        [_counting_interceptor(client, "StreamStream", seen)],
+    )
     assert seen == [2, 4]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_writing_after_an_interceptor_cancelled_the_call_raises_invalid_state(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
-    class Cancelling(_api(client).StreamUnaryClientInterceptor):  # type: ignore[misc]
+    class Cancelling(client_api(client).StreamUnaryClientInterceptor):  # type: ignore[misc]
         async def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any):
             call = await continuation(details, requests)
             call.cancel()
@@ -195,9 +186,9 @@ def test_writing_after_an_interceptor_cancelled_the_call_raises_invalid_state(
         with pytest.raises(asyncio.CancelledError):
             await call
         assert call.cancelled() and call.done()
-        assert await call.code() == _codes(client).CANCELLED
+        assert await call.code() == status_codes(client).CANCELLED
 
-    _run(client, server.target, body, [Cancelling()])
+    _run(client, grpcio_aio_server.target, body, [Cancelling()])
 
 
 # -- what interceptors see, and the metadata of a call without a real one -------------------------
@@ -205,9 +196,9 @@ def test_writing_after_an_interceptor_cancelled_the_call_raises_invalid_state(
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_interceptors_see_an_empty_metadata_for_a_call_without_one(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
-    api = _api(client)
+    api = client_api(client)
     seen: List[Any] = []
 
     class Extending(api.UnaryUnaryClientInterceptor):  # type: ignore[misc]
@@ -230,13 +221,13 @@ def test_interceptors_see_an_empty_metadata_for_a_call_without_one(
         await call
         assert (await call.initial_metadata())["x-grpc-test-echo-initial"] == "added"
 
-    _run(client, server.target, body, [Extending()])
+    _run(client, grpcio_aio_server.target, body, [Extending()])
     assert len(seen) == 1 and isinstance(seen[0], api.Metadata) and len(seen[0]) == 0
 
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_chain_cancelled_before_its_call_has_no_metadata(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
     async def body_with(channel: Any, reached: asyncio.Event) -> None:
         call = streaming_output(channel)(output_request(1), timeout=10)
@@ -246,7 +237,7 @@ def test_a_chain_cancelled_before_its_call_has_no_metadata(
             async for _response in call:
                 pass
         assert call.cancelled() and call.done()
-        assert await call.code() == _codes(client).CANCELLED
+        assert await call.code() == status_codes(client).CANCELLED
         assert await call.initial_metadata() is None
         assert await call.trailing_metadata() is None
 
@@ -254,12 +245,14 @@ def test_a_chain_cancelled_before_its_call_has_no_metadata(
         reached = asyncio.Event()
         never = asyncio.get_running_loop().create_future()
 
-        class Stalling(_api(client).UnaryStreamClientInterceptor):  # type: ignore[misc]
+        class Stalling(client_api(client).UnaryStreamClientInterceptor):  # type: ignore[misc]
             async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any):
                 reached.set()
                 await never
 
-        async with _api(client).insecure_channel(server.target, interceptors=[Stalling()]) as ch:
+        async with client_api(client).insecure_channel(
+            grpcio_aio_server.target, interceptors=[Stalling()]
+        ) as ch:
             await body_with(ch, reached)
 
     asyncio.run(main())
@@ -267,15 +260,15 @@ def test_a_chain_cancelled_before_its_call_has_no_metadata(
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_call_an_interceptor_answered_has_no_metadata(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
     answer = empty_pb2.Empty()
 
-    class Answering(_api(client).UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    class Answering(client_api(client).UnaryUnaryClientInterceptor):  # type: ignore[misc]
         async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any):
             return answer
 
-    class Passing(_api(client).UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    class Passing(client_api(client).UnaryUnaryClientInterceptor):  # type: ignore[misc]
         async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any):
             call = await continuation(details, request)
             await call
@@ -285,13 +278,13 @@ def test_a_call_an_interceptor_answered_has_no_metadata(
         call = empty_call(channel)(empty_pb2.Empty(), timeout=10)
         assert (await call) is answer
         assert call.done() and not call.cancel() and not call.cancelled()
-        assert await call.code() == _codes(client).OK
+        assert await call.code() == status_codes(client).OK
         assert await call.details() == ""
         assert await call.initial_metadata() is None
         assert await call.trailing_metadata() is None
         assert await call.debug_error_string() is None
 
-    _run(client, server.target, body, [Passing(), Answering()])
+    _run(client, grpcio_aio_server.target, body, [Passing(), Answering()])
 
 
 # -- channel -------------------------------------------------------------------------------------
@@ -299,7 +292,7 @@ def test_a_call_an_interceptor_answered_has_no_metadata(
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_call_credentials_on_an_insecure_channel_raise_usage_error(
-    client: str, server: GrpcioAioServer
+    client: str, grpcio_aio_server: GrpcioAioServer
 ) -> None:
     credentials = grpc.access_token_call_credentials("token")
     if client == "minigrpc":
@@ -309,17 +302,18 @@ def test_call_credentials_on_an_insecure_channel_raise_usage_error(
 
     async def body(channel: Any) -> None:
         with pytest.raises(
-            _api(client).UsageError, match="Call credentials are only valid on secure channels"
+            client_api(client).UsageError,
+            match="Call credentials are only valid on secure channels",
         ):
             empty_call(channel)(empty_pb2.Empty(), credentials=credentials)
 
-    _run(client, server.target, body)
+    _run(client, grpcio_aio_server.target, body)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_a_closed_channel_ends_state_waits(client: str, server: GrpcioAioServer) -> None:
+def test_a_closed_channel_ends_state_waits(client: str, grpcio_aio_server: GrpcioAioServer) -> None:
     async def main() -> None:
-        channel = _api(client).insecure_channel(server.target)
+        channel = client_api(client).insecure_channel(grpcio_aio_server.target)
         idle = channel.get_state(False)
         started = asyncio.Event()
 
@@ -332,7 +326,7 @@ def test_a_closed_channel_ends_state_waits(client: str, server: GrpcioAioServer)
         await channel.close()
         await pending  # returned: SHUTDOWN is a change
         assert channel.get_state(False).name == "SHUTDOWN"
-        with pytest.raises(_api(client).UsageError):
+        with pytest.raises(client_api(client).UsageError):
             await channel.wait_for_state_change(channel.get_state(False))
 
     asyncio.run(main())
@@ -343,7 +337,7 @@ def test_a_closed_channel_ends_state_waits(client: str, server: GrpcioAioServer)
 
 @pytest.mark.parametrize("server_kind", ["grpcio", "minigrpc"])
 def test_a_raising_done_callback_ends_the_callbacks_after_it(server_kind: str) -> None:
-    api = _api(server_kind)
+    api = client_api(server_kind)
     rpc = grpc if server_kind == "grpcio" else __import__("minigrpc")
     called: List[str] = []
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, AsyncIterator, Awaitable, Dict, List, Optional, Tuple
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from tests.interop import empty_pb2, messages_pb2
 from tests.interop.servicer import ECHO_INITIAL_KEY, ECHO_TRAILING_KEY, SLEEP_KEY
@@ -138,6 +138,19 @@ def status_codes(client: str) -> Any:
     from minigrpc import StatusCode
 
     return StatusCode
+
+
+def run_on_channel(
+    client: str, target: str, body: Callable[[Any], Awaitable[None]], **channel_arguments: Any
+) -> None:
+    """Run ``body(channel)`` on a new event loop, with a ``client_api(client)`` channel to
+    ``target`` (``channel_arguments``: ``options``, ``interceptors``) closed after it."""
+
+    async def main() -> None:
+        async with client_api(client).insecure_channel(target, **channel_arguments) as channel:
+            await body(channel)
+
+    asyncio.run(main())
 
 
 class LoopThread:

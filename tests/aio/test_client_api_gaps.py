@@ -17,12 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from minigrpc import aio
-from tests.aio.async_peers import CALL_ID_KEY, GrpcioAioServer, client_api, status_codes
+from tests.aio.async_peers import (
+    CALL_ID_KEY,
+    GrpcioAioServer,
+    client_api,
+    run_on_channel,
+    status_codes,
+)
 from tests.aio.calls import empty_call, full_duplex, output_request, streaming_output
 from tests.interop import empty_pb2
 from tests.peers import grpcio_peer_unavailable
@@ -36,16 +42,6 @@ pytest.importorskip("grpc.aio")
 
 CLIENTS = ["grpcio", "minigrpc"]
 _call_ids = itertools.count()
-
-
-def _run(
-    client: str, target: str, body: Callable[[Any], Awaitable[None]], options: Any = None
-) -> None:
-    async def main() -> None:
-        async with client_api(client).insecure_channel(target, options=options) as channel:
-            await body(channel)
-
-    asyncio.run(main())
 
 
 def _sizes(responses: Any) -> list:
@@ -69,7 +65,7 @@ def test_read_after_iterating_raises_usage_error(
         assert _sizes([response async for response in call]) == [2, 3]
         assert await call.code() is status_codes(client).OK
 
-    _run(client, grpcio_aio_server.target, body)
+    run_on_channel(client, grpcio_aio_server.target, body)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -85,7 +81,7 @@ def test_iterating_after_read_raises_usage_error(
         assert await call.read() is client_api(client).EOF
         assert await call.code() is status_codes(client).OK
 
-    _run(client, grpcio_aio_server.target, body)
+    run_on_channel(client, grpcio_aio_server.target, body)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -118,7 +114,7 @@ def test_bidi_call_mixing_styles_raises_usage_error(
         assert _sizes([response async for response in iterated]) == []
         assert await iterated.code() is status_codes(client).OK
 
-    _run(client, grpcio_aio_server.target, body)
+    run_on_channel(client, grpcio_aio_server.target, body)
 
 
 # -- invalid metadata ----------------------------------------------------------------------------
@@ -159,7 +155,7 @@ def _check_nothing_sent(
         works = ((CALL_ID_KEY, next_id),)
         await empty_call(channel)(empty_pb2.Empty(), timeout=10, metadata=works)
 
-    _run(client, grpcio_aio_server.target, body)
+    run_on_channel(client, grpcio_aio_server.target, body)
     assert next_id in grpcio_aio_server.record.started
     assert failed_id not in grpcio_aio_server.record.started
     return caught[0]
@@ -196,7 +192,7 @@ def test_wrong_metadata_types_raise_at_once_in_minigrpc(grpcio_aio_server: Grpci
         with pytest.raises(TypeError):
             full_duplex(channel)(metadata=((b"x", b"v"), (3, "v")))
 
-    _run("minigrpc", grpcio_aio_server.target, body)
+    run_on_channel("minigrpc", grpcio_aio_server.target, body)
 
 
 # -- grpc.max_receive_message_length -------------------------------------------------------------
@@ -226,4 +222,4 @@ def test_max_receive_message_length_holds_for_every_reading_style(
         assert await call.code() is status_codes(client).RESOURCE_EXHAUSTED
 
     options = (("grpc.max_receive_message_length", MAX_RECEIVE),)
-    _run(client, grpcio_aio_server.target, body, options)
+    run_on_channel(client, grpcio_aio_server.target, body, options=options)

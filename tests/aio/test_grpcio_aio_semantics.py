@@ -25,12 +25,12 @@ logged and the callbacks added after it are not called, as in grpcio.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable, List
+from typing import Any, AsyncIterator, List
 
 import pytest
 
 from minigrpc import aio
-from tests.aio.async_peers import GrpcioAioServer, client_api, status_codes
+from tests.aio.async_peers import GrpcioAioServer, client_api, run_on_channel, status_codes
 from tests.aio.calls import (
     empty_call,
     full_duplex,
@@ -52,20 +52,6 @@ pytest.importorskip("grpc.aio")
 CLIENTS = ["grpcio", "minigrpc"]
 
 
-def _run(
-    client: str,
-    target: str,
-    body: Callable[[Any], Awaitable[None]],
-    interceptors: Any = None,
-) -> None:
-    async def main() -> None:
-        channel = client_api(client).insecure_channel(target, interceptors=interceptors)
-        async with channel:
-            await body(channel)
-
-    asyncio.run(main())
-
-
 # -- a call cancelled before it started ----------------------------------------------------------
 
 
@@ -83,7 +69,7 @@ def test_reading_a_call_cancelled_at_once_raises_cancelled_error(
         assert call.cancelled()
         assert await call.code() == status_codes(client).CANCELLED
 
-    _run(client, grpcio_aio_server.target, body)
+    run_on_channel(client, grpcio_aio_server.target, body)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -100,7 +86,7 @@ def test_writing_to_a_call_cancelled_at_once_raises_invalid_state(
             await call
         assert await call.code() == status_codes(client).CANCELLED
 
-    _run(client, grpcio_aio_server.target, body)
+    run_on_channel(client, grpcio_aio_server.target, body)
 
 
 # -- interceptors of calls fed by write() --------------------------------------------------------
@@ -136,8 +122,11 @@ def test_interceptors_see_written_requests_as_an_iterator(
         assert (await call).aggregated_payload_size == 15
         assert await call.code() == status_codes(client).OK
 
-    _run(
-        client, grpcio_aio_server.target, body, [_counting_interceptor(client, "StreamUnary", seen)]
+    run_on_channel(
+        client,
+        grpcio_aio_server.target,
+        body,
+        interceptors=[_counting_interceptor(client, "StreamUnary", seen)],
     )
     assert seen == [3, 5, 7]
 
@@ -160,11 +149,11 @@ def test_bidi_interceptors_see_written_requests_as_an_iterator(
         assert await call.read() is client_api(client).EOF
         assert sizes == [2, 4]
 
-    _run(
+    run_on_channel(
         client,
         grpcio_aio_server.target,
         body,
-        [_counting_interceptor(client, "StreamStream", seen)],
+        interceptors=[_counting_interceptor(client, "StreamStream", seen)],
     )
     assert seen == [2, 4]
 
@@ -188,7 +177,7 @@ def test_writing_after_an_interceptor_cancelled_the_call_raises_invalid_state(
         assert call.cancelled() and call.done()
         assert await call.code() == status_codes(client).CANCELLED
 
-    _run(client, grpcio_aio_server.target, body, [Cancelling()])
+    run_on_channel(client, grpcio_aio_server.target, body, interceptors=[Cancelling()])
 
 
 # -- what interceptors see, and the metadata of a call without a real one -------------------------
@@ -221,7 +210,7 @@ def test_interceptors_see_an_empty_metadata_for_a_call_without_one(
         await call
         assert (await call.initial_metadata())["x-grpc-test-echo-initial"] == "added"
 
-    _run(client, grpcio_aio_server.target, body, [Extending()])
+    run_on_channel(client, grpcio_aio_server.target, body, interceptors=[Extending()])
     assert len(seen) == 1 and isinstance(seen[0], api.Metadata) and len(seen[0]) == 0
 
 
@@ -284,7 +273,7 @@ def test_a_call_an_interceptor_answered_has_no_metadata(
         assert await call.trailing_metadata() is None
         assert await call.debug_error_string() is None
 
-    _run(client, grpcio_aio_server.target, body, [Passing(), Answering()])
+    run_on_channel(client, grpcio_aio_server.target, body, interceptors=[Passing(), Answering()])
 
 
 # -- channel -------------------------------------------------------------------------------------
@@ -307,7 +296,7 @@ def test_call_credentials_on_an_insecure_channel_raise_usage_error(
         ):
             empty_call(channel)(empty_pb2.Empty(), credentials=credentials)
 
-    _run(client, grpcio_aio_server.target, body)
+    run_on_channel(client, grpcio_aio_server.target, body)
 
 
 @pytest.mark.parametrize("client", CLIENTS)

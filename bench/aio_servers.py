@@ -172,5 +172,12 @@ def render_section(results: Dict[str, Any]) -> List[str]:
                   "of one round's figures; the CPU ratio is server CPU per call (lower is "
                   "better):", "",
                   *_table(("workload", "servers", "target", "ratio", "per-round spread",
-                           "verdict", "CPU ratio"), ratios)]
+                           "verdict", "CPU ratio"), ratios),
+                  "", "Calls/s and messages/s are wall-clock rates: with other processes on "
+                  "the machine they move from round to round by as much as the spread shows. "
+                  "A server's CPU per call hardly moves with the load, and where the server is "
+                  "what limits the rate, its calls/s is the inverse of its CPU per call: a CPU "
+                  "ratio r stands for a calls/s ratio of about 1/r on a quiet machine. Where a "
+                  "rate is far below 1 / (server CPU per call or message), as in the stream "
+                  "rows, the client or the machine set it, not the server."]
     return [*lines, "", DOC_END]

@@ -8,8 +8,8 @@ once and ends the call with ``exc.code`` and ``str(exc)``, instead of mapping ea
 hand.  The texts are grpc-go's, so logs of both implementations read alike.
 """
 
+import _socket  # gaierror is socket.gaierror; the socket module costs a cold start its enums
 import os
-import socket
 from typing import Sequence, Tuple
 
 from .status import StatusCode
@@ -66,7 +66,7 @@ class DecompressionError(CallError, ValueError):
 
 #: getaddrinfo() codes for a name that does not exist (EAI_NODATA is not everywhere).
 _NO_SUCH_HOST = frozenset(
-    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None))
+    code for code in (getattr(_socket, "EAI_NONAME", None), getattr(_socket, "EAI_NODATA", None))
     if code is not None
 )
 
@@ -77,7 +77,7 @@ def os_error_text(error: BaseException) -> str:
     Both sides report socket failures in grpc-go's words, because the CNI plugin's messages must
     read like the Go plugin's.
     """
-    if isinstance(error, socket.gaierror):
+    if isinstance(error, _socket.gaierror):
         # A resolver's code, not an errno (os.strerror(-2) is "Unknown error -2"). Go says
         # "no such host" for a name that does not exist.
         if error.errno in _NO_SUCH_HOST:

@@ -19,7 +19,7 @@ Over unix sockets grpc-go sends ``:authority: localhost``; we do the same
 (docs/wire-rules.md, "Request headers").
 """
 
-import socket
+import _socket  # the constants only: the socket module costs a cold start its enums
 from typing import NamedTuple, Tuple, Union
 
 #: Port used when a ``dns:`` or bare host target has none: 443 (``https``), as grpcio (gRPC
@@ -42,7 +42,7 @@ class Target(NamedTuple):
 
     @property
     def is_unix(self) -> bool:
-        return self.family == socket.AF_UNIX
+        return self.family == _socket.AF_UNIX
 
     @property
     def is_abstract(self) -> bool:
@@ -96,7 +96,7 @@ def parse_target(target: str, default_port: int = DEFAULT_PORT) -> Target:
         raise ValueError(f"invalid target {target!r}")
     if target.startswith("unix-abstract:"):
         name = target[len("unix-abstract:") :]
-        return Target(socket.AF_UNIX, b"\0" + name.encode("utf-8"), "localhost", target)
+        return Target(_socket.AF_UNIX, b"\0" + name.encode("utf-8"), "localhost", target)
     if target.startswith("unix:"):
         path = target[len("unix:") :]
         if path.startswith("//"):
@@ -108,7 +108,7 @@ def parse_target(target: str, default_port: int = DEFAULT_PORT) -> Target:
             path = rest[slash:]
         if not path:
             raise ValueError(f"invalid target {target!r}: empty socket path")
-        return Target(socket.AF_UNIX, path, "localhost", target)
+        return Target(_socket.AF_UNIX, path, "localhost", target)
     text = target
     if text.startswith("dns:"):
         text = text[len("dns:") :]
@@ -120,9 +120,9 @@ def parse_target(target: str, default_port: int = DEFAULT_PORT) -> Target:
     elif text.startswith("ipv4:") or text.startswith("ipv6:"):
         text = text[5:]
     host, port = _split_host_port(text, default_port)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    if family == socket.AF_INET and not _looks_like_ipv4(host):
-        family = socket.AF_UNSPEC  # a name: resolve at connect time
+    family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
+    if family == _socket.AF_INET and not _looks_like_ipv4(host):
+        family = _socket.AF_UNSPEC  # a name: resolve at connect time
     display = _join_host_port(host, port)
     authority = display if _has_port(text) else (f"[{host}]" if ":" in host else host)
     return Target(family, (host, port), authority, display)

@@ -32,11 +32,16 @@ import collections
 from typing import Callable, Hashable, MutableMapping, Tuple
 
 #: What one connection's input may cost the I/O thread in one pass of a server's loop: frames,
-#: each counting one more per 4 KiB of body (:attr:`minigrpc.http2.FrameSplitter.pass_limit`).
-#: A read holds up to 256 KiB; of 20-byte HEADERS frames that is thousands of requests to
-#: decode, and every other connection would wait for them. A hundred-odd keeps a pass to a few
-#: milliseconds of work; what is left waits for the next pass, after the others had theirs.
+#: each counting one more per KiB of body (:attr:`minigrpc.http2.FrameSplitter.pass_limit`).
+#: A read holds up to 256 KiB: of 20-byte HEADERS frames, thousands of requests to decode; of
+#: 2-byte messages, tens of thousands to queue; and every other connection would wait for them.
+#: A hundred-odd frames or about 100 KiB keeps a pass to a few milliseconds of work; what is
+#: left waits for the next pass, after the others had theirs.
 PASS_LIMIT = 128
+#: Request messages a server moves to its handlers' queues in one pass, all calls together: a
+#: handler's queue holds up to a megabyte, ten thousand 2-byte messages at some microseconds
+#: each.
+PASS_MESSAGES = 1024
 #: Frames that do no work a connection may send at once (the bucket's size).
 BURST = 1000
 #: What a new connection may send at once (the bucket fills up to :data:`BURST` from there).

@@ -312,7 +312,7 @@ class FrameSplitter:
         #: raises :class:`AllowanceExceeded`: walking a read of 17-byte PINGs to its end would
         #: be the bulk of what a flood costs the server.
         self.allowance: Optional[int] = None
-        #: What one :meth:`feed` may hand on, in frames, each counting one more per 4 KiB of
+        #: What one :meth:`feed` may hand on, in frames, each counting one more per KiB of
         #: body; or None. What lies past it waits, whole frames only, in :attr:`held`, for the
         #: next call (with no new data, or with data that follows it): the caller's way to
         #: bound what one connection's read costs it before it turns to other connections.
@@ -362,7 +362,7 @@ class FrameSplitter:
                     size = pos
                     break
                 if size - pos >= 3:
-                    budget -= 1 + (data[pos] << 4 | data[pos + 1] >> 4)  # length >> 12
+                    budget -= 1 + (data[pos] << 6 | data[pos + 1] >> 2)  # length >> 10
             if not self._header and size - pos >= frames.FRAME_HEADER_LENGTH:
                 # The whole header is in this read (the common case): read it in place.
                 take = frames.FRAME_HEADER_LENGTH

@@ -19,7 +19,7 @@ fast client nor a slow one can make the server hold more than a fixed amount per
 
 import collections
 import threading
-from typing import Any, Callable, Deque, Iterator, Optional
+from typing import Any, Callable, Deque, Iterator, List, Optional
 
 from .memory_budget import QUEUED_BYTES_OVERHEAD, ConnectionMemory
 from .server_dispatch import CallEndedError
@@ -51,6 +51,9 @@ class RequestStream:
     fails to deserialize raises ``on_bad_message()``'s exception, which ends the call.
     """
 
+    #: What a queued message costs beyond its bytes (counted against :attr:`room`).
+    MESSAGE_OVERHEAD = QUEUED_BYTES_OVERHEAD
+
     def __init__(
         self,
         deserialize: Optional[Callable[[bytes], Any]],
@@ -74,16 +77,25 @@ class RequestStream:
     # -- the I/O thread ----------------------------------------------------------------------
 
     @property
-    def has_room(self) -> bool:
+    def room(self) -> int:
+        """What more messages may cost here (0 or less: full)."""
         memory = self._memory
         if memory is not None and memory.over_budget:
-            return self._queued_bytes < REQUEST_QUEUE_LIMIT_OVER_BUDGET
-        return self._queued_bytes < REQUEST_QUEUE_LIMIT
+            return REQUEST_QUEUE_LIMIT_OVER_BUDGET - self._queued_bytes
+        return REQUEST_QUEUE_LIMIT - self._queued_bytes
+
+    @property
+    def has_room(self) -> bool:
+        return self.room > 0
 
     def put(self, message: bytes) -> None:
-        cost = len(message) + QUEUED_BYTES_OVERHEAD
+        self.put_many([message])
+
+    def put_many(self, messages: List[bytes]) -> None:
+        """Queue messages for the handler: one hand-over (lock, charge, wake-up) for all."""
+        cost = sum(map(len, messages)) + QUEUED_BYTES_OVERHEAD * len(messages)
         with self._ready:
-            self._messages.append(message)
+            self._messages.extend(messages)
             self._queued_bytes += cost
             if self._memory is not None:
                 self._memory.hold(cost)

@@ -187,6 +187,10 @@ class ServerLoop:
         self._dirty: Set[_Connection] = set()
         #: Connections with input left past the last pass's limit (see :meth:`_receive`).
         self._backlog: Set[_Connection] = set()
+        #: Calls whose request messages move on in the next pass (see :meth:`_pull_requests`).
+        self._pulls_posted: Set[ServicerContext] = set()
+        #: Request messages the current pass may still move to handlers.
+        self._pass_messages = _protocol.PASS_MESSAGES
         #: Held by the I/O thread except while it waits in ``select()``; a handler thread that
         #: gets it may finish its own call there and then (see :meth:`_send_outcome`).
         self._io_lock = threading.Lock()
@@ -317,6 +321,7 @@ class ServerLoop:
                     self._io_lock.acquire()
                 self._held_dispatches = []
                 self._backlog = set()
+                self._pass_messages = _protocol.PASS_MESSAGES
                 for key, mask in ready:
                     data = key.data
                     if data is None:
@@ -809,28 +814,51 @@ class ServerLoop:
         return context
 
     def _pull_requests(self, connection: _Connection, context: ServicerContext) -> None:
-        """Move waiting request messages into the handler's iterator while it has room."""
+        """Move waiting request messages into the handler's iterator while it has room.
+
+        At most :data:`minigrpc.frame_budget.PASS_MESSAGES` in one pass of the loop, for all
+        calls together: a handler's queue holds ten thousand tiny messages, and moving them
+        all at once would hold the I/O thread; the rest moves in the next passes, after the
+        other connections had their turn."""
         requests = context._requests
         if requests is None or connection.calls.get(context._stream_id) is not context:
             return
         protocol = connection.protocol
-        while requests.has_room:
-            try:
-                message = protocol.take_request(context._stream_id)
-            except errors.CallError as exc:
-                self._handle_events(
-                    connection, protocol.fail_call(context._stream_id, exc.code, str(exc))
-                )
-                self._dirty.add(connection)
-                return
-            if message is None:
-                if context._request_closed:
-                    requests.end()
-                break
-            requests.put(message)
-        else:
-            requests.stall()
+        stream_id = context._stream_id
+        left = self._pass_messages
+        message: Optional[bytes] = b""
+        try:
+            while message is not None:
+                room = requests.room
+                if room <= 0:
+                    requests.stall()
+                    break
+                if left <= 0:
+                    if context not in self._pulls_posted:
+                        self._pulls_posted.add(context)
+                        self._post(self._pull_posted, connection, context)
+                    break
+                batch: List[bytes] = []
+                while room > 0 and left > 0:
+                    message = protocol.take_request(stream_id)
+                    if message is None:
+                        break
+                    batch.append(message)
+                    room -= len(message) + RequestStream.MESSAGE_OVERHEAD
+                    left -= 1
+                if batch:
+                    requests.put_many(batch)
+            if message is None and context._request_closed:
+                requests.end()
+        except errors.CallError as exc:
+            self._handle_events(connection, protocol.fail_call(stream_id, exc.code, str(exc)))
+        self._pass_messages = left
         self._dirty.add(connection)  # taking messages may have returned window
+
+    def _pull_posted(self, connection: _Connection, context: ServicerContext) -> None:
+        """The rest of a pull cut short by :data:`minigrpc.frame_budget.PASS_MESSAGES`."""
+        self._pulls_posted.discard(context)
+        self._pull_requests(connection, context)
 
     def _bad_request_message(self, context: ServicerContext) -> BaseException:
         """A streamed request that does not deserialize ends the call (grpcio: INTERNAL)."""

@@ -78,7 +78,7 @@ import hpack
 
 from . import errors, header_memo, http2, wire
 from . import headers as hdrs
-from .frame_budget import PASS_LIMIT, FrameBudget, PeerHistory
+from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory
 from .memory_budget import ConnectionMemory, MemoryBudget
 from .protocol import (
     DEFAULT_BUFFER_LIMIT,
@@ -92,6 +92,7 @@ from .protocol import (
 from .status import DEADLINE_EXCEEDED_DETAILS, Metadata, StatusCode, http2_error_name
 
 __all__ = [
+    "PASS_MESSAGES",
     "CallStarted",
     "CallTerminated",
     "PeerHistory",
@@ -569,7 +570,7 @@ class ServerConnection(ConnectionProtocol):
         """Part of what was received waits, past what one pass may take
         (:data:`minigrpc.frame_budget.PASS_LIMIT`): call :meth:`receive_data` again, with
         ``b""``, on the next pass of the loop (and read no more from the socket meanwhile)."""
-        return self._splitter.held
+        return self._splitter.held and not self.closed
 
     def set_peer(self, history: PeerHistory, peer: Hashable) -> None:
         """Who the client is (see :class:`minigrpc.frame_budget.PeerHistory`), before its first

@@ -346,6 +346,9 @@ from strip_typing import Unsupported, strip_typing
 modules = {}
 codes = []
 size = 0
+# PyPy's marshal format 4 writes back-references that depend on object identity, so the same
+# input can give other bytes: format 2 (no references) for its code and its index alike.
+version = 2 if sys.implementation.name == "pypy" else marshal.version
 failed = []
 kept_typing = []
 for name in sys.stdin.read().splitlines():
@@ -367,11 +370,11 @@ for name in sys.stdin.read().splitlines():
     package = module.endswith(".__init__")
     if package:
         module = module[:-len(".__init__")]
-    data = marshal.dumps(code, 2 if sys.implementation.name == "pypy" else marshal.version)
+    data = marshal.dumps(code, version)
     modules[module] = (package, size, len(data))
     codes.append(data)
     size += len(data)
-index = marshal.dumps(modules)
+index = marshal.dumps(modules, version)
 with open(output, "wb") as handle:
     handle.write(len(index).to_bytes(8, "little") + index + b"".join(codes))
 print(sys.implementation.cache_tag)

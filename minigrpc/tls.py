@@ -623,6 +623,15 @@ class SSLSessionCache:
                 self._sessions.move_to_end(server_name)
             return session
 
+    def keep(self, server_name: str, session: Optional[ssl.SSLSession]) -> bool:
+        """Keep ``session`` once it can be resumed, that is once it carries a ticket: TLS 1.3
+        sends tickets after the handshake (RFC 8446 §4.6.1), so a connection tries again as
+        data arrives.  True once kept."""
+        if session is None or not session.has_ticket:
+            return False
+        self.put(server_name, session)
+        return True
+
     def put(self, server_name: str, session: ssl.SSLSession) -> None:
         with self._lock:
             self._sessions[server_name] = session
@@ -663,11 +672,8 @@ class TLSSocket:
     def _keep_session(self) -> None:
         """Put the session in the cache once it carries a ticket: TLS 1.3 sends tickets after
         the handshake (RFC 8446 §4.6.1), so this is tried again as data arrives."""
-        if self._session_cache is None:
-            return
-        session = self._engine.tls.session
-        if session is not None and session.has_ticket:
-            self._session_cache.put(self._server_hostname, session)
+        cache = self._session_cache
+        if cache is not None and cache.keep(self._server_hostname, self._engine.tls.session):
             self._session_cache = None
 
     @classmethod

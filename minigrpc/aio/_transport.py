@@ -67,6 +67,13 @@ class AioConnection(asyncio.Protocol):
         #: The frame trace (``MINIGRPC_TRACE=1`` or the ``minigrpc.wire`` logger), as the
         #: blocking transport writes it; None when tracing is off.
         self._tracer = client_tracer(peer)
+        #: Puts the TLS session in the channel's ``grpc.ssl_session_cache`` once it carries a
+        #: ticket; True once done (None: nothing to keep).
+        self._session_keeper: Optional[Callable[[], bool]] = None
+
+    def keep_session(self, keeper: Callable[[], bool]) -> None:
+        """Run ``keeper`` now and as data arrives, until it has kept the session."""
+        self._session_keeper = None if keeper() else keeper
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 
@@ -77,6 +84,8 @@ class AioConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._tracer is not None:
             self._tracer.received(data)
+        if self._session_keeper is not None and self._session_keeper():
+            self._session_keeper = None
         self._settle(self.protocol.receive_data(data))
 
     def eof_received(self) -> Optional[bool]:
@@ -364,7 +373,14 @@ class AioTransport:
         connection = AioConnection(self.options, unusable, target.display)
         ssl_args: dict = {}
         if tls is not None:
-            ssl_args = {"ssl": tls.context, "server_hostname": tls.server_hostname}
+            context = tls.context
+            cache = tls.session_cache
+            session = cache.get(tls.server_hostname) if cache is not None else None
+            # asyncio's own loops build the TLS object through the context's wrap_bio();
+            # other loops (uvloop) may want a real SSLContext, and connect without resuming.
+            if session is not None and isinstance(loop, asyncio.BaseEventLoop):
+                context = _ResumingContext(context, session)
+            ssl_args = {"ssl": context, "server_hostname": tls.server_hostname}
         if isinstance(target.address, tuple):
             host, port = target.address
             opening: Any = loop.create_connection(lambda: connection, host, port, **ssl_args)
@@ -399,6 +415,10 @@ class AioTransport:
                 raise handshake_error(
                     target, f"the server chose ALPN protocol {protocol!r}, not h2"
                 )
+            cache = tls.session_cache
+            if cache is not None and selected is not None:
+                name, ssl_object = tls.server_hostname, selected
+                connection.keep_session(lambda: cache.keep(name, ssl_object.session))
         connection._flush()
         return connection
 
@@ -496,6 +516,43 @@ def _resolve(waiter: "asyncio.Future[None]") -> None:
     """Wake one waiter (its deadline came) unless something woke it first."""
     if not waiter.done():
         waiter.set_result(None)
+
+
+class _ResumingContext:
+    """A client SSLContext whose next connection resumes ``session`` (RFC 8446 §2.2).
+
+    ``loop.create_connection()`` takes no TLS session; asyncio's SSL protocol makes its TLS
+    object with the context's ``wrap_bio()``, where this one adds the session.  A session the
+    context cannot resume (another context made it) is left out: a full handshake instead.
+    """
+
+    def __init__(self, context: Any, session: Any) -> None:
+        self._context = context
+        self._session = session
+
+    def wrap_bio(
+        self,
+        incoming: Any,
+        outgoing: Any,
+        server_side: bool = False,
+        server_hostname: Optional[str] = None,
+        session: Any = None,
+    ) -> Any:
+        try:
+            return self._context.wrap_bio(
+                incoming,
+                outgoing,
+                server_side=server_side,
+                server_hostname=server_hostname,
+                session=self._session,
+            )
+        except ValueError:  # "Session refers to a different SSLContext"
+            return self._context.wrap_bio(
+                incoming, outgoing, server_side=server_side, server_hostname=server_hostname
+            )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
 
 
 def _is_tls_error(exc: OSError) -> bool:

@@ -17,6 +17,10 @@ grpc.aio server, and checks what both must do, so that a divergence fails the mi
 * Call credentials on an insecure channel: UsageError, in grpcio's words.
 * ``wait_for_state_change()``: a pending wait returns when the channel closes; on a closed
   channel it raises UsageError instead of waiting for ever.
+* ``grpc.ssl_session_cache``: a secure channel's first connection makes a full TLS handshake,
+  the next ones (new channels with the same cache) resume its session, as the server's
+  ``auth_context()`` says; a second server of the same name cannot resume the first one's
+  session, and its own replaces it in the cache.
 
 And one server test, each server with minigrpc.aio's client: a done callback that raises is
 logged and the callbacks added after it are not called, as in grpcio.
@@ -25,10 +29,12 @@ logged and the callbacks added after it are not called, as in grpcio.
 from __future__ import annotations
 
 import asyncio
+from concurrent import futures
 from typing import Any, AsyncIterator, List
 
 import pytest
 
+import minigrpc
 from minigrpc import aio
 from tests.aio.async_peers import GrpcioAioServer, client_api, run_on_channel, status_codes
 from tests.aio.calls import (
@@ -40,7 +46,9 @@ from tests.aio.calls import (
     streaming_output,
 )
 from tests.interop import empty_pb2
+from tests.interop.test_grpcio_credentials import METHOD, Reused, auth_handler, session_cache_of
 from tests.peers import grpcio_peer_unavailable
+from tests.support.tls_certs import Certificates, make_certificates
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -50,6 +58,14 @@ grpc = pytest.importorskip("grpc")
 pytest.importorskip("grpc.aio")
 
 CLIENTS = ["grpcio", "minigrpc"]
+
+
+@pytest.fixture(scope="module")
+def certs() -> Certificates:
+    made = make_certificates()
+    if made is None:
+        pytest.skip("the openssl command is not installed")
+    return made
 
 
 # -- a call cancelled before it started ----------------------------------------------------------
@@ -285,8 +301,6 @@ def test_call_credentials_on_an_insecure_channel_raise_usage_error(
 ) -> None:
     credentials = grpc.access_token_call_credentials("token")
     if client == "minigrpc":
-        import minigrpc
-
         credentials = minigrpc.access_token_call_credentials("token")
 
     async def body(channel: Any) -> None:
@@ -319,6 +333,39 @@ def test_a_closed_channel_ends_state_waits(client: str, grpcio_aio_server: Grpci
             await channel.wait_for_state_change(channel.get_state(False))
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_session_cache_resumes_tls_sessions(client: str, certs: Certificates) -> None:
+    reused = Reused()
+    cache = session_cache_of(client)
+    rpc = grpc if client == "grpcio" else minigrpc
+    credentials = rpc.ssl_channel_credentials(root_certificates=certs.ca)
+    options = [("grpc.ssl_session_cache", cache)]
+    servers = []
+    for _ in range(2):
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        server.add_generic_rpc_handlers((auth_handler(grpc, reused),))
+        credentials_of_server = grpc.ssl_server_credentials(
+            [(certs.server_key, certs.server_chain)]
+        )
+        servers.append((server, server.add_secure_port("localhost:0", credentials_of_server)))
+        server.start()
+
+    async def main() -> None:
+        (_, first), (_, second) = servers
+        for port in (first, first, second, second, first):
+            target = f"localhost:{port}"
+            async with client_api(client).secure_channel(target, credentials, options) as channel:
+                assert await channel.unary_unary(METHOD)(b"x", timeout=10) == b"x"
+
+    try:
+        asyncio.run(main())
+    finally:
+        for server, _ in servers:
+            server.stop(None)
+    said = [context["ssl_session_reused"] for context in reused.contexts]
+    assert said == [[b"false"], [b"true"], [b"false"], [b"true"], [b"false"]]
 
 
 # -- server: done callbacks ----------------------------------------------------------------------

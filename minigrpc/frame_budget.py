@@ -29,7 +29,9 @@ I/O-free: the clock is the caller's, and the connection protocol decides what th
 """
 
 import collections
-from typing import Callable, Hashable, MutableMapping, Tuple
+from typing import Callable, Hashable, MutableMapping, Optional, Tuple
+
+from .http2 import FrameSplitter
 
 #: What one connection's input may cost the I/O thread in one pass of a server's loop: frames,
 #: each counting one more per KiB of body (:attr:`minigrpc.http2.FrameSplitter.pass_limit`).
@@ -61,6 +63,24 @@ HISTORY_PEERS = 4096
 FREE_AFTER_RESPONSE = 2
 #: The most such free frames a connection can have in hand.
 MAX_EARNED = 1000
+#: What a flood of each frame type :class:`~minigrpc.http2.FrameSplitter` counts is called in
+#: the close reason (RFC 9113 §6).
+FLOOD_NAMES = {
+    0x2: "PRIORITY frames",
+    0x3: "RST_STREAM frames (rapid reset)",
+    0x4: "SETTINGS frames",
+    0x6: "PING frames",
+    0x8: "WINDOW_UPDATE frames on stream 0",
+}
+#: The close reason of a flood of frames without a payload that could do work.
+EMPTY_FRAMES_FLOOD = "empty DATA or CONTINUATION frames"
+#: PINGs and connection WINDOW_UPDATEs cost nothing right after a response write (:meth:`earn`).
+_EARNED_FRAMES = frozenset((0x6, 0x8))
+
+
+def flood_name(frame_type: Optional[int]) -> str:
+    """What a flood of ``frame_type`` frames is called (None: empty DATA or CONTINUATION)."""
+    return FLOOD_NAMES.get(frame_type or -1, EMPTY_FRAMES_FLOOD)
 
 
 class FrameBudget:
@@ -121,6 +141,25 @@ class FrameBudget:
         self._free -= free
         return frames == free or self.spend(frames - free)
 
+
+    def charge(self, splitter: FrameSplitter) -> str:
+        """Spend what the frames the splitter counted in the last read cost; the name of the
+        flood once the allowance is exhausted, else "".
+
+        Counted from the 9-byte frame headers, before h2 decodes the read (RFC 9113 §10.5):
+        h2 sees joined DATA frames and header blocks, and would answer every PING first.
+        """
+        if splitter.empty_frames:
+            empty, splitter.empty_frames = splitter.empty_frames, 0
+            if not self.spend(empty):
+                return EMPTY_FRAMES_FLOOD
+        if splitter.control_frames:
+            counted, splitter.control_frames = splitter.control_frames, {}
+            for frame_type, count in counted.items():
+                spend = self.spend_unless_earned if frame_type in _EARNED_FRAMES else self.spend
+                if not spend(count):
+                    return FLOOD_NAMES[frame_type]
+        return ""
 
 class PeerHistory:
     """Floods by peer, remembered for a while: how much a new connection from a peer may start

@@ -36,7 +36,7 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
 * Flow control ("Flow control and sizes"): every DATA frame is acknowledged by its
   ``flow_controlled_length`` as soon as it is buffered, so large messages never deadlock;
   responses are written in chunks of ``min(window, max frame, remaining)`` and resumed on
-  WINDOW_UPDATE and SETTINGS changes.  The socket layer bounds how many DATA bytes may sit unsent
+  WINDOW_UPDATE and SETTINGS changes (:mod:`minigrpc.server_responses` writes them).  The socket layer bounds how many DATA bytes may sit unsent
   (:meth:`ServerConnection.set_output_room`) so a client that opens its window but never reads
   cannot make us buffer without bound.
 * Memory (RFC 9113 §10.5): what each connection buffers is charged to its account in the
@@ -65,7 +65,6 @@ from typing import (
     List,
     Optional,
     Sequence,
-    Set,
     Tuple,
     Union,
 )
@@ -78,17 +77,10 @@ import hpack
 
 from . import errors, header_memo, http2, wire
 from . import headers as hdrs
-from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory
+from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
 from .memory_budget import ConnectionMemory, MemoryBudget
-from .protocol import (
-    DEFAULT_BUFFER_LIMIT,
-    INTERNAL_ERROR,
-    PROTOCOL_ERROR,
-    ConnectionProtocol,
-    Inbound,
-    Outbound,
-    SendState,
-)
+from .protocol import INTERNAL_ERROR, PROTOCOL_ERROR, ConnectionProtocol, Outbound, SendState
+from .server_responses import ResponseWriter, ServerStream
 from .status import DEADLINE_EXCEEDED_DETAILS, Metadata, StatusCode, http2_error_name
 
 __all__ = [
@@ -113,24 +105,12 @@ DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 _MAX_STREAM_ID = 2**31 - 1
 #: GOAWAY code for a client that floods us (RFC 9113 §10.5).
 ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
-#: The close reason of a flood of each frame type http2.FrameSplitter counts (RFC 9113 §6).
-_FLOOD_NAMES = {
-    0x2: "PRIORITY frames",
-    0x3: "RST_STREAM frames (rapid reset)",
-    0x4: "SETTINGS frames",
-    0x6: "PING frames",
-    0x8: "WINDOW_UPDATE frames on stream 0",
-}
-_EMPTY_FRAMES = "empty DATA or CONTINUATION frames"
-#: PINGs and connection WINDOW_UPDATEs cost nothing right after a response write (frame_budget).
-_EARNED_FRAMES = frozenset((0x6, 0x8))
 #: The status details of a response dropped because its connection is over its memory budget.
 #: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
 SHUTDOWN_DETAILS = "Cancelling all calls"
 OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
 #: How much larger than the advertised per-call limit h2's own header-list limit is kept.
 _HPACK_LIMIT_FACTOR = 4
-
 
 
 class DrainPhase(enum.Enum):
@@ -370,61 +350,6 @@ _HEADER_BLOCK_SLACK = 64 * 256
 
 
 # ------------------------------------------------------------------------------------------------
-# Per-call state
-# ------------------------------------------------------------------------------------------------
-
-
-class _Call:
-    """What the connection tracks for one stream, from HEADERS until our END_STREAM or a reset."""
-
-    __slots__ = (
-        "accept_encodings",
-        "encoding",
-        "finished",
-        "headers_sent",
-        "inbound",
-        "last_progress",
-        "outbound",
-        "oversized",
-        "request_closed",
-        "request_dispatched",
-        "request_streaming",
-        "response_encoding",
-        "stream_id",
-        "trailers",
-    )
-
-    def __init__(
-        self,
-        stream_id: int,
-        encoding: Optional[str],
-        accept_encodings: FrozenSet[str],
-        max_receive: Optional[int],
-        now: float,
-        request_streaming: Optional[bool],
-        outbound: Outbound,
-    ) -> None:
-        self.stream_id = stream_id
-        self.encoding = encoding
-        self.accept_encodings = accept_encodings
-        self.inbound = Inbound(max_receive, DEFAULT_BUFFER_LIMIT, pack_small=True)
-        #: The method's request shape: False for one message, True for a stream, None until
-        #: the socket layer has found the handler (:meth:`ServerConnection.accept_call`).
-        self.request_streaming = request_streaming
-        self.request_closed = False
-        #: A unary request was handed over (RequestReady); later DATA is ignored.
-        self.request_dispatched = False
-        #: When the request last made progress (its HEADERS, then each DATA with payload).
-        self.last_progress = now
-        self.headers_sent = False
-        self.response_encoding: Optional[str] = None
-        self.outbound = outbound  # response messages not yet handed to h2
-        self.trailers: Optional[Headers] = None  # trailers to send once ``outbound`` is out
-        self.finished = False  # our final frame is queued (or the stream is gone)
-        self.oversized = ""  # why initial metadata was not sent (too large for the client)
-
-
-# ------------------------------------------------------------------------------------------------
 # The connection
 # ------------------------------------------------------------------------------------------------
 
@@ -484,11 +409,7 @@ class ServerConnection(ConnectionProtocol):
         self.lead_allowance = (
             self.settings.max_receive_message_length or wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
         )
-        self._calls: Dict[int, _Call] = {}
-        self._blocked: Set[int] = set()  # streams waiting for window or output room
-        self._unsent: Set[int] = set()  # streams with messages queued since the last write
-        self._output_room: Optional[int] = None  # None: unlimited
-        self._starved = False  # a stream stopped for lack of output room, not of window
+        self._calls: Dict[int, ServerStream] = {}
         self._highest_stream_id = 0
         #: The last well-formed request header block and what it reads as (see _on_request).
         self._last_request_headers: Optional[List[Tuple[bytes, bytes]]] = None
@@ -496,6 +417,14 @@ class ServerConnection(ConnectionProtocol):
         self._drain_phase = DrainPhase.SERVING
         self._frame_budget = FrameBudget(self._clock)
         self._peer: Optional[Tuple[PeerHistory, Hashable]] = None
+        self._responses = ResponseWriter(
+            self,
+            self._calls,
+            self.settings.enabled_encodings,
+            self._frame_budget,
+            self._stream_closed,
+            self._after_end_stream,
+        )
         #: True once the connection is unusable: the socket layer flushes and closes it.
         self.closed = False
         #: Why the connection closed, for logs.
@@ -537,10 +466,7 @@ class ServerConnection(ConnectionProtocol):
 
     def data_to_send(self) -> bytes:
         """Everything queued for the socket, in order (h2's frames and our raw GOAWAYs)."""
-        if self._unsent:
-            unsent, self._unsent = self._unsent, set()
-            for stream_id in unsent:
-                self._pump_stream(stream_id)
+        self._responses.write_unsent()
         return super().data_to_send()
 
     def _queue_raw_frame(self, frame: bytes) -> None:
@@ -555,15 +481,12 @@ class ServerConnection(ConnectionProtocol):
         what the socket actually drains keeps memory bounded for such clients.
         Raising the room resumes the streams that were waiting for it.
         """
-        self._output_room = room
-        if self._starved and (room is None or room > 0):
-            self._starved = False
-            self._pump_blocked()
+        self._responses.set_output_room(room)
 
     @property
     def starved(self) -> bool:
         """True when a response waits only for output room (see :meth:`set_output_room`)."""
-        return self._starved
+        return self._responses.starved
 
     @property
     def pending_input(self) -> bool:
@@ -578,6 +501,7 @@ class ServerConnection(ConnectionProtocol):
         flood on this connection goes on the peer's record."""
         self._peer = (history, peer)
         self._frame_budget = FrameBudget(self._clock, start=history.start_for(peer))
+        self._responses.frame_budget = self._frame_budget
 
     # -- input -----------------------------------------------------------------------------------
 
@@ -590,7 +514,7 @@ class ServerConnection(ConnectionProtocol):
             chunks = self._split(data)
         except http2.AllowanceExceeded as exc:
             out: List[CallEvent] = []
-            self._flood(out, _FLOOD_NAMES.get(exc.frame_type or -1, _EMPTY_FRAMES))
+            self._flood(out, flood_name(exc.frame_type))
             return out
         except http2.FrameError as exc:
             # Each frame error carries its GOAWAY code: PROTOCOL_ERROR for a bad preface,
@@ -598,25 +522,10 @@ class ServerConnection(ConnectionProtocol):
             # since its body must not be read), ENHANCE_YOUR_CALM for a CONTINUATION flood.
             return self._fail_connection(exc.error_code, str(exc))
         out = []
-        splitter = self._splitter
-        if splitter.empty_frames:
-            # Counted from the frame headers: h2 sees joined DATA frames and header blocks.
-            empty, splitter.empty_frames = splitter.empty_frames, 0
-            if not self._frame_budget.spend(empty):
-                self._flood(out, _EMPTY_FRAMES)
-                return out
-        if splitter.control_frames:
-            # Counted from the frame headers, before h2 decodes the read (RFC 9113 §10.5).
-            counted, splitter.control_frames = splitter.control_frames, {}
-            for frame_type, count in counted.items():
-                spend = (
-                    self._frame_budget.spend_unless_earned
-                    if frame_type in _EARNED_FRAMES
-                    else self._frame_budget.spend
-                )
-                if not spend(count):
-                    self._flood(out, _FLOOD_NAMES[frame_type])
-                    return out
+        flood = self._frame_budget.charge(self._splitter)
+        if flood:
+            self._flood(out, flood)
+            return out
         for chunk in chunks:
             try:
                 h2_events = self.conn.receive_data(chunk)
@@ -653,14 +562,14 @@ class ServerConnection(ConnectionProtocol):
                 self._on_stream_reset(event, out)
             elif isinstance(event, h2.events.WindowUpdated):
                 if event.stream_id:
-                    self._pump_stream(event.stream_id)
+                    self._responses.pump(event.stream_id)
                 else:
-                    self._pump_blocked()
+                    self._responses.pump_blocked()
             elif isinstance(event, h2.events.RemoteSettingsChanged):
                 # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated.
                 self.handshake_complete = True
-                if self._blocked:
-                    self._pump_blocked()
+                if self._responses.any_blocked:
+                    self._responses.pump_blocked()
             elif isinstance(event, h2.events.PingAckReceived):
                 if (
                     self._drain_phase is DrainPhase.ANNOUNCED
@@ -714,7 +623,7 @@ class ServerConnection(ConnectionProtocol):
             if not call.finished
         ]
         self._calls.clear()
-        self._blocked.clear()
+        self._responses.forget_all()
         self.memory.close()  # everything the connection buffered goes with it
         return events
 
@@ -758,7 +667,7 @@ class ServerConnection(ConnectionProtocol):
             )
             return
         deadline = None if head.timeout is None else self._clock() + head.timeout
-        call = _Call(
+        call = ServerStream(
             stream_id,
             head.encoding,
             head.accept_encodings,
@@ -796,7 +705,7 @@ class ServerConnection(ConnectionProtocol):
         elif call.request_streaming is False and call.inbound.received > 1:
             self._fail_more_than_one(call, out)
 
-    def _fail_more_than_one(self, call: _Call, out: List[CallEvent]) -> None:
+    def _fail_more_than_one(self, call: ServerStream, out: List[CallEvent]) -> None:
         self._fail_call(
             call,
             StatusCode.INTERNAL,
@@ -817,7 +726,7 @@ class ServerConnection(ConnectionProtocol):
             return  # the rules apply once accept_call() tells the request's shape
         self._request_complete(call, out)
 
-    def _request_complete(self, call: _Call, out: List[CallEvent]) -> None:
+    def _request_complete(self, call: ServerStream, out: List[CallEvent]) -> None:
         """The request's END_STREAM: a unary request is handed over, a stream is ended."""
         stream_id = call.stream_id
         inbound = call.inbound
@@ -835,11 +744,7 @@ class ServerConnection(ConnectionProtocol):
         if call.request_dispatched:
             return
         if inbound.received != 1 or not inbound.at_boundary:
-            got = (
-                "a partial message"
-                if not inbound.at_boundary
-                else f"{inbound.received} messages"
-            )
+            got = "a partial message" if not inbound.at_boundary else f"{inbound.received} messages"
             self._fail_call(
                 call,
                 StatusCode.INTERNAL,
@@ -863,9 +768,7 @@ class ServerConnection(ConnectionProtocol):
     def _reset_malformed(self, stream_id: int, out: List[CallEvent]) -> None:
         """RST_STREAM(PROTOCOL_ERROR) for a malformed block on a running call (RFC 9113 §8.1.1)."""
         self._reset(stream_id, PROTOCOL_ERROR)
-        self._end_reset_call(
-            stream_id, "the client sent malformed trailers (PROTOCOL_ERROR)", out
-        )
+        self._end_reset_call(stream_id, "the client sent malformed trailers (PROTOCOL_ERROR)", out)
 
     def _on_stream_reset(self, event: h2.events.StreamReset, out: List[CallEvent]) -> None:
         who = "client" if event.remote_reset else "HTTP/2 layer"
@@ -875,7 +778,7 @@ class ServerConnection(ConnectionProtocol):
     def _end_reset_call(self, stream_id: int, details: str, out: List[CallEvent]) -> None:
         """Forget a stream that is reset; a call still running ends as CANCELLED (grpcio's code)."""
         call = self._calls.pop(stream_id, None)
-        self._blocked.discard(stream_id)
+        self._responses.forget(stream_id)
         if call is not None:
             self._release(call)
         if call is not None and not call.finished:
@@ -896,27 +799,8 @@ class ServerConnection(ConnectionProtocol):
         call = self._calls.get(stream_id)
         if call is None or call.finished or call.headers_sent:
             return False
-        self._send_response_headers(call, metadata, encoding)
+        self._responses.send_headers(call, metadata, encoding)
         return True
-
-    def _send_response_headers(
-        self, call: _Call, metadata: Headers, encoding: Optional[str]
-    ) -> None:
-        if encoding is not None and (
-            encoding not in call.accept_encodings
-            or encoding not in self.settings.enabled_encodings
-        ):
-            encoding = None
-        call.response_encoding = encoding
-        if metadata:
-            call.oversized = self._oversized(metadata, None)
-        headers = hdrs.response_headers(
-            encoding, () if call.oversized else metadata, self.settings.enabled_encodings
-        )
-        call.headers_sent = True
-        if not self._stream_closed(call.stream_id):
-            self.conn.send_headers(call.stream_id, headers)
-            self._frame_budget.earn()
 
     def finish_call(
         self,
@@ -957,43 +841,10 @@ class ServerConnection(ConnectionProtocol):
         trailers = hdrs.status_headers(code, details)
         if trailing_metadata:
             trailers.extend(trailing_metadata)
-        oversized = call.oversized or self._oversized(
-            trailers, initial_metadata if not call.headers_sent else None
+        self._responses.finish(
+            call, trailers, message, initial_metadata, encoding, compress_message
         )
-        if oversized:
-            # grpc-go resets such a stream; a status says why.
-            trailers = hdrs.status_headers(StatusCode.INTERNAL, oversized)
-            initial_metadata = None
-            message = None
-        if message is None:
-            if call.headers_sent:
-                self._queue_trailers(call, trailers)
-            else:
-                self._send_trailers_only(call, trailers, initial_metadata)
-            return True
-        if not call.headers_sent:
-            self._send_response_headers(call, initial_metadata or [], encoding)
-        flag = False
-        if call.response_encoding is not None and compress_message:
-            message = wire.compress(call.response_encoding, message)
-            flag = True
-        call.outbound.add(wire.frame_message(message, flag))
-        self._queue_trailers(call, trailers)
         return True
-
-    def _oversized(self, block: Headers, more: Optional[Headers]) -> str:
-        """Why a header block exceeds the client's MAX_HEADER_LIST_SIZE, or "" if it fits.
-
-        h2 does not check the peer's limit when sending, and a client may treat an oversized
-        block as a connection error; so the check is ours (docs/h2-notes.md, "Header lists").
-        """
-        limit = self.conn.remote_settings.max_header_list_size
-        if limit is None:
-            return ""
-        size = hdrs.header_list_size(block) + (hdrs.header_list_size(more) if more else 0) + 64
-        if size <= limit:
-            return ""
-        return f"response metadata of {size} bytes exceeds the client's limit of {limit} bytes"
 
     def reject_call(
         self,
@@ -1079,14 +930,8 @@ class ServerConnection(ConnectionProtocol):
         if limit is not None and len(message) > limit:
             raise errors.MessageTooLarge(len(message), limit, sending=True)
         if not call.headers_sent:
-            self._send_response_headers(call, [], encoding)
-        flag = False
-        if call.response_encoding is not None and compress_message:
-            message = wire.compress(call.response_encoding, message)
-            flag = True
-        call.outbound.add(wire.frame_message(message, flag))
-        # Written at the next data_to_send(): messages queued meanwhile share DATA frames.
-        self._unsent.add(stream_id)
+            self._responses.send_headers(call, [], encoding)
+        self._responses.queue_streamed_message(call, message, compress_message)
         return True
 
     def queued_response_bytes(self, stream_id: int) -> int:
@@ -1141,7 +986,7 @@ class ServerConnection(ConnectionProtocol):
         Also used for a request that stalled; ``details`` is what the call's context reports.
         """
         call = self._calls.pop(stream_id, None)
-        self._blocked.discard(stream_id)
+        self._responses.forget(stream_id)
         if call is None:
             return []
         self._release(call)
@@ -1173,7 +1018,7 @@ class ServerConnection(ConnectionProtocol):
                     continue  # Trailers-Only: ended (and reset NO_ERROR if its request was open)
             self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
         self._calls.clear()
-        self._blocked.clear()
+        self._responses.forget_all()
         self.memory.close()
         self._queue_raw_frame(http2.goaway_frame(self._highest_stream_id))
         self.closed = True
@@ -1239,7 +1084,9 @@ class ServerConnection(ConnectionProtocol):
         if request_open:
             self._reset(stream_id, h2.errors.ErrorCodes.NO_ERROR)
 
-    def _fail_call(self, call: _Call, code: StatusCode, details: str, out: List[CallEvent]) -> None:
+    def _fail_call(
+        self, call: ServerStream, code: StatusCode, details: str, out: List[CallEvent]
+    ) -> None:
         """End a started call with an error this layer detected; tell the socket layer."""
         if call.finished:
             return
@@ -1247,36 +1094,19 @@ class ServerConnection(ConnectionProtocol):
         self.finish_call(call.stream_id, code, details)
         out.append(CallTerminated(call.stream_id, code, details))
 
-    def _send_trailers_only(
-        self, call: _Call, trailers: Headers, initial_metadata: Optional[Headers]
-    ) -> None:
-        headers: Headers = [(b":status", b"200"), (b"content-type", hdrs.GRPC_CONTENT_TYPE)]
-        headers.extend(trailers)
-        if initial_metadata:
-            headers.extend(initial_metadata)
-        call.headers_sent = True
-        call.finished = True
-        if not self._stream_closed(call.stream_id):
-            self.conn.send_headers(call.stream_id, headers, end_stream=True)
-        self._after_end_stream(call)
-
-    def _queue_trailers(self, call: _Call, trailers: Headers) -> None:
-        call.trailers = trailers
-        self._pump_stream(call.stream_id)
-
-    def _after_end_stream(self, call: _Call) -> None:
+    def _after_end_stream(self, call: ServerStream) -> None:
         """Early Server Closure (PROTOCOL-HTTP2.md): END_STREAM while the request is open gets
         RST_STREAM(NO_ERROR)."""
         if not call.request_closed:
             self._reset(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         self._forget(call)
 
-    def _forget(self, call: _Call) -> None:
+    def _forget(self, call: ServerStream) -> None:
         self._calls.pop(call.stream_id, None)
-        self._blocked.discard(call.stream_id)
+        self._responses.forget(call.stream_id)
         self._release(call)
 
-    def _release(self, call: _Call) -> None:
+    def _release(self, call: ServerStream) -> None:
         """A call is forgotten: what it still buffers goes, and so does its charge."""
         call.inbound.clear(self)
         call.outbound.discard()
@@ -1285,7 +1115,7 @@ class ServerConnection(ConnectionProtocol):
 
     def _choose_lead(self) -> Optional[Tuple[int, wire.MessageDecoder]]:
         """The call with the largest partial request message, if any (the nearest to whole)."""
-        best: Optional[_Call] = None
+        best: Optional[ServerStream] = None
         for call in self._calls.values():
             decoder = call.inbound.decoder
             if call.finished or decoder.at_boundary:
@@ -1300,35 +1130,3 @@ class ServerConnection(ConnectionProtocol):
         for stream_id, call in self._calls.items():
             if call.inbound.waiting_for_window:
                 call.inbound.return_deferred(self, stream_id)
-
-    def _pump_blocked(self) -> None:
-        for stream_id in list(self._blocked):
-            self._pump_stream(stream_id)
-
-    def _pump_stream(self, stream_id: int) -> None:
-        """Hand h2 as much of the pending response as windows and output room allow."""
-        call = self._calls.get(stream_id)
-        if call is None or call.finished or self._stream_closed(stream_id):
-            # A stream h2 closed in the read being handled: its StreamReset event ends the call.
-            self._blocked.discard(stream_id)
-            return
-        outbound = call.outbound
-        if not outbound.empty:
-            room = self._output_room
-            written = outbound.write(self.conn, stream_id, room)
-            if written:
-                self._frame_budget.earn()
-            if room is not None:
-                room -= written
-                self._output_room = room
-            if not outbound.empty:
-                if room is not None and room <= 0 and outbound.can_write(self.conn, stream_id):
-                    self._starved = True  # the window allows more; only the socket is full
-                self._blocked.add(stream_id)
-                return
-        self._blocked.discard(stream_id)
-        if call.trailers is not None:
-            trailers, call.trailers = call.trailers, None
-            call.finished = True
-            self.conn.send_headers(stream_id, trailers, end_stream=True)
-            self._after_end_stream(call)

@@ -1,9 +1,9 @@
 """The server side of gRPC over HTTP/2 as a sans-IO state machine: bytes in, call events out.
 
 :class:`ServerConnection` owns one h2 connection and turns what a client sends into a few
-gRPC-level events (:class:`CallStarted`, :class:`RequestReady`, :class:`RequestMessage`,
-:class:`RequestEnded`, :class:`CallTerminated`); the socket layer (:mod:`minigrpc.server_loop`)
-feeds it bytes, runs handlers and hands back responses with
+gRPC-level events (:mod:`minigrpc.server_events`: :class:`CallStarted`, :class:`RequestReady`,
+:class:`RequestMessage`, :class:`RequestEnded`, :class:`CallTerminated`); the socket layer
+(:mod:`minigrpc.server_loop`) feeds it bytes, runs handlers and hands back responses with
 :meth:`ServerConnection.send_initial_metadata`, :meth:`~ServerConnection.send_message`,
 :meth:`~ServerConnection.finish_call` and friends.
 Nothing here touches a socket, a thread or a clock it was not given, so every rule below is
@@ -36,9 +36,9 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
 * Flow control ("Flow control and sizes"): every DATA frame is acknowledged by its
   ``flow_controlled_length`` as soon as it is buffered, so large messages never deadlock;
   responses are written in chunks of ``min(window, max frame, remaining)`` and resumed on
-  WINDOW_UPDATE and SETTINGS changes (:mod:`minigrpc.server_responses` writes them).  The socket layer bounds how many DATA bytes may sit unsent
-  (:meth:`ServerConnection.set_output_room`) so a client that opens its window but never reads
-  cannot make us buffer without bound.
+  WINDOW_UPDATE and SETTINGS changes (:mod:`minigrpc.server_responses` writes them). The socket
+  layer bounds how many DATA bytes may sit unsent (:meth:`ServerConnection.set_output_room`) so
+  a client that opens its window but never reads cannot make us buffer without bound.
 * Memory (RFC 9113 §10.5): what each connection buffers is charged to its account in the
   server's :class:`minigrpc.memory_budget.MemoryBudget`, at its real cost; over budget, window
   is withheld (:mod:`minigrpc.protocol`), new streams are refused with RST_STREAM(REFUSED_STREAM)
@@ -56,12 +56,10 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
 
 import enum
 from typing import (
-    Any,
     Callable,
     Dict,
     FrozenSet,
     Hashable,
-    Iterable,
     List,
     Optional,
     Sequence,
@@ -69,22 +67,30 @@ from typing import (
     Union,
 )
 
-import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
-import hpack
 
 from . import errors, header_memo, http2, wire
 from . import headers as hdrs
 from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
 from .memory_budget import ConnectionMemory, MemoryBudget
 from .protocol import INTERNAL_ERROR, PROTOCOL_ERROR, ConnectionProtocol, Outbound, SendState
+from .server_events import (
+    CallEvent,
+    CallStarted,
+    CallTerminated,
+    RequestEnded,
+    RequestMessage,
+    RequestReady,
+)
+from .server_h2 import HEADER_BLOCK_SLACK, HPACK_LIMIT_FACTOR, FloorDecoder, ServerH2Connection
 from .server_responses import ResponseWriter, ServerStream
-from .status import DEADLINE_EXCEEDED_DETAILS, Metadata, StatusCode, http2_error_name
+from .status import DEADLINE_EXCEEDED_DETAILS, StatusCode, http2_error_name
 
 __all__ = [
     "PASS_MESSAGES",
+    "CallEvent",
     "CallStarted",
     "CallTerminated",
     "PeerHistory",
@@ -109,10 +115,6 @@ ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
 #: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
 SHUTDOWN_DETAILS = "Cancelling all calls"
 OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
-#: How much larger than the advertised per-call limit h2's own header-list limit is kept.
-_HPACK_LIMIT_FACTOR = 4
-
-
 class DrainPhase(enum.Enum):
     """Where a graceful shutdown of one connection is (PROTOCOL-HTTP2.md, GOAWAY Frame;
     RFC 9113 §6.8)."""
@@ -179,177 +181,6 @@ class ServerSettings:
 
 
 # ------------------------------------------------------------------------------------------------
-# Events for the socket layer
-# ------------------------------------------------------------------------------------------------
-
-
-class CallStarted:
-    """A valid request's headers arrived: look up the handler now (or reject the call).
-
-    ``deadline`` is on the clock the connection was given (``time.monotonic`` by default), or
-    None when the client sent no ``grpc-timeout``.  ``metadata`` is the application metadata
-    (``user-agent`` included, transport headers dropped), as grpcio's ``invocation_metadata()``.
-    """
-
-    __slots__ = ("authority", "deadline", "metadata", "method", "stream_id")
-
-    def __init__(
-        self,
-        stream_id: int,
-        method: str,
-        metadata: Metadata,
-        deadline: Optional[float],
-        authority: str,
-    ) -> None:
-        self.stream_id = stream_id
-        self.method = method
-        self.metadata = metadata
-        self.deadline = deadline
-        self.authority = authority
-
-    def __repr__(self) -> str:
-        return f"CallStarted(stream_id={self.stream_id}, method={self.method!r})"
-
-
-class RequestReady:
-    """The unary request is complete (one message, then END_STREAM): run the handler.
-
-    ``message`` is already decompressed; ``encoding`` names the compression it arrived with
-    (None when the message was not compressed), which ``ServicerContext.request_compression()``
-    exposes.
-    """
-
-    __slots__ = ("encoding", "message", "stream_id")
-
-    def __init__(self, stream_id: int, message: bytes, encoding: Optional[str]) -> None:
-        self.stream_id = stream_id
-        self.message = message
-        self.encoding = encoding
-
-    def __repr__(self) -> str:
-        return f"RequestReady(stream_id={self.stream_id}, {len(self.message)} bytes)"
-
-
-class RequestMessage:
-    """Messages of a streaming request are waiting: take them with ``take_request``.
-
-    Sent once per DATA frame that completed at least one message, only for calls accepted as
-    request-streaming (:meth:`ServerConnection.accept_call`).  Pulling instead of pushing lets
-    the socket layer take messages only as fast as the handler reads them: what it leaves in
-    the connection holds back the stream's window (PROTOCOL-HTTP2.md leaves flow control to
-    HTTP/2; RFC 9113 §5.2), so a client cannot make the server buffer without bound.
-    """
-
-    __slots__ = ("stream_id",)
-
-    def __init__(self, stream_id: int) -> None:
-        self.stream_id = stream_id
-
-    def __repr__(self) -> str:
-        return f"RequestMessage(stream_id={self.stream_id})"
-
-
-class RequestEnded:
-    """The client half-closed a streaming request on a message boundary: no more messages."""
-
-    __slots__ = ("stream_id",)
-
-    def __init__(self, stream_id: int) -> None:
-        self.stream_id = stream_id
-
-    def __repr__(self) -> str:
-        return f"RequestEnded(stream_id={self.stream_id})"
-
-
-class CallTerminated:
-    """A started call ended without the handler's answer: mark its context inactive.
-
-    ``code`` is what the handler's context reports: CANCELLED when the client reset the stream or
-    the connection went away (PROTOCOL-HTTP2.md, Connection failure), DEADLINE_EXCEEDED when the
-    deadline passed, or the status of a rejection this layer sent itself (for example
-    RESOURCE_EXHAUSTED).
-    """
-
-    __slots__ = ("code", "details", "stream_id")
-
-    def __init__(self, stream_id: int, code: StatusCode, details: str) -> None:
-        self.stream_id = stream_id
-        self.code = code
-        self.details = details
-
-    def __repr__(self) -> str:
-        return f"CallTerminated(stream_id={self.stream_id}, code={self.code.name})"
-
-
-CallEvent = Union[CallStarted, RequestReady, RequestMessage, RequestEnded, CallTerminated]
-
-
-# ------------------------------------------------------------------------------------------------
-# h2 adaptations (the only places that lean on h2 behaviour beyond its documented API)
-# ------------------------------------------------------------------------------------------------
-
-
-class _FloorDecoder(header_memo.MemoDecoder):
-    """An HPACK decoder whose header-list limit never drops below a floor.
-
-    h2 copies the MAX_HEADER_LIST_SIZE we advertise into its decoder once the client ACKs our
-    SETTINGS, and a header block over it then kills the whole connection with
-    GOAWAY(ENHANCE_YOUR_CALM) (docs/h2-notes.md, "Header lists").  We advertise the per-call limit
-    (16 KiB) so well-behaved clients know it, but enforce it per call with a gRPC status; the
-    decoder keeps a higher floor so that one oversized request only fails its own call.
-
-    It remembers the small blocks it decoded (:mod:`minigrpc.header_memo`): a client sends the
-    same request block, a few index bytes once warm, for every call of a method.  A larger block
-    is decoded afresh, so what a client can make the server keep stays small (its memory is
-    not charged to the connection's budget).
-    """
-
-    def __init__(self, floor: int, template: hpack.Decoder) -> None:
-        self._floor = floor
-        super().__init__(template.max_header_list_size, template.max_allowed_table_size)
-
-    @property
-    def max_header_list_size(self) -> int:
-        return self._max_header_list_size
-
-    @max_header_list_size.setter
-    def max_header_list_size(self, value: int) -> None:
-        self._max_header_list_size = max(value, self._floor)
-
-    def decode(self, data: bytes, raw: bool = False) -> Iterable[Any]:
-        if len(data) > _REMEMBERED_BLOCK_SIZE:
-            return hpack.Decoder.decode(self, data, raw)
-        return super().decode(data, raw)
-
-
-#: The largest request header block the server remembers the decoding of (see _FloorDecoder).
-#: A warm client's block is a byte or two per field; each byte can stand for one field, so
-#: this also bounds what one remembered block holds.
-_REMEMBERED_BLOCK_SIZE = 64
-
-
-class _ServerH2Connection(h2.connection.H2Connection):
-    """h2's connection with its inbound stream limit left to us (docs/h2-notes.md, "Streams").
-
-    When a client opens one stream more than the MAX_CONCURRENT_STREAMS h2 has advertised, h2
-    raises ``TooManyStreamsError`` and answers GOAWAY(PROTOCOL_ERROR), failing every call on the
-    connection, although the client merely raced a stream end.  gRPC servers refuse just that
-    stream with RST_STREAM(REFUSED_STREAM), which clients retry.  h2 checks the limit against
-    this property, so it reports no open streams; :class:`ServerConnection` counts and refuses
-    itself.  The property still runs h2's own bookkeeping, which forgets closed streams.
-    """
-
-    @property
-    def open_inbound_streams(self) -> int:
-        super().open_inbound_streams  # noqa: B018 - run h2's closed-stream cleanup
-        return 0
-
-
-#: Room for padding (at most 256 bytes per frame) above the decoder limit.
-_HEADER_BLOCK_SLACK = 64 * 256
-
-
-# ------------------------------------------------------------------------------------------------
 # The connection
 # ------------------------------------------------------------------------------------------------
 
@@ -383,12 +214,12 @@ class ServerConnection(ConnectionProtocol):
         self.settings = settings or ServerSettings()
         self._clock = clock or time.monotonic
         self._initial_shape: Optional[bool] = None if shape_from_handler else False
-        conn = _ServerH2Connection(config=http2.server_config())
+        conn = ServerH2Connection(config=http2.server_config())
         hpack_limit = max(
             http2.CONNECTION_MAX_HEADER_LIST_SIZE,
-            self.settings.max_header_list_size * _HPACK_LIMIT_FACTOR,
+            self.settings.max_header_list_size * HPACK_LIMIT_FACTOR,
         )
-        conn.decoder = _FloorDecoder(hpack_limit, conn.decoder)
+        conn.decoder = FloorDecoder(hpack_limit, conn.decoder)
         conn.encoder = header_memo.MemoEncoder()
         # Checks the preface, every frame's length against the MAX_FRAME_SIZE we advertise and
         # the growth of header blocks, from the 9-byte frame headers, before h2 buffers a body;
@@ -398,7 +229,7 @@ class ServerConnection(ConnectionProtocol):
             http2.FrameSplitter(
                 expect_preface=True,
                 max_frame_size=self.settings.max_frame_size,
-                max_header_block=hpack_limit + _HEADER_BLOCK_SLACK,
+                max_header_block=hpack_limit + HEADER_BLOCK_SLACK,
                 merge_data_frames=True,
             ),
             self.settings.connection_window,

@@ -64,6 +64,9 @@ MODULES: Dict[str, Module] = {
                                   "frame and HPACK codecs, without h2"),
     "attempts": Module(2, "transparent retry and wait-for-ready backoff, for both transports"),
     "server_protocol": Module(2, "the server's calls as a state machine"),
+    "server_events": Module(2, "the call events the server protocol hands its socket layer"),
+    "server_h2": Module(2, "h2's server connection, adapted so one stream's fault stays "
+                           "its own"),
     "server_responses": Module(2, "how a server connection writes responses: headers, "
                                   "messages at the pace of windows and output room, trailers"),
     "server_dispatch": Module(2, "what every server decides per call: handler lookup, "

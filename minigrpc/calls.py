@@ -29,11 +29,12 @@ from types import TracebackType
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from . import interfaces, wire
+from .client_connection import CANCELLED_DETAILS, ClientConnection
 from .client_outcome import DESERIALIZE_FAILED_DETAILS
 from .client_protocol import ClientCall
 from .errors import CallError, FutureCancelledError, FutureTimeoutError
 from .status import CallStatus, Metadata, RpcError, StatusCode
-from .transport import CANCELLED_DETAILS, CallHandle, ClientConnection
+from .transport import CallHandle
 
 Deserializer = Optional[Callable[[bytes], Any]]
 

@@ -42,6 +42,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from . import headers, interfaces, wire
 from .calls import Call, CallFuture, FutureCancelledError, FutureTimeoutError, StreamingCall
+from .client_connection import TransportOptions
 from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .multicallables import (
     StreamStreamMultiCallable,
@@ -51,7 +52,7 @@ from .multicallables import (
 )
 from .status import StatusCode
 from .targets import Target, parse_target
-from .transport import ClientTLS, Transport, TransportOptions
+from .transport import ClientTLS, Transport
 
 __all__ = [
     "Call",

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple
 
 from . import interfaces, wire
 from .calls import Call, CallFuture, InactiveRpcError, RequestSender, StreamingCall, decode_response
+from .client_connection import ClientConnection
 from .client_protocol import ClientCall
 from .errors import MessageTooLarge
 from .headers import Header, malformed_path, request_headers
 from .status import CallStatus, StatusCode
-from .transport import CallHandle, ClientConnection
+from .transport import CallHandle
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import Channel

@@ -77,7 +77,10 @@ MODULES: Dict[str, Module] = {
     "connectivity": Module(3, "channel connectivity states and channel_ready_future"),
     "oneshot": Module(3, "one blocking unary call on a fresh connection, for one-call "
                          "processes"),
-    "transport": Module(3, "the client's connections: threads, waits, reconnects, retries"),
+    "client_connection": Module(3, "one blocking client connection: the reader and writer "
+                                   "roles, waits and wake-ups"),
+    "transport": Module(3, "the channel's connections: lazy connect, reconnects, "
+                           "wait-for-ready, transparent retry"),
     "interceptors": Module(3, "grpcio's client and server interceptors"),
     "server_call": Module(3, "bounded hand-over of a stream between I/O and handler threads"),
     "servicer_context": Module(3, "the handler's context: grpcio's ServicerContext"),

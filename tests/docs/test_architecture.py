@@ -38,8 +38,15 @@ def test_the_rules_catch_an_upward_import() -> None:
 
 def test_protocols_import_no_transport_and_no_socket() -> None:
     for module in (
-        "protocol", "client_protocol", "server_protocol", "server_responses", "server_events"
+        "protocol",
+        "client_protocol",
+        "server_protocol",
+        "server_responses",
+        "server_events",
+        "server_h2",
     ):
         inside, outside = architecture.imports_of(module)
-        assert not {"transport", "server_loop", "sockets", "tls"} & inside, module
+        assert not {"transport", "client_connection", "server_loop", "sockets", "tls"} & inside, (
+            module
+        )
         assert not {"socket", "selectors", "threading", "ssl"} & outside, module

@@ -648,7 +648,7 @@ def ssl_session_cache_lru(capacity: int) -> SSLSessionCache:
 class TLSSocket:
     """A connected client socket with TLS on top, for one reader and one writer thread at once.
 
-    It offers what :class:`minigrpc.transport.ClientConnection` uses of a socket: ``recv``,
+    It offers what :class:`minigrpc.client_connection.ClientConnection` uses of a socket: ``recv``,
     ``sendall``, ``fileno``, ``shutdown``, ``close``, and ``pending`` (bytes already decrypted or
     received, which ``poll()`` on the descriptor cannot see).
     """

@@ -73,6 +73,19 @@ class TransportOptions(NamedTuple):
     backoff_multiplier: float = 1.6
     backoff_jitter: float = 0.2
 
+    def new_protocol(self) -> ClientConnectionProtocol:
+        """A connection's sans-IO protocol state with these limits, its preface queued (both
+        transports, blocking and asyncio, start a connection this way)."""
+        protocol = ClientConnectionProtocol(
+            max_receive_message_length=self.max_receive_message_length,
+            stream_window=self.stream_window,
+            connection_window=self.connection_window,
+            max_frame_size=self.max_frame_size,
+            max_header_list_size=self.max_header_list_size,
+        )
+        protocol.initiate()
+        return protocol
+
 
 #: Non-blocking flag for one ``send()`` on a blocking socket (Linux, macOS); 0 where missing.
 _MSG_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0) if hasattr(select, "poll") else 0
@@ -109,14 +122,7 @@ class ClientConnection:
         self._dontwait = _MSG_DONTWAIT if isinstance(sock, socket.socket) else 0
         #: A TLSSocket's ``pending()``: bytes it already holds, which poll() cannot see.
         self._tls_pending: Optional[Callable[[], bool]] = getattr(sock, "pending", None)
-        self.protocol = ClientConnectionProtocol(
-            max_receive_message_length=options.max_receive_message_length,
-            stream_window=options.stream_window,
-            connection_window=options.connection_window,
-            max_frame_size=options.max_frame_size,
-            max_header_list_size=options.max_header_list_size,
-        )
-        self.protocol.initiate()
+        self.protocol = options.new_protocol()
         # Reentrant: a signal handler runs in the main thread wherever it was interrupted, maybe
         # inside this lock while received bytes are absorbed, and a handler that cancels the call
         # (grpcio's _signal_handling_test does) must not deadlock on it.

@@ -28,7 +28,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
-from ..client_protocol import CallEvent, CallFinished, ClientCall, ClientConnectionProtocol
+from ..client_protocol import CallEvent, CallFinished, ClientCall
 from ..connectivity import ChannelConnectivity
 from ..protocol import Message
 from ..sockets import ConnectFailed, client_tracer, dial_error, handshake_error, lookup_error
@@ -46,14 +46,7 @@ class AioConnection(asyncio.Protocol):
     def __init__(
         self, options: TransportOptions, on_unusable: Callable[[], None], peer: str = ""
     ) -> None:
-        self.protocol = ClientConnectionProtocol(
-            max_receive_message_length=options.max_receive_message_length,
-            stream_window=options.stream_window,
-            connection_window=options.connection_window,
-            max_frame_size=options.max_frame_size,
-            max_header_list_size=options.max_header_list_size,
-        )
-        self.protocol.initiate()
+        self.protocol = options.new_protocol()
         self._on_unusable = on_unusable
         self._transport: Optional[asyncio.Transport] = None
         self._loop = asyncio.get_running_loop()

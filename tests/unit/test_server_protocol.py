@@ -871,8 +871,21 @@ def test_repeated_response_blocks_decode_as_sent_across_table_changes() -> None:
     blocks = [[frame.data for frame in pair.frames_from_server()
                if isinstance(frame, hyperframe.frame.HeadersFrame) and frame.stream_id == sid]
               for sid in streams]
-    assert blocks[1] == blocks[2] and len(blocks[2]) == 2
-    assert all(len(block) < 8 for block in blocks[2])  # index bytes only (RFC 7541 §6.1)
+    assert len(blocks[2]) == 2
+    if _hpack_indexes_empty_values_once():
+        assert blocks[1] == blocks[2]
+        assert all(len(block) < 8 for block in blocks[2])  # index bytes only (RFC 7541 §6.1)
+
+
+def _hpack_indexes_empty_values_once() -> bool:
+    """Whether the installed hpack finds a field with an empty value (``grpc-message: ""``) in
+    its dynamic table once it has added it.  hpack 4.0.0, the oldest release setup.cfg admits,
+    does not: it adds the field again with every block (RFC 7541 §6.2.1), so no two blocks are
+    the same bytes there, with or without the memory."""
+    encoder = hpack.Encoder()
+    fields = [(b"grpc-status", b"0"), (b"grpc-message", b"")]
+    encoder.encode(fields)
+    return encoder.encode(fields) == encoder.encode(fields)
 
 
 def test_continuation_flood_fails_fast_without_buffering() -> None:

@@ -889,6 +889,10 @@ class ScriptedServer:
             )
         if self.behaving.is_set() and not conn.eof and not self.stop_event.is_set():
             conn.send_goaway(last)
+            # Keep reading until the client closes, as a real server drains after GOAWAY: closing
+            # now, with the recovery call's frames still arriving, would answer them with a TCP
+            # RST, and the client's kernel discards the unread GOAWAY when the RST lands.
+            conn.wait_eof()
 
 
 def echo_response(conn: RawConn, request: StreamRecord) -> None:

@@ -277,6 +277,12 @@ class Rejection(NamedTuple):
     details: str
     extra_headers: Tuple[Header, ...] = ()
 
+    @property
+    def not_grpc(self) -> bool:
+        """The request is not gRPC at all (its ``:method`` or content-type), rather than a gRPC
+        request with one bad field: such a request is answered once it is complete."""
+        return self.http_status in (405, 415)
+
 
 def read_request_headers(
     headers: Sequence[Header],

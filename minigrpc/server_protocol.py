@@ -18,7 +18,9 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
   INTERNAL; a request header list above the per-call limit is 431 + RESOURCE_EXHAUSTED.  A
   missing ``te`` is accepted.  Every rejection is one HEADERS frame with END_STREAM that carries
   ``content-type: application/grpc`` and a ``grpc-status``, followed by RST_STREAM(NO_ERROR)
-  while the request is still open (PROTOCOL-HTTP2.md, Early Server Closure).
+  while the request is still open (PROTOCOL-HTTP2.md, Early Server Closure).  A request that is
+  not gRPC at all (405, 415) and still open is answered at its END_STREAM instead, so that a
+  framing fault later in it is answered as that fault (RFC 9113 §8.1.1).
 * Stream limits: we advertise MAX_CONCURRENT_STREAMS but refuse excess streams ourselves with
   RST_STREAM(REFUSED_STREAM), which clients retry; h2 would kill the whole connection instead
   ("Streams" in the h2 notes).  The same goes for the header-list limit ("Header lists").
@@ -241,6 +243,8 @@ class ServerConnection(ConnectionProtocol):
             self.settings.max_receive_message_length or wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
         )
         self._calls: Dict[int, ServerStream] = {}
+        #: Requests that are not gRPC, still open: answered at their END_STREAM (_on_request).
+        self._unanswered: Dict[int, hdrs.Rejection] = {}
         self._highest_stream_id = 0
         #: The last well-formed request header block and what it reads as (see _on_request).
         self._last_request_headers: Optional[List[Tuple[bytes, bytes]]] = None
@@ -454,6 +458,7 @@ class ServerConnection(ConnectionProtocol):
             if not call.finished
         ]
         self._calls.clear()
+        self._unanswered.clear()
         self._responses.forget_all()
         self.memory.close()  # everything the connection buffered goes with it
         return events
@@ -464,7 +469,7 @@ class ServerConnection(ConnectionProtocol):
             self._highest_stream_id = stream_id
         if (
             self._drain_phase is DrainPhase.CLOSED_TO_NEW
-            or len(self._calls) >= self.settings.max_concurrent_streams
+            or self._open_streams() >= self.settings.max_concurrent_streams
             or self.memory.refuse_streams
         ):
             # Nothing was processed, so the client may retry elsewhere (PROTOCOL-HTTP2.md, Errors:
@@ -488,6 +493,13 @@ class ServerConnection(ConnectionProtocol):
             self._last_request_headers, self._last_request_head = headers, head
         request_open = event.stream_ended is None
         if isinstance(head, hdrs.Rejection):
+            if request_open and head.not_grpc:
+                # Not gRPC at all: answered once the request is complete, so that a framing
+                # fault later in it (RFC 9113 §8.1.1, §5.4.2) is answered as that fault and is
+                # not lost behind an early answer and reset. Its DATA is acknowledged and
+                # dropped (_on_data), and the stream counts against the concurrency limit.
+                self._unanswered[stream_id] = head
+                return
             self._reject(
                 stream_id,
                 request_open,
@@ -547,6 +559,16 @@ class ServerConnection(ConnectionProtocol):
     def _on_stream_ended(self, stream_id: int, out: List[CallEvent]) -> None:
         call = self._calls.get(stream_id)
         if call is None:
+            rejection = self._unanswered.pop(stream_id, None)
+            if rejection is not None:
+                self._reject(
+                    stream_id,
+                    False,
+                    rejection.code,
+                    rejection.details,
+                    http_status=rejection.http_status,
+                    extra_headers=rejection.extra_headers,
+                )
             return
         call.request_closed = True
         if call.finished:
@@ -608,6 +630,7 @@ class ServerConnection(ConnectionProtocol):
 
     def _end_reset_call(self, stream_id: int, details: str, out: List[CallEvent]) -> None:
         """Forget a stream that is reset; a call still running ends as CANCELLED (grpcio's code)."""
+        self._unanswered.pop(stream_id, None)
         call = self._calls.pop(stream_id, None)
         self._responses.forget(stream_id)
         if call is not None:
@@ -849,6 +872,7 @@ class ServerConnection(ConnectionProtocol):
                     continue  # Trailers-Only: ended (and reset NO_ERROR if its request was open)
             self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
         self._calls.clear()
+        self._unanswered.clear()
         self._responses.forget_all()
         self.memory.close()
         self._queue_raw_frame(http2.goaway_frame(self._highest_stream_id))
@@ -931,6 +955,14 @@ class ServerConnection(ConnectionProtocol):
         if not call.request_closed:
             self._reset(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         self._forget(call)
+
+    def _open_streams(self) -> int:
+        """The client's open streams (RFC 9113 §5.1.2): calls, and requests waiting for their
+        rejection; those that h2 has closed since (a stream error of its own) are dropped."""
+        if self._unanswered:
+            for stream_id in [s for s in self._unanswered if self._stream_closed(s)]:
+                del self._unanswered[stream_id]
+        return len(self._calls) + len(self._unanswered)
 
     def _forget(self, call: ServerStream) -> None:
         self._calls.pop(call.stream_id, None)

@@ -57,23 +57,6 @@ RUN_TIMEOUT = 600.0
 
 #: Cases minigrpc fails, each with the reason.  The test asserts that minigrpc fails exactly
 #: these; a case grpc-go passes must be here with a reason, or it is a bug to fix.
-#: Cases whose outcome depends on how the kernel splits h2spec's frames across reads, with the
-#: reason.  Each sends a request that is not gRPC (HEADERS without END_STREAM), then a faulty frame
-#: on the same stream.  When both arrive in one read, minigrpc sees the fault first and answers as
-#: h2spec expects.  When the request arrives alone, minigrpc rejects it at once with Trailers-Only
-#: and RST_STREAM(NO_ERROR) (PROTOCOL-HTTP2.md, "Responses"; RFC 9113 §8.1 lets a server answer
-#: before the request is complete); the stream is then closed, and RFC 9113 §5.1 tells an endpoint
-#: to ignore frames that arrive on a stream it has reset, so the later fault gets no answer.
-#: grpc-go passes them because it resets every non-gRPC request with PROTOCOL_ERROR instead of
-#: answering it.  Measured: 16 runs of minigrpc alone, each case failed in 1 to 5 of them.
-TIMING_DEPENDENT: Dict[str, str] = {
-    case_id: "passes or fails with how the frames split across reads: the request, not gRPC, is "
-    "answered and reset at once, and a fault that arrives after the reset is ignored (RFC 9113 "
-    "§5.1)"
-    for case_id in ("http2/6.9.1/3", "http2/8.1/1", "http2/8.1.2.1/3", "http2/8.1.2.6/1",
-                    "http2/8.1.2.6/2")
-}
-
 KNOWN_FAILURES: Dict[str, str] = {
     "generic/2/2": (
         "h2spec expects a DATA frame after its WINDOW_UPDATE on the half-closed stream; a "
@@ -273,8 +256,7 @@ def verdict(runs: Dict[str, Run]) -> List[str]:
         return [f"minigrpc did not run: {ours.unavailable if ours else 'not selected'}"]
     if ours.unavailable:
         problems.append(f"minigrpc: {ours.unavailable}")
-    failed = {case_id for case_id, case in ours.cases.items()
-              if case.result == "failed" and case_id not in TIMING_DEPENDENT}
+    failed = {case_id for case_id, case in ours.cases.items() if case.result == "failed"}
     go = runs.get("grpc-go")
     if go is not None and not go.unavailable:
         for case_id in sorted(failed - set(KNOWN_FAILURES)):
@@ -369,26 +351,12 @@ def render(runs: Dict[str, Run], version: str) -> str:
             for name in order
             if name != "minigrpc" and case.case_id in runs[name].cases
         )
-        reason = KNOWN_FAILURES.get(
-            case.case_id, TIMING_DEPENDENT.get(case.case_id, "**no known reason: a bug to fix**")
-        )
+        reason = KNOWN_FAILURES.get(case.case_id, "**no known reason: a bug to fix**")
         lines += [
             f"- **{case.case_id}** {case.section}: {case.title}. h2spec "
             f"{_failure(case.message)}. ({others}.)",
             f"  {reason}",
         ]
-    lines += [
-        "",
-        "## Cases that pass or fail with how the frames split",
-        "",
-        "Each sends a request that is not gRPC, then a faulty frame on the same stream. In one "
-        "read, minigrpc answers the fault as h2spec expects; when the request arrives alone, "
-        "minigrpc answers it and resets the stream at once (PROTOCOL-HTTP2.md, \"Responses\"), "
-        "and RFC 9113 §5.1 has it ignore what then arrives on the reset stream. The check "
-        "accepts either outcome for these cases only:",
-        "",
-    ]
-    lines += [f"- {case_id}" for case_id in sorted(TIMING_DEPENDENT)]
     lines += [
         "",
         "## Every case some server fails",

@@ -29,7 +29,7 @@ def test_minigrpc_fails_only_the_cases_listed_with_a_reason() -> None:
     assert not run.unavailable, run.unavailable
     assert len(run.cases) >= 140, f"h2spec ran {len(run.cases)} cases"
     failed = {case_id: case.message for case_id, case in run.cases.items()
-              if case.result == "failed" and case_id not in h2spec_run.TIMING_DEPENDENT}
+              if case.result == "failed"}
     assert sorted(failed) == sorted(h2spec_run.KNOWN_FAILURES), failed
     assert h2spec_run.verdict({"minigrpc": run}) == []
 
@@ -70,15 +70,6 @@ def test_verdict_fails_on_a_case_grpc_go_passes_and_on_a_stale_entry() -> None:
     problems = h2spec_run.verdict({"minigrpc": ours, "grpc-go": go})
     assert problems == [f"{stale}: listed in KNOWN_FAILURES but does not fail on minigrpc;"
                         " remove the entry"]
-
-
-def test_verdict_takes_either_outcome_of_a_timing_dependent_case() -> None:
-    known = dict.fromkeys(h2spec_run.KNOWN_FAILURES, "failed")
-    flaky = next(iter(h2spec_run.TIMING_DEPENDENT))
-    go = _run("grpc-go", {flaky: "passed"})
-    for outcome in ("passed", "failed"):
-        ours = _run("minigrpc", {**known, flaky: outcome})
-        assert h2spec_run.verdict({"minigrpc": ours, "grpc-go": go}) == []
 
 
 def test_without_h2spec_the_runner_says_so_and_succeeds(

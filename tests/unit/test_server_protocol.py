@@ -329,6 +329,67 @@ def test_rejected_requests(
     assert again > stream_id
 
 
+def test_open_request_that_is_not_grpc_is_answered_at_its_end() -> None:
+    """A request that is not gRPC (415) and still open gets no answer until its END_STREAM: its
+    DATA is acknowledged and dropped, it counts as an open stream, and the answer then is the
+    Trailers-Only rejection without a reset (the request is complete)."""
+    pair = Pair(ServerSettings(max_concurrent_streams=1))
+    stream_id = pair.request(content_type=b"text/plain", body=b"x" * 70_000, end=False)
+    assert pair.settle() == []
+    assert pair.response(stream_id) == {
+        "headers": [], "trailers": [], "body": b"", "ended": False, "reset": None
+    }
+    # Its 70,000 bytes were acknowledged: more than one initial window went through.
+    assert pair.client.outbound_flow_control_window >= 65_535
+    # It holds the only stream slot: another request is refused.
+    pair.client.remote_settings.acknowledge()
+    pair.client.remote_settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = 100
+    pair.client.remote_settings.acknowledge()
+    refused = pair.request()
+    assert pair.settle() == []
+    assert pair.response(refused)["reset"] == h2.errors.ErrorCodes.REFUSED_STREAM
+    pair.client.send_data(stream_id, b"", end_stream=True)
+    assert pair.settle() == []
+    response = pair.response(stream_id)
+    assert response["headers"][b":status"] == b"415" and response["ended"]
+    assert status_of(response)[0] == 3 and response["reset"] is None
+    # The slot is free again.
+    pair.request()
+    assert [type(e) for e in pair.settle()] == [CallStarted, RequestReady]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_fault_in_an_open_request_that_is_not_grpc_is_answered_as_the_fault(split: bool) -> None:
+    """A second HEADERS without END_STREAM (RFC 9113 §8.1) after a request that is not gRPC is
+    a PROTOCOL_ERROR whether or not both arrive in one read: no early answer hides it."""
+    pair = Pair()
+    stream_id = pair.request(method=b"GET", body=None, end=False)
+    if split:
+        assert pair.settle() == []
+        assert pair.response(stream_id)["headers"] == []
+    # h2 will not send a second HEADERS without END_STREAM itself: write the frame by hand.
+    block = pair.client.encoder.encode([(b"x-late", b"1")])
+    frame = hyperframe.frame.HeadersFrame(stream_id, data=block, flags=["END_HEADERS"])
+    pair.server.receive_data(pair.client.data_to_send() + frame.serialize())
+    codes = {
+        type(f).__name__: getattr(f, "error_code", None)
+        for f in _parse_frames(pair.server.data_to_send())
+    }
+    protocol_error = h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert protocol_error in (codes.get("RstStreamFrame"), codes.get("GoAwayFrame")), codes
+    assert "HeadersFrame" not in codes, codes
+
+
+def _parse_frames(data: bytes) -> List[Any]:
+    frames = []
+    while data:
+        frame, length = hyperframe.frame.Frame.parse_frame_header(data[:9])
+        frame.parse_body(memoryview(data[9 : 9 + length]))
+        frames.append(frame)
+        data = data[9 + length :]
+    return frames
+
+
 def test_malformed_bin_metadata_is_one_headers_then_rst_no_error() -> None:
     """As grpc-go's server does: 400 + INTERNAL in one HEADERS with END_STREAM, then
     RST_STREAM(NO_ERROR)

@@ -73,15 +73,17 @@ class TransportOptions(NamedTuple):
     backoff_multiplier: float = 1.6
     backoff_jitter: float = 0.2
 
-    def new_protocol(self) -> ClientConnectionProtocol:
+    def new_protocol(self, peer: str) -> ClientConnectionProtocol:
         """A connection's sans-IO protocol state with these limits, its preface queued (both
-        transports, blocking and asyncio, start a connection this way)."""
+        transports, blocking and asyncio, start a connection this way); ``peer`` is the target
+        as the user gave it, which its connection errors name."""
         protocol = ClientConnectionProtocol(
             max_receive_message_length=self.max_receive_message_length,
             stream_window=self.stream_window,
             connection_window=self.connection_window,
             max_frame_size=self.max_frame_size,
             max_header_list_size=self.max_header_list_size,
+            peer=peer,
         )
         protocol.initiate()
         return protocol
@@ -122,7 +124,7 @@ class ClientConnection:
         self._dontwait = _MSG_DONTWAIT if isinstance(sock, socket.socket) else 0
         #: A TLSSocket's ``pending()``: bytes it already holds, which poll() cannot see.
         self._tls_pending: Optional[Callable[[], bool]] = getattr(sock, "pending", None)
-        self.protocol = options.new_protocol()
+        self.protocol = options.new_protocol(target.display)
         # Reentrant: a signal handler runs in the main thread wherever it was interrupted, maybe
         # inside this lock while received bytes are absorbed, and a handler that cancels the call
         # (grpcio's _signal_handling_test does) must not deadlock on it.
@@ -536,6 +538,7 @@ class ClientConnection:
             None if error is None else os_error_text(error),
             self.protocol.bytes_received,
             self.protocol.settings_received,
+            self.protocol.peer,
         )
 
     def _settle(self, events: Sequence[CallEvent]) -> None:

@@ -162,23 +162,31 @@ def goaway_note(error_code: Optional[int], debug_data: bytes) -> str:
 
 
 def lost_details(
-    error_text: Optional[str], bytes_received: int, settings_received: bool
+    error_text: Optional[str], bytes_received: int, settings_received: bool, peer: str
 ) -> str:
-    """Why the connection ended (``error_text`` None: EOF), in grpc-go's words where it has some.
+    """Why the connection to ``peer`` ended (``error_text`` None: EOF), in grpc-go's words
+    where it has some, naming the target as the user gave it (``Target.display``), as the dial
+    and handshake errors do: a program with several channels can tell which one failed.
 
     Before the server's SETTINGS (its connection preface, RFC 9113 §3.4) grpc-go says it was
-    reading the server preface.
+    reading the server preface.  ``peer`` "" (a protocol driven without a socket) names none.
     """
     cause = "EOF" if error_text is None else error_text
     if bytes_received == 0 or not settings_received:
-        return f'connection error: desc = "error reading server preface: {cause}"'
+        return f'connection error: desc = "error reading server preface: {_at(peer)}{cause}"'
+    to = f" to {peer}" if peer else ""
     if error_text is None:
-        return "connection closed before the response was complete"
-    return f"connection lost before the response was complete: {cause}"
+        return f"connection{to} closed before the response was complete"
+    return f"connection{to} lost before the response was complete: {cause}"
 
 
-def connection_error_details(reason: object, reading_preface: bool) -> str:
-    """A connection error the client detected in what the server sent (RFC 9113 §5.4.1);
+def connection_error_details(reason: object, reading_preface: bool, peer: str) -> str:
+    """A connection error the client detected in what ``peer`` sent (RFC 9113 §5.4.1);
     ``reading_preface``: before the server's SETTINGS was accepted."""
     phase = "error reading server preface" if reading_preface else "error reading from server"
-    return f'connection error: desc = "{phase}: {reason}"'
+    return f'connection error: desc = "{phase}: {_at(peer)}{reason}"'
+
+
+def _at(peer: str) -> str:
+    """``peer`` in front of a cause, the way the handshake error names it: ``host:port: ``."""
+    return f"{peer}: " if peer else ""

@@ -214,6 +214,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         max_header_list_size: Optional[int] = http2.CALL_MAX_HEADER_LIST_SIZE,
         buffer_limit: int = protocol.DEFAULT_BUFFER_LIMIT,
         clock: Callable[[], float] = time.monotonic,
+        peer: str = "",
     ) -> None:
         conn = h2.connection.H2Connection(config=http2.client_config())
         # Warm calls send and receive the same header blocks: HPACK coding is remembered.
@@ -231,6 +232,8 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         self._max_frame_size = max_frame_size
         self._buffer_limit = buffer_limit
         self._clock = clock
+        #: The target as the user gave it (``Target.display``), named in connection errors.
+        self.peer = peer
         #: Calls still running, by stream id.
         self.calls: Dict[int, ClientCall] = {}
         #: True once the server's first SETTINGS frame arrived (its stream limit is then known).
@@ -433,7 +436,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             # Connection errors caught on a 9-byte frame header, before h2 would buffer a body.
             self._close_with(exc.error_code)
             details = client_outcome.connection_error_details(
-                exc, isinstance(exc, http2.ServerPrefaceError)
+                exc, isinstance(exc, http2.ServerPrefaceError), self.peer
             )
             events.extend(self.connection_lost(details, protocol_error=True))
             return events
@@ -442,7 +445,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
                 h2_events = self._receive_chunk(index, chunk)
             except h2.exceptions.ProtocolError as exc:
                 details = client_outcome.connection_error_details(
-                    exc, not self.settings_received
+                    exc, not self.settings_received, self.peer
                 )
                 events.extend(self.connection_lost(details, protocol_error=True))
                 return events

@@ -75,6 +75,7 @@ def unary_call(
             max_receive_message_length=max_receive_message_length,
             stream_window=stream_window,
             connection_window=connection_window,
+            peer=parsed.display,
         )
         try:
             _run(sock, call, client_tracer(parsed.display))

@@ -123,8 +123,11 @@ class OneShotCall:
         max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
         max_header_list_size: Optional[int] = http2.CALL_MAX_HEADER_LIST_SIZE,
         clock: Callable[[], float] = time.monotonic,
+        peer: str = "",
     ) -> None:
         self.deadline = deadline
+        #: The target as the user gave it (``Target.display``), named in connection errors.
+        self.peer = peer
         self._clock = clock
         self._request_headers = list(request_headers)
         self._request = memoryview(request)
@@ -244,7 +247,7 @@ class OneShotCall:
             except http2.FrameError as exc:
                 raise _ConnectionError(
                     exc.error_code, client_outcome.connection_error_details(
-                        exc, isinstance(exc, http2.ServerPrefaceError)
+                        exc, isinstance(exc, http2.ServerPrefaceError), self.peer
                     )
                 ) from None
             buffer = self._pending + data if self._pending else data
@@ -275,7 +278,7 @@ class OneShotCall:
         self.retryable = not self.settings_received
         self._failed = True
         details = client_outcome.lost_details(
-            error_text, self.bytes_received, self.settings_received
+            error_text, self.bytes_received, self.settings_received, self.peer
         )
         details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
         self._finish(CallStatus(StatusCode.UNAVAILABLE, details))
@@ -334,7 +337,9 @@ class OneShotCall:
         # PRIORITY (deprecated, RFC 9113 §5.3.2) and frames of unknown types (§5.5) are ignored.
 
     def _reading(self, what: str) -> str:
-        return client_outcome.connection_error_details(what, not self.settings_received)
+        return client_outcome.connection_error_details(
+            what, not self.settings_received, self.peer
+        )
 
     def _check_stream(self, stream_id: int, kind: str) -> None:
         """Frames of a stream we never opened are a connection error (RFC 9113 §5.1, idle)."""

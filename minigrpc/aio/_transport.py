@@ -27,9 +27,11 @@ import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .. import client_outcome
 from ..attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
 from ..client_protocol import CallEvent, CallFinished, ClientCall
 from ..connectivity import ChannelConnectivity
+from ..errors import os_error_text
 from ..protocol import Message
 from ..sockets import ConnectFailed, client_tracer, dial_error, handshake_error, lookup_error
 from ..status import CallStatus, StatusCode
@@ -46,7 +48,7 @@ class AioConnection(asyncio.Protocol):
     def __init__(
         self, options: TransportOptions, on_unusable: Callable[[], None], peer: str = ""
     ) -> None:
-        self.protocol = options.new_protocol()
+        self.protocol = options.new_protocol(peer)
         self._on_unusable = on_unusable
         self._transport: Optional[asyncio.Transport] = None
         self._loop = asyncio.get_running_loop()
@@ -88,7 +90,13 @@ class AioConnection(asyncio.Protocol):
         self._closed = True
         self._writable.set()
         if self.protocol.failure is None:
-            details = "Socket closed" if exc is None else f"connection lost: {exc}"
+            # The blocking client's words (grpc-go's where it has some), naming the target.
+            details = client_outcome.lost_details(
+                None if exc is None else os_error_text(exc),
+                self.protocol.bytes_received,
+                self.protocol.settings_received,
+                self.protocol.peer,
+            )
             self._settle(self.protocol.connection_lost(details))
         else:
             self._wake()

@@ -1,9 +1,13 @@
-"""Connection errors name the target the user gave, on both clients (blocking and asyncio).
+"""Connection errors name the target the user gave, on every client: the channel's (blocking
+and asyncio) and the one-shot call the CNI plugin makes.
 
 A channel that cannot reach its server fails its calls UNAVAILABLE with grpc-go's wording
 (``connection error: desc = "transport: ..."``); in every case the details say which target
-failed, so that a program with several channels can tell which one. A target without a port
-dials 443, as grpcio does, and the error shows that port.
+failed, so that a program with several channels can tell which one. That holds for a
+connection that fails later too: a server that closes or answers something other than HTTP/2
+before its preface (RFC 9113 §3.4), a connection error after it (§5.4.1), a connection lost
+while a call runs. A target without a port dials 443, as grpcio does, and the error shows that
+port.
 """
 
 from __future__ import annotations
@@ -12,22 +16,36 @@ import asyncio
 import os
 import shutil
 import socket
-from typing import Any, Iterator, Tuple
+from typing import Any, Iterator, NamedTuple, Tuple
 
 import pytest
 
 import minigrpc
-from minigrpc import StatusCode, aio
+from minigrpc import StatusCode, aio, oneshot
 from tests.peers import short_temp_dir
-from tests.support.scripted_peer import ScriptedServer, ServerRequest
+from tests.support.scripted_peer import RawConn, ScriptedServer, ServerRequest, rpc_script
 
 pytestmark = pytest.mark.timeout(60)
 
 CLIENTS = ("blocking", "aio")
+#: The channel's clients and the one-shot call (plaintext only, as the plugin needs).
+ALL_CLIENTS = (*CLIENTS, "oneshot")
 
 
-def call_error(client: str, target: str, credentials: Any = None) -> Any:
-    """The error of one unary call on a new channel of ``client`` to ``target``."""
+class Failed(NamedTuple):
+    """How a call failed: what ``code()`` and ``details()`` said."""
+
+    code: StatusCode
+    details: str
+
+
+def call_error(client: str, target: str, credentials: Any = None) -> Failed:
+    """How one unary call on a new connection of ``client`` to ``target`` failed."""
+    if client == "oneshot":
+        assert credentials is None
+        status, response = oneshot.unary_call(target, "/a.B/C", b"", timeout=10)
+        assert response is None, status
+        return Failed(status.code, status.details)
     if client == "blocking":
         channel = (
             minigrpc.secure_channel(target, credentials)
@@ -37,7 +55,7 @@ def call_error(client: str, target: str, credentials: Any = None) -> Any:
         with channel:
             with pytest.raises(minigrpc.RpcError) as info:
                 channel.unary_unary("/a.B/C")(b"", timeout=10)
-        return info.value
+        return Failed(info.value.code(), info.value.details())
 
     async def main() -> Any:
         channel = (
@@ -48,7 +66,7 @@ def call_error(client: str, target: str, credentials: Any = None) -> Any:
         async with channel:
             with pytest.raises(aio.AioRpcError) as info:
                 await channel.unary_unary("/a.B/C")(b"", timeout=10)
-        return info.value
+        return Failed(info.value.code(), info.value.details())
 
     return asyncio.run(main())
 
@@ -85,27 +103,26 @@ def _refused(address: Tuple[str, int]) -> bool:
     return False
 
 
-def assert_names(error: Any, *texts: str) -> None:
-    assert error.code() is StatusCode.UNAVAILABLE, error
-    details = error.details()
-    assert details.startswith('connection error: desc = "transport: '), details
+def assert_names(error: Failed, *texts: str, prefix: str = "transport: ") -> None:
+    assert error.code is StatusCode.UNAVAILABLE, error
+    assert error.details.startswith(f'connection error: desc = "{prefix}'), error.details
     for text in texts:
-        assert text in details, (text, details)
+        assert text in error.details, (text, error.details)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", ALL_CLIENTS)
 def test_a_missing_unix_socket_is_named(client: str, tmp_dir: str) -> None:
     path = os.path.join(tmp_dir, "missing.sock")
     assert_names(call_error(client, "unix:" + path), f"dial unix {path}: ", "no such file")
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", ALL_CLIENTS)
 def test_a_missing_abstract_socket_is_named(client: str) -> None:
     name = f"minigrpc-nobody-{os.getpid()}"
     assert_names(call_error(client, "unix-abstract:" + name), f"dial unix @{name}: ")
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", ALL_CLIENTS)
 def test_a_refused_tcp_port_is_named(client: str, closed_port: int) -> None:
     assert_names(
         call_error(client, f"127.0.0.1:{closed_port}"),
@@ -121,7 +138,7 @@ def test_a_target_without_port_dials_443(client: str) -> None:
     assert_names(call_error(client, "127.0.0.1"), "dial tcp 127.0.0.1:443: ", "connection refused")
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", ALL_CLIENTS)
 def test_a_name_that_does_not_resolve_is_named(client: str) -> None:
     # RFC 6761 §6.4: names under .invalid never resolve.
     assert_names(
@@ -130,16 +147,71 @@ def test_a_name_that_does_not_resolve_is_named(client: str) -> None:
     )
 
 
+def never_called(request: ServerRequest) -> None:  # pragma: no cover - no request arrives
+    raise AssertionError("a request arrived where no connection was made")
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_failed_tls_handshake_names_the_target(client: str) -> None:
     """TLS to a plaintext HTTP/2 server: the handshake fails, and the details say where."""
 
-    def never_called(request: ServerRequest) -> None:  # pragma: no cover - no request arrives
-        raise AssertionError("a request arrived over a failed handshake")
-
     with ScriptedServer.h2(never_called, tcp=True) as server:
         error = call_error(client, server.target, minigrpc.ssl_channel_credentials())
     assert_names(error, f"authentication handshake failed: {server.target}: ")
+
+
+@pytest.mark.parametrize("tcp", [True, False], ids=["tcp", "unix"])
+@pytest.mark.parametrize("client", ALL_CLIENTS)
+def test_a_server_that_closes_before_its_preface_is_named(client: str, tcp: bool) -> None:
+    with ScriptedServer.h2(never_called, on_connect=lambda conn: False, tcp=tcp) as server:
+        error = call_error(client, server.target)
+    assert_names(error, f"{server.target}: ", prefix="error reading server preface: ")
+
+
+def answer_in_http1(conn: RawConn) -> None:
+    conn.send(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+
+@pytest.mark.parametrize("client", ALL_CLIENTS)
+def test_a_server_that_is_not_http2_is_named(client: str) -> None:
+    with ScriptedServer(answer_in_http1, tcp=True) as server:
+        error = call_error(client, server.target)
+    assert_names(
+        error,
+        f"{server.target}: first frame received is not a SETTINGS frame",
+        prefix="error reading server preface: ",
+    )
+
+
+def headers_on_a_stream_never_opened(conn: RawConn, request: Any) -> str:
+    """A connection error once the preface is done (RFC 9113 §5.1: a stream the client never
+    opened)."""
+    conn.send_headers(
+        request.stream_id + 2, [(":status", "200"), ("content-type", "application/grpc")]
+    )
+    return "stop"
+
+
+@pytest.mark.parametrize("client", ALL_CLIENTS)
+def test_a_connection_error_after_the_preface_is_named(client: str) -> None:
+    with ScriptedServer(rpc_script(headers_on_a_stream_never_opened), tcp=True) as server:
+        error = call_error(client, server.target)
+    assert_names(error, f"{server.target}: ", prefix="error reading from server: ")
+
+
+@pytest.mark.parametrize("tcp", [True, False], ids=["tcp", "unix"])
+@pytest.mark.parametrize("client", ALL_CLIENTS)
+def test_a_connection_lost_mid_call_is_named(client: str, tcp: bool) -> None:
+    def vanish(request: ServerRequest) -> None:
+        request.connection.close()
+
+    with ScriptedServer.h2(vanish, tcp=tcp) as server:
+        error = call_error(client, server.target)
+    assert error.code is StatusCode.UNAVAILABLE, error
+    # A socket closed with unread data in it (our ACKs) may read as a reset, or fail a write.
+    closed = f"connection to {server.target} closed before the response was complete"
+    lost = f"connection to {server.target} lost before the response was complete: "
+    assert error.details == closed or error.details.startswith(lost), error.details
 
 
 def test_the_authority_of_a_target_without_port_is_its_host() -> None:

@@ -188,11 +188,19 @@ def test_grpc_aio_is_minigrpc_aio_and_other_submodules_do_not_import() -> None:
 
 def test_grpcios_other_modules_that_code_imports(caplog: pytest.LogCaptureFixture) -> None:
     """``grpc._channel`` (whose error classes code catches by name), ``grpc._grpcio_metadata``
-    and ``grpc.framework.foundation.logging_pool``, as grpcio's own tests use them."""
+    and ``grpc.framework.foundation.logging_pool``, as grpcio's own tests use them, and
+    ``grpc.experimental.session_cache``, whose cache the ``grpc.ssl_session_cache`` option
+    takes (tests/interop/test_grpcio_credentials.py resumes sessions with it)."""
     import logging
 
     from grpc import _channel, _grpcio_metadata
+    from grpc.experimental import session_cache
     from grpc.framework.foundation import logging_pool
+
+    from minigrpc.tls import SSLSessionCache, ssl_session_cache_lru
+
+    assert session_cache.ssl_session_cache_lru is ssl_session_cache_lru
+    assert isinstance(session_cache.ssl_session_cache_lru(1), SSLSessionCache)
 
     assert _grpcio_metadata.__version__ == grpc.__version__
     assert _channel._USER_AGENT.startswith("grpc-python")

@@ -48,7 +48,8 @@ grpcio-unit: $(STAMP)
 	$(MAKE) tox TOXENV=grpcio-unit-grpcio,grpcio-unit-minigrpc TOXFLAGS="-p 2 --parallel-no-spinner"
 	$(PY) tools/grpcio_unit_tests.py report
 
-# HTTP/2 conformance: h2spec (from PATH or $$H2SPEC; never fetched or built here) against
+# HTTP/2 conformance: h2spec (from PATH or $$H2SPEC; never fetched here: build it from a clone of
+# its source with tools/build_h2spec.sh) against
 # minigrpc's, grpc-go's and grpcio's servers side by side; fails when minigrpc fails a case that
 # grpc-go passes without a reason listed in tools/h2spec_run.py (docs/h2spec.md). About 3 min.
 h2spec: $(STAMP)

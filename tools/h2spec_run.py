@@ -2,8 +2,9 @@
 
 h2spec (summerwind/h2spec) opens a connection per case, sends frames an HTTP/2 server must
 accept or reject (RFC 9113 and RFC 7541), and checks the answer.  Its code is not part of this
-repository and nothing here fetches or builds it: the binary is taken from ``$H2SPEC`` or from
-``PATH``; without one this script says so and exits 0::
+repository and nothing here fetches it: the binary is taken from ``$H2SPEC`` or from ``PATH``
+(``tools/build_h2spec.sh`` builds one from a clone of its source); without one this script says
+so and exits 0::
 
     make h2spec                                           # the three servers, compared
     python tools/h2spec_run.py --servers minigrpc         # minigrpc alone (about 10 s)

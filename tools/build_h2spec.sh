@@ -25,5 +25,9 @@ cp -r "$source_dir" "$gopath/src/github.com/summerwind/h2spec"
 mkdir -p "$(dirname "$output")"
 output=$(cd "$(dirname "$output")" && pwd)/$(basename "$output")
 cd "$gopath/src/github.com/summerwind/h2spec"
-GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" go build -o "$output" ./cmd/h2spec
+# The version and commit its own Makefile stamps in, so that reports name what ran.
+version=$(sed -n 's/^VERSION=//p' Makefile)
+commit=$(git rev-parse --verify HEAD 2>/dev/null || echo unknown)
+GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" go build \
+    -ldflags "-X main.VERSION=${version:-unknown} -X main.COMMIT=$commit" -o "$output" ./cmd/h2spec
 echo "build_h2spec: $output"

@@ -46,7 +46,8 @@ from .server_call import RequestStream, ResponseCredit
 from .status import Metadata, StatusCode
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .server_loop import ServerLoop, _Connection
+    from .server_handlers import CallHandling
+    from .server_loop import _Connection
 
 __all__ = ["Metadatum", "ServicerContext"]
 
@@ -306,7 +307,7 @@ class ServicerContext(CallState, interfaces.ServicerContext):
 
     def __init__(
         self,
-        server: "ServerLoop",
+        server: "CallHandling",
         connection: "_Connection",
         stream_id: int,
         method: str,

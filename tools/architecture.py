@@ -85,7 +85,9 @@ MODULES: Dict[str, Module] = {
     "server_call": Module(3, "bounded hand-over of a stream between I/O and handler threads"),
     "servicer_context": Module(3, "the handler's context: grpcio's ServicerContext"),
     "server_options": Module(3, "the server's options, parsed once"),
-    "server_loop": Module(3, "the server's I/O thread: connections, calls, timers, stop"),
+    "server_handlers": Module(3, "the blocking server's calls: handlers on the executor, their "
+                                 "requests, responses and outcomes"),
+    "server_loop": Module(3, "the server's I/O thread: connections, reads, writes, timers, stop"),
     "calls": Module(4, "call objects: futures, the streaming rendezvous, request senders"),
     "multicallables": Module(4, "grpcio's four multi-callables"),
     "channel": Module(4, "insecure_channel and secure_channel"),

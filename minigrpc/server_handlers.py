@@ -35,6 +35,7 @@ from . import server_dispatch as _dispatch
 from . import server_protocol as _protocol
 from .server_call import RequestStream, ResponseCredit
 from .server_options import ServerOptions
+from .server_timers import cancel_stalled, stall_due
 from .servicer_context import ServicerContext, _Abort
 from .status import StatusCode
 
@@ -153,10 +154,8 @@ class CallHandling:
                     self._add_timer(due, self._check_stall, connection, context)
 
     def _check_stall(self, connection: "_Connection", context: ServicerContext) -> None:
-        """``minigrpc.request_stall_timeout_ms``: cancel a call whose request stopped arriving.
-
-        RST_STREAM(CANCEL) (PROTOCOL-HTTP2.md, Errors); the handler never ran.
-        """
+        """``minigrpc.request_stall_timeout_ms``: cancel a call whose request stopped arriving
+        (:mod:`minigrpc.server_timers`); the handler never ran."""
         stall = self._options.request_stall_timeout
         stream_id = context._stream_id
         if (
@@ -165,10 +164,9 @@ class CallHandling:
             or connection.calls.get(stream_id) is not context
         ):
             return
-        progress = connection.protocol.request_progress(stream_id)
-        if progress is None:
+        due = stall_due(connection.protocol, stream_id, stall)
+        if due is None:
             return
-        due = progress + stall
         if time.monotonic() < due:
             self._add_timer(due, self._check_stall, connection, context)
             return
@@ -178,8 +176,7 @@ class CallHandling:
             connection.peer,
             stall,
         )
-        details = f"the request made no progress for {stall:g} s"
-        self._handle_events(connection, connection.protocol.cancel_call(stream_id, details))
+        self._handle_events(connection, cancel_stalled(connection.protocol, stream_id, stall))
         self._dirty.add(connection)
 
     def _start_call(

@@ -47,6 +47,13 @@ from . import server_protocol as _protocol
 from .protocol import DATA_BATCH
 from .server_handlers import CallHandling
 from .server_options import ServerOptions
+from .server_timers import (
+    CLOSE_FLUSH_TIMEOUT,
+    DRAIN_PING_TIMEOUT,
+    LINGER_TIMEOUT,
+    idle_recheck,
+    stop_deadline,
+)
 from .servicer_context import ServicerContext
 from .sockets import Listener, peer_identity, peer_name
 from .status import StatusCode
@@ -61,17 +68,10 @@ __all__ = ["ServerLoop"]
 #: The server's logger (handler exceptions, dropped connections); named after the public API.
 _LOGGER = logging.getLogger("minigrpc.server")
 
-#: How long to wait for the ACK of the drain PING before sending the final GOAWAY anyway
-#: (grpc-go waits 5 s, grpc-core 20 s; a refused late stream is retried, so shorter is safe).
-_DRAIN_PING_TIMEOUT = 1.0
 #: Connections accepted per readiness event, so a connection storm cannot starve the others.
 _ACCEPTS_PER_WAKEUP = 64
 #: Deadline timers kept before the heap is checked for timers of finished calls.
 _TIMER_COMPACT_MIN = 1024
-#: How long a connection that failed may take to flush its GOAWAY before it is closed anyway.
-_CLOSE_FLUSH_TIMEOUT = 5.0
-#: How long a drained connection waits, write side shut, for the client to close its end.
-_LINGER_TIMEOUT = 1.0
 #: Server states.
 _NEW, _STARTED, _STOPPING, _STOPPED = range(4)
 
@@ -421,24 +421,20 @@ class ServerLoop(CallHandling):
             self._close(connection)
 
     def _check_idle(self, connection: _Connection) -> None:
-        """``grpc.max_connection_idle_ms``: drain a connection without calls for that long.
-
-        Only calls count as activity, as in grpc-go's MaxConnectionIdle: a client that merely
-        pings, or sends SETTINGS, cannot keep an unused connection (and its socket) forever.
-        """
+        """``grpc.max_connection_idle_ms``: drain a connection without calls for that long
+        (:func:`~minigrpc.server_timers.idle_recheck`)."""
         idle = self._options.max_connection_idle
         if connection.closed or idle is None or connection.protocol.draining:
             return
         now = time.monotonic()
-        if connection.calls or connection.protocol.active_calls:
-            self._add_timer(now + idle, self._check_idle, connection)
-            return
-        if now - connection.idle_since < idle:
-            self._add_timer(connection.idle_since + idle, self._check_idle, connection)
+        busy = bool(connection.calls) or connection.protocol.active_calls > 0
+        recheck = idle_recheck(now, idle, connection.idle_since, busy)
+        if recheck is not None:
+            self._add_timer(recheck, self._check_idle, connection)
             return
         _LOGGER.debug("draining %s: idle for %.1f s", connection.peer, idle)
         connection.protocol.start_drain()
-        self._add_timer(now + _DRAIN_PING_TIMEOUT, self._final_goaway, connection)
+        self._add_timer(now + DRAIN_PING_TIMEOUT, self._final_goaway, connection)
         self._dirty.add(connection)
 
     def _final_goaway(self, connection: _Connection) -> None:
@@ -496,8 +492,9 @@ class ServerLoop(CallHandling):
         """A bug (or an h2 surprise) while serving one connection: log it, drop only that one.
 
         The client gets GOAWAY(INTERNAL_ERROR) before the close (RFC 9113 §5.4.1), flushed as
-        any closing connection's last frames are (at most :data:`_CLOSE_FLUSH_TIMEOUT`); should
-        that fail too, the connection is closed without it.
+        any closing connection's last frames are (at most
+        :data:`~minigrpc.server_timers.CLOSE_FLUSH_TIMEOUT`); should that fail too, the
+        connection is closed without it.
         """
         _LOGGER.exception(
             "minigrpc server: internal error on the connection from %s; closing it",
@@ -568,7 +565,7 @@ class ServerLoop(CallHandling):
             connection.charged_output = unsent
         if protocol.closed and not connection.close_when_flushed:
             # Flush what h2 queued (its GOAWAY), but never wait long for a client that won't read.
-            self._add_timer(time.monotonic() + _CLOSE_FLUSH_TIMEOUT, self._close, connection)
+            self._add_timer(time.monotonic() + CLOSE_FLUSH_TIMEOUT, self._close, connection)
             connection.close_when_flushed = True
         elif protocol.drained and not connection.calls and not connection.close_when_flushed:
             if not output:
@@ -599,8 +596,8 @@ class ServerLoop(CallHandling):
         makes its next ``send()`` fail with EPIPE or ECONNRESET, and grpcio then fails calls
         whose trailers are already in its receive buffer ("Stream removed"). After
         ``shutdown(SHUT_WR)`` the client reads everything, sees EOF and closes; we close on its
-        EOF or after :data:`_LINGER_TIMEOUT` (RFC 9113 §6.8: the sender of GOAWAY closes once the
-        streams it accepted are done).
+        EOF or after :data:`~minigrpc.server_timers.LINGER_TIMEOUT` (RFC 9113 §6.8: the sender
+        of GOAWAY closes once the streams it accepted are done).
         """
         connection.lingering = True
         connection.close_when_flushed = True
@@ -609,7 +606,7 @@ class ServerLoop(CallHandling):
         except OSError:
             self._close(connection)
             return
-        self._add_timer(time.monotonic() + _LINGER_TIMEOUT, self._close, connection)
+        self._add_timer(time.monotonic() + LINGER_TIMEOUT, self._close, connection)
 
     def _update_interest(self, connection: _Connection, want_read: bool) -> None:
         want_write = bool(connection.output)
@@ -755,20 +752,19 @@ class ServerLoop(CallHandling):
                     pass
             listener.close()
         self._listeners = []
-        if grace is None or grace <= 0:
+        deadline = stop_deadline(self._stop_deadline, now, grace)
+        if deadline is None:
+            return  # a later stop() never extends the grace
+        if deadline <= now:
             self._abort_connections()
             return
-        deadline = now + grace
-        if self._stop_deadline is not None:
-            if deadline >= self._stop_deadline:
-                return  # a later stop() never extends the grace
         first = self._stop_deadline is None
         self._stop_deadline = deadline
         if first:
             for connection in list(self._connections):
                 connection.protocol.start_drain()
                 self._dirty.add(connection)
-            self._add_timer(now + min(grace, _DRAIN_PING_TIMEOUT), self._final_goaways)
+            self._add_timer(min(deadline, now + DRAIN_PING_TIMEOUT), self._final_goaways)
         self._add_timer(deadline, self._grace_expired, deadline)
 
     def _final_goaways(self) -> None:

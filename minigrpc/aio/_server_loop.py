@@ -42,6 +42,15 @@ from .. import server_protocol as _protocol
 from ..protocol import DATA_BATCH
 from ..server_call import RESPONSE_HIGH_WATER
 from ..server_options import ServerOptions
+from ..server_timers import (
+    CLOSE_FLUSH_TIMEOUT,
+    DRAIN_PING_TIMEOUT,
+    LINGER_TIMEOUT,
+    cancel_stalled,
+    idle_recheck,
+    stall_due,
+    stop_deadline,
+)
 from ..sockets import LISTEN_BACKLOG, Listener, peer_identity, peer_name
 from ..status import StatusCode
 from ._errors import AbortError
@@ -56,12 +65,6 @@ __all__ = ["AioConnection", "AioServerLoop"]
 
 _LOGGER = logging.getLogger("minigrpc.server")
 
-#: How long to wait for the ACK of the drain PING before the final GOAWAY (as server_loop).
-_DRAIN_PING_TIMEOUT = 1.0
-#: How long a failed or aborted connection may take to flush its GOAWAY before it is dropped.
-_CLOSE_FLUSH_TIMEOUT = 5.0
-#: How long a drained connection, write side shut, waits for the client to close its end.
-_LINGER_TIMEOUT = 1.0
 #: Server states.
 NEW, STARTED, STOPPING, STOPPED = range(4)
 #: What ``next()`` returns at the end of a synchronous response generator.
@@ -285,7 +288,7 @@ class AioConnection(asyncio.Protocol):
         self.closing = True
         if self.tls is None and transport.can_write_eof():
             transport.write_eof()
-            self._timers.append(self.server._loop.call_later(_LINGER_TIMEOUT, self.abort))
+            self._timers.append(self.server._loop.call_later(LINGER_TIMEOUT, self.abort))
         else:
             transport.close()
 
@@ -299,7 +302,7 @@ class AioConnection(asyncio.Protocol):
             _LOGGER.debug("closing the connection from %s: %s", self.peer, reason)
         self.closing = True
         self.transport.close()
-        self._timers.append(self.server._loop.call_later(_CLOSE_FLUSH_TIMEOUT, self.abort))
+        self._timers.append(self.server._loop.call_later(CLOSE_FLUSH_TIMEOUT, self.abort))
 
     def abort(self) -> None:
         if not self.closed and self.transport is not None:
@@ -321,17 +324,15 @@ class AioConnection(asyncio.Protocol):
 
     def _check_idle(self) -> None:
         """``grpc.max_connection_idle_ms``: drain a connection without calls for that long
-        (only calls count as activity, as in grpc-go's MaxConnectionIdle)."""
+        (:func:`~minigrpc.server_timers.idle_recheck`)."""
         idle = self.server._options.max_connection_idle
         if self.closed or idle is None or self.protocol.draining:
             return
-        loop = self.server._loop
         now = time.monotonic()
-        if self.calls or self.protocol.active_calls:
-            self._timers.append(loop.call_later(idle, self._check_idle))
-            return
-        if now - self.idle_since < idle:
-            self._timers.append(loop.call_later(self.idle_since + idle - now, self._check_idle))
+        busy = bool(self.calls) or self.protocol.active_calls > 0
+        recheck = idle_recheck(now, idle, self.idle_since, busy)
+        if recheck is not None:
+            self._timers.append(self.server._loop.call_later(recheck - now, self._check_idle))
             return
         self.start_drain()
 
@@ -339,7 +340,7 @@ class AioConnection(asyncio.Protocol):
         """GOAWAY(2^31-1) and a PING now; GOAWAY(last stream) on the ACK or a timer."""
         self.protocol.start_drain()
         self._timers.append(
-            self.server._loop.call_later(_DRAIN_PING_TIMEOUT, self.send_final_goaway)
+            self.server._loop.call_later(DRAIN_PING_TIMEOUT, self.send_final_goaway)
         )
         self.flush()
 
@@ -630,21 +631,20 @@ class AioServerLoop:
 
     async def _unary_request(self, context: ServicerContext) -> Optional[bytes]:
         """The whole unary request; None if the call ended first.  A request that makes no
-        progress for ``minigrpc.request_stall_timeout_ms`` is cancelled (RST_STREAM(CANCEL),
-        PROTOCOL-HTTP2.md, Errors), as the blocking server does."""
+        progress for ``minigrpc.request_stall_timeout_ms`` is cancelled, as the blocking server
+        does (:mod:`minigrpc.server_timers`)."""
         stall = self._options.request_stall_timeout
         protocol = context._connection.protocol
         while context._request is None:
             if context._terminated:
                 return None
-            progress = protocol.request_progress(context._stream_id) if stall else None
-            if progress is None or stall is None:
+            due = stall_due(protocol, context._stream_id, stall) if stall else None
+            if due is None or stall is None:
                 await context._wait()
                 continue
-            remaining = progress + stall - time.monotonic()
+            remaining = due - time.monotonic()
             if remaining <= 0:
-                details = f"the request made no progress for {stall:g} s"
-                events = protocol.cancel_call(context._stream_id, details)
+                events = cancel_stalled(protocol, context._stream_id, stall)
                 self._handle_events(context._connection, events)
                 context._connection.schedule_flush()
                 return None
@@ -809,19 +809,18 @@ class AioServerLoop:
         self._state = STOPPING
         self._close_listeners()
         now = time.monotonic()
-        if grace is None or grace <= 0:
+        deadline = stop_deadline(self._stop_deadline, now, grace)
+        if deadline is not None and deadline <= now:
             self._abort_connections()
-        else:
-            deadline = now + grace
-            if self._stop_deadline is None or deadline < self._stop_deadline:
-                first = self._stop_deadline is None
-                self._stop_deadline = deadline
-                if first:
-                    for connection in list(self._connections):
-                        connection.start_drain()
-                self._stop_timers.append(
-                    self._loop.call_later(grace, self._grace_expired, deadline)
-                )
+        elif deadline is not None:  # None: a later stop() never extends the grace
+            first = self._stop_deadline is None
+            self._stop_deadline = deadline
+            if first:
+                for connection in list(self._connections):
+                    connection.start_drain()
+            self._stop_timers.append(
+                self._loop.call_later(deadline - now, self._grace_expired, deadline)
+            )
         while self._connections:
             if self._changed is None:
                 self._changed = asyncio.Event()

@@ -103,7 +103,9 @@ def read_records(path: str) -> List[dict]:
         return [json.loads(line) for line in stream if line.strip()]
 
 
-_TMP = re.compile(re.escape(tempfile.gettempdir()) + r"/[^\s'\",)\]]*")
+_TMP = re.compile(re.escape(tempfile.gettempdir()) + r"/[^\s'\",:)\]]*")
+#: A loopback target's port, which each run picks anew (connection errors name the target).
+_LOOPBACK_PORT = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost|\[::1\]):\d+")
 
 
 def normalise(text: Optional[str], limit: int = 140) -> str:
@@ -112,6 +114,7 @@ def normalise(text: Optional[str], limit: int = 140) -> str:
         return ""
     text = str(text).replace(REPO_ROOT, "<repo>")
     text = _TMP.sub("<tmp>", text)
+    text = _LOOPBACK_PORT.sub(r"\1:<port>", text)
     text = re.sub(r"\s+", " ", text).strip().replace("|", "\\|")
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -170,7 +173,8 @@ def render(junit: Dict[str, Tuple[str, str]], records: List[dict]) -> str:
                 "reference": record.get("reference", ""),
                 "observed": [], "tests": [], "results": [], "fix": "", "memory": [],
             })
-            observed = normalise(record.get("observed"))
+            # Room for a connection error that names its target before the cause.
+            observed = normalise(record.get("observed"), 200)
             if record.get("details") and side == "client":
                 observed += f" ({normalise(record['details'])})"
             if observed not in row["observed"]:

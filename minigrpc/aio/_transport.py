@@ -32,6 +32,7 @@ from ..attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
 from ..client_protocol import CallEvent, CallFinished, ClientCall
 from ..connectivity import ChannelConnectivity
 from ..errors import os_error_text
+from ..http2 import ReadBuffers
 from ..protocol import Message
 from ..sockets import ConnectFailed, client_tracer, dial_error, handshake_error, lookup_error
 from ..status import CallStatus, StatusCode
@@ -42,8 +43,12 @@ from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
 CANCELLED = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
 
 
-class AioConnection(asyncio.Protocol):
-    """One HTTP/2 connection: the loop's transport, the protocol state and the waiters."""
+class AioConnection(asyncio.BufferedProtocol):
+    """One HTTP/2 connection: the loop's transport, the protocol state and the waiters.
+
+    A buffered protocol: the loop reads into buffers kept for the connection
+    (:class:`minigrpc.http2.ReadBuffers`) rather than into a new 256 KiB bytes object each time.
+    """
 
     def __init__(
         self, options: TransportOptions, on_unusable: Callable[[], None], peer: str = ""
@@ -65,6 +70,7 @@ class AioConnection(asyncio.Protocol):
         #: Puts the TLS session in the channel's ``grpc.ssl_session_cache`` once it carries a
         #: ticket; True once done (None: nothing to keep).
         self._session_keeper: Optional[Callable[[], bool]] = None
+        self._reads = ReadBuffers()
 
     def keep_session(self, keeper: Callable[[], bool]) -> None:
         """Run ``keeper`` now and as data arrives, until it has kept the session."""
@@ -75,6 +81,12 @@ class AioConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reads.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._reads.take(nbytes))
 
     def data_received(self, data: bytes) -> None:
         if self._tracer is not None:

@@ -314,6 +314,34 @@ def test_client_keeps_its_acks_when_goaway_arrives_in_the_same_read() -> None:
     assert client.data_to_send().startswith(b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")  # SETTINGS ACK
 
 
+def test_read_buffers_follow_the_read_sizes_and_hand_out_copies() -> None:
+    """What an asyncio connection reads into (:class:`minigrpc.http2.ReadBuffers`): the small
+    buffer until a read fills it, then the large one until a read does not; the bytes taken
+    are a copy, which the next read into the same buffer leaves alone."""
+    reader, writer = socket.socketpair()
+    with reader, writer:
+        buffers = http2.ReadBuffers()
+
+        def read(payload: bytes) -> bytes:
+            writer.sendall(payload)
+            buffer = buffers.get_buffer()
+            received = 0
+            while received < len(payload):
+                received += reader.recv_into(buffer[received:], len(payload) - received)
+            return buffers.take(received)
+
+        first = read(b"a" * 300)
+        assert first == b"a" * 300
+        assert len(buffers.get_buffer()) == http2.SMALL_READ
+        assert read(b"b" * 300) == b"b" * 300
+        assert first == b"a" * 300  # not a view of the reused buffer
+        full = bytes(range(256)) * (http2.SMALL_READ // 256)
+        assert read(full) == full
+        assert len(buffers.get_buffer()) == http2.LARGE_READ
+        assert read(b"c" * 10) == b"c" * 10
+        assert len(buffers.get_buffer()) == http2.SMALL_READ
+
+
 @given(
     data=st.binary(max_size=40),
     pad_length=st.one_of(st.none(), st.integers(min_value=0, max_value=255)),

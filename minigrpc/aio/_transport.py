@@ -71,6 +71,9 @@ class AioConnection(asyncio.BufferedProtocol):
         #: ticket; True once done (None: nothing to keep).
         self._session_keeper: Optional[Callable[[], bool]] = None
         self._reads = ReadBuffers()
+        #: What a read made the protocol queue, written at the loop's next turn (or with the
+        #: next write, whichever comes first; :meth:`_settle`).
+        self._unsent: List[bytes] = []
 
     def keep_session(self, keeper: Callable[[], bool]) -> None:
         """Run ``keeper`` now and as data arrives, until it has kept the session."""
@@ -93,7 +96,7 @@ class AioConnection(asyncio.BufferedProtocol):
             self._tracer.received(data)
         if self._session_keeper is not None and self._session_keeper():
             self._session_keeper = None
-        self._settle(self.protocol.receive_data(data))
+        self._settle(self.protocol.receive_data(data), flush_soon=True)
 
     def eof_received(self) -> Optional[bool]:
         return False  # close our side too: HTTP/2 has no half-closed connection
@@ -132,10 +135,20 @@ class AioConnection(asyncio.BufferedProtocol):
     def peer_accept_encodings(self) -> Optional[frozenset]:
         return self.protocol.peer_accept_encodings
 
-    def _settle(self, events: List[CallEvent]) -> None:
+    def _settle(self, events: List[CallEvent], flush_soon: bool = False) -> None:
         """Write what the protocol queued, tell the calls that ended, and wake every waiter to
-        look again."""
-        self._flush()
+        look again.
+
+        ``flush_soon`` (after a read): what the read made the protocol queue (a PING ACK, a
+        WINDOW_UPDATE) is written at the loop's next turn instead of now, after the coroutines
+        this read woke have run.  A coroutine that starts its next call then sends it in the
+        same write, and the one waiting for the response is not kept waiting for a write it
+        does not need (grpc-go's servers ping with every response they send).  A connection
+        that became unusable writes at once: its GOAWAY must leave before it closes.
+        """
+        soon = flush_soon and self.usable
+        if not soon:
+            self._flush()
         if self._on_finished:
             self._tell_finished(events)
         if not self.usable:
@@ -143,6 +156,8 @@ class AioConnection(asyncio.BufferedProtocol):
             if self.protocol.idle:
                 self.close()
         self._wake()
+        if soon:
+            self._flush_soon()  # after the wake-ups this read scheduled
 
     def _tell_finished(self, events: List[CallEvent]) -> None:
         for event in events:
@@ -151,8 +166,20 @@ class AioConnection(asyncio.BufferedProtocol):
                 if on_finished is not None:
                     on_finished()
 
+    def _flush_soon(self) -> None:
+        """Write what the protocol queued at the loop's next turn, or with the next write."""
+        data = self.protocol.data_to_send()
+        if data:
+            self._unsent.append(data)
+            if len(self._unsent) == 1:
+                self._loop.call_soon(self._flush)
+
     def _flush(self) -> None:
         data = self.protocol.data_to_send()
+        if self._unsent:
+            self._unsent.append(data)
+            data = b"".join(self._unsent)
+            self._unsent.clear()
         if data and self._transport is not None and not self._closed:
             if self._tracer is not None:
                 self._tracer.sent(data)

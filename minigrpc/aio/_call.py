@@ -20,6 +20,7 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 
+from ..attempts import CHANNEL_CLOSED as CHANNEL_CLOSED_DETAILS
 from ..attempts import DONE, Attempts, finished
 from ..calls import decode_response
 from ..client_protocol import ClientCall
@@ -33,6 +34,8 @@ from ._transport import CANCELLED, AioConnection, AioTransport
 #: as in grpcio); and nothing is written after ``done_writing()``.
 MIXED_STYLES = "a call's stream is either iterated or read()/written, never both"
 HALF_CLOSED = 'RPC is half closed after calling "done_writing".'
+#: What a call the channel's ``close()`` ended reports (grpcio's words).
+CHANNEL_CLOSED = CallStatus(StatusCode.CANCELLED, CHANNEL_CLOSED_DETAILS)
 FINISHED = "RPC already finished."
 
 
@@ -226,9 +229,27 @@ class Call:
             await connection.wait_done(call, invocation.deadline)
         assert call.status is not None
         if not self._unary_response:
-            self._finish(call.status)
+            self._finish(await self._responses_read(connection, call, call.status))
             return None
         return self._unary_result(call)
+
+    async def _responses_read(
+        self, connection: Optional[AioConnection], call: ClientCall, status: CallStatus
+    ) -> CallStatus:
+        """The status of a stream the server ended, once the application may have it.
+
+        As in grpcio, a stream that ended OK ends for the application only once its responses
+        have been read: until then it is not done, and ``cancel()`` still ends it CANCELLED.
+        A channel closed meanwhile ends it CANCELLED ("Channel closed!"); a connection lost
+        meanwhile leaves the responses to be read and the status OK.
+        """
+        if connection is None or status.code is not StatusCode.OK or not call.messages_waiting:
+            return status
+        await connection.wait_read(call)
+        invocation = self._invocation
+        if call.messages_waiting and invocation is not None and invocation.transport.closed:
+            return CHANNEL_CLOSED
+        return status
 
     def _running(self) -> "asyncio.Future[Any]":
         """What is done once the call is: its task, or (started without one) its end."""
@@ -309,12 +330,18 @@ class Call:
                 )
 
     def _cancel_locally(self, status: CallStatus) -> None:
+        """End the call with ``status`` here; an error status the call already had stands.
+
+        An OK status the application has not been given yet (a stream's responses still
+        unread, :meth:`_responses_read`) gives way to ``status``, as in grpcio.
+        """
         connection, call = self._connection, self._call
         if connection is not None and call is not None:
             connection.cancel(call, status)
         elif call is not None and not call.done:
             finished(call, status)
-        self._finish(call.status if call is not None and call.status is not None else status)
+        ended = call.status if call is not None else None
+        self._finish(ended if ended is not None and ended.code is not StatusCode.OK else status)
 
     # -- grpcio's RpcContext ------------------------------------------------------------------
 
@@ -464,6 +491,8 @@ class _StreamResponseMixin(Call):
         return await self._read()
 
     async def _read(self) -> Any:
+        if self._locally_cancelled:  # responses still buffered are not for the application
+            raise asyncio.CancelledError()
         try:
             await asyncio.shield(self._opened)
             connection, call, invocation = self._connection, self._call, self._invocation
@@ -503,7 +532,7 @@ class _StreamRequestMixin(Call):
         if self._status is not None:  # grpcio: an ended call refuses writes, however it ended
             raise asyncio.InvalidStateError(FINISHED)
         await asyncio.shield(self._opened)
-        await self._raise_if_ended()
+        self._raise_if_ended()
         connection, call = self._connection, self._call
         assert connection is not None and call is not None and self._invocation is not None
         try:
@@ -517,7 +546,7 @@ class _StreamRequestMixin(Call):
             self.cancel()
             raise
         if not sent:
-            await self._raise_if_ended()
+            self._raise_if_ended()
 
     async def done_writing(self) -> None:
         """End the request stream (only without a request iterator)."""
@@ -532,10 +561,18 @@ class _StreamRequestMixin(Call):
             assert self._invocation is not None
             await connection.close_request(call, self._invocation.deadline)
 
-    async def _raise_if_ended(self) -> None:
+    def _raise_if_ended(self) -> None:
+        """Refuse a write to an ended call: the error it ended with, else InvalidStateError.
+
+        The server's status counts even before the application has it (an OK stream whose
+        responses are unread, :meth:`_responses_read`): a writer must not wait for reads.
+        """
         call = self._call
-        if (call is not None and call.done) or self._status is not None:
-            self._raise_for_status(await self._wait_finished())
+        status = self._status
+        if status is None and call is not None:
+            status = call.status
+        if status is not None:
+            self._raise_for_status(status)
             raise asyncio.InvalidStateError(FINISHED)
 
 

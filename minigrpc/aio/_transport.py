@@ -311,6 +311,11 @@ class AioConnection(asyncio.BufferedProtocol):
         await self._wait(lambda: call.done, deadline, call)
         self._settle([])
 
+    async def wait_read(self, call: ClientCall) -> None:
+        """Wait until the application has taken every response of the ended ``call``, or the
+        connection has closed."""
+        await self._wait(lambda: not call.messages_waiting or self._closed, None, None)
+
     def cancel(self, call: ClientCall, status: CallStatus) -> None:
         """End ``call`` now with ``status``: RST_STREAM(CANCEL) if it has a stream."""
         if not call.done:

@@ -6,6 +6,9 @@ grpc.aio server, and checks what both must do, so that a divergence fails the mi
 * A call cancelled before its task ever ran (``cancel()`` right after the call was made) is
   over: reading it raises CancelledError, awaiting it too, its code is CANCELLED, and a
   write to it raises InvalidStateError (a call that ended refuses writes, however it ended).
+* A stream the server ended OK is done only once its responses are read: until then
+  ``done()`` is False, ``code()`` waits, and ``cancel()`` ends it CANCELLED (reading on
+  raises CancelledError), through an interceptor that returns an iterator too.
 * Interceptors of a call the application feeds with ``write()`` get the written requests as
   an async iterator, which they may wrap: what they pass on is what the server receives.
   Once the call has ended (an interceptor cancelled it), ``write()`` raises
@@ -30,9 +33,10 @@ from __future__ import annotations
 
 import asyncio
 from concurrent import futures
-from typing import Any, AsyncIterator, List
+from typing import Any, AsyncIterator, Iterator, List, Optional
 
 import pytest
+from hyperframe.frame import DataFrame
 
 import minigrpc
 from minigrpc import aio
@@ -45,9 +49,17 @@ from tests.aio.calls import (
     streaming_input,
     streaming_output,
 )
-from tests.interop import empty_pb2
+from tests.interop import empty_pb2, messages_pb2
 from tests.interop.test_grpcio_credentials import METHOD, Reused, auth_handler, session_cache_of
 from tests.peers import grpcio_peer_unavailable
+from tests.support.scripted_peer import (
+    GRPC_OK_HEADERS,
+    RawConn,
+    ScriptedServer,
+    StreamRecord,
+    grpc_message,
+    rpc_script,
+)
 from tests.support.tls_certs import Certificates, make_certificates
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -103,6 +115,135 @@ def test_writing_to_a_call_cancelled_at_once_raises_invalid_state(
         assert await call.code() == status_codes(client).CANCELLED
 
     run_on_channel(client, grpcio_aio_server.target, body)
+
+
+# -- a stream whose status came before its responses were read -----------------------------------
+
+
+def _all_at_once(conn: RawConn, request: StreamRecord) -> Optional[str]:
+    """Three responses and an OK status in one write, so in one read of the client's: the
+    status is known before the application reads the first response."""
+    stream_id = request.stream_id
+    conn.send(
+        conn.header_frames(stream_id, GRPC_OK_HEADERS)
+        + b"".join(
+            DataFrame(stream_id, grpc_message(_response(size))).serialize() for size in (1, 2, 3)
+        )
+        + conn.header_frames(stream_id, ((b"grpc-status", b"0"),), end_stream=True)
+    )
+    return None
+
+
+def _response(size: int) -> bytes:
+    return messages_pb2.StreamingOutputCallResponse(
+        payload=messages_pb2.Payload(body=bytes(size))
+    ).SerializeToString()
+
+
+class _ForwardingInterceptor:
+    """Returns an async iterator over the call's responses rather than the call (grpcio's own
+    test of this case does)."""
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        call = await continuation(details, request)
+
+        async def forward() -> AsyncIterator[Any]:
+            async for response in call:
+                yield response
+
+        return forward()
+
+
+def _stream_interceptor(client: str) -> Any:
+    base = client_api(client).UnaryStreamClientInterceptor
+    return type("Forwarding", (_ForwardingInterceptor, base), {})()
+
+
+@pytest.fixture()
+def all_at_once() -> Iterator[ScriptedServer]:
+    with ScriptedServer(rpc_script(_all_at_once)) as server:
+        yield server
+        assert not server.errors
+
+
+@pytest.mark.parametrize("intercepted", [False, True], ids=["plain", "intercepted"])
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_stream_with_unread_responses_is_not_done_and_cancels(
+    client: str, intercepted: bool, all_at_once: ScriptedServer
+) -> None:
+    """grpcio gives a stream its OK status only once its responses are read: until then the
+    call is not done, and cancel() ends it CANCELLED."""
+
+    async def body(channel: Any) -> None:
+        call = streaming_output(channel)(output_request(1, 2, 3), timeout=10)
+        with pytest.raises(asyncio.CancelledError):
+            async for response in call:
+                assert len(response.payload.body) == 1
+                assert not call.done()
+                assert call.cancel()
+        assert call.cancelled() and call.done()
+        assert await call.code() == status_codes(client).CANCELLED
+
+    interceptors = [_stream_interceptor(client)] if intercepted else []
+    run_on_channel(client, all_at_once.target, body, interceptors=interceptors)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_stream_is_done_once_its_responses_are_read(
+    client: str, all_at_once: ScriptedServer
+) -> None:
+    async def body(channel: Any) -> None:
+        call = streaming_output(channel)(output_request(1, 2, 3), timeout=10)
+        ended = asyncio.Event()
+        call.add_done_callback(lambda _call: ended.set())
+        sizes = []
+        for _ in range(3):
+            assert not call.done() and not ended.is_set()
+            sizes.append(len((await call.read()).payload.body))
+        assert sizes == [1, 2, 3]
+        assert await call.read() is client_api(client).EOF
+        await ended.wait()
+        assert call.done() and not call.cancel() and not call.cancelled()
+        assert await call.code() == status_codes(client).OK
+
+    run_on_channel(client, all_at_once.target, body)
+
+
+def _bidi_all_at_once(conn: RawConn) -> None:
+    """A bidi stream answered, once its first request message is in, with two responses and
+    an OK status in one write, while the client's request stream is still open."""
+    conn.send_settings({})
+    conn.wait_for(lambda: any(record.messages for record in conn.streams.values()))
+    stream_id = max(conn.streams)
+    conn.send(
+        conn.header_frames(stream_id, GRPC_OK_HEADERS)
+        + b"".join(
+            DataFrame(stream_id, grpc_message(_response(size))).serialize() for size in (1, 2)
+        )
+        + conn.header_frames(stream_id, ((b"grpc-status", b"0"),), end_stream=True)
+    )
+    conn.wait_eof()
+
+
+def test_a_write_to_a_stream_the_server_ended_is_refused_at_once_in_minigrpc() -> None:
+    """The server's OK status counts for a writer before the responses are read: the write is
+    refused (InvalidStateError) rather than waiting for reads the writer itself holds up, and
+    the responses stay readable.  (grpcio's core fails the write INTERNAL instead.)"""
+
+    async def body(channel: Any) -> None:
+        call = full_duplex(channel)(timeout=10)
+        await call.write(output_request(1, 2))
+        assert len((await call.read()).payload.body) == 1
+        with pytest.raises(asyncio.InvalidStateError):
+            await call.write(output_request(1))
+        assert not call.done()
+        assert len((await call.read()).payload.body) == 2
+        assert await call.read() is aio.EOF
+        assert await call.code() == minigrpc.StatusCode.OK
+
+    with ScriptedServer(_bidi_all_at_once) as server:
+        run_on_channel("minigrpc", server.target, body)
+        assert not server.errors
 
 
 # -- interceptors of calls fed by write() --------------------------------------------------------

@@ -20,7 +20,6 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 
-from ..attempts import CHANNEL_CLOSED as CHANNEL_CLOSED_DETAILS
 from ..attempts import DONE, Attempts, finished
 from ..calls import decode_response
 from ..client_protocol import ClientCall
@@ -34,8 +33,6 @@ from ._transport import CANCELLED, AioConnection, AioTransport
 #: as in grpcio); and nothing is written after ``done_writing()``.
 MIXED_STYLES = "a call's stream is either iterated or read()/written, never both"
 HALF_CLOSED = 'RPC is half closed after calling "done_writing".'
-#: What a call the channel's ``close()`` ended reports (grpcio's words).
-CHANNEL_CLOSED = CallStatus(StatusCode.CANCELLED, CHANNEL_CLOSED_DETAILS)
 FINISHED = "RPC already finished."
 
 
@@ -240,15 +237,17 @@ class Call:
 
         As in grpcio, a stream that ended OK ends for the application only once its responses
         have been read: until then it is not done, and ``cancel()`` still ends it CANCELLED.
-        A channel closed meanwhile ends it CANCELLED ("Channel closed!"); a connection lost
-        meanwhile leaves the responses to be read and the status OK.
+        Closing the channel meanwhile cancels it so (grpcio's ``close()`` cancels the calls
+        it finds running); a connection lost meanwhile leaves the responses to be read and
+        the status OK.
         """
         if connection is None or status.code is not StatusCode.OK or not call.messages_waiting:
             return status
         await connection.wait_read(call)
         invocation = self._invocation
         if call.messages_waiting and invocation is not None and invocation.transport.closed:
-            return CHANNEL_CLOSED
+            self._locally_cancelled = True
+            return CANCELLED
         return status
 
     def _running(self) -> "asyncio.Future[Any]":

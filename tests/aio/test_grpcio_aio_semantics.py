@@ -8,7 +8,8 @@ grpc.aio server, and checks what both must do, so that a divergence fails the mi
   write to it raises InvalidStateError (a call that ended refuses writes, however it ended).
 * A stream the server ended OK is done only once its responses are read: until then
   ``done()`` is False, ``code()`` waits, and ``cancel()`` ends it CANCELLED (reading on
-  raises CancelledError), through an interceptor that returns an iterator too.
+  raises CancelledError), through an interceptor that returns an iterator too; closing the
+  channel cancels it so.
 * Interceptors of a call the application feeds with ``write()`` get the written requests as
   an async iterator, which they may wrap: what they pass on is what the server receives.
   Once the call has ended (an interceptor cancelled it), ``write()`` raises
@@ -207,6 +208,23 @@ def test_a_stream_is_done_once_its_responses_are_read(
         assert await call.code() == status_codes(client).OK
 
     run_on_channel(client, all_at_once.target, body)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_closing_the_channel_cancels_a_stream_with_unread_responses(
+    client: str, all_at_once: ScriptedServer
+) -> None:
+    async def main() -> None:
+        channel = client_api(client).insecure_channel(all_at_once.target)
+        call = streaming_output(channel)(output_request(1, 2, 3), timeout=10)
+        assert len((await call.read()).payload.body) == 1
+        await channel.close()
+        assert call.done() and call.cancelled()
+        assert await call.code() == status_codes(client).CANCELLED
+        with pytest.raises(asyncio.CancelledError):
+            await call.read()
+
+    asyncio.run(main())
 
 
 def _bidi_all_at_once(conn: RawConn) -> None:

@@ -125,7 +125,9 @@ MODULES: Dict[str, Module] = {
     "health.v1.health": Module(4, "grpcio-health-checking's HealthServicer: Check, List, "
                                   "Watch, set, graceful shutdown"),
     "aio._servicer_context": Module(3, "the asyncio handler's context: grpc.aio.ServicerContext"),
-    "aio._server_loop": Module(3, "the asyncio server's I/O: connections, call tasks, stop"),
+    "aio._server_handlers": Module(3, "the asyncio server's calls: a task per call, its "
+                                      "requests, responses and outcome"),
+    "aio._server_loop": Module(3, "the asyncio server's I/O: connections, their timers, stop"),
     "aio._server": Module(4, "grpc.aio's Server, server() and ServerInterceptor"),
     "reflection": Module(4, "the server reflection add-on package, v1 and v1alpha"),
     "reflection.servicer": Module(4, "server reflection answered from a descriptor pool, "

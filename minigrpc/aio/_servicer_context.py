@@ -5,7 +5,7 @@ peer, deadline, auth context) is :class:`minigrpc.servicer_context.CallState`, s
 blocking server; so is the status a call ends with (:mod:`minigrpc.server_dispatch`).  What
 is asyncio here are the methods that wait or touch the wire: ``read()``, ``write()``,
 ``send_initial_metadata()`` and ``abort()`` are coroutines run on the server's event loop, and
-they hand the work to the connection (:mod:`minigrpc.aio._server_loop`).
+they hand the work to the server's calls (:mod:`minigrpc.aio._server_handlers`).
 
 A synchronous handler (a plain function, as written for ``grpc.server``) runs on an executor,
 as grpcio runs it, and gets a :class:`SyncServicerContext`: the blocking context's API whose
@@ -35,7 +35,8 @@ from ._errors import EOF, AbortError, UsageError
 from ._metadata import Metadata as AioMetadata
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._server_loop import AioConnection, AioServerLoop
+    from ._server_handlers import CallTasks
+    from ._server_loop import AioConnection
 
 __all__ = ["ServicerContext", "SyncServicerContext"]
 
@@ -56,7 +57,7 @@ class ServicerContext(CallState):
 
     def __init__(
         self,
-        server: "AioServerLoop",
+        server: "CallTasks",
         connection: "AioConnection",
         stream_id: int,
         method: str,

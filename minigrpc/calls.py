@@ -21,7 +21,6 @@ a client reads a request iterator (:class:`RequestSender`), because the iterator
 responses arrive (a ping-pong).
 """
 
-import logging
 import sys
 import threading
 import time
@@ -33,12 +32,13 @@ from .client_connection import CANCELLED_DETAILS, ClientConnection
 from .client_outcome import DESERIALIZE_FAILED_DETAILS
 from .client_protocol import ClientCall
 from .errors import CallError, FutureCancelledError, FutureTimeoutError
+from .logs import get_logger
 from .status import CallStatus, Metadata, RpcError, StatusCode
 from .transport import CallHandle
 
 Deserializer = Optional[Callable[[bytes], Any]]
 
-_LOGGER = logging.getLogger(__name__)
+_LOGGER = get_logger(__name__)
 
 
 def _run_callbacks(callbacks: List[Callable[[], None]]) -> None:

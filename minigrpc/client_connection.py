@@ -23,7 +23,6 @@ sizes").
 :class:`minigrpc.transport.Transport` creates and replaces these connections for a channel.
 """
 
-import logging
 import math
 import select
 import socket
@@ -41,6 +40,7 @@ from .client_protocol import (
     GoAwayReceived,
 )
 from .errors import os_error_text
+from .logs import get_logger
 from .protocol import Message
 from .sockets import Waker, client_tracer
 from .status import CallStatus, StatusCode
@@ -48,7 +48,7 @@ from .targets import Target
 
 __all__ = ["CANCELLED_DETAILS", "ClientConnection", "TransportOptions", "expired"]
 
-_LOG = logging.getLogger("minigrpc.transport")
+_LOG = get_logger("minigrpc.transport")
 
 #: How often a connection's watch thread checks that someone still watches the channel.
 WATCH_INTERVAL = 1.0

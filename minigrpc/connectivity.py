@@ -22,15 +22,15 @@ a loss is then noticed when the next call uses the connection.
 
 import collections
 import enum
-import logging
 import threading
 from typing import Any, Callable, Deque, List, Optional, Tuple
 
 from .errors import FutureCancelledError, FutureTimeoutError
+from .logs import get_logger
 
 __all__ = ["ChannelConnectivity", "ChannelReadyFuture", "ConnectivityWatch"]
 
-_LOGGER = logging.getLogger(__name__)
+_LOGGER = get_logger(__name__)
 
 Callback = Callable[["ChannelConnectivity"], None]
 

@@ -22,7 +22,6 @@ the handler set, or None), ``_details`` (its details, or None), ``_aborted`` (``
 called) and ``_terminated`` (the call ended before the handler did).
 """
 
-import logging
 from typing import (
     Any,
     Callable,
@@ -38,6 +37,7 @@ from typing import (
 )
 
 from . import handlers as _handlers
+from .logs import get_logger
 from .status import CallStatus, Metadata, RpcError, StatusCode
 
 __all__ = [
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: The server's logger (handler exceptions, failed lookups); named after the public API.
-_LOGGER = logging.getLogger("minigrpc.server")
+_LOGGER = get_logger("minigrpc.server")
 
 
 class Outcome(NamedTuple):

@@ -24,7 +24,6 @@ shared with the asyncio server; what is here is how threads wait for it.
 
 import collections
 import concurrent.futures
-import logging
 import os
 import threading
 import time
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Set, Tup
 from . import errors, wire
 from . import server_dispatch as _dispatch
 from . import server_protocol as _protocol
+from .logs import get_logger
 from .server_call import RequestStream, ResponseCredit
 from .server_options import ServerOptions
 from .server_timers import cancel_stalled, stall_due
@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["CallHandling"]
 
 #: The server's logger (handler exceptions); named after the public API.
-_LOGGER = logging.getLogger("minigrpc.server")
+_LOGGER = get_logger("minigrpc.server")
 
 
 class CallHandling:

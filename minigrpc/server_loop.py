@@ -36,7 +36,6 @@ import collections
 import concurrent.futures
 import heapq
 import itertools
-import logging
 import selectors
 import socket
 import threading
@@ -44,6 +43,7 @@ import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from . import server_protocol as _protocol
+from .logs import get_logger
 from .protocol import DATA_BATCH
 from .server_handlers import CallHandling
 from .server_options import ServerOptions
@@ -66,7 +66,7 @@ except ImportError:  # pragma: no cover - trace.py is optional
 __all__ = ["ServerLoop"]
 
 #: The server's logger (handler exceptions, dropped connections); named after the public API.
-_LOGGER = logging.getLogger("minigrpc.server")
+_LOGGER = get_logger("minigrpc.server")
 
 #: Connections accepted per readiness event, so a connection storm cannot starve the others.
 _ACCEPTS_PER_WAKEUP = 64

@@ -68,16 +68,16 @@ second server on a port in use fails to bind instead of silently sharing the por
 connections.
 """
 
-import logging
 from typing import Any, FrozenSet, Iterable, Optional, Tuple
 
 from . import http2, wire
+from .logs import get_logger
 from .memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
 from .server_protocol import ServerSettings
 
 __all__ = ["ServerOptions"]
 
-_LOGGER = logging.getLogger("minigrpc.server")
+_LOGGER = get_logger("minigrpc.server")
 
 #: Unsent bytes per connection above which we stop reading from it and stop producing DATA.
 DEFAULT_MAX_OUTPUT_BUFFER = 2 * 1024 * 1024

@@ -25,7 +25,6 @@ grpcio so that its handlers and clients see what they expect:
 """
 
 import enum
-import logging
 import time
 from typing import (
     TYPE_CHECKING,
@@ -42,6 +41,7 @@ from typing import (
 )
 
 from . import interfaces, wire
+from .logs import get_logger
 from .server_call import RequestStream, ResponseCredit
 from .status import Metadata, StatusCode
 
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Metadatum", "ServicerContext"]
 
-_LOGGER = logging.getLogger("minigrpc.server")
+_LOGGER = get_logger("minigrpc.server")
 
 #: Reserved keys a handler may still put in its trailing metadata (grpcio allows the same).
 _TRAILER_ONLY_KEYS = frozenset((wire.STATUS_DETAILS_KEY,))

@@ -26,7 +26,6 @@ import collections
 import contextvars
 import enum
 import ipaddress
-import logging
 import os
 import shutil
 import socket
@@ -35,6 +34,8 @@ import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .logs import get_logger
 
 __all__ = [
     "CallCredentials",
@@ -59,7 +60,7 @@ __all__ = [
     "ssl_session_cache_lru",
 ]
 
-_LOGGER = logging.getLogger("minigrpc.tls")
+_LOGGER = get_logger("minigrpc.tls")
 
 #: The one application protocol gRPC speaks over TLS (RFC 9113 §3.2).
 ALPN_H2 = "h2"

@@ -70,6 +70,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from .logs import get_logger
 from .status import StatusCode, http2_error_name
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; the real imports are lazy (cheap import)
@@ -82,7 +83,7 @@ __all__ = [
     "tracer_for",
 ]
 
-WIRE_LOGGER = logging.getLogger("minigrpc.wire")
+WIRE_LOGGER = get_logger("minigrpc.wire")
 
 _FRAME_HEADER_LENGTH = 9
 _GRPC_PREFIX_LENGTH = 5  # PROTOCOL-HTTP2.md, Requests: 1-byte flag + 4-byte big-endian length

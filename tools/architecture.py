@@ -46,6 +46,8 @@ MODULES: Dict[str, Module] = {
                       "compression"),
     "status": Module(1, "status codes, RpcError, grpcio's Status, the mapping tables"),
     "errors": Module(1, "failures that carry their own status code"),
+    "logs": Module(1, "minigrpc's loggers, silent (a NullHandler) until the application "
+                      "configures logging"),
     "headers": Module(1, "every header block of both sides, built, checked and read"),
     "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
     "header_memo": Module(1, "HPACK coding remembered while the dynamic table is unchanged"),

@@ -23,7 +23,6 @@ ends a call) and :mod:`minigrpc.server_timers`, and differ only in how they wait
 import asyncio
 import functools
 import inspect
-import logging
 import time
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, List, Optional, Set, Tuple
@@ -32,6 +31,7 @@ from .. import errors, wire
 from .. import handlers as _handlers
 from .. import server_dispatch as _dispatch
 from .. import server_protocol as _protocol
+from ..logs import get_logger
 from ..server_call import RESPONSE_HIGH_WATER
 from ..server_options import ServerOptions
 from ..server_timers import cancel_stalled, stall_due
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["CallTasks"]
 
-_LOGGER = logging.getLogger("minigrpc.server")
+_LOGGER = get_logger("minigrpc.server")
 
 #: What ``next()`` returns at the end of a synchronous response generator.
 _END = object()

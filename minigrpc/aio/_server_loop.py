@@ -20,13 +20,13 @@ handler and back, is :class:`minigrpc.aio._server_handlers.CallTasks` (a task pe
 
 import asyncio
 import functools
-import logging
 import socket
 import time
 from concurrent.futures import Executor
 from typing import Any, Dict, List, Optional, Set
 
 from .. import server_protocol as _protocol
+from ..logs import get_logger
 from ..protocol import DATA_BATCH
 from ..server_options import ServerOptions
 from ..server_timers import (
@@ -48,7 +48,7 @@ except ImportError:  # pragma: no cover - trace.py is optional
 
 __all__ = ["AioConnection", "AioServerLoop"]
 
-_LOGGER = logging.getLogger("minigrpc.server")
+_LOGGER = get_logger("minigrpc.server")
 
 #: Server states.
 NEW, STARTED, STOPPING, STOPPED = range(4)

@@ -163,6 +163,62 @@ def test_the_alias_has_grpcios_logger_with_a_null_handler() -> None:
     assert result.stdout.split() == ["1", "NullHandler", "0"]
 
 
+#: A server whose handler raises, called once; it prints the status the client got.
+#: ``LIBRARY``: ``minigrpc``, ``alias`` (``import grpc`` on minigrpc.install_as_grpc()) or
+#: ``grpcio``; ``LOGGING_SETUP``: ``configured`` (``logging.basicConfig()``) or not.
+RAISING_HANDLER = """
+    from concurrent import futures
+
+    library, logging_setup = LIBRARY, LOGGING_SETUP
+    if logging_setup == "configured":
+        import logging
+        logging.basicConfig()
+    if library == "minigrpc":
+        import minigrpc as grpc
+    else:
+        if library == "alias":
+            import minigrpc
+            minigrpc.install_as_grpc()
+        import grpc
+
+    def boom(request, context):
+        raise ValueError("boom")
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "logging.Test", {"Boom": grpc.unary_unary_rpc_method_handler(boom)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            channel.unary_unary("/logging.Test/Boom")(b"", timeout=10)
+        except grpc.RpcError as error:
+            print(error.code().name, error.details())
+    server.stop(None).wait(10)
+"""
+
+
+@pytest.mark.parametrize("library", ["minigrpc", "alias", "grpcio"])
+@pytest.mark.parametrize("logging_setup", ["unconfigured", "configured"])
+def test_a_raising_handler_is_logged_only_where_the_application_asks(
+    library: str, logging_setup: str
+) -> None:
+    """The library convention grpcio follows (a NullHandler on its logger): a handler's
+    exception goes to the client as UNKNOWN and to the application's logging if it set any up,
+    never to stderr on the library's own initiative (Python's last-resort handler)."""
+    if library == "grpcio" and importlib.util.find_spec("grpc") is None:
+        pytest.skip("grpcio is not installed here")
+    code = RAISING_HANDLER.replace("LIBRARY", repr(library))
+    result = _run(code.replace("LOGGING_SETUP", repr(logging_setup)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "UNKNOWN Exception calling application: boom", result.stdout
+    if logging_setup == "configured":
+        assert "Exception calling application: boom" in result.stderr, result.stderr
+        assert "ValueError: boom" in result.stderr, result.stderr
+    else:
+        assert "boom" not in result.stderr, result.stderr
+
+
 def test_readme_opt_in_line_makes_generated_code_run_without_grpcio() -> None:
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text("utf-8"), re.S)
     (line,) = [block for block in blocks if "install_as_grpc" in block]

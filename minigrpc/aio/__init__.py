@@ -31,6 +31,7 @@ _EXPORTS: Dict[str, str] = {
     "StreamUnaryMultiCallable": "_channel",
     "StreamStreamMultiCallable": "_channel",
     "Call": "_call",
+    "RpcContext": "_call",
     "UnaryUnaryCall": "_call",
     "UnaryStreamCall": "_call",
     "StreamUnaryCall": "_call",
@@ -38,6 +39,7 @@ _EXPORTS: Dict[str, str] = {
     "ClientCallDetails": "_interceptors",
     "ClientInterceptor": "_interceptors",
     "InterceptedCall": "_interceptors",
+    "InterceptedUnaryUnaryCall": "_interceptors",
     "UnaryUnaryClientInterceptor": "_interceptors",
     "UnaryStreamClientInterceptor": "_interceptors",
     "StreamUnaryClientInterceptor": "_interceptors",
@@ -54,6 +56,7 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ._call import (
         Call,
+        RpcContext,
         StreamStreamCall,
         StreamUnaryCall,
         UnaryStreamCall,
@@ -82,6 +85,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ClientCallDetails,
         ClientInterceptor,
         InterceptedCall,
+        InterceptedUnaryUnaryCall,
         StreamStreamClientInterceptor,
         StreamUnaryClientInterceptor,
         UnaryStreamClientInterceptor,

@@ -16,6 +16,7 @@ Cancelling the call, or the task that awaits or reads it, sends RST_STREAM(CANCE
 CANCELLED, as grpcio does (PROTOCOL-HTTP2.md, Errors).
 """
 
+import abc
 import asyncio
 import time
 from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
@@ -50,8 +51,36 @@ class Invocation:
         self.wait_for_ready = wait_for_ready
 
 
+class RpcContext(abc.ABC):
+    """grpcio's ``grpc.aio.RpcContext``: what every asyncio call is, abstract as in grpcio.
+
+    minigrpc's :class:`Call` is registered as one rather than derived from it, so that the call
+    classes keep a plain metaclass on the path every call takes.
+    """
+
+    @abc.abstractmethod
+    def cancelled(self) -> bool:
+        """True if the call was cancelled."""
+
+    @abc.abstractmethod
+    def done(self) -> bool:
+        """True once the call ended."""
+
+    @abc.abstractmethod
+    def time_remaining(self) -> Optional[float]:
+        """Seconds left before the deadline, or None without one."""
+
+    @abc.abstractmethod
+    def cancel(self) -> bool:
+        """Cancel the call; True if it was still running."""
+
+    @abc.abstractmethod
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        """Run ``callback(call)`` once the call ends."""
+
+
 class Call:
-    """What every asyncio call is (grpcio's ``grpc.aio.Call`` and ``RpcContext``)."""
+    """What every asyncio call is (grpcio's ``grpc.aio.Call``, and a ``RpcContext``)."""
 
     _unary_response = True
     #: The request is a stream (an iterator, or ``write()``/``done_writing()``).
@@ -589,6 +618,9 @@ class StreamUnaryCall(_StreamRequestMixin, _UnaryResponseMixin):
 
 class StreamStreamCall(_StreamRequestMixin, _StreamResponseMixin):
     """Both directions stream: ``write()``/``done_writing()`` and ``read()``/``async for``."""
+
+
+RpcContext.register(Call)
 
 
 def failed_status(exc: RpcError) -> CallStatus:

@@ -5,7 +5,9 @@ An interceptor's ``intercept_*`` coroutine gets a ``continuation``, the
 starts the rest of the chain and returns a call; the interceptor returns that call, another
 one, or (for a unary response) the response itself, or (for a streaming response) an async
 iterator of responses.  What the application holds meanwhile is an :class:`InterceptedCall`:
-awaitable, iterable, readable and writable at once, while the chain runs in a task.
+awaitable, iterable, readable and writable at once, while the chain runs in a task.  It is
+also the call class of its kind (``InterceptedUnaryUnaryCall`` is a ``grpc.aio.UnaryUnaryCall``,
+as in grpcio), so that code checking ``isinstance(call, grpc.aio.Call)`` accepts it.
 """
 
 import abc
@@ -13,7 +15,14 @@ import asyncio
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence
 
 from ..status import CallStatus, StatusCode
-from ._call import FINISHED, HALF_CLOSED
+from ._call import (
+    FINISHED,
+    HALF_CLOSED,
+    StreamStreamCall,
+    StreamUnaryCall,
+    UnaryStreamCall,
+    UnaryUnaryCall,
+)
 from ._errors import EOF, AioRpcError
 from ._metadata import Metadata
 from ._transport import CANCELLED
@@ -197,12 +206,13 @@ def intercept(
         async def continuation(new_details: ClientCallDetails, new_argument: Any) -> Any:
             if index + 1 == len(interceptors):
                 return chain.made(invoke(new_details, new_argument))
-            return InterceptedCall(run(index + 1, new_details, new_argument), chain)
+            return intercepted(run(index + 1, new_details, new_argument), chain)
 
         method = getattr(interceptors[index], f"intercept_{kind}")
         return await method(continuation, details, argument)
 
-    return InterceptedCall(run(0, details, argument), chain)
+    intercepted = _INTERCEPTED[kind]
+    return intercepted(run(0, details, argument), chain)
 
 
 class InterceptedCall:
@@ -210,49 +220,49 @@ class InterceptedCall:
 
     def __init__(self, outcome: Any, chain: _Chain) -> None:
         self._chain = chain
-        self._task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(outcome)
-        self._task.add_done_callback(_retrieve)
+        self._chain_task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(outcome)
+        self._chain_task.add_done_callback(_retrieve)
         if chain.requests is not None:
-            self._task.add_done_callback(self._end_requests_on_failure)
-        self._responses: Optional[AsyncIterator[Any]] = None
+            self._chain_task.add_done_callback(self._end_requests_on_failure)
+        self._response_iterator: Optional[AsyncIterator[Any]] = None
 
     def _end_requests_on_failure(self, task: "asyncio.Task[Any]") -> None:
         if (task.cancelled() or task.exception() is not None) and self._chain.requests:
             self._chain.requests.end()
 
-    async def _outcome(self) -> Any:
-        return await asyncio.shield(self._task)
+    async def _chain_outcome(self) -> Any:
+        return await asyncio.shield(self._chain_task)
 
     def __await__(self) -> Any:
         return self._response().__await__()
 
     async def _response(self) -> Any:
-        outcome = await self._outcome()
+        outcome = await self._chain_outcome()
         return (await outcome) if _is_call(outcome) else outcome
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Any]:
-        outcome = await self._outcome()
+        outcome = await self._chain_outcome()
         async for response in outcome:
             yield response
 
     async def read(self) -> Any:
-        outcome = await self._outcome()
+        outcome = await self._chain_outcome()
         if _is_call(outcome):
             return await outcome.read()
-        if self._responses is None:
-            self._responses = outcome.__aiter__()
+        if self._response_iterator is None:
+            self._response_iterator = outcome.__aiter__()
         try:
-            return await self._responses.__anext__()
+            return await self._response_iterator.__anext__()
         except StopAsyncIteration:
             return EOF
 
-    async def _call(self) -> Any:
+    async def _real_call(self) -> Any:
         """The real call, once the chain made it (None if the chain ended without one)."""
         if not self._chain.started.done():
-            await asyncio.wait((self._chain.started, self._task),
+            await asyncio.wait((self._chain.started, self._chain_task),
                                return_when=asyncio.FIRST_COMPLETED)
         return self._chain.call
 
@@ -260,7 +270,7 @@ class InterceptedCall:
         """The call the chain made, once it has; InvalidStateError if it has ended (grpcio: a
         write to an intercepted call that ended, however it ended, says so and no more)."""
         try:
-            await self._outcome()
+            await self._chain_outcome()
         except (asyncio.CancelledError, AioRpcError):
             raise asyncio.InvalidStateError(FINISHED) from None
         call = self._chain.call
@@ -271,7 +281,7 @@ class InterceptedCall:
     async def write(self, request: Any) -> None:
         requests = self._chain.requests
         if requests is None:  # the application gave a request iterator: the call says no
-            await (await self._call()).write(request)
+            await (await self._real_call()).write(request)
             return
         call = await self._call_to_write(requests)
         if requests.closed:
@@ -283,7 +293,7 @@ class InterceptedCall:
     async def done_writing(self) -> None:
         requests = self._chain.requests
         if requests is None:
-            await (await self._call()).done_writing()
+            await (await self._real_call()).done_writing()
             return
         await self._call_to_write(requests)
         if not requests.closed:
@@ -291,11 +301,11 @@ class InterceptedCall:
             await requests.put(_END_OF_REQUESTS)
 
     async def wait_for_connection(self) -> None:
-        await (await self._call()).wait_for_connection()
+        await (await self._real_call()).wait_for_connection()
 
-    async def _status(self) -> CallStatus:
+    async def _final_status(self) -> CallStatus:
         try:
-            await self._outcome()
+            await self._chain_outcome()
         except AioRpcError as exc:
             return exc.status
         except asyncio.CancelledError:
@@ -307,26 +317,26 @@ class InterceptedCall:
         return CallStatus(code, await call.details(), (), tuple(await call.trailing_metadata()))
 
     async def code(self) -> StatusCode:
-        return (await self._status()).code
+        return (await self._final_status()).code
 
     async def details(self) -> str:
-        return (await self._status()).details
+        return (await self._final_status()).details
 
     def _no_call(self) -> bool:
         """No real call stands behind: the chain was cancelled, or an interceptor answered
         itself (grpcio has no metadata then)."""
-        return self._task.cancelled() or self._chain.call is None
+        return self._chain_task.cancelled() or self._chain.call is None
 
     async def trailing_metadata(self) -> Optional[Metadata]:
-        status = await self._status()
+        status = await self._final_status()
         return None if self._no_call() else Metadata.from_tuple(status.trailing_metadata)
 
     async def initial_metadata(self) -> Optional[Metadata]:
-        call = await self._call()
+        call = await self._real_call()
         return None if self._no_call() else await call.initial_metadata()
 
     async def debug_error_string(self) -> Optional[str]:
-        status = await self._status()
+        status = await self._final_status()
         if self._no_call():
             return None
         return "" if status.code is StatusCode.OK else str(status)
@@ -334,18 +344,18 @@ class InterceptedCall:
     def cancel(self) -> bool:
         call = self._chain.call
         cancelled = call.cancel() if call is not None else False
-        if not self._task.done():
-            self._task.cancel()
+        if not self._chain_task.done():
+            self._chain_task.cancel()
             cancelled = True
         return bool(cancelled)
 
     def cancelled(self) -> bool:
         call = self._chain.call
-        return self._task.cancelled() or (call is not None and call.cancelled())
+        return self._chain_task.cancelled() or (call is not None and call.cancelled())
 
     def done(self) -> bool:
         call = self._chain.call
-        return self._task.done() and (call is None or call.done())
+        return self._chain_task.done() and (call is None or call.done())
 
     def time_remaining(self) -> Optional[float]:
         call = self._chain.call
@@ -359,7 +369,40 @@ class InterceptedCall:
             else:
                 callback(self)
 
-        self._task.add_done_callback(outcome_done)
+        self._chain_task.add_done_callback(outcome_done)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {'done' if self.done() else 'running'}>"
+
+
+# Each kind's intercepted call is also that kind's call class (grpcio's names).  Every method the
+# application uses is InterceptedCall's, which comes first; the call class adds its type.  Its
+# metadata and debug string may be None where the plain call's never are (an interceptor that
+# answered itself made no call), as in grpcio: hence the ignores.
+
+
+class InterceptedUnaryUnaryCall(InterceptedCall, UnaryUnaryCall):  # type: ignore[misc]
+    """An intercepted unary call (grpcio's ``grpc.aio.InterceptedUnaryUnaryCall``)."""
+
+
+class InterceptedUnaryStreamCall(InterceptedCall, UnaryStreamCall):  # type: ignore[misc]
+    """An intercepted call with a response stream."""
+
+
+class InterceptedStreamUnaryCall(InterceptedCall, StreamUnaryCall):  # type: ignore[misc]
+    """An intercepted call with a request stream."""
+
+
+class InterceptedStreamStreamCall(InterceptedCall, StreamStreamCall):  # type: ignore[misc]
+    """An intercepted call streaming both ways."""
+
+
+_INTERCEPTED = {
+    "unary_unary": InterceptedUnaryUnaryCall,
+    "unary_stream": InterceptedUnaryStreamCall,
+    "stream_unary": InterceptedStreamUnaryCall,
+    "stream_stream": InterceptedStreamStreamCall,
+}
 
 
 def _retrieve(task: "asyncio.Task[Any]") -> None:

@@ -7,8 +7,8 @@ is the reference in the same run:
 * grpcio's documented-abstract classes are abstract classes that code subclasses and checks
   ``isinstance`` against (a handler built by subclassing ``RpcMethodHandler``, a
   ``GenericRpcHandler`` subclass), and what the library returns passes those checks;
-* a ``stream_unary(...).future()`` progresses with nobody waiting: its callbacks fire on OK and
-  on DEADLINE_EXCEEDED, and ``done()`` turns True;
+* a ``stream_unary(...).future()`` progresses with nobody waiting: its callbacks fire on OK, on
+  DEADLINE_EXCEEDED and when the server fails the call, and ``done()`` turns True;
 * an exception in a client interceptor comes out as a failed future, not from ``future()``;
 * a failed call's ``cancelled()``, ``traceback()`` and ``debug_error_string()``;
 * ``abort`` with a value that is not a status code, and ``ServicerContext.details()``;
@@ -215,6 +215,33 @@ def test_a_stream_unary_future_ends_at_its_deadline_without_a_waiter(api: Any) -
         assert future.code() is api.StatusCode.DEADLINE_EXCEEDED
         assert isinstance(future.exception(), api.RpcError)
         assert future.traceback() is not None
+
+
+def test_a_stream_unary_future_ends_when_the_server_fails_it_without_a_waiter(api: Any) -> None:
+    """The requests never end; the server fails the call after the first: callbacks fire and
+    ``done()`` is True with the server's status, while the request iterator still blocks."""
+    stop = threading.Event()
+    fired = threading.Event()
+
+    def refuse(requests: Iterator[bytes], context: Any) -> bytes:
+        next(requests)
+        context.abort(api.StatusCode.FAILED_PRECONDITION, "one is enough")
+
+    def requests() -> Iterator[bytes]:
+        yield b"a"
+        stop.wait(30)
+
+    service = echo_service(api, Refuse=api.stream_unary_rpc_method_handler(refuse))
+    with serving(api, service) as target, api.insecure_channel(target) as channel:
+        future = channel.stream_unary(f"/{SERVICE}/Refuse").future(requests(), timeout=30)
+        future.add_done_callback(lambda f: fired.set())
+        try:
+            assert fired.wait(10), "the callback never fired"
+            assert future.done() and future.code() is api.StatusCode.FAILED_PRECONDITION
+            assert future.details() == "one is enough"
+            assert isinstance(future.exception(), api.RpcError)
+        finally:
+            stop.set()
 
 
 # -- failed calls -------------------------------------------------------------------------------

@@ -582,7 +582,9 @@ _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
         "AioRpcError": ("aio._errors", "AioRpcError"),
         **{name: ("aio._call", name) for name in _AIO_CALL_CLASSES},
     },
-    "grpc.aio._base_call": {name: ("aio._call", name) for name in ("Call", *_AIO_CALL_CLASSES)},
+    "grpc.aio._base_call": {
+        name: ("aio._call", name) for name in ("RpcContext", "Call", *_AIO_CALL_CLASSES)
+    },
 }
 
 

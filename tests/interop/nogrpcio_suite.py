@@ -182,6 +182,11 @@ def test_grpc_aio_is_minigrpc_aio_and_other_submodules_do_not_import() -> None:
 
     assert aio is grpc.aio is minigrpc.aio
     assert grpc.aio.insecure_channel is minigrpc.aio.insecure_channel
+    # grpcio's private module of the abstract call classes, which code imports them from.
+    from grpc.aio import _base_call
+
+    for name in ("RpcContext", "Call", "UnaryUnaryCall", "StreamStreamCall"):
+        assert getattr(_base_call, name) is getattr(minigrpc.aio, name), name
     with pytest.raises(ModuleNotFoundError, match=r"'grpc\.channelz'"):
         importlib.import_module("grpc.channelz")
 

@@ -218,6 +218,39 @@ def malformed_path(path: str) -> bool:
     return not path.strip(_ASCII_WHITESPACE) or "\r" in path or "\n" in path or "\0" in path
 
 
+#: Fields never added to an HPACK table, to keep credentials out of it (RFC 7541 §7.1.3).
+SENSITIVE_FIELDS = frozenset((b"authorization", b"proxy-authorization"))
+#: The names :func:`is_sensitive` may say yes to.
+MAYBE_SENSITIVE = SENSITIVE_FIELDS | {b"cookie"}
+
+
+def is_sensitive(name: bytes, value: bytes) -> bool:
+    """Whether a field is never indexed: credentials and short cookies (RFC 7541 §7.1.3)."""
+    return name in SENSITIVE_FIELDS or (name == b"cookie" and len(value) < 20)
+
+
+def outbound_fields(block: Sequence[Header]) -> List[Tuple[bytes, bytes, bool]]:
+    """A request header block as a client sends it: each field with whether it is sensitive
+    (:func:`is_sensitive`), values without surrounding whitespace (RFC 9113 §8.2.1).
+
+    These are the rules of h2's outbound normalisation, which both clients apply themselves
+    (:func:`minigrpc.http2.client_config`); the names of a block :func:`request_headers`
+    builds are lower-case and carry no whitespace already, and no connection-specific field
+    gets in (:func:`minigrpc.wire.is_reserved_key`).
+    """
+    fields: List[Tuple[bytes, bytes, bool]] = []
+    for name, value in block:
+        value = value.strip()
+        fields.append((name, value, is_sensitive(name, value)))
+    return fields
+
+
+#: The fixed start of request header blocks, by what it is built from (:func:`request_headers`).
+_PREFIXES: Dict[Tuple[str, str, str, Optional[str], str], Tuple[Header, ...]] = {}
+#: How many different starts are kept (more are not: the memory starts over).
+_PREFIXES_KEPT = 64
+
+
 def request_headers(
     *,
     path: str,
@@ -228,14 +261,34 @@ def request_headers(
     metadata: Sequence[Header] = (),
     scheme: str = "http",
 ) -> Headers:
-    """The request header block, in grpc-go's order (PROTOCOL-HTTP2.md, Requests).
+    """The request header block, in grpc-go's order (PROTOCOL-HTTP2.md, Requests), its values
+    without surrounding whitespace, as they go out (RFC 9113 §8.2.1, :func:`outbound_fields`).
 
     ``:method :scheme :path :authority content-type user-agent te [grpc-encoding]
     grpc-accept-encoding [grpc-timeout] <metadata>``.  Receivers must not depend on the order, but
     pseudo-headers must come first (RFC 9113 §8.3) and a fixed order keeps traces comparable.
-    ``scheme`` is ``https`` over TLS.
+    ``scheme`` is ``https`` over TLS.  Everything up to ``grpc-accept-encoding`` is the same for
+    every call of a method on a channel, and is built once.
     """
-    headers: Headers = [
+    key = (path, authority, user_agent, encoding, scheme)
+    prefix = _PREFIXES.get(key)
+    if prefix is None:
+        prefix = _request_prefix(*key)
+        if len(_PREFIXES) >= _PREFIXES_KEPT:
+            _PREFIXES.clear()
+        _PREFIXES[key] = prefix
+    headers: Headers = list(prefix)
+    if timeout is not None:
+        headers.append((b"grpc-timeout", wire.encode_timeout(timeout).encode("ascii")))
+    for name, value in metadata:
+        headers.append((name, value.strip()))
+    return headers
+
+
+def _request_prefix(
+    path: str, authority: str, user_agent: str, encoding: Optional[str], scheme: str
+) -> Tuple[Header, ...]:
+    fields = [
         (b":method", b"POST"),
         (b":scheme", scheme.encode("ascii")),
         (b":path", path.encode("utf-8")),
@@ -245,12 +298,9 @@ def request_headers(
         _TE,
     ]
     if encoding is not None:
-        headers.append((b"grpc-encoding", encoding.encode("ascii")))
-    headers.append(_ACCEPT_ENCODING)
-    if timeout is not None:
-        headers.append((b"grpc-timeout", wire.encode_timeout(timeout).encode("ascii")))
-    headers.extend(metadata)
-    return headers
+        fields.append((b"grpc-encoding", encoding.encode("ascii")))
+    fields.append(_ACCEPT_ENCODING)
+    return tuple((name, value.strip()) for name, value in fields)
 
 
 class RequestHead(NamedTuple):

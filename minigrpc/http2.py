@@ -126,8 +126,9 @@ def server_config() -> "h2.config.H2Configuration":
 
 
 def _config(client_side: bool) -> "h2.config.H2Configuration":
-    """Outbound normalisation on; outbound validation and both inbound steps off
-    (docs/h2-notes.md, "Configuration", which also has what each step costs).
+    """Outbound normalisation on for a server (a client normalises itself); outbound validation
+    and both inbound steps off (docs/h2-notes.md, "Configuration", which also has what each step
+    costs).
 
     *Inbound validation* is minigrpc's own: h2 turns every malformed block it receives into a
     connection error (GOAWAY, every call on the connection ends), where RFC 9113 §8.1.1 asks for
@@ -146,9 +147,14 @@ def _config(client_side: bool) -> "h2.config.H2Configuration":
     tests/unit/test_status_and_http2.py sends what our builders produce through a validating
     H2Connection too and compares the bytes.
 
-    *Outbound normalisation* stays on, because it changes bytes: it strips surrounding
-    whitespace from values (RFC 9113 §8.2.1) and sends ``authorization`` and short ``cookie``
-    values as never-indexed (RFC 7541 §7.1.3), keeping credentials out of HPACK tables.
+    *Outbound normalisation* changes bytes: it strips surrounding whitespace from values
+    (RFC 9113 §8.2.1) and sends ``authorization`` and short ``cookie`` values as never-indexed
+    (RFC 7541 §7.1.3), keeping credentials out of HPACK tables.  A server keeps h2's.  A client
+    sends only the request header blocks it builds, and applies the same rules to them itself
+    (:func:`minigrpc.headers.outbound_fields`, which the one-shot client's own HPACK encoder
+    uses too): h2's version runs a chain of generators over every field of every call, which
+    on a warm connection, where the block's encoding is remembered
+    (:mod:`minigrpc.header_memo`), was most of the cost of sending the headers.
     """
     import h2.config  # h2 is loaded where a connection is built, not by the frame-level parts
 
@@ -158,6 +164,7 @@ def _config(client_side: bool) -> "h2.config.H2Configuration":
         validate_outbound_headers=False,
         validate_inbound_headers=False,
         normalize_inbound_headers=False,
+        normalize_outbound_headers=not client_side,
     )
 
 

@@ -78,22 +78,6 @@ _LARGEST_MAX_FRAME = 2**24 - 1
 _MAX_HEADER_BLOCK = 2 * http2.CONNECTION_MAX_HEADER_LIST_SIZE
 
 
-#: Fields never added to an HPACK table, to keep credentials out of it (RFC 7541 §7.1.3).
-_SENSITIVE = frozenset((b"authorization", b"proxy-authorization"))
-
-
-def _normalised(block: Sequence[Header]) -> List[Tuple[bytes, bytes, bool]]:
-    """What h2's outbound normalisation does to a block the full client sends: values lose
-    surrounding whitespace (RFC 9113 §8.2.1), credentials and short cookies are never indexed
-    (RFC 7541 §7.1.3). Each field with whether it is sensitive, for the encoder."""
-    fields: List[Tuple[bytes, bytes, bool]] = []
-    for name, value in block:
-        value = value.strip()
-        sensitive = name in _SENSITIVE or (name == b"cookie" and len(value) < 20)
-        fields.append((name, value, sensitive))
-    return fields
-
-
 class _ConnectionError(Exception):
     """A connection error (RFC 9113 §5.4.1): the GOAWAY code and what went wrong."""
 
@@ -198,7 +182,7 @@ class OneShotCall:
         if self._connection_window > _INITIAL_WINDOW:
             increment = self._connection_window - _INITIAL_WINDOW
             self._out.append(frames.window_update_frame(0, increment))
-        block = self._encoder.encode(_normalised(self._request_headers))
+        block = self._encoder.encode(headers.outbound_fields(self._request_headers))
         self._out.extend(frames.header_frames(STREAM_ID, block, self._peer_max_frame))
         self._write_request()
 

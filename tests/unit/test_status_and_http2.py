@@ -422,6 +422,63 @@ def test_request_headers_pass_h2_outbound_validation_unchanged(
     assert written[0] == written[1]
 
 
+_CREDENTIALS = [("authorization", " Bearer token "), ("cookie", "a=b"), ("cookie", "c" * 30)]
+
+
+@example(path=" /svc/m\x0c", timeout=None, encoding=None, metadata=[("k", " v "), *_CREDENTIALS])
+@example(path="/svc/m", timeout=1.5, encoding="gzip", metadata=[("proxy-authorization", "x ")])
+@given(
+    path=st.text(min_size=1, max_size=40).filter(lambda p: not headers.malformed_path(p)),
+    timeout=st.one_of(st.none(), st.floats(min_value=0.001, max_value=1e6)),
+    encoding=st.sampled_from([None, "gzip", "deflate"]),
+    metadata=st.one_of(APPLICATION_METADATA, st.just(_CREDENTIALS)),
+)
+def test_clients_send_request_headers_as_h2_normalises_them(
+    path: str, timeout: object, encoding: object, metadata: list
+) -> None:
+    """h2's outbound normalisation is off for a client, which builds its blocks normalised
+    (:func:`minigrpc.headers.request_headers`, ``outbound_fields``): its HEADERS frame is the
+    one h2 sends, normalisation and validation on, for the block as the API was given it."""
+    from minigrpc.client_protocol import ClientCall, ClientConnectionProtocol
+
+    encoded = wire.encode_metadata(metadata)
+    given_block = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", path.encode("utf-8")),
+        (b":authority", b"localhost"),
+        (b"content-type", b"application/grpc"),
+        (b"user-agent", b"grpc-python-minigrpc/test"),
+        (b"te", b"trailers"),
+        *([(b"grpc-encoding", encoding.encode("ascii"))] if encoding else []),  # type: ignore[attr-defined]
+        (b"grpc-accept-encoding", wire.ACCEPT_ENCODING.encode("ascii")),
+        *([(b"grpc-timeout", wire.encode_timeout(timeout).encode("ascii"))]  # type: ignore[arg-type]
+          if timeout is not None else []),
+        *encoded,
+    ]
+    config = http2.client_config()
+    config.normalize_outbound_headers = config.validate_outbound_headers = True
+    reference = h2.connection.H2Connection(config)
+    reference.initiate_connection()
+    reference.data_to_send()
+    reference.send_headers(1, given_block)
+    expected = reference.data_to_send()
+
+    client = ClientConnectionProtocol()
+    client.initiate()
+    client.data_to_send()
+    block = headers.request_headers(
+        path=path,
+        authority="localhost",
+        user_agent="grpc-python-minigrpc/test",
+        timeout=timeout,  # type: ignore[arg-type]
+        encoding=encoding,  # type: ignore[arg-type]
+        metadata=encoded,
+    )
+    client.start_call(ClientCall(headers=block, unary_response=False))
+    assert client.data_to_send() == expected
+
+
 @pytest.mark.parametrize("path", ["", " ", "\x0c", " \t\x0b ", "/svc/a\r\nx", "/svc/\n", "/svc/\0"])
 def test_malformed_paths(path: str) -> None:
     assert headers.malformed_path(path)

@@ -338,7 +338,11 @@ def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str]
         _serve_grpclib(socket_path, stop_requested)
         return 0
     if impl in AIO_SERVER_IMPLS:
+        if profiler is not None:
+            importlib.import_module("minigrpc.aio" if impl == "minigrpc-aio" else "grpc.aio")
+            profiler.start()  # the event loop's thread is this one
         _serve_aio(impl, socket_path, stop_requested)
+        _dump_profile(profiler, profile_path)
         return 0
     if impl == "grpcio":
         import grpc
@@ -365,11 +369,15 @@ def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str]
         server.server_close()
     else:
         server.stop(None).wait(15)
+    _dump_profile(profiler, profile_path)
+    return 0
+
+
+def _dump_profile(profiler: Any, profile_path: Optional[str]) -> None:
     if profiler is not None and profile_path is not None:
         stats = profiler.stats()
         if stats is not None:
             stats.dump_stats(profile_path)
-    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -377,7 +385,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--impl", choices=SERVER_IMPLS, required=True)
     parser.add_argument("--socket", required=True, help="unix socket path to listen on")
     parser.add_argument("--workers", type=int, default=SERVER_WORKERS)
-    parser.add_argument("--profile", help="minigrpc only: dump a cProfile of all threads here")
+    parser.add_argument("--profile", help="minigrpc and the asyncio servers: dump a cProfile of all threads here")
     options = parser.parse_args(argv)
     return serve(options.impl, options.socket, options.workers, options.profile)
 

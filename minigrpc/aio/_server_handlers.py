@@ -144,6 +144,7 @@ class CallTasks:
 
     def _spawn(self, context: ServicerContext, coroutine: Any) -> None:
         task = self._loop.create_task(coroutine)
+        context._connection._started_calls = True  # its read flushes after the task's step
         context._task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

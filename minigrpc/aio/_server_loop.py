@@ -84,6 +84,9 @@ class AioConnection(asyncio.Protocol):
         self._output_full = False
         self._reading_paused = False
         self._flush_scheduled = False
+        #: A call started in the read being handled: its task takes its first step on the
+        #: loop's next pass (see _receive).
+        self._started_calls = False
         self._input_scheduled = False
         self._timers: List[asyncio.TimerHandle] = []
 
@@ -136,9 +139,19 @@ class AioConnection(asyncio.Protocol):
         if self.closed or self.closing:
             return
         try:
+            # What handling the read queues goes out in one flush: schedule_flush() meanwhile
+            # schedules nothing more.
+            self._flush_scheduled = True
+            self._started_calls = False
             events = self.protocol.receive_data(data)
             self.server._handle_events(self, events)
-            self.flush()
+            if self._started_calls:
+                # The calls' tasks run on the loop's next pass, before this flush: a handler
+                # that answers at once shares the write with what the read queued (the ACK of
+                # a PING, a WINDOW_UPDATE), one write and one pass per read rather than two.
+                self.server._loop.call_soon(self.flush)
+            else:
+                self.flush()
         except Exception:
             self._internal_error()
             return

@@ -385,7 +385,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--impl", choices=SERVER_IMPLS, required=True)
     parser.add_argument("--socket", required=True, help="unix socket path to listen on")
     parser.add_argument("--workers", type=int, default=SERVER_WORKERS)
-    parser.add_argument("--profile", help="minigrpc and the asyncio servers: dump a cProfile of all threads here")
+    parser.add_argument("--profile", help="minigrpc and the asyncio servers: dump a cProfile of "
+                        "all threads here")
     options = parser.parse_args(argv)
     return serve(options.impl, options.socket, options.workers, options.profile)
 

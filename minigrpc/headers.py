@@ -427,6 +427,58 @@ def read_request_headers(
     )
 
 
+class LastRequestHead:
+    """The last well-formed request header block a connection read, and what it read as.
+
+    Reading a block (:func:`read_request_headers`) is a function of the block and the
+    connection's settings alone, and a client sends the same block call after call, but for
+    the time left in its ``grpc-timeout`` (PROTOCOL-HTTP2.md, Requests) when it sets deadlines,
+    as grpc-go's and grpcio's clients do.  :meth:`recall` answers for the same block, and for
+    one that differs only in the value of its one ``grpc-timeout``, of the same length (so the
+    same header list size) and a valid, positive time: the last reading with that timeout.
+    Anything else is None, to be read afresh with every rule applied.
+    """
+
+    __slots__ = ("_head", "_headers", "_timeout_slot")
+
+    def __init__(self) -> None:
+        self._headers: Optional[Sequence[Header]] = None
+        self._head: Union[RequestHead, Rejection, None] = None
+        #: Where the block's one ``grpc-timeout`` is (None: it has none, or several).
+        self._timeout_slot: Optional[int] = None
+
+    def remember(self, headers: Sequence[Header], head: Union[RequestHead, Rejection]) -> None:
+        """``headers`` (well-formed, :func:`malformed_request`) read as ``head``."""
+        self._headers, self._head = headers, head
+        slots = [index for index, (name, _) in enumerate(headers) if name == b"grpc-timeout"]
+        self._timeout_slot = slots[0] if len(slots) == 1 else None
+
+    def recall(self, headers: Sequence[Header]) -> Union[RequestHead, Rejection, None]:
+        """What ``headers`` read as, when that follows from the last block (class docstring)."""
+        last = self._headers
+        if last is None:
+            return None
+        if headers == last:
+            return self._head
+        slot = self._timeout_slot
+        head = self._head
+        if slot is None or not isinstance(head, RequestHead) or len(headers) != len(last):
+            return None
+        name, value = headers[slot]
+        if (
+            name != b"grpc-timeout"
+            or len(value) != len(last[slot][1])
+            or headers[:slot] != last[:slot]
+            or headers[slot + 1 :] != last[slot + 1 :]
+        ):
+            return None
+        try:
+            seconds = wire.decode_timeout(value)
+        except ValueError:
+            return None
+        return head._replace(timeout=seconds) if seconds > 0 else None
+
+
 def _timeout_order(value: bytes) -> float:
     """Sort key for duplicate ``grpc-timeout`` headers: the shortest wins."""
     try:

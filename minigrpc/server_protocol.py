@@ -66,7 +66,6 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
-    Union,
 )
 
 import h2.errors
@@ -247,8 +246,7 @@ class ServerConnection(ConnectionProtocol):
         self._unanswered: Dict[int, hdrs.Rejection] = {}
         self._highest_stream_id = 0
         #: The last well-formed request header block and what it reads as (see _on_request).
-        self._last_request_headers: Optional[List[Tuple[bytes, bytes]]] = None
-        self._last_request_head: Union[hdrs.RequestHead, hdrs.Rejection, None] = None
+        self._last_request = hdrs.LastRequestHead()
         self._drain_phase = DrainPhase.SERVING
         self._frame_budget = FrameBudget(self._clock)
         self._peer: Optional[Tuple[PeerHistory, Hashable]] = None
@@ -477,12 +475,8 @@ class ServerConnection(ConnectionProtocol):
             self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
         headers = event.headers
-        if headers == self._last_request_headers:
-            # A client sends the same block call after call (only grpc-timeout varies), and
-            # reading it is a function of the block and this connection's settings alone.
-            head = self._last_request_head
-            assert head is not None  # set with the block
-        else:
+        head = self._last_request.recall(headers)
+        if head is None:
             if hdrs.malformed_request(headers):
                 # A stream error (RFC 9113 §8.1.1): the connection's other calls go on.
                 self._reset(stream_id, PROTOCOL_ERROR)
@@ -490,7 +484,7 @@ class ServerConnection(ConnectionProtocol):
             head = hdrs.read_request_headers(
                 headers, self.settings.max_header_list_size, self.settings.enabled_encodings
             )
-            self._last_request_headers, self._last_request_head = headers, head
+            self._last_request.remember(headers, head)
         request_open = event.stream_ended is None
         if isinstance(head, hdrs.Rejection):
             if request_open and head.not_grpc:

@@ -887,6 +887,36 @@ def test_a_repeated_request_block_reads_as_it_did_and_a_changed_one_is_read_anew
     assert pair.response(malformed)["reset"] == h2.errors.ErrorCodes.PROTOCOL_ERROR
 
 
+def test_a_block_that_differs_only_in_its_timeout_reads_with_its_own_timeout() -> None:
+    """A client with deadlines sends the same block but for ``grpc-timeout``: each call gets
+    its own deadline, and a timeout that is malformed, over or of another length is read (and
+    rejected or accepted) as the rules say, however the previous block read."""
+    pair = Pair()
+    block = [(b"user-agent", b"ua/1"), (b"grpc-timeout", b"250m"), (b"x-a", b"b")]
+
+    def with_timeout(value: bytes) -> List[Tuple[bytes, bytes]]:
+        return [(name, value if name == b"grpc-timeout" else other) for name, other in block]
+
+    pair.request(extra=block)
+    for value in (b"125m", b"9999u", b"3S"):
+        pair.request(extra=with_timeout(value))
+    started = [event for event in pair.settle() if isinstance(event, CallStarted)]
+    assert [e.deadline - pair.clock.now for e in started] == pytest.approx(
+        [0.25, 0.125, 0.009999, 3.0])
+    assert {e.metadata for e in started} == {(("user-agent", "ua/1"), ("x-a", "b"))}
+    pair.request(extra=block)
+    pair.settle()
+    malformed = pair.request(extra=with_timeout(b"12x4"))
+    assert pair.settle() == []
+    assert status_of(pair.response(malformed)) == (
+        StatusCode.INTERNAL.number, "malformed grpc-timeout: '12x4'")
+    pair.request(extra=block)
+    pair.settle()
+    over = pair.request(extra=with_timeout(b"000n"))
+    assert pair.settle() == []
+    assert status_of(pair.response(over))[0] == StatusCode.DEADLINE_EXCEEDED.number
+
+
 def test_repeated_response_blocks_decode_as_sent_across_table_changes() -> None:
     """The server sends a header list it sent before as the same bytes while its HPACK table is
     unchanged; every block must still decode to exactly what was sent, whatever came between:

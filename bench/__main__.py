@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -159,6 +160,12 @@ def run_client(mode: Mode, workload: str, client: str, socket_path: str,
         return {"error": f"exit {completed.returncode}, no result: {tail}"}
 
 
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children (the client runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 class Servers:
     """The echo servers of one section, started together and always stopped together."""
 
@@ -200,14 +207,21 @@ class Servers:
         time during the run over ``server_calls``, warm-up calls included)."""
         peer = self.peer[server]
         cpu_before = peer.cpu_seconds()
+        children_before = _children_cpu()
+        started = time.monotonic()
         if client in LOAD_GENERATORS:
             result = loadgen.run_load(client, LOAD_GENERATORS[client], self.sockets[server],
                                       arguments, mode.client_timeouts[workload])
         else:
             result = run_client(mode, workload, client, self.sockets[server], arguments)
+        wall = time.monotonic() - started
         cpu_after = peer.cpu_seconds()
         if "error" not in result and cpu_before is not None and cpu_after is not None:
             result["server_cpu_us_per_call"] = (cpu_after - cpu_before) / server_calls * 1e6
+            # Shares of one core over the client child's whole run (start-up included): the
+            # side near 100% is the one that sets the rate.
+            result["server_cpu_share"] = (cpu_after - cpu_before) / wall
+            result["client_cpu_share"] = (_children_cpu() - children_before) / wall
         return result
 
     def stop(self) -> None:
@@ -392,7 +406,8 @@ def aio_server_section(mode: Mode, loads: Sequence[str], pypy_available: bool
     servers = [*aio_servers.SERVERS, *([pypy.PYPY_AIO_SERVER] if pypy_available else [])]
     workloads = [("calls", client, connections) for client in loads
                  for connections in mode.throughput_connections]
-    workloads.append(("stream", aio_servers.STREAM_CLIENT, "shared"))
+    workloads += [("stream", client, "shared") for client in aio_servers.STREAM_CLIENTS
+                  if client == "grpcio" or client in loads]
     rows = aio_servers.new_rows(workloads, servers)
     stream_args = ["--count", str(mode.stream_count), "--size", str(STREAM_MESSAGE_SIZE),
                    "--reps", str(mode.stream_reps)]
@@ -410,9 +425,11 @@ def aio_server_section(mode: Mode, loads: Sequence[str], pypy_available: bool
                         row["per_round"].append(None)
                         continue  # a pair that hung once would only hang again
                     if workload == "stream":
+                        streams = aio_servers.stream_count_of(client)
                         result = running.run_client(
-                            mode, "stream", client, server, stream_args,
-                            mode.stream_count * (mode.stream_reps + 1))
+                            mode, "stream", client, server,
+                            [*stream_args, "--threads", str(streams)],
+                            streams * mode.stream_count * (mode.stream_reps + 1))
                         value = median(result["messages_per_s"]) if "error" not in result else 0
                     else:
                         warmup = 0 if client == loadgen.H2LOAD_CLIENT else 20 * (
@@ -431,6 +448,8 @@ def aio_server_section(mode: Mode, loads: Sequence[str], pypy_available: bool
                     row["per_round"].append(value)
                     if "server_cpu_us_per_call" in result:
                         row["server_cpu_us"].append(result["server_cpu_us_per_call"])
+                        row["cpu_shares"].append((result["server_cpu_share"],
+                                                  result["client_cpu_share"]))
         finally:
             running.stop()
     return list(rows.values())
@@ -444,7 +463,7 @@ def _aio_server_results(mode: Mode, loads: Sequence[str], pypy_available: bool
                 "threads": mode.throughput_threads, "calls": mode.throughput_calls,
                 "size": LATENCY_SIZE, "rounds": mode.throughput_rounds,
                 "stream_count": mode.stream_count, "stream_size": STREAM_MESSAGE_SIZE,
-                "stream_reps": mode.stream_reps},
+                "stream_reps": mode.stream_reps, "go_streams": aio_servers.GO_STREAMS},
             "aio_server_date": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%d %H:%M UTC") + f" ({mode.name} mode)",
             "aio_server_load": load_start, "aio_server_load_end": _load()}

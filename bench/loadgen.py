@@ -4,7 +4,9 @@ The grpcio client of :mod:`bench.workloads` is the section's main load; these tw
 client antrea's own side would use (grpc-go, tests/go/bench_client, built by tests/go_peers.py)
 and a C HTTP/2 load generator (h2load from nghttp2, Debian's ``nghttp2-client``) whose own cost
 per call is far below any of the servers'. Each run returns the same JSON shape as
-:func:`bench.workloads.throughput`: ``{"calls", "seconds", "calls_per_s"}`` or ``{"error"}``.
+:func:`bench.workloads.throughput`: ``{"calls", "seconds", "calls_per_s"}`` or ``{"error"}``;
+grpc-go's client also reads server streams (:func:`run_go_streams`), as
+:func:`bench.workloads.stream` does, only far cheaper per message than any Python client.
 
 h2load knows nothing of gRPC: it POSTs a ready-made length-prefixed message (the same 200-byte
 payload) with gRPC's request headers and counts HTTP 200 answers. A gRPC error also comes with
@@ -94,6 +96,26 @@ def run_go_client(binary: str, socket_path: str, size: int, threads: int, calls:
     return result if isinstance(result, dict) else {"error": "not a JSON object"}
 
 
+def run_go_streams(binary: str, socket_path: str, size: int, streams: int, count: int,
+                   reps: int, timeout: float) -> Dict[str, Any]:
+    """tests/go/bench_client -mode stream: ``streams`` server streams of ``count`` messages at
+    once on one connection, one untimed round then ``reps`` timed ones:
+    ``{"messages_per_s": [...]}`` as :func:`bench.workloads.stream` returns it."""
+    command = [binary, "-mode", "stream", "-target", "unix:" + socket_path, "-size", str(size),
+               "-threads", str(streams), "-count", str(count), "-reps", str(reps),
+               "-connections", "shared"]
+    try:
+        completed = subprocess.run(command, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = completed.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        return _error(completed)
+    return result if isinstance(result, dict) else {"error": "not a JSON object"}
+
+
 _FINISHED = re.compile(r"finished in ([\d.]+)(us|ms|s), ([\d.]+) req/s")
 _REQUESTS = re.compile(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded")
 _TRAFFIC = re.compile(r"traffic: .*?\((\d+)\) headers .*?\((\d+)\) data")
@@ -138,8 +160,15 @@ def run_h2load(binary: str, socket_path: str, size: int, threads: int, calls: in
 
 def run_load(client: str, binary: str, socket_path: str, arguments: Sequence[str],
              timeout: float) -> Dict[str, Any]:
-    """Run ``client`` (grpc-go or h2load) with :mod:`bench.workloads`' throughput arguments."""
+    """Run ``client`` (grpc-go or h2load) with :mod:`bench.workloads`' throughput arguments,
+    or grpc-go with its stream arguments (``--count``, ``--reps``, ``--threads`` streams)."""
     options = dict(zip(arguments[::2], arguments[1::2]))
+    if "--count" in options:
+        if client != GO_CLIENT:
+            return {"error": f"{client} reads no gRPC server streams"}
+        return run_go_streams(binary, socket_path, int(options["--size"]),
+                              int(options["--threads"]), int(options["--count"]),
+                              int(options["--reps"]), timeout)
     size, threads = int(options["--size"]), int(options["--threads"])
     calls, connections = int(options["--calls"]), options["--connections"]
     runner = run_go_client if client == GO_CLIENT else run_h2load

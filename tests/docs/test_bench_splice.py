@@ -146,3 +146,28 @@ def test_only_aio_server_judges_medians_and_shows_the_per_round_spread(tmp_path:
     assert ("| aio server | stream messages/s, grpcio client: minigrpc-aio / grpclib server | "
             ">= 2× | 2.50× (2.50–2.50 per round) | **met** | 1.00× |") in text
     assert "| cold | kept row |" in text
+
+
+def test_the_stream_target_is_judged_on_grpc_go_row_when_it_was_measured() -> None:
+    """grpcio's client sets the rate of its stream row (bench/aio_servers.py): with grpc-go's
+    row measured, only that one is judged; both stay in the section's table, with the CPU
+    shares that say which side was busy."""
+    from bench import aio_servers
+
+    def row(server: str, client: str, rate: float, shares: tuple) -> Dict[str, Any]:
+        return {"workload": "stream", "server": server, "client": client,
+                "connections": "shared", "per_round": [rate], "server_cpu_us": [2.0],
+                "cpu_shares": [shares], "errors": []}
+
+    results = {"aio_server": [
+        row("minigrpc-aio", "grpc-go", 400000.0, (0.97, 0.12)),
+        row("grpclib", "grpc-go", 100000.0, (0.95, 0.4)),
+        row("minigrpc-aio", "grpcio", 23000.0, (0.3, 0.99)),
+        row("grpclib", "grpcio", 22000.0, (0.5, 0.98))]}
+    judged = [(mine, reference, client, value) for _, mine, reference, client, _, _, value, _, _
+              in aio_servers.comparisons(results)]
+    assert judged == [("minigrpc-aio", "grpclib", "grpc-go", 4.0)]
+    section = "\n".join(aio_servers.render_section(results))
+    assert ("| stream messages/s, grpc-go client, 4 streams | minigrpc-aio | 400,000 | "
+            "400,000 – 400,000 | 2.0 | 97% / 12% |  |") in section
+    assert "| stream messages/s, grpcio client | grpclib | 22,000 |" in section

@@ -7,6 +7,17 @@
 // one connection, per-thread one each. It checks every echo and prints one JSON object, as
 // bench/workloads.py's throughput workload does: {"calls", "seconds", "calls_per_s"} or
 // {"error"}. GOMAXPROCS is grpc-go's default (all cores), as an antrea-agent would run it.
+//
+//	bench_client -target unix:/path/sock -mode stream -threads 4 -count 10000 -size 16 -reps 5
+//
+// -mode stream reads server streams of /bench.Echo/Stream instead: every goroutine asks for
+// -count messages of -size bytes (the request is the ASCII "<count> <size>", as
+// bench/peers.py's stream handlers parse it) and reads them all, every goroutine's stream in
+// flight at once. One untimed round of streams first, then -reps timed rounds; it prints
+// {"messages_per_s": [one figure per round]} (all goroutines' messages over the round's wall
+// time), the shape of bench/workloads.py's stream workload. grpc-go reads a message in far
+// less CPU than any Python server spends sending one, so the server, not this client, is what
+// sets the rate.
 package main
 
 import (
@@ -15,6 +26,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sync"
@@ -26,6 +38,9 @@ import (
 )
 
 const echoMethod = "/bench.Echo/Echo"
+const streamMethod = "/bench.Echo/Stream"
+
+var streamDesc = grpc.StreamDesc{StreamName: "Stream", ServerStreams: true}
 
 func makePayload(size int) []byte {
 	payload := make([]byte, size)
@@ -114,6 +129,95 @@ func run(target string, threads, calls, size, warmup int, perThread bool) (map[s
 	}, nil
 }
 
+// readStream asks for count messages of size bytes and checks that exactly those arrive.
+func readStream(conn *grpc.ClientConn, count, size int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	stream, err := conn.NewStream(ctx, &streamDesc, streamMethod)
+	if err != nil {
+		return err
+	}
+	request := wire.Raw(fmt.Sprintf("%d %d", count, size))
+	if err := stream.SendMsg(&request); err != nil {
+		return err
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	received := 0
+	for {
+		var message wire.Raw
+		err := stream.RecvMsg(&message)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if len(message) != size {
+			return fmt.Errorf("stream message of %d bytes, not %d", len(message), size)
+		}
+		received++
+	}
+	if received != count {
+		return fmt.Errorf("stream of %d messages, not %d", received, count)
+	}
+	return nil
+}
+
+// streamRound runs one stream per goroutine, all released together; it returns the wall time.
+func streamRound(conns []*grpc.ClientConn, threads, count, size int) (float64, error) {
+	start := make(chan struct{})
+	errs := make(chan error, threads)
+	var wg sync.WaitGroup
+	for t := 0; t < threads; t++ {
+		wg.Add(1)
+		go func(conn *grpc.ClientConn) {
+			defer wg.Done()
+			<-start
+			if err := readStream(conn, count, size); err != nil {
+				errs <- err
+			}
+		}(conns[t%len(conns)])
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	elapsed := time.Since(began).Seconds()
+	close(errs)
+	for err := range errs {
+		return 0, err
+	}
+	return elapsed, nil
+}
+
+func runStreams(target string, threads, count, size, reps int, perThread bool) (map[string]interface{}, error) {
+	number := 1
+	if perThread {
+		number = threads
+	}
+	conns := make([]*grpc.ClientConn, number)
+	for i := range conns {
+		conn, err := dial(target)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		conns[i] = conn
+	}
+	rates := []float64{}
+	for rep := 0; rep <= reps; rep++ {
+		elapsed, err := streamRound(conns, threads, count, size)
+		if err != nil {
+			return nil, err
+		}
+		if rep > 0 { // the first round warms up connections, windows and the server
+			rates = append(rates, float64(threads*count)/elapsed)
+		}
+	}
+	return map[string]interface{}{"messages_per_s": rates}, nil
+}
+
 func main() {
 	target := flag.String("target", "", "server: unix:PATH, unix-abstract:NAME or HOST:PORT")
 	threads := flag.Int("threads", 8, "concurrent callers")
@@ -121,13 +225,23 @@ func main() {
 	size := flag.Int("size", 200, "request bytes")
 	warmup := flag.Int("warmup", 20, "untimed calls per connection first")
 	connections := flag.String("connections", "shared", "shared or per-thread")
+	mode := flag.String("mode", "unary", "unary (echo calls) or stream (server streams)")
+	count := flag.Int("count", 10000, "messages per stream (stream mode)")
+	reps := flag.Int("reps", 5, "timed rounds of streams (stream mode)")
 	flag.Parse()
-	if *target == "" || (*connections != "shared" && *connections != "per-thread") {
-		fmt.Fprintln(os.Stderr, "usage: bench_client -target T [-threads N -calls N -size N -connections shared|per-thread]")
+	if *target == "" || (*connections != "shared" && *connections != "per-thread") ||
+		(*mode != "unary" && *mode != "stream") {
+		fmt.Fprintln(os.Stderr, "usage: bench_client -target T [-mode unary|stream -threads N -calls N -count N -reps N -size N -connections shared|per-thread]")
 		os.Exit(2)
 	}
 	wire.RegisterRawCodec()
-	result, err := run(*target, *threads, *calls, *size, *warmup, *connections == "per-thread")
+	var result map[string]interface{}
+	var err error
+	if *mode == "stream" {
+		result, err = runStreams(*target, *threads, *count, *size, *reps, *connections == "per-thread")
+	} else {
+		result, err = run(*target, *threads, *calls, *size, *warmup, *connections == "per-thread")
+	}
 	if err != nil {
 		result = map[string]interface{}{"error": err.Error()}
 	}

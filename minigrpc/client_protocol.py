@@ -464,8 +464,11 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
                 )
                 events.extend(self.connection_lost(details, protocol_error=True))
                 return events
+            handlers = _HANDLERS
             for event in h2_events:
-                self._handle(event, events)
+                handler = handlers.get(type(event))
+                if handler is not None:
+                    handler(self, event, events)
             self.acknowledge_received()
         return events
 
@@ -490,31 +493,26 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         events.append(ConnectionFailed(self.failure))
         return events
 
-    def _handle(self, event: h2.events.Event, events: List[CallEvent]) -> None:
-        if isinstance(event, h2.events.DataReceived):
-            self._on_data(event, events)
-        elif isinstance(event, h2.events.ResponseReceived):
-            self._on_response_headers(event, events)
-        elif isinstance(event, h2.events.TrailersReceived):
-            self._on_trailers(event, events)
-        elif isinstance(event, h2.events.StreamEnded):
-            call = self.calls.get(event.stream_id)
-            if call is not None:
-                events.extend(self._finish(call, self._final_status(call)))
-        elif isinstance(event, h2.events.StreamReset):
-            self._on_reset(event, events)
-        elif isinstance(event, h2.events.WindowUpdated):
-            events.append(WindowOpened(event.stream_id))
-        elif isinstance(event, h2.events.RemoteSettingsChanged):
-            # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated; the
-            # threads waiting to send check their windows again.
-            self.settings_received = True
-            events.append(WindowOpened(0))
-        elif isinstance(event, h2.events.ConnectionTerminated):
-            self._on_goaway(event, events)
-        # PingReceived: h2 queued the ACK; the transport flushes after every read.
-        # SettingsAcknowledged, InformationalResponseReceived (1xx is skipped), PriorityUpdated,
-        # UnknownFrameReceived, PingAckReceived (we never ping): nothing to do.
+    # What each h2 event does (:data:`_HANDLERS`).  PingReceived: h2 queued the ACK; the
+    # transport flushes after every read.  SettingsAcknowledged, InformationalResponseReceived
+    # (1xx is skipped), PriorityUpdated, UnknownFrameReceived, PingAckReceived (we never ping):
+    # nothing to do.
+
+    def _on_stream_ended(self, event: h2.events.StreamEnded, events: List[CallEvent]) -> None:
+        call = self.calls.get(event.stream_id)
+        if call is not None:
+            events.extend(self._finish(call, self._final_status(call)))
+
+    def _on_window_updated(self, event: h2.events.WindowUpdated, events: List[CallEvent]) -> None:
+        events.append(WindowOpened(event.stream_id))
+
+    def _on_settings(
+        self, event: h2.events.RemoteSettingsChanged, events: List[CallEvent]
+    ) -> None:
+        # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated; the threads
+        # waiting to send check their windows again.
+        self.settings_received = True
+        events.append(WindowOpened(0))
 
     def _on_trailers(self, event: h2.events.TrailersReceived, events: List[CallEvent]) -> None:
         call = self.calls.get(event.stream_id)
@@ -692,3 +690,16 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         if not call.request_complete:
             call.request.discard()
         return [CallFinished(call)]
+
+
+#: The h2 events a client acts on, by class, and what it does (the others need nothing).
+_HANDLERS: Dict[type, Callable[[ClientConnectionProtocol, Any, List[CallEvent]], None]] = {
+    h2.events.DataReceived: ClientConnectionProtocol._on_data,
+    h2.events.ResponseReceived: ClientConnectionProtocol._on_response_headers,
+    h2.events.TrailersReceived: ClientConnectionProtocol._on_trailers,
+    h2.events.StreamEnded: ClientConnectionProtocol._on_stream_ended,
+    h2.events.StreamReset: ClientConnectionProtocol._on_reset,
+    h2.events.WindowUpdated: ClientConnectionProtocol._on_window_updated,
+    h2.events.RemoteSettingsChanged: ClientConnectionProtocol._on_settings,
+    h2.events.ConnectionTerminated: ClientConnectionProtocol._on_goaway,
+}

@@ -5,7 +5,7 @@ the Antrea commands into the generic CNI shell (:mod:`cni_client.skel`) the way 
 ``cmd/antrea-cni`` wires ``pkg/cni`` into ``skel.PluginMainFuncs``.
 """
 
-import os
+import posix  # not os: see cni_client.skel
 import sys
 
 from cni_client import __version__
@@ -27,8 +27,8 @@ def ensure_foreign_netns(args: CmdArgs) -> None:
     if args.netns_override.lower() in ("true", "1") or not args.netns:
         return
     try:
-        target = os.stat(args.netns)
-        own = os.stat(_OWN_NETNS)
+        target = posix.stat(args.netns)
+        own = posix.stat(_OWN_NETNS)
     except (OSError, ValueError):
         return
     if (target.st_dev, target.st_ino) == (own.st_dev, own.st_ino):
@@ -75,7 +75,7 @@ CNI_FUNCS = CniFuncs(add=cmd_add, check=cmd_check, delete=cmd_del, status=cmd_st
 
 def about_text() -> str:
     """The first stderr line when CNI_COMMAND is empty; nothing parses it."""
-    return (f"Antrea CNI {__version__} {sys.platform}/{os.uname().machine}"
+    return (f"Antrea CNI {__version__} {sys.platform}/{posix.uname().machine}"
             f" python{sys.version.split()[0]}")
 
 

@@ -12,9 +12,9 @@ running VERSION or an env error) stays cheap.  The two messages go through
 ``cni_pb2``, because importing protobuf would cost a quarter of every run (docs/benchmarks.md).
 """
 
-import os
+import posix  # not os: see cni_client.skel
 
-from cni_client.skel import CmdArgs, CniError
+from cni_client.skel import CmdArgs, CniError, environment_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def rpc_failure_to_cni(code_name: str, error_text: str) -> CniError:
 
 def socket_path() -> str:
     """The agent socket: ``$ANTREA_CNI_SOCKET`` when set and non-empty, else the default."""
-    return os.environ.get(SOCKET_PATH_ENV) or DEFAULT_SOCKET_PATH
+    return environment_text(SOCKET_PATH_ENV) or DEFAULT_SOCKET_PATH
 
 
 def _check_utf8_fields(args: CmdArgs) -> None:
@@ -219,5 +219,5 @@ def _os_error_text(exc: OSError) -> str:
     loads ``minigrpc.status`` (about 3 ms) on STATUS, which runtimes call often and which needs
     no RPC.
     """
-    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    reason = posix.strerror(exc.errno) if exc.errno else str(exc)
     return reason[:1].lower() + reason[1:]

@@ -24,7 +24,6 @@ one place:
   (``merge_data_frames``), because h2's cost is per frame and grpc-go sends 16 KiB frames.
 """
 
-import struct
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
 from . import frames
@@ -608,7 +607,6 @@ def _data_frame_body_repr(frame: "hyperframe.frame.DataFrame") -> str:
 
 
 
-_DATA_FRAME_HEADER = struct.Struct(">HBBBL")
 
 
 def _data_frame_serialize(frame: "hyperframe.frame.DataFrame") -> bytes:
@@ -629,9 +627,10 @@ def _data_frame_serialize(frame: "hyperframe.frame.DataFrame") -> bytes:
     for flag, bit in frame.defined_flags:
         if flag in frame.flags:
             flags |= bit
-    header = _DATA_FRAME_HEADER.pack(
-        (body_len >> 8) & 0xFFFF, body_len & 0xFF, frame.type, flags, frame.stream_id & 0x7FFFFFFF
-    )
+    # RFC 9113 §4.1: length (24 bits), type, flags, R bit and stream id (31 bits), one integer.
+    header = (
+        (body_len & 0xFFFFFF) << 48 | frame.type << 40 | flags << 32 | frame.stream_id & 0x7FFFFFFF
+    ).to_bytes(9, "big")
     return b"".join((header, padding_data, frame.data, padding))
 
 

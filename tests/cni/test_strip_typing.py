@@ -4,9 +4,10 @@ runs without typing."""
 from __future__ import annotations
 
 import ast
+import collections
 import importlib.util
 import os
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -19,13 +20,16 @@ strip_typing: Any = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(strip_typing)
 
 
-def run_stripped(source: str) -> Dict[str, Any]:
-    """Execute the stripped module with an ``__import__`` that refuses typing."""
+def run_stripped(source: str, imported: Optional[List[str]] = None) -> Dict[str, Any]:
+    """Execute the stripped module with an ``__import__`` that refuses typing; the names it
+    imports are appended to ``imported``."""
     tree = strip_typing.strip_typing(ast.parse(source))
     real_import = __import__
 
     def no_typing(name: str, *args: Any, **kwargs: Any) -> Any:
         assert name != "typing", "the stripped module imported typing"
+        if imported is not None:
+            imported.append(name)
         return real_import(name, *args, **kwargs)
 
     namespace: Dict[str, Any] = {"__builtins__": {**__builtins__.__dict__, "__import__": no_typing}
@@ -63,7 +67,38 @@ def test_annotations_aliases_and_type_checking_blocks_go() -> None:
     assert namespace["nothing"]() is None
 
 
-def test_named_tuple_becomes_a_namedtuple_with_the_same_behaviour() -> None:
+def test_named_tuple_becomes_a_tuple_class_that_behaves_as_namedtuple() -> None:
+    imported: List[str] = []
+    point = run_stripped(
+        "from typing import NamedTuple, Optional\n"
+        "class Point(NamedTuple):\n"
+        "    x: int\n"
+        "    y: int = 0\n"
+        "    label: Optional[str] = None\n", imported)["Point"]
+    reference = collections.namedtuple("Point", "x y label", defaults=(0, None))
+    assert "collections" not in imported
+    assert point.__bases__ == (tuple,)
+    assert point._fields == reference._fields
+    for arguments, keywords in (((3,), {}), ((3, -4, "a"), {}), ((1,), {"label": "b"})):
+        made, expected = point(*arguments, **keywords), reference(*arguments, **keywords)
+        assert made == expected and repr(made) == repr(expected)
+        assert (made.x, made.y, made.label) == (expected.x, expected.y, expected.label)
+        assert made._asdict() == dict(expected._asdict())
+        assert made._replace(y=9) == expected._replace(y=9)
+        assert type(made._replace(y=9)) is point
+        assert made.__getnewargs__() == expected.__getnewargs__()
+    assert point._make([1, 2, 3]) == reference._make([1, 2, 3])
+    with pytest.raises(TypeError):
+        point._make([1, 2])
+    with pytest.raises(ValueError, match="unexpected field names"):
+        point(1)._replace(z=2)
+    with pytest.raises(AttributeError):
+        point(1).x = 2
+    with pytest.raises(TypeError):
+        point()
+
+
+def test_named_tuple_keeps_its_docstring_and_methods() -> None:
     namespace = run_stripped(
         "from typing import NamedTuple, Optional\n"
         "class Point(NamedTuple):\n"

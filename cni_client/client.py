@@ -43,8 +43,8 @@ PLUGIN_NOT_AVAILABLE = 50
 
 #: gRPC failure -> CNI error (Antrea's ``pkg/cni/client.go``; docs/mapping.md).  This is the one
 #: place the mapping is written down; tests and docs read it.  Key: the gRPC status code name
-#: (``StatusCode.<name>``), ``None`` for every code not listed.  Value: (CNI code, msg, details),
-#: where ``{error}`` stands for the grpc-go style error text
+#: (``minigrpc.status.Code.<name>``), ``None`` for every code not listed.  Value: (CNI code, msg,
+#: details), where ``{error}`` stands for the grpc-go style error text
 #: ``rpc error: code = <Name> desc = <message>``.  A call that succeeds at the gRPC level but
 #: carries ``CniCmdResponse.error`` yields that error's code and message (details dropped).
 RPC_FAILURE_TO_CNI: "Dict[Optional[str], Tuple[int, str, str]]" = {
@@ -118,16 +118,16 @@ def request(action: str, args: CmdArgs) -> bytes:
         "unix:" + socket_path(), f"/{CNI_SERVICE}/{action}", build_request(args)
     )
     if payload is None:
-        raise rpc_failure_to_cni(status.code.name, str(status))
+        raise rpc_failure_to_cni(status.code_name, str(status))
     try:
         response = messages.decode_response(payload)
     except Exception:
         # What a channel reports when the response deserializer raises.
         from minigrpc.client_outcome import DESERIALIZE_FAILED_DETAILS
-        from minigrpc.status import CallStatus, StatusCode
+        from minigrpc.status import CallStatus, Code
 
-        failed = CallStatus(StatusCode.INTERNAL, DESERIALIZE_FAILED_DETAILS)
-        raise rpc_failure_to_cni(failed.code.name, str(failed)) from None
+        failed = CallStatus(Code.INTERNAL, DESERIALIZE_FAILED_DETAILS)
+        raise rpc_failure_to_cni(failed.code_name, str(failed)) from None
     if response.error is not None:
         raise CniError(response.error.code, response.error.message)
     return response.cni_result

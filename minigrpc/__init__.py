@@ -75,11 +75,11 @@ _EXPORTS: Dict[str, str] = {
     "GenericRpcHandler": "interfaces",
     "HandlerCallDetails": "interfaces",
     # status
-    "StatusCode": "status",
+    "StatusCode": "enums",
     "Status": "status",
     "RpcError": "status",
     # codecs
-    "Compression": "wire",
+    "Compression": "enums",
     # descriptors
     "stub": "descriptors",
     "add_servicer": "descriptors",
@@ -171,6 +171,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .channel import insecure_channel, secure_channel
     from .connectivity import ChannelConnectivity, channel_ready_future
     from .descriptors import add_servicer, protos, protos_and_services, services, stub
+    from .enums import Compression, StatusCode
     from .errors import FutureCancelledError, FutureTimeoutError
     from .grpc_alias import install_as_grpc
     from .handlers import (
@@ -207,7 +208,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryUnaryMultiCallable,
     )
     from .server_api import server
-    from .status import RpcError, Status, StatusCode
+    from .status import RpcError, Status
     from .tls import (
         CallCredentials,
         ChannelCredentials,
@@ -226,7 +227,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ssl_server_certificate_configuration,
         ssl_server_credentials,
     )
-    from .wire import Compression
 
 
 # Hidden from type checkers: a module-level ``__getattr__`` would make every misspelt
@@ -252,9 +252,8 @@ if not TYPE_CHECKING:
 
 
 if sys.version_info < (3, 7):  # noqa: UP036  # pragma: no cover - PEP 562 arrived in 3.7
-    import types
 
-    class _LazyExports(types.ModuleType):
+    class _LazyExports(type(sys)):  # types.ModuleType, without importing types (a cold start)
         """Python 3.6 ignores a module-level ``__getattr__``; a module subclass does the same."""
 
         def __getattr__(self, name: str) -> Any:

@@ -17,7 +17,7 @@ connecting, the sending and the sleeping.
 import time
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
-from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, StatusCode
+from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, Code
 
 if TYPE_CHECKING:
     from .client_protocol import ClientCall
@@ -33,7 +33,7 @@ CHANNEL_CLOSED = "Channel closed!"
 
 
 def deadline_status() -> CallStatus:
-    return CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
+    return CallStatus(Code.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
 
 
 def finished(call: "ClientCall", status: CallStatus) -> "ClientCall":
@@ -86,7 +86,7 @@ class Attempts:
     def before_attempt(self, channel_closed: bool) -> Optional[CallStatus]:
         """The status to end the call with before trying (closed channel, deadline), or None."""
         if channel_closed:
-            return CallStatus(StatusCode.CANCELLED, CHANNEL_CLOSED)
+            return CallStatus(Code.CANCELLED, CHANNEL_CLOSED)
         if self.expired:
             return deadline_status()
         return None
@@ -94,7 +94,7 @@ class Attempts:
     def after_connect_failure(self, details: str, channel_closed: bool) -> Optional[CallStatus]:
         """A connect failed: the call's status (UNAVAILABLE), or None to back off and retry."""
         if not self.wait_for_ready or channel_closed:
-            return CallStatus(StatusCode.UNAVAILABLE, details)
+            return CallStatus(Code.UNAVAILABLE, details)
         return None
 
     def after_attempt(
@@ -108,7 +108,7 @@ class Attempts:
             return RETRY_NOW
         if (
             self.wait_for_ready
-            and call.status.code is StatusCode.UNAVAILABLE
+            and call.status.code_number == Code.UNAVAILABLE
             and bytes_received == 0
             and not channel_closed
         ):

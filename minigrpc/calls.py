@@ -31,9 +31,10 @@ from . import interfaces, wire
 from .client_connection import CANCELLED_DETAILS, ClientConnection
 from .client_outcome import DESERIALIZE_FAILED_DETAILS
 from .client_protocol import ClientCall
+from .enums import StatusCode
 from .errors import CallError, FutureCancelledError, FutureTimeoutError
 from .logs import get_logger
-from .status import CallStatus, Metadata, RpcError, StatusCode
+from .status import CallStatus, Code, Metadata, RpcError
 from .transport import CallHandle
 
 Deserializer = Optional[Callable[[bytes], Any]]
@@ -190,7 +191,7 @@ def decode_response(
 def _error(code: StatusCode, details: str, call: Optional[ClientCall] = None) -> InactiveRpcError:
     initial: Metadata = call.initial_metadata if call is not None else ()
     trailing: Metadata = call.trailing_metadata if call is not None else ()
-    return InactiveRpcError(CallStatus(code, details, initial, trailing))
+    return InactiveRpcError(CallStatus(code.number, details, initial, trailing))
 
 
 class CallFuture(interfaces.Call, interfaces.Future):
@@ -202,7 +203,7 @@ class CallFuture(interfaces.Call, interfaces.Future):
     """
 
     def __init__(self, handle: CallHandle, timeout: Optional[float]) -> None:
-        self.status = CallStatus(StatusCode.OK)
+        self.status = CallStatus(Code.OK)
         self._handle = handle
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._done = threading.Event()
@@ -228,7 +229,7 @@ class CallFuture(interfaces.Call, interfaces.Future):
                         status.code is StatusCode.CANCELLED and self._handle.cancelled
                     )
                 else:  # not a call's failure: e.g. the request did not serialize
-                    self.status = CallStatus(StatusCode.UNKNOWN, str(outcome))
+                    self.status = CallStatus(Code.UNKNOWN, str(outcome))
             else:
                 self._response, call = outcome
                 self.status = call.status
@@ -363,7 +364,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         self._response: Any = None
         self._decode_error: Optional[InactiveRpcError] = None
         self._received_any = False
-        self.status = call.status or CallStatus(StatusCode.OK)
+        self.status = call.status or CallStatus(Code.OK)
         if call.done:
             self._complete()
 
@@ -399,7 +400,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
             return False
         reopen, self._reopen = self._reopen, None
         self._connection, self._call = reopen()
-        self.status = self._call.status or CallStatus(StatusCode.OK)
+        self.status = self._call.status or CallStatus(Code.OK)
         return True
 
     def _wait_done(self, timeout: Optional[float] = None) -> bool:
@@ -520,7 +521,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         if call.done:
             return False
         self._cancelled = True
-        status = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
+        status = CallStatus(Code.CANCELLED, CANCELLED_DETAILS)
         if self._connection is not None:
             self._connection.cancel(call, status)
         else:  # pragma: no cover - a call without a connection has always ended
@@ -640,4 +641,5 @@ class RequestSender:
                 return
 
     def _fail(self, code: StatusCode, details: str) -> None:
-        self._connection.cancel(self._call, CallStatus(code, details))
+        # value[0]: the number, in grpcio's enum too (an iterator may raise grpc's RpcError).
+        self._connection.cancel(self._call, CallStatus(code.value[0], details))

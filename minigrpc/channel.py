@@ -50,7 +50,7 @@ from .multicallables import (
     UnaryStreamMultiCallable,
     UnaryUnaryMultiCallable,
 )
-from .status import StatusCode
+from .status import Code
 from .targets import Target, parse_target
 from .transport import ClientTLS, Transport
 
@@ -377,14 +377,14 @@ class SecureChannel(Channel):
             for source in plugins:
                 metadata.extend(source.metadata(service_url, method_name, timeout))
         except TLSFailure as exc:
-            raise InactiveRpcError(CallStatus(StatusCode.UNAVAILABLE, str(exc))) from None
+            raise InactiveRpcError(CallStatus(Code.UNAVAILABLE, str(exc))) from None
         except Exception as exc:
             details = f"Getting metadata from plugin failed with error: {exc}"
-            raise InactiveRpcError(CallStatus(StatusCode.UNAVAILABLE, details)) from None
+            raise InactiveRpcError(CallStatus(Code.UNAVAILABLE, details)) from None
         try:
             return wire.encode_metadata(metadata)
         except ValueError as exc:
-            status = CallStatus(StatusCode.INTERNAL, f"Invalid metadata: {exc}")
+            status = CallStatus(Code.INTERNAL, f"Invalid metadata: {exc}")
             raise InactiveRpcError(status) from None
 
 

@@ -43,7 +43,7 @@ from .errors import os_error_text
 from .logs import get_logger
 from .protocol import Message
 from .sockets import Waker, client_tracer
-from .status import CallStatus, StatusCode
+from .status import CallStatus, Code
 from .targets import Target
 
 __all__ = ["CANCELLED_DETAILS", "ClientConnection", "TransportOptions", "expired"]
@@ -288,7 +288,7 @@ class ClientConnection:
                     result = operation(call, deadline)
                 except BaseException:
                     if not call.done:
-                        cancelled = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
+                        cancelled = CallStatus(Code.CANCELLED, CANCELLED_DETAILS)
                         self._settle(self.protocol.cancel(call, cancelled))
                     raise
             self._drain_outbox()
@@ -671,7 +671,7 @@ class ClientConnection:
         with self._lock:
             if self._closed:
                 return
-            ending = status or CallStatus(StatusCode.CANCELLED, "Channel closed!")
+            ending = status or CallStatus(Code.CANCELLED, "Channel closed!")
             for call in list(self.protocol.calls.values()):
                 self.protocol.cancel(call, ending)
             if self.protocol.failure is None:

@@ -29,8 +29,8 @@ from .status import (
     PROTOCOL_ERROR,
     REFUSED_STREAM,
     CallStatus,
+    Code,
     Metadata,
-    StatusCode,
     http2_error_name,
     rst_stream_details,
     status_from_rst_stream,
@@ -66,11 +66,11 @@ def block_failure(
         size = headers.header_list_size(block)
         if size > limit:
             details = f"peer header list size exceeded limit ({size} > {limit} bytes)"
-            return CallStatus(StatusCode.INTERNAL, details), CANCEL
+            return CallStatus(Code.INTERNAL, details), CANCEL
     problem = malformed(block)
     if problem:
         details = f"malformed header block from the server: {problem}"
-        return CallStatus(StatusCode.INTERNAL, details), PROTOCOL_ERROR
+        return CallStatus(Code.INTERNAL, details), PROTOCOL_ERROR
     return None
 
 
@@ -100,18 +100,18 @@ def final_status(
     when the stream ended inside a message or a unary call got no message or several.
     """
     status = headers.read_status(head, trailers, initial_metadata, trailing_metadata)
-    if status.code is not StatusCode.OK:
+    if status.code_number != Code.OK:
         return status
     if not at_message_boundary:
         return CallStatus(
-            StatusCode.INTERNAL,
+            Code.INTERNAL,
             "server closed the stream with an incomplete message",
             initial_metadata,
             trailing_metadata,
         )
     if unary_response and messages_received != 1:
         return CallStatus(
-            StatusCode.INTERNAL,
+            Code.INTERNAL,
             "cardinality violation: expected one response message for a unary RPC, "
             f"got {messages_received}",
             initial_metadata,
@@ -132,11 +132,11 @@ def reset_status(
     """
     if not remote:
         details = f"stream reset locally: {rst_stream_details(error_code)}"
-        return CallStatus(StatusCode.INTERNAL, details), False
+        return CallStatus(Code.INTERNAL, details), False
     code = status_from_rst_stream(error_code, past_deadline)
     details = (
         DEADLINE_EXCEEDED_DETAILS
-        if code is StatusCode.DEADLINE_EXCEEDED
+        if code == Code.DEADLINE_EXCEEDED
         else rst_stream_details(error_code)
     )
     return CallStatus(code, details, initial_metadata), error_code == REFUSED_STREAM
@@ -145,7 +145,7 @@ def reset_status(
 def refused_by_goaway(last_stream_id: int) -> CallStatus:
     """A call above a GOAWAY's last-stream-id: never processed, retryable (RFC 9113 §6.8)."""
     return CallStatus(
-        StatusCode.UNAVAILABLE,
+        Code.UNAVAILABLE,
         f"the server sent GOAWAY (last stream {last_stream_id}) before processing this call",
     )
 

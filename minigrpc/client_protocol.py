@@ -47,7 +47,7 @@ from .protocol import (
     Outbound,
     SendState,
 )
-from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, Metadata, StatusCode
+from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, Code, Metadata
 from .wire import DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, decode_metadata
 
 
@@ -336,7 +336,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             return self._finish(
                 call,
                 CallStatus(
-                    StatusCode.INTERNAL,
+                    Code.INTERNAL,
                     "header list size to send violates the maximum size "
                     f"({limit} bytes) set by server",
                 ),
@@ -347,7 +347,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             # Stream ids are exhausted (2^31): behave as after a GOAWAY, the call never started.
             self.goaway_last_stream_id = self.goaway_last_stream_id or 0
             call.retryable = True
-            return self._finish(call, CallStatus(StatusCode.UNAVAILABLE, "stream ids exhausted"))
+            return self._finish(call, CallStatus(Code.UNAVAILABLE, "stream ids exhausted"))
         call.stream_id = stream_id
         call.phase = CallPhase.OPEN
         call.response = Inbound(self.max_receive_message_length, self._buffer_limit)
@@ -418,7 +418,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
     def expire(self, call: ClientCall) -> List[CallEvent]:
         """The deadline passed: RST_STREAM(CANCEL) and DEADLINE_EXCEEDED."""
         return self.cancel(
-            call, CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
+            call, CallStatus(Code.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
         )
 
     def abandon(self, call: ClientCall, status: CallStatus) -> List[CallEvent]:
@@ -489,7 +489,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             self.failure = details
         for call in list(self.calls.values()):
             call.retryable = call.retryable or handshake_failed
-            events.extend(self._finish(call, CallStatus(StatusCode.UNAVAILABLE, self.failure)))
+            events.extend(self._finish(call, CallStatus(Code.UNAVAILABLE, self.failure)))
         events.append(ConnectionFailed(self.failure))
         return events
 
@@ -584,7 +584,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             events.extend(
                 self._finish(
                     call,
-                    CallStatus(exc.code, str(exc), call.initial_metadata),
+                    CallStatus(exc.code_number, str(exc), call.initial_metadata),
                     reset_code=CANCEL,
                 )
             )

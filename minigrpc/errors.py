@@ -4,14 +4,18 @@ Both sides meet the same failures while they decode what the peer sent: a malfor
 Length-Prefixed-Message, a message over the receive limit, a compressed message they cannot
 inflate, a second message where the method allows one.  Each failure is an exception class that
 carries its status code (``doc/statuscodes.md``), so a protocol layer catches :class:`CallError`
-once and ends the call with ``exc.code`` and ``str(exc)``, instead of mapping each exception by
-hand.  The texts are grpc-go's, so logs of both implementations read alike.
+once and ends the call with ``exc.code_number`` (or the enum member, ``exc.code``) and
+``str(exc)``, instead of mapping each exception by hand.  The texts are grpc-go's, so logs of both
+implementations read alike.
 """
 
 import _socket  # gaierror is socket.gaierror; the socket module costs a cold start its enums
-from typing import Sequence, Tuple
+from typing import TYPE_CHECKING, Sequence, Tuple
 
-from .status import StatusCode
+from .status import Code, enum_member
+
+if TYPE_CHECKING:
+    from .enums import StatusCode
 
 try:
     from posix import strerror  # os.strerror itself: os costs a cold start about 2 ms (3.6-3.10)
@@ -20,12 +24,18 @@ except ImportError:  # pragma: no cover - not POSIX
 
 
 class CallError(Exception):
-    """A failure that ends one call with :attr:`code` and ``str(self)`` as its details."""
+    """A failure that ends one call with :attr:`code_number` and ``str(self)`` as its details."""
 
-    code = StatusCode.INTERNAL
+    #: The status code (:class:`minigrpc.status.Code`).
+    code_number = Code.INTERNAL
     #: Whole messages decoded from the same bytes before the failure: they are delivered, then
     #: the call ends (a reader gets every message before the one over the limit, as in grpcio).
     completed: Sequence[Tuple[bool, bytes]] = ()
+
+    @property
+    def code(self) -> "StatusCode":
+        """The status code as grpcio's enum member."""
+        return enum_member(self.code_number)
 
 
 class ProtocolViolation(CallError):
@@ -43,7 +53,7 @@ class CardinalityViolation(CallError):
 class MessageTooLarge(CallError):
     """A message exceeds the configured limit: RESOURCE_EXHAUSTED."""
 
-    code = StatusCode.RESOURCE_EXHAUSTED
+    code_number = Code.RESOURCE_EXHAUSTED
 
     def __init__(self, length: int, limit: int, sending: bool = False) -> None:
         self.length = length

@@ -26,8 +26,8 @@ from . import __version__, wire
 from .status import (
     DEADLINE_EXCEEDED_DETAILS,
     CallStatus,
+    Code,
     Metadata,
-    StatusCode,
     parse_grpc_status,
     status_from_http,
 )
@@ -323,7 +323,8 @@ class Rejection(NamedTuple):
     """Why a server refuses a request's headers, and the Trailers-Only answer that says so."""
 
     http_status: int
-    code: StatusCode
+    #: The status code's number (:class:`minigrpc.status.Code`).
+    code: int
     details: str
     extra_headers: Tuple[Header, ...] = ()
 
@@ -378,40 +379,40 @@ def read_request_headers(
     if size > max_header_list_size:
         return Rejection(
             431,
-            StatusCode.RESOURCE_EXHAUSTED,
+            Code.RESOURCE_EXHAUSTED,
             f"request header list size {size} exceeds the limit {max_header_list_size}",
         )
     if method != b"POST":
         shown = (method or b"").decode("ascii", "replace")
         return Rejection(
             405,
-            StatusCode.INTERNAL,
+            Code.INTERNAL,
             f'Received a HEADERS frame with :method "{shown}" which should be POST',
         )
     if not is_grpc_content_type(content_type):
         shown = (content_type or b"").decode("ascii", "replace")
         return Rejection(
-            415, StatusCode.INVALID_ARGUMENT, f'invalid gRPC request content-type "{shown}"'
+            415, Code.INVALID_ARGUMENT, f'invalid gRPC request content-type "{shown}"'
         )
     seconds: Optional[float] = None
     if timeout is not None:
         try:
             seconds = wire.decode_timeout(timeout)
         except ValueError as exc:
-            return Rejection(400, StatusCode.INTERNAL, str(exc))
+            return Rejection(400, Code.INTERNAL, str(exc))
         if seconds <= 0:
-            return Rejection(200, StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
+            return Rejection(200, Code.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS)
     if binary:
         malformed = _malformed_binary_metadata(headers)
         if malformed:
-            return Rejection(400, StatusCode.INTERNAL, malformed)
+            return Rejection(400, Code.INTERNAL, malformed)
     encoding_name: Optional[str] = None
     if encoding is not None:
         encoding_name = encoding.decode("ascii", "replace").strip()
         if encoding_name not in _DECODABLE_ENCODINGS or encoding_name not in enabled_encodings:
             return Rejection(
                 200,
-                StatusCode.UNIMPLEMENTED,
+                Code.UNIMPLEMENTED,
                 f'grpc: Decompressor is not installed for grpc-encoding "{encoding_name}"',
                 (accept_encoding_header(enabled_encodings),),
             )
@@ -591,16 +592,17 @@ def read_response_headers(headers: Sequence[Header]) -> ResponseHead:
 # ------------------------------------------------------------------------------------------------
 
 
-def status_headers(code: StatusCode, details: str) -> Headers:
-    """``grpc-status`` and ``grpc-message``; the message is sent even when empty, like grpc-go."""
+def status_headers(code: int, details: str) -> Headers:
+    """``grpc-status`` (code number ``code``) and ``grpc-message``; the message is sent even when
+    empty, like grpc-go."""
     return [
-        (b"grpc-status", str(code.number).encode("ascii")),
+        (b"grpc-status", str(code).encode("ascii")),
         (b"grpc-message", wire.percent_encode(details).encode("ascii")),
     ]
 
 
 def trailers_only(
-    code: StatusCode,
+    code: int,
     details: str,
     metadata: Sequence[Header] = (),
     *,
@@ -626,7 +628,7 @@ def http_failure_status(http_status: Optional[int], content_type: Optional[bytes
     """
     parts = []
     if http_status is None:
-        code = StatusCode.INTERNAL
+        code = Code.INTERNAL
         parts.append("malformed header: missing HTTP status")
     else:
         code = status_from_http(http_status)

@@ -21,6 +21,7 @@ import sys
 from types import TracebackType
 from typing import Any, Callable, Dict, NamedTuple, Optional
 
+from .enums import StatusCode
 from .interfaces import (
     Call,
     Channel,
@@ -37,7 +38,7 @@ from .interfaces import (
     UnaryUnaryMultiCallable,
 )
 from .server_dispatch import intercept_handler_lookup
-from .status import RpcError, StatusCode
+from .status import RpcError
 
 __all__ = [
     "ClientCallDetails",

@@ -34,7 +34,8 @@ from typing import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
-    from .status import Metadata, Status, StatusCode
+    from .enums import StatusCode
+    from .status import Metadata, Status
 
 __all__ = [
     "AuthMetadataContext",

@@ -22,9 +22,10 @@ from . import interfaces, wire
 from .calls import Call, CallFuture, InactiveRpcError, RequestSender, StreamingCall, decode_response
 from .client_connection import ClientConnection
 from .client_protocol import ClientCall
+from .enums import StatusCode
 from .errors import MessageTooLarge
 from .headers import Header, malformed_path, request_headers
-from .status import CallStatus, StatusCode
+from .status import CallStatus
 from .transport import CallHandle
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +37,7 @@ MetadataArg = Optional[Iterable[Tuple[str, Any]]]
 
 
 def _error(code: StatusCode, details: str) -> InactiveRpcError:
-    return InactiveRpcError(CallStatus(code, details))
+    return InactiveRpcError(CallStatus(code.number, details))
 
 
 class _Invocation:

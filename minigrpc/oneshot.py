@@ -22,7 +22,7 @@ from .attempts import RETRY_NOW, Attempts, deadline_status
 from .errors import os_error_text
 from .oneshot_protocol import OneShotCall
 from .sockets import ConnectFailed, DeadlineReached, client_tracer, open_socket
-from .status import CallStatus, StatusCode
+from .status import CallStatus, Code
 from .targets import parse_target
 
 
@@ -58,7 +58,7 @@ def unary_call(
         try:
             sock = open_socket(parsed, deadline, _socket.socket)
         except ConnectFailed as exc:
-            return CallStatus(StatusCode.UNAVAILABLE, exc.details), None
+            return CallStatus(Code.UNAVAILABLE, exc.details), None
         except DeadlineReached:
             return deadline_status(), None
         left = None if deadline is None else deadline - time.monotonic()

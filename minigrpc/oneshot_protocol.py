@@ -62,8 +62,8 @@ from .status import (
     NO_ERROR,
     PROTOCOL_ERROR,
     CallStatus,
+    Code,
     Metadata,
-    StatusCode,
 )
 
 #: The call's stream: the first a client opens (RFC 9113 §5.1.1).
@@ -194,7 +194,7 @@ class OneShotCall:
     def expire(self) -> None:
         """The deadline passed: RST_STREAM(CANCEL) and DEADLINE_EXCEEDED."""
         self._finish(
-            CallStatus(StatusCode.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS), CANCEL
+            CallStatus(Code.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_DETAILS), CANCEL
         )
 
     def close(self) -> None:
@@ -265,7 +265,7 @@ class OneShotCall:
             error_text, self.bytes_received, self.settings_received, self.peer
         )
         details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
-        self._finish(CallStatus(StatusCode.UNAVAILABLE, details))
+        self._finish(CallStatus(Code.UNAVAILABLE, details))
 
     def _frame(self, header: memoryview, body: memoryview) -> None:
         try:
@@ -403,7 +403,7 @@ class OneShotCall:
             if len(self._received) > 1:
                 raise CardinalityViolation(client_outcome.EXTRA_MESSAGE_DETAILS)
         except CallError as exc:
-            self._finish(CallStatus(exc.code, str(exc), self.initial_metadata), CANCEL)
+            self._finish(CallStatus(exc.code_number, str(exc), self.initial_metadata), CANCEL)
             return
         if frame.flags & END_STREAM:
             self._remote_ended = True
@@ -489,7 +489,7 @@ class OneShotCall:
             len(self._received),
             True,
         )
-        if status.code is StatusCode.OK:
+        if status.code_number == Code.OK:
             compressed, payload = self._received[0]
             encoding = self.response_head.encoding if self.response_head is not None else None
             try:
@@ -498,7 +498,7 @@ class OneShotCall:
                 )
             except CallError as exc:
                 status = CallStatus(
-                    exc.code, str(exc), self.initial_metadata, self.trailing_metadata
+                    exc.code_number, str(exc), self.initial_metadata, self.trailing_metadata
                 )
         self._finish(status)
 
@@ -526,4 +526,4 @@ class OneShotCall:
         self._out.append(frames.goaway_frame(0, error_code))
         self._failed = True
         details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
-        self._finish(CallStatus(StatusCode.UNAVAILABLE, details))
+        self._finish(CallStatus(Code.UNAVAILABLE, details))

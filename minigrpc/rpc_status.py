@@ -22,7 +22,8 @@ import types
 from typing import Any, Optional
 
 from minigrpc import _pb, wire
-from minigrpc.status import Status, StatusCode
+from minigrpc.enums import StatusCode
+from minigrpc.status import Status
 
 __all__ = ["aio", "from_call", "status_pb2", "to_status"]
 

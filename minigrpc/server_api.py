@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, T
 
 from . import interfaces, wire
 from . import targets as _targets
+from .enums import Compression
 from .server_loop import _NEW, _STARTED, _STOPPED, _STOPPING, ServerLoop
 from .server_options import ServerOptions
 from .sockets import Listener, bind_tcp, bind_unix
@@ -211,7 +212,7 @@ def server(
     interceptors: Optional[Sequence[Any]] = None,
     options: Optional[Iterable[Tuple[str, Any]]] = None,
     maximum_concurrent_rpcs: Optional[int] = None,
-    compression: Optional[Union[int, wire.Compression]] = None,
+    compression: Optional[Union[int, Compression]] = None,
     xds: bool = False,
 ) -> Server:
     """Create a server, as ``grpc.server()``.
@@ -240,7 +241,7 @@ def server(
         handlers,
         parsed,
         maximum_concurrent_rpcs,
-        None if compression is None else int(wire.Compression(compression)),
+        None if compression is None else wire.compression_number(compression),
     )
     created._handler_table.interceptors = tuple(interceptors or ())
     return created

@@ -21,9 +21,9 @@ import collections
 import threading
 from typing import Any, Callable, Deque, Iterator, List, Optional
 
+from .enums import StatusCode
 from .memory_budget import QUEUED_BYTES_OVERHEAD, ConnectionMemory
 from .server_dispatch import CallEndedError
-from .status import StatusCode
 
 __all__ = [
     "REQUEST_QUEUE_LIMIT",

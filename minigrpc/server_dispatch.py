@@ -37,8 +37,9 @@ from typing import (
 )
 
 from . import handlers as _handlers
+from .enums import StatusCode
 from .logs import get_logger
-from .status import CallStatus, Metadata, RpcError, StatusCode
+from .status import CallStatus, Metadata, RpcError
 
 __all__ = [
     "BAD_REQUEST",
@@ -96,7 +97,7 @@ class CallEndedError(RpcError):
     """
 
     def __init__(self, code: StatusCode) -> None:
-        super().__init__(CallStatus(code, "the call ended"))
+        super().__init__(CallStatus(code.number, "the call ended"))
 
 
 class BadRequest(Exception):

@@ -9,7 +9,8 @@ act on these and nothing else, as h2's own events are the vocabulary between h2 
 
 from typing import Optional, Union
 
-from .status import Metadata, StatusCode
+from .enums import StatusCode
+from .status import Metadata
 
 __all__ = [
     "CallEvent",

@@ -43,6 +43,7 @@ import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from . import server_protocol as _protocol
+from .enums import StatusCode
 from .logs import get_logger
 from .protocol import DATA_BATCH
 from .server_handlers import CallHandling
@@ -56,7 +57,6 @@ from .server_timers import (
 )
 from .servicer_context import ServicerContext
 from .sockets import Listener, peer_identity, peer_name
-from .status import StatusCode
 
 try:
     from .trace import tracer_for as _tracer_for

@@ -162,11 +162,11 @@ class ServerOptions:
             bits = int(value)
             self.enabled_encodings = frozenset(
                 wire.compression_name(algorithm) or "identity"
-                for algorithm in wire.Compression
-                if bits & (1 << int(algorithm))
+                for algorithm in range(len(wire.COMPRESSIONS))
+                if bits & (1 << algorithm)
             )
         elif key == "grpc.default_compression_algorithm":
-            self.compression = int(wire.Compression(int(value)))
+            self.compression = wire.compression_number(int(value))
         elif key == "minigrpc.initial_window_size":
             self.initial_window_size = int(value)
         elif key == "minigrpc.connection_window_size":

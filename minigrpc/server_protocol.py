@@ -74,6 +74,7 @@ import h2.exceptions
 
 from . import errors, header_memo, http2, wire
 from . import headers as hdrs
+from .enums import StatusCode
 from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
 from .memory_budget import ConnectionMemory, MemoryBudget
 from .protocol import INTERNAL_ERROR, PROTOCOL_ERROR, ConnectionProtocol, Outbound, SendState
@@ -87,7 +88,7 @@ from .server_events import (
 )
 from .server_h2 import HEADER_BLOCK_SLACK, HPACK_LIMIT_FACTOR, FloorDecoder, ServerH2Connection
 from .server_responses import ResponseWriter, ServerStream
-from .status import DEADLINE_EXCEEDED_DETAILS, StatusCode, http2_error_name
+from .status import DEADLINE_EXCEEDED_DETAILS, http2_error_name
 
 __all__ = [
     "PASS_MESSAGES",
@@ -686,7 +687,7 @@ class ServerConnection(ConnectionProtocol):
                 code = StatusCode.RESOURCE_EXHAUSTED
                 details = OVER_BUDGET_DETAILS
                 message = None
-        trailers = hdrs.status_headers(code, details)
+        trailers = hdrs.status_headers(code.number, details)
         if trailing_metadata:
             trailers.extend(trailing_metadata)
         self._responses.finish(
@@ -917,13 +918,14 @@ class ServerConnection(ConnectionProtocol):
         self,
         stream_id: int,
         request_open: bool,
-        code: StatusCode,
+        code: int,
         details: str,
         *,
         http_status: int = 200,
         extra_headers: Sequence[Tuple[bytes, bytes]] = (),
     ) -> None:
-        """Trailers-Only rejection of a stream that never became a call."""
+        """Trailers-Only rejection, with code number ``code``, of a stream that never became a
+        call."""
         if self._stream_closed(stream_id):
             return  # closed by a later frame of the same read: the stream's error is its own
         headers = hdrs.trailers_only(

@@ -23,9 +23,9 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from . import headers as hdrs
 from . import wire
+from .enums import StatusCode
 from .frame_budget import FrameBudget
 from .protocol import DEFAULT_BUFFER_LIMIT, ConnectionProtocol, Inbound, Outbound
-from .status import StatusCode
 
 __all__ = ["ResponseWriter", "ServerStream"]
 
@@ -212,7 +212,7 @@ class ResponseWriter:
         )
         if oversized:
             # grpc-go resets such a stream; a status says why.
-            trailers = hdrs.status_headers(StatusCode.INTERNAL, oversized)
+            trailers = hdrs.status_headers(StatusCode.INTERNAL.number, oversized)
             initial_metadata = None
             message = None
         if message is None:

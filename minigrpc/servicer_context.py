@@ -41,9 +41,10 @@ from typing import (
 )
 
 from . import interfaces, wire
+from .enums import StatusCode
 from .logs import get_logger
 from .server_call import RequestStream, ResponseCredit
-from .status import Metadata, StatusCode
+from .status import Metadata
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server_handlers import CallHandling
@@ -244,7 +245,9 @@ class CallState:
     def set_compression(self, compression: Optional[int]) -> None:
         """Compress the response with this ``Compression`` if the client accepts it
         (``doc/compression.md``)."""
-        self._compression = None if compression is None else int(wire.Compression(compression))
+        self._compression = (
+            None if compression is None else wire.compression_number(compression)
+        )
 
     def disable_next_message_compression(self) -> None:
         self._compress_next = False

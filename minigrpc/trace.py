@@ -70,8 +70,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from .enums import StatusCode
 from .logs import get_logger
-from .status import StatusCode, http2_error_name
+from .status import http2_error_name
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; the real imports are lazy (cheap import)
     from hpack import Decoder

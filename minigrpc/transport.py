@@ -20,7 +20,7 @@ from .client_connection import CANCELLED_DETAILS, ClientConnection, TransportOpt
 from .client_protocol import ClientCall, Header
 from .connectivity import ChannelConnectivity, ConnectivityWatch
 from .sockets import ConnectFailed, DeadlineReached, handshake_error, open_socket
-from .status import CallStatus, StatusCode
+from .status import CallStatus, Code
 from .targets import Target
 
 __all__ = ["CallHandle", "ClientTLS", "Transport"]
@@ -259,7 +259,7 @@ class CallHandle:
         self._lock = threading.Lock()
         self._connection: Optional[ClientConnection] = None
         self._call: Optional[ClientCall] = None
-        self.status = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
+        self.status = CallStatus(Code.CANCELLED, CANCELLED_DETAILS)
         self.cancelled = False
         #: Set on cancel, so a wait_for_ready backoff ends at once.
         self.wake = threading.Event()

@@ -9,12 +9,23 @@ round-trips). The sections follow PROTOCOL-HTTP2.md:
 * Custom metadata (``Custom-Metadata``): :func:`validate_metadata`, :func:`encode_metadata`,
   :func:`decode_metadata`.
 * ``grpc-message`` percent-encoding (``Responses``): :func:`percent_encode`, :func:`percent_decode`.
-* Message compression (``doc/compression.md``): :class:`Compression`, :func:`compress`,
+* Message compression (``doc/compression.md``): :data:`COMPRESSIONS` (grpcio's
+  ``grpc.Compression``, whose enum :mod:`minigrpc.enums` makes from it), :func:`compress`,
   :func:`decompress`, :func:`parse_accept_encoding`.
 """
 
-import enum
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    FrozenSet,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from .errors import (
     CallError,
@@ -24,6 +35,9 @@ from .errors import (
     UnsupportedEncoding,
 )
 from .status import Metadata
+
+if TYPE_CHECKING:
+    pass
 
 # --------------------------------------------------------------------------------------------
 # Length-Prefixed-Message
@@ -438,19 +452,14 @@ def percent_decode(value: Union[str, bytes]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-class Compression(enum.IntEnum):
-    """grpcio's ``grpc.Compression`` (same names and values)."""
-
-    NoCompression = 0
-    Deflate = 1
-    Gzip = 2
-
-
-_ENCODING_NAMES = {
-    Compression.NoCompression: None,
-    Compression.Deflate: "deflate",
-    Compression.Gzip: "gzip",
-}
+#: grpcio's ``grpc.Compression``, by value: each member's name and the ``grpc-encoding`` it stands
+#: for.  :class:`minigrpc.enums.Compression` is made from it; everything below the grpcio API
+#: holds a compression as its number.
+COMPRESSIONS: Tuple[Tuple[str, Optional[str]], ...] = (
+    ("NoCompression", None),
+    ("Deflate", "deflate"),
+    ("Gzip", "gzip"),
+)
 
 #: The encodings minigrpc can read, in the order it advertises them.
 SUPPORTED_ENCODINGS: Tuple[str, ...] = ("identity", "deflate", "gzip")
@@ -458,11 +467,19 @@ SUPPORTED_ENCODINGS: Tuple[str, ...] = ("identity", "deflate", "gzip")
 ACCEPT_ENCODING = ",".join(SUPPORTED_ENCODINGS)
 
 
+def compression_number(compression: int) -> int:
+    """A ``Compression`` member (minigrpc's or grpcio's, both int enums) or its value, checked as
+    ``Compression(compression)`` checks it: ValueError for anything else."""
+    if not isinstance(compression, int) or not 0 <= compression < len(COMPRESSIONS):
+        raise ValueError(f"{compression!r} is not a valid Compression")
+    return int(compression)
+
+
 def compression_name(compression: Optional[int]) -> Optional[str]:
-    """``'gzip'``, ``'deflate'`` or None (no compression) for a :class:`Compression` value."""
+    """``'gzip'``, ``'deflate'`` or None (no compression) for a ``Compression`` value."""
     if compression is None:
         return None
-    return _ENCODING_NAMES[Compression(compression)]
+    return COMPRESSIONS[compression_number(compression)][1]
 
 
 #: zlib's largest window, 2**15 bytes (``zlib.MAX_WBITS``; RFC 1950 §2.2).  zlib itself is
@@ -561,3 +578,17 @@ def decode_message(
     if not encoding or encoding == "identity":
         raise ProtocolViolation("grpc: compressed flag set with identity or empty encoding")
     return decompress(encoding, payload, max_length)
+
+
+# Hidden from type checkers (the ``TYPE_CHECKING`` import above declares the name): a module-level
+# ``__getattr__`` would make every misspelt ``wire.<name>`` type-check as Any.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """``minigrpc.wire.Compression``, where the enum lived before :mod:`minigrpc.enums`
+        (PEP 562: Python 3.7 and newer, what the library needs; the plugin never asks)."""
+        if name == "Compression":
+            from .enums import Compression
+
+            return Compression
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -44,7 +44,9 @@ class Module(NamedTuple):
 MODULES: Dict[str, Module] = {
     "wire": Module(1, "length-prefixed messages, grpc-timeout, metadata, percent-encoding, "
                       "compression"),
-    "status": Module(1, "status codes, RpcError, grpcio's Status, the mapping tables"),
+    "status": Module(1, "status codes as numbers, RpcError, grpcio's Status, the mapping tables"),
+    "enums": Module(1, "grpcio's StatusCode and Compression enums, made from the tables of "
+                       "status and wire"),
     "errors": Module(1, "failures that carry their own status code"),
     "logs": Module(1, "minigrpc's loggers, silent (a NullHandler) until the application "
                       "configures logging"),

@@ -44,10 +44,11 @@ def _table(header: List[str], rows: List[List[str]]) -> str:
 
 def http_to_grpc() -> str:
     rows = [
-        [str(code), f"{grpc.name} ({grpc.number})"]
+        [str(code), f"{status.CODE_NAMES[grpc]} ({grpc})"]
         for code, grpc in sorted(status.HTTP_TO_GRPC.items())
     ]
-    rows.append(["anything else, 200 included", f"{status.StatusCode.UNKNOWN.name} (2)"])
+    unknown = status.Code.UNKNOWN
+    rows.append(["anything else, 200 included", f"{status.CODE_NAMES[unknown]} ({unknown})"])
     note = (
         "Used only when a response is not gRPC (its `content-type` is not `application/grpc*`)"
         " and so carries no usable `grpc-status`. Source: `minigrpc.status.HTTP_TO_GRPC`.\n\n"
@@ -58,8 +59,10 @@ def http_to_grpc() -> str:
 def rst_stream_to_grpc() -> str:
     rows = []
     for code, grpc in sorted(status.RST_STREAM_TO_GRPC.items()):
-        rows.append([f"{code} {status.http2_error_name(code)}", f"{grpc.name} ({grpc.number})"])
-    rows.append(["any other", f"{status.StatusCode.INTERNAL.name} (13)"])
+        rows.append([f"{code} {status.http2_error_name(code)}",
+                     f"{status.CODE_NAMES[grpc]} ({grpc})"])
+    internal = status.Code.INTERNAL
+    rows.append(["any other", f"{status.CODE_NAMES[internal]} ({internal})"])
     note = (
         "Applied when a stream is reset before its trailers arrived. A CANCEL that arrives after"
         " the call's deadline is reported as DEADLINE_EXCEEDED. Source:"

@@ -15,10 +15,11 @@ removed (the sources and everything that imports them from the repository keep t
 * ``class X(NamedTuple)`` becomes a plain ``tuple`` subclass written out in full: empty
   ``__slots__``, ``_fields``, ``__new__`` with the defaults, a read-only property per field,
   ``__repr__``, ``_make``, ``_replace``, ``_asdict`` and ``__getnewargs__``, then the class's own
-  body: the same fields, tuple, repr and methods as ``collections.namedtuple`` gives.  Not
-  ``namedtuple`` itself: :mod:`collections` (with heapq, operator, keyword and reprlib) costs a
-  cold start about 2 ms on CPython 3.6 to 3.10, and on 3.6 ``namedtuple`` compiles each class
-  from source text when it is made, several hundred microseconds a class.
+  body (without a docstring, ``namedtuple``'s ``"X(field, ...)"``): the same fields, tuple, repr
+  and methods as ``collections.namedtuple`` gives.  Not ``namedtuple`` itself:
+  :mod:`collections` (with heapq, operator, keyword and reprlib) costs a cold start about 2 ms on
+  CPython 3.6 to 3.10, and on 3.6 ``namedtuple`` compiles each class from source text when it is
+  made, several hundred microseconds a class.
 
 Anything else that uses a typing name at run time (``cast``, ``TypeVar``, ``Generic``,
 ``overload``, ...) is not rewritten: :func:`strip_typing` raises :class:`Unsupported` and the
@@ -167,10 +168,13 @@ class _Stripper(ast.NodeTransformer):
         new = generated[0]
         assert isinstance(new, ast.FunctionDef)
         new.args.defaults = defaults
-        docstring = body[:1] if ast.get_docstring(node, clean=False) is not None else []
+        if ast.get_docstring(node, clean=False) is not None:
+            docstring, body = body[:1], body[1:]
+        else:  # namedtuple's own: "Name(field, ...)"
+            docstring = [_parse_statement(repr(f"{node.name}({', '.join(fields)})"), node)]
         node.bases = [ast.copy_location(ast.Name(id="tuple", ctx=ast.Load()), node)]
         node.body = [*docstring, *(ast.copy_location(statement, node) for statement in generated),
-                     *body[len(docstring):]]
+                     *body]
         self.depth += 1
         try:
             return self.generic_visit(node)

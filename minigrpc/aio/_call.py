@@ -24,8 +24,9 @@ from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 from ..attempts import DONE, Attempts, finished
 from ..calls import decode_response
 from ..client_protocol import ClientCall
+from ..enums import StatusCode
 from ..multicallables import _Invocation
-from ..status import CallStatus, RpcError, StatusCode
+from ..status import CallStatus, Code, RpcError
 from ._errors import EOF, AioRpcError, UsageError
 from ._metadata import Metadata
 from ._transport import CANCELLED, AioConnection, AioTransport
@@ -332,7 +333,7 @@ class Call:
         except asyncio.CancelledError:
             raise
         except Exception:
-            connection.cancel(call, CallStatus(StatusCode.UNKNOWN, "Exception iterating requests!"))
+            connection.cancel(call, CallStatus(Code.UNKNOWN, "Exception iterating requests!"))
             return
         await connection.close_request(call, deadline)
 
@@ -628,7 +629,7 @@ def failed_status(exc: RpcError) -> CallStatus:
     status = getattr(exc, "status", None)
     if isinstance(status, CallStatus):
         return status
-    return CallStatus(StatusCode.UNKNOWN, str(exc))
+    return CallStatus(Code.UNKNOWN, str(exc))
 
 
 __all__: Tuple[str, ...] = (

@@ -12,7 +12,8 @@
 
 from typing import Any, Optional, Tuple
 
-from ..status import CallStatus, RpcError, StatusCode
+from ..enums import StatusCode
+from ..status import CallStatus, RpcError
 from ._metadata import Metadata
 
 __all__ = [
@@ -82,8 +83,10 @@ class AioRpcError(RpcError):
         details: Optional[str] = None,
         debug_error_string: Optional[str] = None,
     ) -> None:
+        # value[0]: the code's number, in grpcio's enum too (code may build these with either).
         status = CallStatus(
-            code, details or "", tuple(initial_metadata or ()), tuple(trailing_metadata or ())
+            code.value[0], details or "", tuple(initial_metadata or ()),
+            tuple(trailing_metadata or ()),
         )
         super().__init__()
         #: The record the blocking API's errors carry too (wire number, details-bin).

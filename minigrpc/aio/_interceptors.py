@@ -14,7 +14,8 @@ import abc
 import asyncio
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence
 
-from ..status import CallStatus, StatusCode
+from ..enums import StatusCode
+from ..status import CallStatus, Code
 from ._call import (
     FINISHED,
     HALF_CLOSED,
@@ -312,7 +313,7 @@ class InterceptedCall:
             return CANCELLED
         call = self._chain.call
         if call is None:
-            return CallStatus(StatusCode.OK, "")
+            return CallStatus(Code.OK, "")
         code = await call.code()
         return CallStatus(code, await call.details(), (), tuple(await call.trailing_metadata()))
 

@@ -25,6 +25,7 @@ from concurrent.futures import Executor
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import wire
+from ..enums import Compression
 from ..server_api import bind_listeners, secure_port_checks
 from ..server_options import ServerOptions
 from ._server_loop import NEW, STARTED, AioServerLoop
@@ -119,7 +120,7 @@ def server(
     interceptors: Optional[Sequence[Any]] = None,
     options: Optional[Iterable[Tuple[str, Any]]] = None,
     maximum_concurrent_rpcs: Optional[int] = None,
-    compression: Optional[Union[int, wire.Compression]] = None,
+    compression: Optional[Union[int, Compression]] = None,
 ) -> Server:
     """Create an asyncio server, as ``grpc.aio.server()``.
 
@@ -144,7 +145,7 @@ def server(
         migration_thread_pool,
         ServerOptions(options),
         maximum_concurrent_rpcs,
-        None if compression is None else int(wire.Compression(compression)),
+        None if compression is None else wire.compression_number(compression),
     )
     created._handler_table.interceptors = tuple(interceptors or ())
     if handlers:

@@ -26,6 +26,7 @@ from concurrent.futures import Executor
 from typing import Any, Dict, List, Optional, Set
 
 from .. import server_protocol as _protocol
+from ..enums import StatusCode
 from ..logs import get_logger
 from ..protocol import DATA_BATCH
 from ..server_options import ServerOptions
@@ -37,7 +38,6 @@ from ..server_timers import (
     stop_deadline,
 )
 from ..sockets import LISTEN_BACKLOG, Listener, peer_identity, peer_name
-from ..status import StatusCode
 from ._server_handlers import CallTasks
 from ._servicer_context import ServicerContext
 

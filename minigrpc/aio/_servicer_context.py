@@ -28,9 +28,10 @@ from typing import (
 )
 
 from .. import wire
+from ..enums import StatusCode
 from ..server_dispatch import CallEndedError
 from ..servicer_context import CallState, _Abort
-from ..status import Metadata, StatusCode
+from ..status import Metadata
 from ._errors import EOF, AbortError, UsageError
 from ._metadata import Metadata as AioMetadata
 

@@ -35,12 +35,12 @@ from ..errors import os_error_text
 from ..http2 import ReadBuffers
 from ..protocol import Message
 from ..sockets import ConnectFailed, client_tracer, dial_error, handshake_error, lookup_error
-from ..status import CallStatus, StatusCode
+from ..status import CallStatus, Code
 from ..targets import Target
 from ..transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
 
 #: What a call cut short by ``cancel()`` or a cancelled task reports (grpcio's words).
-CANCELLED = CallStatus(StatusCode.CANCELLED, CANCELLED_DETAILS)
+CANCELLED = CallStatus(Code.CANCELLED, CANCELLED_DETAILS)
 
 
 class AioConnection(asyncio.BufferedProtocol):
@@ -328,7 +328,7 @@ class AioConnection(asyncio.BufferedProtocol):
         """
         if self._closed and self._transport is None:
             return
-        ending = status or CallStatus(StatusCode.CANCELLED, "Channel closed!")
+        ending = status or CallStatus(Code.CANCELLED, "Channel closed!")
         events: List[CallEvent] = []
         for call in list(self.protocol.calls.values()):
             events.extend(self.protocol.cancel(call, ending))

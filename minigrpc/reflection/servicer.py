@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Iterable, Iterator, List, Optional, Set
 from google.protobuf import descriptor_pool
 
 from minigrpc import descriptors
-from minigrpc.status import StatusCode, code_for_context
+from minigrpc.enums import StatusCode, code_for_context
 
 __all__ = [
     "AsyncReflectionServicer",

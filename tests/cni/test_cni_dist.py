@@ -649,12 +649,12 @@ for module in (attempts, client_outcome, errors, headers, sockets, status, targe
         values = tuple(range(len(cls._fields) - len(cls.__new__.__defaults__ or ())))
         made = cls(*values)
         names = [n for n in dir(cls) if not n.startswith("__")
-                 and n not in ("_field_defaults", "_field_types")]
+                 and n not in ("_field_defaults", "_field_types", "_source")]
         print(module.__name__, name, cls._fields, cls.__new__.__defaults__ or (), repr(made),
               made == tuple(made), repr(made._replace(**{cls._fields[0]: -1})),
               hasattr(made, "__dict__"), cls.__doc__ == cls.__doc__.strip() or cls.__doc__[:40],
               names)
-print(str(status.CallStatus(status.StatusCode.UNAVAILABLE, "gone", number=14)))
+print(str(status.CallStatus(status.Code.UNAVAILABLE, "gone", number=14)))
 print(headers.read_response_headers([(b":status", b"200"), (b"content-type",
                                                            b"application/grpc")]).is_grpc)
 print(targets.parse_target("unix:/x.sock").dial_text)

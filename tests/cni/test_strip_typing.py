@@ -78,6 +78,7 @@ def test_named_tuple_becomes_a_tuple_class_that_behaves_as_namedtuple() -> None:
     reference = collections.namedtuple("Point", "x y label", defaults=(0, None))
     assert "collections" not in imported
     assert point.__bases__ == (tuple,)
+    assert point.__doc__ == reference.__doc__ == "Point(x, y, label)"
     assert point._fields == reference._fields
     for arguments, keywords in (((3,), {}), ((3, -4, "a"), {}), ((1,), {"label": "b"})):
         made, expected = point(*arguments, **keywords), reference(*arguments, **keywords)

@@ -12,7 +12,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from minigrpc import headers, http2, status, targets, wire
-from minigrpc.status import StatusCode
+from minigrpc.enums import StatusCode
+from minigrpc.status import Code
 from tests.support.strategies import APPLICATION_METADATA, pieces
 
 # ---- status -----------------------------------------------------------------------------------
@@ -38,11 +39,11 @@ def test_go_names() -> None:
 def test_rpc_error_reads_like_grpc_go() -> None:
     from minigrpc.calls import InactiveRpcError
 
-    err = InactiveRpcError(status.CallStatus(StatusCode.UNAVAILABLE, "connection error"))
+    err = InactiveRpcError(status.CallStatus(Code.UNAVAILABLE, "connection error"))
     assert isinstance(err, status.RpcError)
     assert str(err) == "rpc error: code = Unavailable desc = connection error"
     assert err.code() is StatusCode.UNAVAILABLE and err.details() == "connection error"
-    odd = InactiveRpcError(status.CallStatus(StatusCode.UNKNOWN, "x", number=42))
+    odd = InactiveRpcError(status.CallStatus(Code.UNKNOWN, "x", number=42))
     assert str(odd) == "rpc error: code = Code(42) desc = x"
 
 
@@ -57,14 +58,14 @@ def test_rpc_error_is_grpcio_plain_base_class() -> None:
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        (b"0", (StatusCode.OK, None)),
-        (b"14", (StatusCode.UNAVAILABLE, None)),
-        ("16", (StatusCode.UNAUTHENTICATED, None)),
-        (b"17", (StatusCode.UNKNOWN, 17)),
-        (b"abc", (StatusCode.UNKNOWN, None)),
-        (b"", (StatusCode.UNKNOWN, None)),
-        (b"-1", (StatusCode.UNKNOWN, None)),
-        (None, (StatusCode.UNKNOWN, None)),
+        (b"0", (Code.OK, None)),
+        (b"14", (Code.UNAVAILABLE, None)),
+        ("16", (Code.UNAUTHENTICATED, None)),
+        (b"17", (Code.UNKNOWN, 17)),
+        (b"abc", (Code.UNKNOWN, None)),
+        (b"", (Code.UNKNOWN, None)),
+        (b"-1", (Code.UNKNOWN, None)),
+        (None, (Code.UNKNOWN, None)),
     ],
 )
 def test_parse_grpc_status(value: object, expected: tuple) -> None:
@@ -72,18 +73,18 @@ def test_parse_grpc_status(value: object, expected: tuple) -> None:
 
 
 def test_http_mapping_table() -> None:
-    assert status.status_from_http(404) is StatusCode.UNIMPLEMENTED
-    assert status.status_from_http(503) is StatusCode.UNAVAILABLE
-    assert status.status_from_http(200) is StatusCode.UNKNOWN
-    assert status.status_from_http(418) is StatusCode.UNKNOWN
+    assert status.status_from_http(404) == Code.UNIMPLEMENTED
+    assert status.status_from_http(503) == Code.UNAVAILABLE
+    assert status.status_from_http(200) == Code.UNKNOWN
+    assert status.status_from_http(418) == Code.UNKNOWN
 
 
 def test_rst_stream_mapping_table() -> None:
-    assert status.status_from_rst_stream(8) is StatusCode.CANCELLED
-    assert status.status_from_rst_stream(8, past_deadline=True) is StatusCode.DEADLINE_EXCEEDED
-    assert status.status_from_rst_stream(7) is StatusCode.UNAVAILABLE
-    assert status.status_from_rst_stream(3) is StatusCode.RESOURCE_EXHAUSTED
-    assert status.status_from_rst_stream(0x99) is StatusCode.INTERNAL
+    assert status.status_from_rst_stream(8) == Code.CANCELLED
+    assert status.status_from_rst_stream(8, past_deadline=True) == Code.DEADLINE_EXCEEDED
+    assert status.status_from_rst_stream(7) == Code.UNAVAILABLE
+    assert status.status_from_rst_stream(3) == Code.RESOURCE_EXHAUSTED
+    assert status.status_from_rst_stream(0x99) == Code.INTERNAL
     assert status.rst_stream_details(2) == (
         "stream terminated by RST_STREAM with error code: INTERNAL_ERROR"
     )

@@ -1,0 +1,170 @@
+"""What ``dist/antrea`` imports on a node, beyond what a bare interpreter has loaded already.
+
+A node runs the plugin once per pod and command, so every module it imports is paid for on every
+run (docs/benchmarks.md, "Cold start on each node interpreter").  This test execs the bundle as a
+node does (its ``sh`` prologue, ``python3`` found on PATH) for ADD, CHECK and DEL against the
+reference agent and for an ADD with no agent listening, with a ``python3`` on PATH that runs the
+real interpreter with ``-v``: Python then names every module it imports, on stderr, on every
+version from 3.6 on.  The same interpreter's bare ``python -v -I -S -c pass`` (the prologue's
+flags) gives what is loaded anyway; none of :data:`GUARDED` may be in the difference.
+
+That the capture works is checked on the same runs: the difference must hold the plugin's own
+one-shot modules, and the ADD must have answered with a result from the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from typing import Dict, FrozenSet, Iterator, List, Tuple
+
+import pytest
+
+from tests.cni.test_cni_dist import (
+    Bundle,
+    base_interpreter,
+    exec_bundle,
+    find_interpreter,
+    interpreter_version,
+    make_bundle,
+)
+from tests.support.cni import AgentProcess, TempDirs, conf, pod_env
+
+pytestmark = pytest.mark.timeout(300)
+
+#: Modules the plugin's one-shot path must not import, each with why it can do without.
+GUARDED: Dict[str, str] = {
+    "enum": "status codes travel as numbers (minigrpc.status.Code); grpcio's enums live in "
+            "minigrpc.enums, for the grpcio API only",
+    "types": "what enum imports (and minigrpc/__init__'s Python 3.6 shim, on type(sys))",
+    "functools": "wire caches grpc-accept-encoding values in a dict, not functools.lru_cache",
+    "collections": "strip_typing writes a NamedTuple as a plain tuple class, not namedtuple",
+    "operator": "imported by collections and functools only",
+    "heapq": "imported by collections only",
+    "keyword": "imported by collections only",
+    "reprlib": "imported by collections only",
+    "weakref": "imported by functools on Python 3.6 only",
+    "typing": "tools/strip_typing.py removes the type hints from the bundle's bytecode",
+    "re": "typing's; go_compat and wire need it on error paths only",
+    "json": "cni_client.go_compat decodes the network config itself",
+    "logging": "the frame tracer looks for logging only if something loaded it",
+    "socket": "the one-shot call uses _socket (socket adds its enums and selectors)",
+    "selectors": "the one-shot call blocks on one socket with timeouts",
+    "os": "cni_client and minigrpc use posix (environ, read, stat, strerror) where os is not "
+          "loaded yet",
+    "stat": "imported by os only",
+    "posixpath": "imported by os only",
+    "_collections_abc": "imported by os (and collections) only",
+    "struct": "int.to_bytes packs the message prefix and the frame headers",
+    "dataclasses": "CallStatus is a NamedTuple, not a dataclass",
+    "base64": "only -bin metadata needs it, and the plugin sends none",
+    "zlib": "only compressed messages need it, and the agent sends none",
+    "h2": "the one-shot call frames with minigrpc.frames and minigrpc.hpack_codec",
+    "hyperframe": "the one-shot call frames with minigrpc.frames",
+    "hpack": "the one-shot call encodes headers with minigrpc.hpack_codec",
+    "google.protobuf": "cni_client.messages encodes and decodes the two messages",
+    "asyncio": "the call is blocking",
+    "threading": "the call runs on the main thread alone",
+}
+
+#: Modules of the one-shot path the runs must show: proof that the capture sees the plugin's
+#: imports (a broken capture would find no module at all, and every check would pass).
+EXPECTED = frozenset(("cni_client.client", "cni_client.messages", "minigrpc.oneshot",
+                      "minigrpc.oneshot_protocol", "minigrpc.hpack_codec", "_socket"))
+
+_IMPORTED = re.compile(rb"^import '([^']+)'", re.MULTILINE)
+
+
+def imported(stderr: bytes) -> FrozenSet[str]:
+    """The modules ``python -v`` reports importing."""
+    return frozenset(name.decode() for name in _IMPORTED.findall(stderr))
+
+
+def guarded_in(modules: FrozenSet[str]) -> List[str]:
+    """The guarded modules (and their submodules) among ``modules``."""
+    return sorted(name for name in modules
+                  if any(name == guarded or name.startswith(guarded + ".") for guarded in GUARDED))
+
+
+@pytest.fixture(scope="module")
+def dirs() -> Iterator[TempDirs]:
+    created = TempDirs()
+    yield created
+    created.cleanup()
+
+
+def interpreters() -> List[Tuple[str, str]]:
+    """(test id, interpreter): the test's own and, where installed, CPython 3.6, the oldest the
+    bundle runs on and the one where enum and namedtuple cost the most."""
+    found = [("dev", base_interpreter())]
+    oldest, _ = find_interpreter("3.6")
+    if oldest is not None:
+        found.append(("3.6", oldest))
+    return found
+
+
+@pytest.fixture(scope="module")
+def bundle(dirs: TempDirs) -> Bundle:
+    """``make dist``'s vendoring (the releases that run on 3.6), bytecode for the interpreters
+    under test only."""
+    compilers: List[str] = []
+    for _, python in interpreters():
+        compilers += ["--compile-with", python]
+    return make_bundle(dirs, ("--for-python", "3.6", *compilers))
+
+
+@pytest.mark.parametrize("python", [python for _, python in interpreters()],
+                         ids=[name for name, _ in interpreters()])
+def test_one_shot_path_imports_none_of_the_guarded_modules(bundle: Bundle, dirs: TempDirs,
+                                                           python: str) -> None:
+    assert interpreter_version(python) >= bundle.min_python
+    bare = subprocess.run([python, "-v", "-I", "-S", "-c", "pass"], capture_output=True,
+                          timeout=60, check=True)
+    at_start = imported(bare.stderr)
+    assert "sys" not in at_start and "encodings" in at_start, bare.stderr[-500:]
+    path_dir = dirs.new()
+    wrapper = os.path.join(path_dir, "python3")
+    with open(wrapper, "w", encoding="utf-8") as handle:
+        handle.write(f'#!/bin/sh\nexec "{python}" -v "$@"\n')
+    os.chmod(wrapper, 0o755)
+    socket_path = os.path.join(dirs.new(), "cni.sock")
+    runs = {}
+    with AgentProcess(socket_path):
+        add = exec_bundle(bundle, path_dir, pod_env("ADD", container_id="cold1"), conf("1.0.0"),
+                          socket_path)
+        assert add.returncode == 0, add.stdout + add.stderr[-2000:]
+        result = json.loads(add.stdout)
+        assert result["ips"], result
+        runs["ADD"] = add
+        runs["CHECK"] = exec_bundle(bundle, path_dir, pod_env("CHECK", container_id="cold1"),
+                                    conf("1.0.0", prevResult=result), socket_path)
+        runs["DEL"] = exec_bundle(bundle, path_dir, pod_env("DEL", container_id="cold1"),
+                                  conf("1.0.0"), socket_path)
+    runs["ADD, no agent"] = exec_bundle(bundle, path_dir, pod_env("ADD", container_id="cold2"),
+                                        conf("1.0.0"), socket_path)
+    assert json.loads(runs["ADD, no agent"].stdout)["code"] == 11
+    for command, run in runs.items():
+        assert run.returncode == (1 if command == "ADD, no agent" else 0), (command, run.stdout)
+        beyond_start = imported(run.stderr) - at_start
+        assert EXPECTED <= beyond_start, (command, sorted(EXPECTED - beyond_start))
+        found = guarded_in(beyond_start)
+        assert not found, (command, {name: GUARDED.get(name, "") for name in found})
+
+
+def test_the_capture_would_see_a_guarded_import(dirs: TempDirs) -> None:
+    """The same capture, on a start that imports the grpcio API's enums (:mod:`minigrpc.enums`),
+    finds enum among the guarded modules: the check above can fail."""
+    python = base_interpreter()
+    bare = subprocess.run([python, "-v", "-I", "-S", "-c", "pass"], capture_output=True,
+                          timeout=60, check=True)
+    from tests.support.cni import REPO_ROOT
+
+    probe = subprocess.run([python, "-v", "-I", "-S", "-c",
+                            f"import sys; sys.path.insert(0, {REPO_ROOT!r});"
+                            " import minigrpc.enums, _socket"],
+                           capture_output=True, timeout=60, check=True)
+    beyond_start = imported(probe.stderr) - imported(bare.stderr)
+    assert "enum" in guarded_in(beyond_start)
+    assert "_socket" in beyond_start and "minigrpc.status" in beyond_start

@@ -633,7 +633,10 @@ def test_errors_match_the_module_entry_point(bundle: Bundle, dirs: TempDirs) -> 
 
 #: Run inside the bundle (its blob finder installed) and from the sources: imports the plugin's
 #: own modules that load no vendored package, says whether typing got loaded, and describes every
-#: NamedTuple class they define the way code can see one.
+#: NamedTuple class they define the way code can see one.  The bookkeeping that typing and some
+#: versions' namedtuple add (``_field_defaults``, ``_field_types``, ``_fields_defaults``,
+#: ``_source``) is left out: the bundle's classes are plain tuple classes without it
+#: (tools/strip_typing.py), and nothing reads it.
 NAMED_TUPLE_PROBE = """
 import sys
 from minigrpc import attempts, client_outcome, errors, headers, sockets, status, targets, wire
@@ -649,7 +652,7 @@ for module in (attempts, client_outcome, errors, headers, sockets, status, targe
         values = tuple(range(len(cls._fields) - len(cls.__new__.__defaults__ or ())))
         made = cls(*values)
         names = [n for n in dir(cls) if not n.startswith("__")
-                 and n not in ("_field_defaults", "_field_types", "_source")]
+                 and n not in ("_field_defaults", "_field_types", "_fields_defaults", "_source")]
         print(module.__name__, name, cls._fields, cls.__new__.__defaults__ or (), repr(made),
               made == tuple(made), repr(made._replace(**{cls._fields[0]: -1})),
               hasattr(made, "__dict__"), cls.__doc__ == cls.__doc__.strip() or cls.__doc__[:40],

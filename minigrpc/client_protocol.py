@@ -34,7 +34,6 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
-from hpack import NeverIndexedHeaderTuple
 
 from . import client_outcome, errors, header_memo, headers, http2, protocol, wire
 from .headers import Header, ResponseHead, header_list_size
@@ -196,20 +195,6 @@ CallEvent = Union[
 ]
 
 
-def _sendable(block: Sequence[Header]) -> Sequence[Header]:
-    """A request header block as h2 sends it: :func:`minigrpc.headers.request_headers` built
-    it normalised (h2's own normalisation is off for a client), and sensitive fields become
-    hpack's never-indexed tuples (:func:`minigrpc.headers.outbound_fields`)."""
-    maybe = headers.MAYBE_SENSITIVE
-    for name, _ in block:
-        if name in maybe:
-            return [
-                NeverIndexedHeaderTuple(name, value) if sensitive else (name, value)
-                for name, value, sensitive in headers.outbound_fields(block)
-            ]
-    return block
-
-
 class ClientConnectionProtocol(protocol.ConnectionProtocol):
     """gRPC client state for one HTTP/2 connection, without I/O.
 
@@ -351,7 +336,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         call.stream_id = stream_id
         call.phase = CallPhase.OPEN
         call.response = Inbound(self.max_receive_message_length, self._buffer_limit)
-        self.conn.send_headers(stream_id, _sendable(call.headers), end_stream=False)
+        self.conn.send_headers(stream_id, headers.sendable(call.headers), end_stream=False)
         self.calls[stream_id] = call
         self.write_request(call)
         return []

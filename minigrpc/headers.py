@@ -230,12 +230,12 @@ def is_sensitive(name: bytes, value: bytes) -> bool:
 
 
 def outbound_fields(block: Sequence[Header]) -> List[Tuple[bytes, bytes, bool]]:
-    """A request header block as a client sends it: each field with whether it is sensitive
+    """A header block as it is sent: each field with whether it is sensitive
     (:func:`is_sensitive`), values without surrounding whitespace (RFC 9113 §8.2.1).
 
-    These are the rules of h2's outbound normalisation, which both clients apply themselves
-    (:func:`minigrpc.http2.client_config`); the names of a block :func:`request_headers`
-    builds are lower-case and carry no whitespace already, and no connection-specific field
+    These are the rules of h2's outbound normalisation, which minigrpc applies itself
+    (:func:`minigrpc.http2.client_config`, :func:`sendable`); the names of every block it
+    sends are lower-case and carry no whitespace already, and no connection-specific field
     gets in (:func:`minigrpc.wire.is_reserved_key`).
     """
     fields: List[Tuple[bytes, bytes, bool]] = []
@@ -243,6 +243,29 @@ def outbound_fields(block: Sequence[Header]) -> List[Tuple[bytes, bytes, bool]]:
         value = value.strip()
         fields.append((name, value, is_sensitive(name, value)))
     return fields
+
+
+def sendable(block: Sequence[Header]) -> Sequence[Header]:
+    """``block`` as h2's outbound normalisation would send it (:func:`outbound_fields`):
+    sensitive fields as hpack's never-indexed tuples, values stripped of surrounding
+    whitespace (RFC 9113 §8.2.1, RFC 7541 §7.1.3).  h2's own normalisation is off on both
+    sides (:func:`minigrpc.http2.server_config`), because it runs a chain of generators over
+    every field of every block; this returns the block itself when nothing would change, as
+    for the blocks a server sends on almost every call (``:status``, ``content-type``,
+    ``grpc-status``).  Names need nothing: every block minigrpc sends has lower-case names
+    (:func:`minigrpc.wire.validate_metadata`) and no connection-specific field
+    (:func:`minigrpc.wire.is_reserved_key`).
+    """
+    maybe = MAYBE_SENSITIVE
+    for name, value in block:
+        if name in maybe or len(value.strip()) != len(value):
+            from hpack import NeverIndexedHeaderTuple  # only blocks that need it pay for it
+
+            return [
+                NeverIndexedHeaderTuple(name, value) if sensitive else (name, value)
+                for name, value, sensitive in outbound_fields(block)
+            ]
+    return block
 
 
 #: The fixed start of request header blocks, by what it is built from (:func:`request_headers`).

@@ -931,7 +931,7 @@ class ServerConnection(ConnectionProtocol):
         headers = hdrs.trailers_only(
             code, details, http_status=http_status, extra_headers=extra_headers
         )
-        self.conn.send_headers(stream_id, headers, end_stream=True)
+        self.conn.send_headers(stream_id, hdrs.sendable(headers), end_stream=True)
         if request_open:
             self._reset(stream_id, h2.errors.ErrorCodes.NO_ERROR)
 

@@ -176,7 +176,7 @@ class ResponseWriter:
         )
         call.headers_sent = True
         if not self._stream_closed(call.stream_id):
-            self._connection.conn.send_headers(call.stream_id, headers)
+            self._connection.conn.send_headers(call.stream_id, hdrs.sendable(headers))
             self.frame_budget.earn()
 
     def queue_message(self, call: ServerStream, message: bytes, compress_message: bool) -> None:
@@ -248,7 +248,9 @@ class ResponseWriter:
         call.headers_sent = True
         call.finished = True
         if not self._stream_closed(call.stream_id):
-            self._connection.conn.send_headers(call.stream_id, headers, end_stream=True)
+            self._connection.conn.send_headers(
+                call.stream_id, hdrs.sendable(headers), end_stream=True
+            )
         self._ended(call)
 
     def queue_trailers(self, call: ServerStream, trailers: Headers) -> None:
@@ -287,5 +289,5 @@ class ResponseWriter:
         if call.trailers is not None:
             trailers, call.trailers = call.trailers, None
             call.finished = True
-            conn.send_headers(stream_id, trailers, end_stream=True)
+            conn.send_headers(stream_id, hdrs.sendable(trailers), end_stream=True)
             self._ended(call)

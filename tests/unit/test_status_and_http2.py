@@ -483,3 +483,57 @@ def test_clients_send_request_headers_as_h2_normalises_them(
 @pytest.mark.parametrize("path", ["", " ", "\x0c", " \t\x0b ", "/svc/a\r\nx", "/svc/\n", "/svc/\0"])
 def test_malformed_paths(path: str) -> None:
     assert headers.malformed_path(path)
+
+
+_RESPONSE_METADATA = st.lists(
+    st.tuples(
+        st.sampled_from(["k", "x-a", "authorization", "proxy-authorization", "cookie"]),
+        st.text(alphabet=" ab=", max_size=25),
+    ),
+    max_size=4,
+)
+
+
+@example(metadata=[("k", " v "), ("authorization", "Bearer t"), ("cookie", "c" * 30)])
+@example(metadata=[])
+@given(metadata=_RESPONSE_METADATA)
+def test_servers_send_blocks_as_h2_normalises_them(metadata: list) -> None:
+    """h2's outbound normalisation is off for a server too: each block it sends goes through
+    :func:`minigrpc.headers.sendable`, and its HEADERS frames are the ones h2 sends,
+    normalisation on, for the blocks as built (response headers with metadata, trailers with a
+    message that has spaces around it, Trailers-Only)."""
+    encoded = wire.encode_metadata(metadata)
+    blocks = [
+        headers.response_headers(None, encoded, frozenset(wire.SUPPORTED_ENCODINGS)),
+        [*headers.status_headers(StatusCode.NOT_FOUND, " not here "), *encoded],
+        headers.trailers_only(StatusCode.OK, ""),
+    ]
+    written = []
+    for ours in (False, True):
+        config = http2.server_config()
+        assert config.normalize_outbound_headers is False
+        config.normalize_outbound_headers = not ours
+        config.validate_outbound_headers = not ours
+        conn = h2.connection.H2Connection(config)
+        conn.initiate_connection()
+        conn.receive_data(_client_preface_and_streams(2))
+        conn.data_to_send()
+        # Stream 1: response headers, then trailers; stream 3: Trailers-Only.
+        for stream_id, block, end in ((1, blocks[0], False), (1, blocks[1], True),
+                                      (3, blocks[2], True)):
+            conn.send_headers(stream_id, headers.sendable(block) if ours else block,
+                              end_stream=end)
+        written.append(conn.data_to_send())
+    assert written[0] == written[1]
+    assert headers.sendable(blocks[2]) is blocks[2]  # nothing to change: passed on as it is
+
+
+def _client_preface_and_streams(count: int) -> bytes:
+    """What a client sends to open ``count`` streams (request headers, END_STREAM)."""
+    client = h2.connection.H2Connection(http2.client_config())
+    client.initiate_connection()
+    for index in range(count):
+        client.send_headers(2 * index + 1, [(b":method", b"POST"), (b":scheme", b"http"),
+                                            (b":path", b"/s/m"), (b":authority", b"h")],
+                            end_stream=True)
+    return client.data_to_send()

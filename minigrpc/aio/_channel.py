@@ -252,36 +252,54 @@ class _MultiCallable(Generic[CallT]):
     ) -> CallT:
         """Start a call with ``argument`` (a request, or a request iterator), through the
         channel's interceptors of this kind if it has any."""
+        interceptors = self._channel._interceptors.get(self._kind)
+        if not interceptors:
+            return self._start_call(
+                self._method, argument, timeout, metadata, credentials, wait_for_ready, compression
+            )
         details = ClientCallDetails(
             self._method.path, timeout, metadata, credentials, wait_for_ready, compression
         )
-        interceptors = self._channel._interceptors.get(self._kind, [])
-        if interceptors:
-            if metadata is None:  # grpcio's interceptors always see a Metadata to extend
-                details.metadata = Metadata()
-            # An InterceptedCall: every method of the call it stands for (grpcio's too).
-            return cast(CallT, intercept(interceptors, self._kind, self._invoke, details, argument))
-        return self._invoke(details, argument)
+        if metadata is None:  # grpcio's interceptors always see a Metadata to extend
+            details.metadata = Metadata()
+        # An InterceptedCall: every method of the call it stands for (grpcio's too).
+        return cast(CallT, intercept(interceptors, self._kind, self._invoke, details, argument))
 
     def _invoke(self, details: ClientCallDetails, argument: Any) -> CallT:
         """Start the call described by ``details`` (what the last interceptor continues to)."""
+        method = self._method
+        if details.method != method.path:
+            method = _Method(
+                self._channel._settings, details.method, method.serializer, method.deserializer
+            )
+        return self._start_call(
+            method,
+            argument,
+            details.timeout,
+            details.metadata,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def _start_call(
+        self,
+        method: _Method,
+        argument: Any,
+        timeout: Optional[float],
+        metadata: MetadataArg,
+        credentials: Any,
+        wait_for_ready: Optional[bool],
+        compression: Optional[int],
+    ) -> CallT:
         channel = self._channel
         call_class: Any = self._call_class
         request, request_iterator = (
             (None, argument) if call_class._streaming_request else (argument, None)
         )
-        method = self._method
-        if details.method != method.path:
-            method = _Method(
-                channel._settings, details.method, method.serializer, method.deserializer
-            )
         try:
             start = _Invocation(
-                method,
-                details.timeout,
-                _plain_metadata(details.metadata),
-                details.credentials,
-                details.compression,
+                method, timeout, _plain_metadata(metadata), credentials, compression
             )
             method.raise_if_no_target()
         except MetadataTypeError:
@@ -292,7 +310,7 @@ class _MultiCallable(Generic[CallT]):
             return call_class(None, request, request_iterator, failed_status(exc))
         transport = channel._transport
         assert transport is not None
-        invocation = Invocation(transport, start, bool(details.wait_for_ready))
+        invocation = Invocation(transport, start, bool(wait_for_ready))
         call = call_class(invocation, request, request_iterator)
         channel._calls.add(call)
         call.add_done_callback(channel._calls.discard)

@@ -260,9 +260,9 @@ class AioConnection(asyncio.BufferedProtocol):
         (a header block too large, say) ends here.
         """
         events = self.protocol.start_call(call)
-        written = self.protocol.write_request(call)
         self._settle(events)
-        return written and self._writable.is_set()
+        # A unary request's last message carries END_STREAM: it is all out once that is.
+        return (call.done or call.request_complete) and self._writable.is_set()
 
     def when_finished(self, call: ClientCall, on_finished: Callable[[], None]) -> None:
         """Run ``on_finished()`` once ``call`` has its status, from whatever ended it (a read,

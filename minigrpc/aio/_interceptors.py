@@ -315,7 +315,9 @@ class InterceptedCall:
         if call is None:
             return CallStatus(Code.OK, "")
         code = await call.code()
-        return CallStatus(code, await call.details(), (), tuple(await call.trailing_metadata()))
+        return CallStatus(
+            code.number, await call.details(), (), tuple(await call.trailing_metadata())
+        )
 
     async def code(self) -> StatusCode:
         return (await self._final_status()).code

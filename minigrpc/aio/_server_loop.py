@@ -5,9 +5,9 @@ This is :mod:`minigrpc.server_loop` for an event loop.  Both drive the same sans
 handler and back, is :class:`minigrpc.aio._server_handlers.CallTasks` (a task per call), which
 :class:`AioServerLoop` builds on.  What is here:
 
-* Each accepted socket is an :class:`AioConnection` (an ``asyncio.Protocol``): bytes from the
-  loop go into the protocol, the call events come out, and what the protocol queued is written
-  to the loop's transport.  TLS is the same in-memory engine the blocking server uses
+* Each accepted socket is an :class:`AioConnection` (an ``asyncio.BufferedProtocol``): bytes
+  from the loop go into the protocol, the call events come out, and what the protocol queued
+  is written to the loop's transport.  TLS is the same in-memory engine the blocking server uses
   (:class:`minigrpc.tls.TLSEngine`), so reloading credentials and the auth context behave alike.
 * Backpressure (RFC 9113 §5.2; PROTOCOL-HTTP2.md leaves flow control to HTTP/2): the connection
   stops reading and producing DATA while its transport holds ``minigrpc.max_output_buffer``
@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Set
 
 from .. import server_protocol as _protocol
 from ..enums import StatusCode
+from ..http2 import ReadBuffers
 from ..logs import get_logger
 from ..protocol import DATA_BATCH
 from ..server_options import ServerOptions
@@ -52,8 +53,15 @@ _LOGGER = get_logger("minigrpc.server")
 
 #: Server states.
 NEW, STARTED, STOPPING, STOPPED = range(4)
-class AioConnection(asyncio.Protocol):
-    """One accepted connection: the protocol state, its transport and its calls."""
+class AioConnection(asyncio.BufferedProtocol):
+    """One accepted connection: the protocol state, its transport and its calls.
+
+    The transport reads into the server's :class:`~minigrpc.http2.ReadBuffers` rather than
+    into a new 256 KiB bytes object each time (the mmap, mremap and munmap of
+    :data:`minigrpc.http2.SMALL_READ`, on every read: with a connection per caller, every call
+    is a read).  One set serves every connection: the loop finishes each read, its bytes copied
+    out, before it starts the next, so the server holds one buffer, not one per client.
+    """
 
     def __init__(self, server: "AioServerLoop", tls_context: Any) -> None:
         self.server = server
@@ -114,6 +122,12 @@ class AioConnection(asyncio.Protocol):
         if options.max_connection_idle is not None:
             self._timers.append(loop.call_later(options.max_connection_idle, self._check_idle))
         self.flush()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.server._reads.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.server._reads.take(nbytes))
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -338,6 +352,8 @@ class AioServerLoop(CallTasks):
         self._memory = options.memory_budget()
         #: Floods by peer: a peer sent away for one opens its next connections with less.
         self._peers = _protocol.PeerHistory(time.monotonic)
+        #: What every connection reads into (see AioConnection).
+        self._reads = ReadBuffers()
         self._listeners: List[Listener] = []
         self._servers: List[asyncio.AbstractServer] = []
         self._connections: Set[AioConnection] = set()

@@ -210,6 +210,37 @@ def test_a_stream_is_done_once_its_responses_are_read(
     run_on_channel(client, all_at_once.target, body)
 
 
+def _all_at_once_then_close(conn: RawConn, request: StreamRecord) -> Optional[str]:
+    _all_at_once(conn, request)
+    return "close"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_stream_whose_connection_closed_keeps_its_unread_responses(client: str) -> None:
+    """The server closes the connection after its responses and OK status: what arrived
+    is still read, and the call ends OK."""
+
+    async def body(channel: Any) -> None:
+        call = streaming_output(channel)(output_request(1, 2, 3), timeout=10)
+        assert len((await call.read()).payload.body) == 1
+        sizes = [len(response.payload.body) async for response in _rest(client, call)]
+        assert sizes == [2, 3]
+        assert await call.code() == status_codes(client).OK
+
+    with ScriptedServer(rpc_script(_all_at_once_then_close)) as server:
+        run_on_channel(client, server.target, body)
+        assert not server.errors
+
+
+async def _rest(client: str, call: Any) -> AsyncIterator[Any]:
+    """What ``read()`` gives until EOF."""
+    while True:
+        response = await call.read()
+        if response is client_api(client).EOF:
+            return
+        yield response
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_closing_the_channel_cancels_a_stream_with_unread_responses(
     client: str, all_at_once: ScriptedServer

@@ -53,6 +53,7 @@ __all__ = [
     "DEFAULT_CONNECTION_LIMIT",
     "DEFAULT_SERVER_LIMIT",
     "MESSAGE_OVERHEAD",
+    "OVER_BUDGET_DETAILS",
     "PACKED_OVERHEAD",
     "QUEUED_BYTES_OVERHEAD",
     "VIEW_OVERHEAD",
@@ -72,6 +73,9 @@ VIEW_OVERHEAD = 384
 #: A small message packed into a shared ``bytearray``: its 5-byte prefix and the array's
 #: over-allocation, above its payload.
 PACKED_OVERHEAD = 12
+#: The status details of a response dropped because its connection is over its budget
+#: (RESOURCE_EXHAUSTED), whichever layer drops it.
+OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
 #: The smallest fair share of the server's total a connection may always hold.
 _MIN_FAIR_SHARE = 256 * 1024
 

@@ -13,7 +13,7 @@ are therefore written once, here, with no I/O, no threads and no clock:
 * the request's bytes to the handler's argument and its response to bytes
   (:func:`deserialize_request`, :func:`serialize_response`);
 * the status and details that end the call, from what the handler returned, raised, or set on
-  its context (:func:`outcome_of_response` and its siblings), with grpcio's codes and wording,
+  its context (:func:`outcome_of_return` and its siblings), with grpcio's codes and wording,
   so code written for grpcio sees the same statuses on minigrpc.
 
 The ``context`` these functions read is the handler's servicer context (blocking or asyncio):
@@ -39,12 +39,14 @@ from typing import (
 from . import handlers as _handlers
 from .enums import StatusCode
 from .logs import get_logger
+from .memory_budget import OVER_BUDGET_DETAILS
 from .status import CallStatus, Metadata, RpcError
 
 __all__ = [
     "BAD_REQUEST",
     "CONCURRENCY_LIMIT",
     "METHOD_NOT_FOUND",
+    "OVER_BUDGET",
     "Admitted",
     "BadRequest",
     "CallEndedError",
@@ -55,7 +57,7 @@ __all__ = [
     "log_bad_request",
     "lookup_failed",
     "outcome_of_exception",
-    "outcome_of_response",
+    "outcome_of_return",
     "outcome_of_stream_end",
     "outcome_without_response",
     "record_bad_request",
@@ -87,6 +89,11 @@ BAD_REQUEST = Outcome(StatusCode.INTERNAL, "Exception deserializing request!")
 METHOD_NOT_FOUND = Outcome(StatusCode.UNIMPLEMENTED, "Method not found!")
 #: grpcio's status for a call past ``maximum_concurrent_rpcs``.
 CONCURRENCY_LIMIT = Outcome(StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+#: A unary response its connection's memory account cannot take
+#: (:meth:`~minigrpc.memory_budget.ConnectionMemory.reserve`): both servers reserve it on the
+#: handler's thread, before it is queued, so handlers that answer faster than the connection
+#: writes cannot pile responses up unseen.
+OVER_BUDGET = Outcome(StatusCode.RESOURCE_EXHAUSTED, OVER_BUDGET_DETAILS)
 
 
 class CallEndedError(RpcError):
@@ -241,10 +248,13 @@ def serialize_response(method: str, handler: Any, response: Any) -> Optional[byt
         return None
 
 
-def outcome_of_response(context: Any, serialized: Optional[bytes]) -> Outcome:
-    """A unary handler returned: the code it set (OK if none) with its response, which is sent
-    only with OK; a response that was None or did not serialize is
+def outcome_of_return(context: Any, handler: Any, response: Any) -> Outcome:
+    """A unary handler returned ``response``: the code it set (OK if none) with the response's
+    bytes, which are sent only with OK; a response that is None or does not serialize is
     :func:`outcome_without_response`."""
+    serialized = (
+        None if response is None else serialize_response(context._method, handler, response)
+    )
     if serialized is None:
         return outcome_without_response(context)
     set_code = context._code

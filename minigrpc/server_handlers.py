@@ -29,7 +29,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Set, Tuple
 
-from . import errors, wire
+from . import errors
 from . import server_dispatch as _dispatch
 from . import server_protocol as _protocol
 from .logs import get_logger
@@ -408,15 +408,9 @@ class CallHandling:
         credit = context._response_credit
         if connection.calls.get(context._stream_id) is not context or credit is None:
             return
-        try:
-            connection.protocol.send_message(
-                context._stream_id,
-                message,
-                encoding=wire.compression_name(context._compression),
-                compress_message=compress,
-            )
-        except errors.MessageTooLarge as exc:
-            self._write_outcome(context, exc.code, str(exc), None)
+        too_large = context._send_message_on(connection.protocol, message, compress)
+        if too_large is not None:
+            self._write_outcome(context, too_large.code, str(too_large), None)
             return
         credit.handed_over(
             len(message), connection.protocol.queued_response_bytes(context._stream_id)
@@ -451,12 +445,7 @@ class CallHandling:
         except Exception as exc:
             self._outcome_of_exception(context, exc)
             return
-        serialized = (
-            None
-            if response is None
-            else _dispatch.serialize_response(context._method, handler, response)
-        )
-        self._send_outcome(context, *_dispatch.outcome_of_response(context, serialized))
+        self._send_outcome(context, *_dispatch.outcome_of_return(context, handler, response))
 
     def _outcome_of_exception(self, context: ServicerContext, exc: Exception) -> None:
         """The handler raised: send the status that says so, unless the call already ended."""

@@ -42,6 +42,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
+from . import server_dispatch as _dispatch
 from . import server_protocol as _protocol
 from .enums import StatusCode
 from .logs import get_logger
@@ -687,11 +688,7 @@ class ServerLoop(CallHandling):
         thread queues their responses cannot pile them up unseen.
         """
         if message is not None and not context._connection.protocol.memory.reserve(len(message)):
-            code, details, message = (
-                StatusCode.RESOURCE_EXHAUSTED,
-                _protocol.OVER_BUDGET_DETAILS,
-                None,
-            )
+            code, details, message = _dispatch.OVER_BUDGET
         if threading.get_ident() == self._io_thread_ident:
             # A handler run on the I/O thread (:meth:`CallHandling._submit`): write now, in the
             # loop's pass, unless something it posted (initial metadata, a cancel) must go first.

@@ -76,7 +76,7 @@ from . import errors, header_memo, http2, wire
 from . import headers as hdrs
 from .enums import StatusCode
 from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
-from .memory_budget import ConnectionMemory, MemoryBudget
+from .memory_budget import OVER_BUDGET_DETAILS, ConnectionMemory, MemoryBudget
 from .protocol import INTERNAL_ERROR, PROTOCOL_ERROR, ConnectionProtocol, Outbound, SendState
 from .server_events import (
     CallEvent,
@@ -113,10 +113,8 @@ DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 _MAX_STREAM_ID = 2**31 - 1
 #: GOAWAY code for a client that floods us (RFC 9113 §10.5).
 ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
-#: The status details of a response dropped because its connection is over its memory budget.
 #: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
 SHUTDOWN_DETAILS = "Cancelling all calls"
-OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
 class DrainPhase(enum.Enum):
     """Where a graceful shutdown of one connection is (PROTOCOL-HTTP2.md, GOAWAY Frame;
     RFC 9113 §6.8)."""

@@ -40,7 +40,7 @@ from typing import (
     Union,
 )
 
-from . import interfaces, wire
+from . import errors, interfaces, wire
 from .enums import StatusCode
 from .logs import get_logger
 from .server_call import RequestStream, ResponseCredit
@@ -276,6 +276,23 @@ class CallState:
             compress_message=self._compress_next,
         )
         return finished
+
+    def _send_message_on(
+        self, protocol: Any, message: bytes, compress: bool
+    ) -> Optional[errors.MessageTooLarge]:
+        """Queue one streamed response on ``protocol``, compressed with the call's compression
+        unless ``compress`` is False (``disable_next_message_compression``); the error that
+        ends the call when the message is over ``max_send_message_length``, else None."""
+        try:
+            protocol.send_message(
+                self._stream_id,
+                message,
+                encoding=wire.compression_name(self._compression),
+                compress_message=compress,
+            )
+        except errors.MessageTooLarge as exc:
+            return exc
+        return None
 
     def _record_abort(self, code: Any, details: Any) -> None:
         """What ``abort(code, details)`` ends the call with, as grpcio decides it: OK is logged

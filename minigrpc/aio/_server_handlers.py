@@ -27,7 +27,7 @@ import time
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, List, Optional, Set, Tuple
 
-from .. import errors, wire
+from .. import errors
 from .. import handlers as _handlers
 from .. import server_dispatch as _dispatch
 from .. import server_protocol as _protocol
@@ -48,8 +48,6 @@ _LOGGER = get_logger("minigrpc.server")
 
 #: What ``next()`` returns at the end of a synchronous response generator.
 _END = object()
-#: A synchronous handler's response that its connection's memory budget could not take.
-_OVER_BUDGET = object()
 
 
 def _release_reservation(memory: Any, running: "asyncio.Future[Any]") -> None:
@@ -57,9 +55,9 @@ def _release_reservation(memory: Any, running: "asyncio.Future[Any]") -> None:
     its thread reserved for it (and retrieve its exception, which nobody awaits)."""
     if running.cancelled() or running.exception() is not None:
         return
-    response = running.result()
-    if isinstance(response, bytes):
-        memory.unreserve(len(response))
+    message = running.result().message
+    if message is not None:
+        memory.unreserve(len(message))
 
 
 def _close_quietly(close: Any) -> None:
@@ -226,12 +224,7 @@ class CallTasks:
                 return
             if inspect.iscoroutinefunction(context._behavior):
                 response = await context._behavior(argument, context)
-                serialized = (
-                    None
-                    if response is None
-                    else _dispatch.serialize_response(context._method, handler, response)
-                )
-                self._finish(context, *_dispatch.outcome_of_response(context, serialized))
+                self._finish(context, *_dispatch.outcome_of_return(context, handler, response))
                 return
             memory = context._connection.protocol.memory
             running = self._loop.run_in_executor(
@@ -240,16 +233,13 @@ class CallTasks:
             try:
                 # Shielded: a call that ends meanwhile must still release what the thread
                 # reserves when it finishes.
-                serialized = await asyncio.shield(running)
+                outcome = await asyncio.shield(running)
             except asyncio.CancelledError:
                 running.add_done_callback(functools.partial(_release_reservation, memory))
                 raise
-            if serialized is _OVER_BUDGET:
-                self._finish(context, StatusCode.RESOURCE_EXHAUSTED, _protocol.OVER_BUDGET_DETAILS)
-                return
-            if serialized is not None:
-                memory.unreserve(len(serialized))  # charged as queued, if it is
-            self._finish(context, *_dispatch.outcome_of_response(context, serialized))
+            if outcome.message is not None:
+                memory.unreserve(len(outcome.message))  # charged as queued, if it is
+            self._finish(context, *outcome)
         except asyncio.CancelledError:
             if not context._terminated:
                 # Cancelled by the application, not by the call's end: the client still
@@ -257,29 +247,26 @@ class CallTasks:
                 self._finish(context, StatusCode.CANCELLED, "the handler was cancelled")
                 raise
         except Exception as exc:
-            outcome = _dispatch.outcome_of_exception(context, exc)
-            if outcome is not None:
-                self._finish(context, *outcome)
+            failure = _dispatch.outcome_of_exception(context, exc)
+            if failure is not None:
+                self._finish(context, *failure)
 
     @staticmethod
     def _is_async(behavior: Any) -> bool:
         return inspect.iscoroutinefunction(behavior) or inspect.isasyncgenfunction(behavior)
 
-    def _run_sync_unary(self, context: ServicerContext, argument: Any) -> Any:
-        """Executor thread: a plain-function unary-response handler, its response serialized
-        and its cost reserved in the connection's memory account before it goes back to the
-        loop, as the blocking server does (:meth:`~minigrpc.memory_budget.ConnectionMemory.
-        reserve`); :data:`_OVER_BUDGET` if the connection is over budget."""
+    def _run_sync_unary(self, context: ServicerContext, argument: Any) -> _dispatch.Outcome:
+        """Executor thread: a plain-function unary-response handler and the outcome it returns,
+        its response reserved in the connection's memory account before it goes back to the
+        loop, as the blocking server does (:data:`~minigrpc.server_dispatch.OVER_BUDGET` if the
+        connection is over budget)."""
         behavior: Any = context._behavior
         response = behavior(argument, SyncServicerContext(context, self._loop))
-        if response is None:
-            return None
-        serialized = _dispatch.serialize_response(context._method, context._handler, response)
-        if serialized is not None and not context._connection.protocol.memory.reserve(
-            len(serialized)
-        ):
-            return _OVER_BUDGET
-        return serialized
+        outcome = _dispatch.outcome_of_return(context, context._handler, response)
+        message = outcome.message
+        if message is not None and not context._connection.protocol.memory.reserve(len(message)):
+            return _dispatch.OVER_BUDGET
+        return outcome
 
     async def _stream_responses(self, context: ServicerContext, argument: Any) -> None:
         """Send what a response-streaming handler yields (or writes), in any of its forms."""
@@ -387,16 +374,10 @@ class CallTasks:
             raise _dispatch.CallEndedError(context._termination_code or StatusCode.CANCELLED)
         compress = context._compress_next
         context._compress_next = True  # disable_next_message_compression is per message
-        try:
-            protocol.send_message(
-                context._stream_id,
-                serialized,
-                encoding=wire.compression_name(context._compression),
-                compress_message=compress,
-            )
-        except errors.MessageTooLarge as exc:
-            self._finish(context, exc.code, str(exc))
-            raise _dispatch.CallEndedError(exc.code) from None
+        too_large = context._send_message_on(protocol, serialized, compress)
+        if too_large is not None:
+            self._finish(context, too_large.code, str(too_large))
+            raise _dispatch.CallEndedError(too_large.code)
         context._initial_metadata_sent = True  # the first message sent the response headers
         connection.schedule_flush()
 

@@ -73,7 +73,7 @@ from typing import Any, FrozenSet, Iterable, Optional, Tuple
 from . import http2, wire
 from .logs import get_logger
 from .memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
-from .server_protocol import ServerSettings
+from .server_settings import ServerSettings
 
 __all__ = ["ServerOptions"]
 

@@ -5,7 +5,9 @@ gRPC-level events (:mod:`minigrpc.server_events`: :class:`CallStarted`, :class:`
 :class:`RequestMessage`, :class:`RequestEnded`, :class:`CallTerminated`); the socket layer
 (:mod:`minigrpc.server_loop`) feeds it bytes, runs handlers and hands back responses with
 :meth:`ServerConnection.send_initial_metadata`, :meth:`~ServerConnection.send_message`,
-:meth:`~ServerConnection.finish_call` and friends.
+:meth:`~ServerConnection.finish_call` and friends.  The checks of each request's frames are
+:class:`minigrpc.server_requests.RequestIntake`, which it builds on, and its limits a
+:class:`minigrpc.server_settings.ServerSettings`.
 Nothing here touches a socket, a thread or a clock it was not given, so every rule below is
 tested byte for byte in ``tests/unit/test_server_protocol.py``.
 
@@ -56,15 +58,12 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
   ("GOAWAY" in the h2 notes).
 """
 
-import enum
 from typing import (
     Callable,
     Dict,
-    FrozenSet,
     Hashable,
     List,
     Optional,
-    Sequence,
     Tuple,
 )
 
@@ -77,7 +76,7 @@ from . import headers as hdrs
 from .enums import StatusCode
 from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
 from .memory_budget import OVER_BUDGET_DETAILS, ConnectionMemory, MemoryBudget
-from .protocol import INTERNAL_ERROR, PROTOCOL_ERROR, ConnectionProtocol, Outbound, SendState
+from .protocol import INTERNAL_ERROR, SendState
 from .server_events import (
     CallEvent,
     CallStarted,
@@ -87,8 +86,10 @@ from .server_events import (
     RequestReady,
 )
 from .server_h2 import HEADER_BLOCK_SLACK, HPACK_LIMIT_FACTOR, FloorDecoder, ServerH2Connection
+from .server_requests import DrainPhase, RequestIntake
 from .server_responses import ResponseWriter, ServerStream
-from .status import DEADLINE_EXCEEDED_DETAILS, http2_error_name
+from .server_settings import ServerSettings
+from .status import DEADLINE_EXCEEDED_DETAILS
 
 __all__ = [
     "PASS_MESSAGES",
@@ -115,69 +116,6 @@ _MAX_STREAM_ID = 2**31 - 1
 ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
 #: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
 SHUTDOWN_DETAILS = "Cancelling all calls"
-class DrainPhase(enum.Enum):
-    """Where a graceful shutdown of one connection is (PROTOCOL-HTTP2.md, GOAWAY Frame;
-    RFC 9113 §6.8)."""
-
-    #: Taking new streams.
-    SERVING = "serving"
-    #: GOAWAY(2^31-1) and a PING sent: streams the client opened before it saw them still count.
-    ANNOUNCED = "announced"
-    #: GOAWAY(highest stream seen) sent: later streams are refused; the calls left finish.
-    CLOSED_TO_NEW = "closed to new streams"
-
-
-class ServerSettings:
-    """Per-connection limits and sizes; :mod:`minigrpc.server_options` builds it from the options.
-
-    Defaults follow grpcio/grpc-go where they have one (docs/wire-rules.md): a 4 MiB receive limit,
-    no send limit, 100 concurrent streams, a 16 KiB request header list (what grpcio advertises),
-    4 MiB stream windows and 1 MiB frames.
-    """
-
-    __slots__ = (
-        "connection_window",
-        "enabled_encodings",
-        "initial_window_size",
-        "max_concurrent_streams",
-        "max_frame_size",
-        "max_header_list_size",
-        "max_receive_message_length",
-        "max_send_message_length",
-    )
-
-    def __init__(
-        self,
-        *,
-        max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
-        max_send_message_length: Optional[int] = None,
-        max_concurrent_streams: int = 100,
-        max_header_list_size: int = http2.CALL_MAX_HEADER_LIST_SIZE,
-        initial_window_size: int = http2.DEFAULT_STREAM_WINDOW,
-        connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
-        max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
-        enabled_encodings: FrozenSet[str] = frozenset(wire.SUPPORTED_ENCODINGS),
-    ) -> None:
-        if max_concurrent_streams < 1:
-            raise ValueError("max_concurrent_streams must be at least 1")
-        if not 16384 <= max_frame_size <= 2**24 - 1:
-            raise ValueError("max_frame_size must be between 16384 and 16777215 (RFC 9113 §6.5.2)")
-        if not 65535 <= initial_window_size <= _MAX_STREAM_ID:
-            raise ValueError("initial window size must be between 65535 and 2**31-1")
-        if not 65535 <= connection_window <= _MAX_STREAM_ID:
-            raise ValueError("connection window must be between 65535 and 2**31-1")
-        if max_header_list_size < 1024:
-            raise ValueError("max_header_list_size must be at least 1024")
-        self.max_receive_message_length = max_receive_message_length
-        self.max_send_message_length = max_send_message_length
-        self.max_concurrent_streams = max_concurrent_streams
-        self.max_header_list_size = max_header_list_size
-        self.initial_window_size = initial_window_size
-        self.connection_window = connection_window
-        self.max_frame_size = max_frame_size
-        #: The encodings requests may use and responses may be compressed with
-        #: (``grpc.compression_enabled_algorithms_bitset``); identity is always among them.
-        self.enabled_encodings = enabled_encodings | {"identity"}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -185,7 +123,7 @@ class ServerSettings:
 # ------------------------------------------------------------------------------------------------
 
 
-class ServerConnection(ConnectionProtocol):
+class ServerConnection(RequestIntake):
     """One client connection: h2 plus the gRPC server rules (see the module docstring).
 
     Use: :meth:`initiate` once, then :meth:`receive_data` for every chunk read (it returns the
@@ -459,178 +397,6 @@ class ServerConnection(ConnectionProtocol):
         self._responses.forget_all()
         self.memory.close()  # everything the connection buffered goes with it
         return events
-
-    def _on_request(self, event: h2.events.RequestReceived, out: List[CallEvent]) -> None:
-        stream_id = event.stream_id
-        if stream_id > self._highest_stream_id:
-            self._highest_stream_id = stream_id
-        if (
-            self._drain_phase is DrainPhase.CLOSED_TO_NEW
-            or self._open_streams() >= self.settings.max_concurrent_streams
-            or self.memory.refuse_streams
-        ):
-            # Nothing was processed, so the client may retry elsewhere (PROTOCOL-HTTP2.md, Errors:
-            # REFUSED_STREAM is UNAVAILABLE and safe to retry).
-            self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
-            return
-        headers = event.headers
-        head = self._last_request.recall(headers)
-        if head is None:
-            if hdrs.malformed_request(headers):
-                # A stream error (RFC 9113 §8.1.1): the connection's other calls go on.
-                self._reset(stream_id, PROTOCOL_ERROR)
-                return
-            head = hdrs.read_request_headers(
-                headers, self.settings.max_header_list_size, self.settings.enabled_encodings
-            )
-            self._last_request.remember(headers, head)
-        request_open = event.stream_ended is None
-        if isinstance(head, hdrs.Rejection):
-            if request_open and head.not_grpc:
-                # Not gRPC at all: answered once the request is complete, so that a framing
-                # fault later in it (RFC 9113 §8.1.1, §5.4.2) is answered as that fault and is
-                # not lost behind an early answer and reset. Its DATA is acknowledged and
-                # dropped (_on_data), and the stream counts against the concurrency limit.
-                self._unanswered[stream_id] = head
-                return
-            self._reject(
-                stream_id,
-                request_open,
-                head.code,
-                head.details,
-                http_status=head.http_status,
-                extra_headers=head.extra_headers,
-            )
-            return
-        deadline = None if head.timeout is None else self._clock() + head.timeout
-        call = ServerStream(
-            stream_id,
-            head.encoding,
-            head.accept_encodings,
-            self.settings.max_receive_message_length,
-            self._clock(),
-            self._initial_shape,
-            Outbound(self.memory),
-        )
-        self._calls[stream_id] = call
-        out.append(CallStarted(stream_id, head.method, head.metadata, deadline, head.authority))
-
-    def _on_data(self, event: h2.events.DataReceived, out: List[CallEvent]) -> None:
-        stream_id = event.stream_id
-        call = self._calls.get(stream_id)
-        if call is None or call.request_dispatched or call.finished:
-            # Ack at once for calls we no longer read: h2 still credits the connection.
-            if event.flow_controlled_length:
-                self.acknowledge_later(stream_id, event.flow_controlled_length)
-            return
-        if event.data:
-            call.last_progress = self._clock()
-        try:
-            # Credits the window now, or (for a streaming request whose handler lags) as the
-            # messages are taken.
-            completed = call.inbound.data_received(
-                self, stream_id, event.data, event.flow_controlled_length
-            )
-        except errors.CallError as exc:
-            self._fail_call(call, exc.code, str(exc), out)
-            return
-        if not completed:
-            return
-        if call.request_streaming:
-            out.append(RequestMessage(stream_id))
-        elif call.request_streaming is False and call.inbound.received > 1:
-            self._fail_more_than_one(call, out)
-
-    def _fail_more_than_one(self, call: ServerStream, out: List[CallEvent]) -> None:
-        self._fail_call(
-            call,
-            StatusCode.INTERNAL,
-            "grpc: received more than one request message for a unary method",
-            out,
-        )
-
-    def _on_stream_ended(self, stream_id: int, out: List[CallEvent]) -> None:
-        call = self._calls.get(stream_id)
-        if call is None:
-            rejection = self._unanswered.pop(stream_id, None)
-            if rejection is not None:
-                self._reject(
-                    stream_id,
-                    False,
-                    rejection.code,
-                    rejection.details,
-                    http_status=rejection.http_status,
-                    extra_headers=rejection.extra_headers,
-                )
-            return
-        call.request_closed = True
-        if call.finished:
-            # Our END_STREAM went out first; the stream is now fully closed.
-            self._forget(call)
-            return
-        if call.request_streaming is None:
-            return  # the rules apply once accept_call() tells the request's shape
-        self._request_complete(call, out)
-
-    def _request_complete(self, call: ServerStream, out: List[CallEvent]) -> None:
-        """The request's END_STREAM: a unary request is handed over, a stream is ended."""
-        stream_id = call.stream_id
-        inbound = call.inbound
-        if call.request_streaming:
-            if not inbound.at_boundary:
-                self._fail_call(
-                    call,
-                    StatusCode.INTERNAL,
-                    "grpc: the request stream ended inside a message",
-                    out,
-                )
-            else:
-                out.append(RequestEnded(stream_id))
-            return
-        if call.request_dispatched:
-            return
-        if inbound.received != 1 or not inbound.at_boundary:
-            got = "a partial message" if not inbound.at_boundary else f"{inbound.received} messages"
-            self._fail_call(
-                call,
-                StatusCode.INTERNAL,
-                f"grpc: a unary request must carry exactly one message, got {got}",
-                out,
-            )
-            return
-        message = call.inbound.take(self, stream_id)
-        assert message is not None  # received == 1 and at a boundary
-        compressed, payload = message
-        try:
-            payload = wire.decode_message(
-                compressed, payload, call.encoding, self.settings.max_receive_message_length
-            )
-        except errors.CallError as exc:
-            self._fail_call(call, exc.code, str(exc), out)
-            return
-        call.request_dispatched = True
-        out.append(RequestReady(stream_id, payload, call.encoding if compressed else None))
-
-    def _reset_malformed(self, stream_id: int, out: List[CallEvent]) -> None:
-        """RST_STREAM(PROTOCOL_ERROR) for a malformed block on a running call (RFC 9113 §8.1.1)."""
-        self._reset(stream_id, PROTOCOL_ERROR)
-        self._end_reset_call(stream_id, "the client sent malformed trailers (PROTOCOL_ERROR)", out)
-
-    def _on_stream_reset(self, event: h2.events.StreamReset, out: List[CallEvent]) -> None:
-        who = "client" if event.remote_reset else "HTTP/2 layer"
-        details = f"the {who} reset the stream ({http2_error_name(event.error_code)})"
-        self._end_reset_call(event.stream_id, details, out)
-
-    def _end_reset_call(self, stream_id: int, details: str, out: List[CallEvent]) -> None:
-        """Forget a stream that is reset; a call still running ends as CANCELLED (grpcio's code)."""
-        self._unanswered.pop(stream_id, None)
-        call = self._calls.pop(stream_id, None)
-        self._responses.forget(stream_id)
-        if call is not None:
-            self._release(call)
-        if call is not None and not call.finished:
-            call.finished = True
-            out.append(CallTerminated(stream_id, StatusCode.CANCELLED, details))
 
     # -- output ----------------------------------------------------------------------------------
 
@@ -912,51 +678,12 @@ class ServerConnection(ConnectionProtocol):
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _reject(
-        self,
-        stream_id: int,
-        request_open: bool,
-        code: int,
-        details: str,
-        *,
-        http_status: int = 200,
-        extra_headers: Sequence[Tuple[bytes, bytes]] = (),
-    ) -> None:
-        """Trailers-Only rejection, with code number ``code``, of a stream that never became a
-        call."""
-        if self._stream_closed(stream_id):
-            return  # closed by a later frame of the same read: the stream's error is its own
-        headers = hdrs.trailers_only(
-            code, details, http_status=http_status, extra_headers=extra_headers
-        )
-        self.conn.send_headers(stream_id, hdrs.sendable(headers), end_stream=True)
-        if request_open:
-            self._reset(stream_id, h2.errors.ErrorCodes.NO_ERROR)
-
-    def _fail_call(
-        self, call: ServerStream, code: StatusCode, details: str, out: List[CallEvent]
-    ) -> None:
-        """End a started call with an error this layer detected; tell the socket layer."""
-        if call.finished:
-            return
-        call.outbound.discard()
-        self.finish_call(call.stream_id, code, details)
-        out.append(CallTerminated(call.stream_id, code, details))
-
     def _after_end_stream(self, call: ServerStream) -> None:
         """Early Server Closure (PROTOCOL-HTTP2.md): END_STREAM while the request is open gets
         RST_STREAM(NO_ERROR)."""
         if not call.request_closed:
             self._reset(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         self._forget(call)
-
-    def _open_streams(self) -> int:
-        """The client's open streams (RFC 9113 §5.1.2): calls, and requests waiting for their
-        rejection; those that h2 has closed since (a stream error of its own) are dropped."""
-        if self._unanswered:
-            for stream_id in [s for s in self._unanswered if self._stream_closed(s)]:
-                del self._unanswered[stream_id]
-        return len(self._calls) + len(self._unanswered)
 
     def _forget(self, call: ServerStream) -> None:
         self._calls.pop(call.stream_id, None)

@@ -68,6 +68,9 @@ MODULES: Dict[str, Module] = {
                                   "frame and HPACK codecs, without h2"),
     "attempts": Module(2, "transparent retry and wait-for-ready backoff, for both transports"),
     "server_protocol": Module(2, "the server's calls as a state machine"),
+    "server_settings": Module(2, "a server connection's limits and sizes, checked once"),
+    "server_requests": Module(2, "how a server connection takes requests: each request's "
+                                 "frames checked, refused or turned into call events"),
     "server_events": Module(2, "the call events the server protocol hands its socket layer"),
     "server_h2": Module(2, "h2's server connection, adapted so one stream's fault stays "
                            "its own"),

@@ -41,6 +41,8 @@ def test_protocols_import_no_transport_and_no_socket() -> None:
         "protocol",
         "client_protocol",
         "server_protocol",
+        "server_requests",
+        "server_settings",
         "server_responses",
         "server_events",
         "server_h2",

@@ -888,6 +888,10 @@ class ScriptedServer:
                 timeout=0.5,
             )
         if self.behaving.is_set() and not conn.eof and not self.stop_event.is_set():
+            if not conn._sent_anything:
+                # A peer that stayed silent (silent_peer) owes its preface first: a GOAWAY as
+                # the first frame would be a protocol error (RFC 9113 §3.4), not a way out.
+                conn.send_settings()
             conn.send_goaway(last)
             # Keep reading until the client closes, as a real server drains after GOAWAY: closing
             # now, with the recovery call's frames still arriving, would answer them with a TCP

@@ -145,14 +145,7 @@ class Pair:
 
     def frames_from_server(self) -> List[Any]:
         """Parse every frame the server wrote (preface-free), with hyperframe."""
-        frames = []
-        data = bytes(self.raw_from_server)
-        while data:
-            frame, length = hyperframe.frame.Frame.parse_frame_header(data[:9])
-            frame.parse_body(memoryview(data[9 : 9 + length]))
-            frames.append(frame)
-            data = data[9 + length :]
-        return frames
+        return _parse(bytes(self.raw_from_server))
 
 
 def status_of(response: Dict[str, Any]) -> Tuple[int, str]:
@@ -373,21 +366,11 @@ def test_fault_in_an_open_request_that_is_not_grpc_is_answered_as_the_fault(spli
     pair.server.receive_data(pair.client.data_to_send() + frame.serialize())
     codes = {
         type(f).__name__: getattr(f, "error_code", None)
-        for f in _parse_frames(pair.server.data_to_send())
+        for f in _parse(pair.server.data_to_send())
     }
     protocol_error = h2.errors.ErrorCodes.PROTOCOL_ERROR
     assert protocol_error in (codes.get("RstStreamFrame"), codes.get("GoAwayFrame")), codes
     assert "HeadersFrame" not in codes, codes
-
-
-def _parse_frames(data: bytes) -> List[Any]:
-    frames = []
-    while data:
-        frame, length = hyperframe.frame.Frame.parse_frame_header(data[:9])
-        frame.parse_body(memoryview(data[9 : 9 + length]))
-        frames.append(frame)
-        data = data[9 + length :]
-    return frames
 
 
 def test_malformed_bin_metadata_is_one_headers_then_rst_no_error() -> None:
@@ -999,6 +982,7 @@ def test_continuation_flood_fails_fast_without_buffering() -> None:
 
 
 def _parse(data: bytes) -> List[Any]:
+    """Every frame in ``data`` (preface-free), parsed with hyperframe."""
     frames = []
     while data:
         frame, length = hyperframe.frame.Frame.parse_frame_header(data[:9])

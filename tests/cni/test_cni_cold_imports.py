@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import subprocess
 from typing import Dict, FrozenSet, Iterator, List, Tuple
@@ -98,7 +99,9 @@ def dirs() -> Iterator[TempDirs]:
 def interpreters() -> List[Tuple[str, str]]:
     """(test id, interpreter): the test's own and, where installed, CPython 3.6, the oldest the
     bundle runs on and the one where enum and namedtuple cost the most."""
-    found = [("dev", base_interpreter())]
+    # The capture reads CPython's `-v` lines; PyPy's bare start reports other modules, so under
+    # a PyPy test run only the CPython interpreters are checked.
+    found = [("dev", base_interpreter())] if platform.python_implementation() == "CPython" else []
     oldest, _ = find_interpreter("3.6")
     if oldest is not None:
         found.append(("3.6", oldest))

@@ -19,7 +19,7 @@ clock but the connection's.  What it decides (docs/wire-rules.md, "Server-side r
 """
 
 import enum
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional
 
 import h2.errors
 import h2.events
@@ -119,14 +119,7 @@ class RequestIntake(ConnectionProtocol):
                 # dropped (_on_data), and the stream counts against the concurrency limit.
                 self._unanswered[stream_id] = head
                 return
-            self._reject(
-                stream_id,
-                request_open,
-                head.code,
-                head.details,
-                http_status=head.http_status,
-                extra_headers=head.extra_headers,
-            )
+            self._reject(stream_id, head, request_open)
             return
         deadline = None if head.timeout is None else self._clock() + head.timeout
         call = ServerStream(
@@ -180,14 +173,7 @@ class RequestIntake(ConnectionProtocol):
         if call is None:
             rejection = self._unanswered.pop(stream_id, None)
             if rejection is not None:
-                self._reject(
-                    stream_id,
-                    False,
-                    rejection.code,
-                    rejection.details,
-                    http_status=rejection.http_status,
-                    extra_headers=rejection.extra_headers,
-                )
+                self._reject(stream_id, rejection, request_open=False)
             return
         call.request_closed = True
         if call.finished:
@@ -260,22 +246,15 @@ class RequestIntake(ConnectionProtocol):
 
     # -- rejections ------------------------------------------------------------------------------
 
-    def _reject(
-        self,
-        stream_id: int,
-        request_open: bool,
-        code: int,
-        details: str,
-        *,
-        http_status: int = 200,
-        extra_headers: Sequence[Tuple[bytes, bytes]] = (),
-    ) -> None:
-        """Trailers-Only rejection, with code number ``code``, of a stream that never became a
-        call."""
+    def _reject(self, stream_id: int, rejection: hdrs.Rejection, request_open: bool) -> None:
+        """The Trailers-Only answer of ``rejection`` on a stream that never became a call."""
         if self._stream_closed(stream_id):
             return  # closed by a later frame of the same read: the stream's error is its own
         headers = hdrs.trailers_only(
-            code, details, http_status=http_status, extra_headers=extra_headers
+            rejection.code,
+            rejection.details,
+            http_status=rejection.http_status,
+            extra_headers=rejection.extra_headers,
         )
         self.conn.send_headers(stream_id, hdrs.sendable(headers), end_stream=True)
         if request_open:

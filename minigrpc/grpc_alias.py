@@ -213,6 +213,14 @@ GRPCIO_NAMES: Tuple[ApiName, ...] = (
         "",
     ),
     ApiName(
+        "aio.Channel",
+        True,
+        "abstract, with grpcio's abstract methods, as are `aio.RpcContext`, `aio.Call`, the four "
+        "call classes and multi-callables, `aio.Server` and `aio.ServicerContext`: code may "
+        "subclass them; minigrpc's channels, calls, servers and handler contexts are instances",
+        "",
+    ),
+    ApiName(
         "aio.UnaryUnaryClientInterceptor",
         True,
         "and the other three kinds; an interceptor may change the call details, answer a unary "
@@ -571,7 +579,8 @@ _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
     "grpc.experimental.session_cache": {"ssl_session_cache_lru": ("tls", "ssl_session_cache_lru")},
     # grpcio's aio package keeps its classes in private modules that code (grpc's own tests
     # among it) imports them from: the metadata class and its type aliases, the error, the
-    # abstract calls.  (grpc._cython stays absent: its presence says grpcio is loaded.)
+    # calls, and the abstract classes (calls, channel, multi-callables, server, context).
+    # (grpc._cython stays absent: its presence says grpcio is loaded.)
     "grpc.aio._metadata": {"Metadata": ("aio._metadata", "Metadata")},
     "grpc.aio._typing": {
         "MetadataKey": ("aio._metadata", "MetadataKey"),
@@ -583,7 +592,20 @@ _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
         **{name: ("aio._call", name) for name in _AIO_CALL_CLASSES},
     },
     "grpc.aio._base_call": {
-        name: ("aio._call", name) for name in ("RpcContext", "Call", *_AIO_CALL_CLASSES)
+        name: ("aio._interfaces", name) for name in ("RpcContext", "Call", *_AIO_CALL_CLASSES)
+    },
+    "grpc.aio._base_channel": {
+        name: ("aio._interfaces", name)
+        for name in (
+            "Channel",
+            "UnaryUnaryMultiCallable",
+            "UnaryStreamMultiCallable",
+            "StreamUnaryMultiCallable",
+            "StreamStreamMultiCallable",
+        )
+    },
+    "grpc.aio._base_server": {
+        name: ("aio._interfaces", name) for name in ("Server", "ServicerContext")
     },
 }
 

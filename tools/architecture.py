@@ -113,9 +113,11 @@ MODULES: Dict[str, Module] = {
     # servers' layers use them.
     "aio._errors": Module(1, "grpc.aio's exceptions and its EOF marker"),
     "aio._metadata": Module(1, "grpc.aio.Metadata, the ordered multi-map of call metadata"),
+    "aio._interfaces": Module(1, "grpc.aio's abstract classes: calls, channel, "
+                                 "multi-callables, server, context"),
     "aio._transport": Module(3, "the asyncio client connection: event-loop I/O and waits"),
-    "aio._call": Module(4, "grpc.aio's call objects: awaitable, async-iterable, writable"),
-    "aio._channel": Module(4, "grpc.aio's channel and its four multi-callables"),
+    "aio._call": Module(4, "minigrpc's grpc.aio calls: awaitable, async-iterable, writable"),
+    "aio._channel": Module(4, "minigrpc's grpc.aio channel and its four multi-callables"),
     "aio._interceptors": Module(4, "grpc.aio's client interceptors and ClientCallDetails"),
     # grpcio's add-on packages (health, reflection, rich status), on protobuf alone.
     "_pb": Module(1, "the add-ons' messages: the installed add-on's, else minigrpc's copy"),
@@ -131,11 +133,12 @@ MODULES: Dict[str, Module] = {
     "health.v1._async": Module(4, "the health servicer for asyncio servers (health.aio)"),
     "health.v1.health": Module(4, "grpcio-health-checking's HealthServicer: Check, List, "
                                   "Watch, set, graceful shutdown"),
-    "aio._servicer_context": Module(3, "the asyncio handler's context: grpc.aio.ServicerContext"),
+    "aio._servicer_context": Module(3, "the asyncio handler's context: minigrpc's "
+                                       "grpc.aio.ServicerContext"),
     "aio._server_handlers": Module(3, "the asyncio server's calls: a task per call, its "
                                       "requests, responses and outcome"),
     "aio._server_loop": Module(3, "the asyncio server's I/O: connections, their timers, stop"),
-    "aio._server": Module(4, "grpc.aio's Server, server() and ServerInterceptor"),
+    "aio._server": Module(4, "minigrpc's grpc.aio Server, server() and ServerInterceptor"),
     "reflection": Module(4, "the server reflection add-on package, v1 and v1alpha"),
     "reflection.servicer": Module(4, "server reflection answered from a descriptor pool, "
                                      "once for both versions"),

@@ -23,19 +23,19 @@ _EXPORTS: Dict[str, str] = {
     # metadata
     "Metadata": "_metadata",
     # the client
-    "Channel": "_channel",
+    "Channel": "_interfaces",
     "insecure_channel": "_channel",
     "secure_channel": "_channel",
-    "UnaryUnaryMultiCallable": "_channel",
-    "UnaryStreamMultiCallable": "_channel",
-    "StreamUnaryMultiCallable": "_channel",
-    "StreamStreamMultiCallable": "_channel",
-    "Call": "_call",
-    "RpcContext": "_call",
-    "UnaryUnaryCall": "_call",
-    "UnaryStreamCall": "_call",
-    "StreamUnaryCall": "_call",
-    "StreamStreamCall": "_call",
+    "UnaryUnaryMultiCallable": "_interfaces",
+    "UnaryStreamMultiCallable": "_interfaces",
+    "StreamUnaryMultiCallable": "_interfaces",
+    "StreamStreamMultiCallable": "_interfaces",
+    "Call": "_interfaces",
+    "RpcContext": "_interfaces",
+    "UnaryUnaryCall": "_interfaces",
+    "UnaryStreamCall": "_interfaces",
+    "StreamUnaryCall": "_interfaces",
+    "StreamStreamCall": "_interfaces",
     "ClientCallDetails": "_interceptors",
     "ClientInterceptor": "_interceptors",
     "InterceptedCall": "_interceptors",
@@ -45,32 +45,16 @@ _EXPORTS: Dict[str, str] = {
     "StreamUnaryClientInterceptor": "_interceptors",
     "StreamStreamClientInterceptor": "_interceptors",
     # the server
-    "Server": "_server",
+    "Server": "_interfaces",
     "ServerInterceptor": "_server",
     "server": "_server",
-    "ServicerContext": "_servicer_context",
+    "ServicerContext": "_interfaces",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from ._call import (
-        Call,
-        RpcContext,
-        StreamStreamCall,
-        StreamUnaryCall,
-        UnaryStreamCall,
-        UnaryUnaryCall,
-    )
-    from ._channel import (
-        Channel,
-        StreamStreamMultiCallable,
-        StreamUnaryMultiCallable,
-        UnaryStreamMultiCallable,
-        UnaryUnaryMultiCallable,
-        insecure_channel,
-        secure_channel,
-    )
+    from ._channel import insecure_channel, secure_channel
     from ._errors import (
         EOF,
         AbortError,
@@ -91,9 +75,23 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryStreamClientInterceptor,
         UnaryUnaryClientInterceptor,
     )
+    from ._interfaces import (
+        Call,
+        Channel,
+        RpcContext,
+        Server,
+        ServicerContext,
+        StreamStreamCall,
+        StreamStreamMultiCallable,
+        StreamUnaryCall,
+        StreamUnaryMultiCallable,
+        UnaryStreamCall,
+        UnaryStreamMultiCallable,
+        UnaryUnaryCall,
+        UnaryUnaryMultiCallable,
+    )
     from ._metadata import Metadata
-    from ._server import Server, ServerInterceptor, server
-    from ._servicer_context import ServicerContext
+    from ._server import ServerInterceptor, server
 
 
 def __getattr__(name: str) -> Any:

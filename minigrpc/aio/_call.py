@@ -16,7 +16,6 @@ Cancelling the call, or the task that awaits or reads it, sends RST_STREAM(CANCE
 CANCELLED, as grpcio does (PROTOCOL-HTTP2.md, Errors).
 """
 
-import abc
 import asyncio
 import time
 from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
@@ -27,6 +26,7 @@ from ..client_protocol import ClientCall
 from ..enums import StatusCode
 from ..multicallables import _Invocation
 from ..status import CallStatus, Code, RpcError
+from . import _interfaces
 from ._errors import EOF, AioRpcError, UsageError
 from ._metadata import Metadata
 from ._transport import CANCELLED, AioConnection, AioTransport
@@ -52,36 +52,9 @@ class Invocation:
         self.wait_for_ready = wait_for_ready
 
 
-class RpcContext(abc.ABC):
-    """grpcio's ``grpc.aio.RpcContext``: what every asyncio call is, abstract as in grpcio.
-
-    minigrpc's :class:`Call` is registered as one rather than derived from it, so that the call
-    classes keep a plain metaclass on the path every call takes.
-    """
-
-    @abc.abstractmethod
-    def cancelled(self) -> bool:
-        """True if the call was cancelled."""
-
-    @abc.abstractmethod
-    def done(self) -> bool:
-        """True once the call ended."""
-
-    @abc.abstractmethod
-    def time_remaining(self) -> Optional[float]:
-        """Seconds left before the deadline, or None without one."""
-
-    @abc.abstractmethod
-    def cancel(self) -> bool:
-        """Cancel the call; True if it was still running."""
-
-    @abc.abstractmethod
-    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
-        """Run ``callback(call)`` once the call ends."""
-
-
-class Call:
-    """What every asyncio call is (grpcio's ``grpc.aio.Call``, and a ``RpcContext``)."""
+class Call(_interfaces.Call):
+    """What every asyncio call of minigrpc is: the implementation of ``grpc.aio.Call``
+    (:class:`minigrpc.aio._interfaces.Call`) that the four kinds below share."""
 
     _unary_response = True
     #: The request is a stream (an iterator, or ``write()``/``done_writing()``).
@@ -605,23 +578,21 @@ class _StreamRequestMixin(Call):
             raise asyncio.InvalidStateError(FINISHED)
 
 
-class UnaryUnaryCall(_UnaryResponseMixin):
+class UnaryUnaryCall(_UnaryResponseMixin, _interfaces.UnaryUnaryCall):
     """``await`` it for the response (grpcio's ``grpc.aio.UnaryUnaryCall``)."""
 
 
-class UnaryStreamCall(_StreamResponseMixin):
+class UnaryStreamCall(_StreamResponseMixin, _interfaces.UnaryStreamCall):
     """``async for`` over it, or ``read()``, for the responses."""
 
 
-class StreamUnaryCall(_StreamRequestMixin, _UnaryResponseMixin):
+class StreamUnaryCall(_StreamRequestMixin, _UnaryResponseMixin, _interfaces.StreamUnaryCall):
     """``write()``/``done_writing()`` (or a request iterator), then ``await`` the response."""
 
 
-class StreamStreamCall(_StreamRequestMixin, _StreamResponseMixin):
+class StreamStreamCall(_StreamRequestMixin, _StreamResponseMixin, _interfaces.StreamStreamCall):
     """Both directions stream: ``write()``/``done_writing()`` and ``read()``/``async for``."""
 
-
-RpcContext.register(Call)
 
 
 def failed_status(exc: RpcError) -> CallStatus:

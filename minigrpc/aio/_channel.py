@@ -28,6 +28,7 @@ from ..multicallables import _Invocation, _Method
 from ..status import RpcError
 from ..targets import Target
 from ..wire import MetadataTypeError
+from . import _interfaces
 from ._call import (
     Call,
     Invocation,
@@ -63,7 +64,7 @@ class _SecureSettings(_Settings, blocking.SecureChannel):
     """A secure channel's settings: TLS and call credentials as in the blocking API."""
 
 
-class Channel:
+class Channel(_interfaces.Channel):
     """An asyncio channel (grpcio's ``grpc.aio.Channel``): one HTTP/2 connection for every call
     made from its event loop.  ``await channel.close()`` or ``async with`` closes it."""
 
@@ -358,28 +359,36 @@ class _StreamRequestMultiCallable(_MultiCallable[CallT]):
         )
 
 
-class UnaryUnaryMultiCallable(_UnaryRequestMultiCallable[UnaryUnaryCall]):
+class UnaryUnaryMultiCallable(
+    _UnaryRequestMultiCallable[UnaryUnaryCall], _interfaces.UnaryUnaryMultiCallable
+):
     """Invokes a unary method: ``await stub.Method(request)``."""
 
     _call_class = UnaryUnaryCall
     _kind = "unary_unary"
 
 
-class UnaryStreamMultiCallable(_UnaryRequestMultiCallable[UnaryStreamCall]):
+class UnaryStreamMultiCallable(
+    _UnaryRequestMultiCallable[UnaryStreamCall], _interfaces.UnaryStreamMultiCallable
+):
     """Invokes a server-streaming method: ``async for response in stub.Method(request)``."""
 
     _call_class = UnaryStreamCall
     _kind = "unary_stream"
 
 
-class StreamUnaryMultiCallable(_StreamRequestMultiCallable[StreamUnaryCall]):
+class StreamUnaryMultiCallable(
+    _StreamRequestMultiCallable[StreamUnaryCall], _interfaces.StreamUnaryMultiCallable
+):
     """Invokes a client-streaming method, with a request iterator or ``write()``."""
 
     _call_class = StreamUnaryCall
     _kind = "stream_unary"
 
 
-class StreamStreamMultiCallable(_StreamRequestMultiCallable[StreamStreamCall]):
+class StreamStreamMultiCallable(
+    _StreamRequestMultiCallable[StreamStreamCall], _interfaces.StreamStreamMultiCallable
+):
     """Invokes a bidirectional-streaming method, with a request iterator or ``write()``."""
 
     _call_class = StreamStreamCall

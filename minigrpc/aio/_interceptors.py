@@ -12,19 +12,13 @@ as in grpcio), so that code checking ``isinstance(call, grpc.aio.Call)`` accepts
 
 import abc
 import asyncio
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Type
 
 from ..enums import StatusCode
 from ..status import CallStatus, Code
-from ._call import (
-    FINISHED,
-    HALF_CLOSED,
-    StreamStreamCall,
-    StreamUnaryCall,
-    UnaryStreamCall,
-    UnaryUnaryCall,
-)
+from ._call import FINISHED, HALF_CLOSED
 from ._errors import EOF, AioRpcError
+from ._interfaces import StreamStreamCall, StreamUnaryCall, UnaryStreamCall, UnaryUnaryCall
 from ._metadata import Metadata
 from ._transport import CANCELLED
 
@@ -400,7 +394,7 @@ class InterceptedStreamStreamCall(InterceptedCall, StreamStreamCall):  # type: i
     """An intercepted call streaming both ways."""
 
 
-_INTERCEPTED = {
+_INTERCEPTED: Dict[str, Type[InterceptedCall]] = {
     "unary_unary": InterceptedUnaryUnaryCall,
     "unary_stream": InterceptedUnaryStreamCall,
     "stream_unary": InterceptedStreamUnaryCall,

@@ -28,6 +28,7 @@ from .. import wire
 from ..enums import Compression
 from ..server_api import bind_listeners, secure_port_checks
 from ..server_options import ServerOptions
+from . import _interfaces
 from ._server_loop import NEW, STARTED, AioServerLoop
 
 __all__ = ["Server", "ServerInterceptor", "server"]
@@ -49,8 +50,9 @@ class ServerInterceptor(abc.ABC):
         """The handler for the call ``handler_call_details`` describes, or None."""
 
 
-class Server(AioServerLoop):
-    """A gRPC server on asyncio with grpcio's ``grpc.aio.Server`` API; see :func:`server`."""
+class Server(AioServerLoop, _interfaces.Server):
+    """A gRPC server on asyncio with grpcio's ``grpc.aio.Server`` API (the abstract one is
+    :class:`minigrpc.aio._interfaces.Server`); see :func:`server`."""
 
     # -- registration -----------------------------------------------------------------------
 

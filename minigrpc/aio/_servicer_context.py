@@ -32,6 +32,7 @@ from ..enums import StatusCode
 from ..server_dispatch import CallEndedError
 from ..servicer_context import CallState, _Abort
 from ..status import Metadata
+from . import _interfaces
 from ._errors import EOF, AbortError, UsageError
 from ._metadata import Metadata as AioMetadata
 
@@ -42,8 +43,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ServicerContext", "SyncServicerContext"]
 
 
-class ServicerContext(CallState):
-    """grpcio's ``grpc.aio.ServicerContext`` (module docstring)."""
+class ServicerContext(CallState, _interfaces.ServicerContext):
+    """minigrpc's ``grpc.aio.ServicerContext`` (module docstring), beneath the abstract one
+    (:class:`minigrpc.aio._interfaces.ServicerContext`)."""
 
     __slots__ = (
         "_callbacks",

@@ -182,11 +182,16 @@ def test_grpc_aio_is_minigrpc_aio_and_other_submodules_do_not_import() -> None:
 
     assert aio is grpc.aio is minigrpc.aio
     assert grpc.aio.insecure_channel is minigrpc.aio.insecure_channel
-    # grpcio's private module of the abstract call classes, which code imports them from.
-    from grpc.aio import _base_call
+    # grpcio's private modules of the abstract classes, which code imports them from.
+    from grpc.aio import _base_call, _base_channel, _base_server
 
-    for name in ("RpcContext", "Call", "UnaryUnaryCall", "StreamStreamCall"):
-        assert getattr(_base_call, name) is getattr(minigrpc.aio, name), name
+    for module, names in (
+        (_base_call, ("RpcContext", "Call", "UnaryUnaryCall", "StreamStreamCall")),
+        (_base_channel, ("Channel", "UnaryUnaryMultiCallable", "StreamStreamMultiCallable")),
+        (_base_server, ("Server", "ServicerContext")),
+    ):
+        for name in names:
+            assert getattr(module, name) is getattr(minigrpc.aio, name), name
     with pytest.raises(ModuleNotFoundError, match=r"'grpc\.channelz'"):
         importlib.import_module("grpc.channelz")
 

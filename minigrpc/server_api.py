@@ -19,7 +19,6 @@ sans-IO protocol (:mod:`minigrpc.server_protocol`) and socket binding shared wit
 
 import concurrent.futures
 import selectors
-import socket
 import threading
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -101,10 +100,7 @@ class Server(ServerLoop, interfaces.Server):
                 raise RuntimeError("the server has already been started")
             self._state = _STARTED
         selector = selectors.DefaultSelector()
-        self._wake_reader, self._wake_writer = socket.socketpair()
-        self._wake_reader.setblocking(False)
-        self._wake_writer.setblocking(False)
-        selector.register(self._wake_reader, selectors.EVENT_READ, None)
+        self._commands.open(selector)
         for listener in self._listeners:
             selector.register(listener.sock, selectors.EVENT_READ, listener)
         self._selector = selector

@@ -14,10 +14,11 @@ Design:
 * Handlers run on a ``concurrent.futures`` executor, as in grpcio (:mod:`minigrpc.server_handlers`
   starts them once a pass of the loop has read every ready socket).  What a handler does to the
   wire (initial metadata, its result) is posted to the I/O thread through a queue and a
-  self-pipe wake-up (:meth:`ServerLoop._post`), or, for a call alone on an idle server, written
-  by the handler's thread itself (:meth:`ServerLoop._send_outcome`).  Each connection's output
-  buffer is bounded: beyond it the loop stops reading from that client and stops handing DATA
-  to h2, so a client that never reads cannot make us buffer without bound.
+  self-pipe wake-up (:class:`minigrpc.server_commands.CommandQueue`), or, for a call alone on
+  an idle server, written by the handler's thread itself (:meth:`ServerLoop._send_outcome`).
+  Each connection's output buffer is bounded: beyond it the loop stops reading from that
+  client and stops handing DATA to h2, so a client that never reads cannot make us buffer
+  without bound.
 * Fairness: a pass of the loop reads each ready connection once, at most
   :data:`minigrpc.http2.LARGE_READ` bytes, and writes it at most its output room, so a
   connection's share of the I/O thread per pass is bounded however much it sends; what it
@@ -32,7 +33,6 @@ Design:
   ``stop(0)`` or an expired grace ends the calls still running UNAVAILABLE, as grpc-core's does.
 """
 
-import collections
 import concurrent.futures
 import heapq
 import itertools
@@ -40,13 +40,14 @@ import selectors
 import socket
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import server_dispatch as _dispatch
 from . import server_protocol as _protocol
 from .enums import StatusCode
 from .logs import get_logger
 from .protocol import DATA_BATCH
+from .server_commands import CommandQueue
 from .server_handlers import CallHandling
 from .server_options import ServerOptions
 from .server_timers import (
@@ -137,9 +138,6 @@ def _connection_of(args: Tuple[Any, ...]) -> Optional[_Connection]:
     return None
 
 
-_Command = Tuple[Callable[..., None], Tuple[Any, ...]]
-
-
 class ServerLoop(CallHandling):
     """The I/O thread of a server (module docstring) on the calls of :class:`CallHandling`;
     :class:`minigrpc.server_api.Server` adds grpcio's methods."""
@@ -163,11 +161,8 @@ class ServerLoop(CallHandling):
         self._state_lock = threading.Lock()
         self._terminated = threading.Event()
         self._selector: Optional[selectors.BaseSelector] = None
-        self._wake_reader: Optional[socket.socket] = None
-        self._wake_writer: Optional[socket.socket] = None
-        self._wake_pending = False
-        self._commands: Deque[_Command] = collections.deque()
-        self._commands_lock = threading.Lock()
+        #: What handler threads and ``stop()`` hand to the I/O thread, and its wake-up.
+        self._commands = CommandQueue(self._command_failed)
         self._timers: List[Tuple[float, int, Callable[..., None], Tuple[Any, ...]]] = []
         self._timer_sequence = itertools.count()
         self._dirty: Set[_Connection] = set()
@@ -179,59 +174,16 @@ class ServerLoop(CallHandling):
         self._loop_thread: Optional[threading.Thread] = None
         #: ``threading.get_ident()`` of the thread running :meth:`_run_loop`, once it runs.
         self._io_thread_ident: Optional[int] = None
-        self._loop_done = False
         self._stop_deadline: Optional[float] = None
 
     # -- cross-thread plumbing -------------------------------------------------------------------
 
     def _post(self, function: Callable[..., None], *args: Any) -> None:
         """Run ``function(*args)`` on the I/O thread soon (H2Connection is not thread-safe)."""
-        with self._commands_lock:
-            if self._loop_done:
-                return
-            self._commands.append((function, args))
-            if self._wake_pending:
-                return
-            self._wake_pending = True
-        self._send_wake_byte()
+        self._commands.post(function, *args)
 
-    def _wake(self) -> None:
-        """Make the I/O loop run once more (recompute its timeout, look at its state)."""
-        with self._commands_lock:
-            if self._loop_done or self._wake_pending:
-                return
-            self._wake_pending = True
-        self._send_wake_byte()
-
-    def _send_wake_byte(self) -> None:
-        writer = self._wake_writer
-        if writer is not None:
-            try:
-                writer.send(b"\0")
-            except OSError:  # pragma: no cover - full pipe means a wake-up is pending anyway
-                pass
-
-    def _run_commands(self) -> None:
-        # Drain the wake-up bytes *before* taking the commands: a command posted after this
-        # point finds _wake_pending False and writes a new byte, so it is never left asleep.
-        reader = self._wake_reader
-        if reader is not None:
-            try:
-                while reader.recv(4096):
-                    pass
-            except OSError:
-                pass
-        with self._commands_lock:
-            self._wake_pending = False
-            if not self._commands:
-                return
-            commands = list(self._commands)
-            self._commands.clear()
-        for function, args in commands:
-            try:
-                function(*args)
-            except Exception:
-                self._internal_error(_connection_of(args))
+    def _command_failed(self, args: Tuple[Any, ...]) -> None:
+        self._internal_error(_connection_of(args))
 
     def _add_timer(self, when: float, function: Callable[..., None], *args: Any) -> None:
         timers = self._timers
@@ -310,7 +262,7 @@ class ServerLoop(CallHandling):
                 for connection in backlog:  # not readable this pass, but input is waiting
                     self._read(connection)
                 if woken:
-                    self._run_commands()
+                    self._commands.run()
                 if self._timers:
                     self._run_timers()
                 self._submit_held_dispatches()
@@ -335,9 +287,7 @@ class ServerLoop(CallHandling):
                 self._io_lock.release()
 
     def _finish_loop(self) -> None:
-        with self._commands_lock:
-            self._loop_done = True
-            self._commands.clear()
+        self._commands.refuse()
         for connection in list(self._connections):
             self._close(connection)
         for listener in self._listeners:
@@ -345,9 +295,7 @@ class ServerLoop(CallHandling):
         self._listeners = []
         if self._selector is not None:
             self._selector.close()
-        for sock in (self._wake_reader, self._wake_writer):
-            if sock is not None:
-                sock.close()
+        self._commands.close()
         with self._state_lock:
             self._state = _STOPPED
         self._shutdown_executor()
@@ -692,7 +640,7 @@ class ServerLoop(CallHandling):
         if threading.get_ident() == self._io_thread_ident:
             # A handler run on the I/O thread (:meth:`CallHandling._submit`): write now, in the
             # loop's pass, unless something it posted (initial metadata, a cancel) must go first.
-            if not self._commands:
+            if not self._commands.queued:
                 self._write_outcome(context, code, details, message)
                 return
         elif self._send_outcome_directly(context, code, details, message):
@@ -712,10 +660,10 @@ class ServerLoop(CallHandling):
         try:
             connection = context._connection
             if (
-                self._commands  # what this handler posted before (cancel, metadata) goes first
+                self._commands.queued  # what this handler posted (cancel, metadata) goes first
                 or self._active_rpcs != 1  # others in flight: the loop batches their writes
                 or self._state != _STARTED
-                or self._loop_done
+                or self._commands.refused
                 or connection.closed
                 or connection.output
                 or connection.close_when_flushed
@@ -728,11 +676,12 @@ class ServerLoop(CallHandling):
             self._dirty.discard(connection)
             self._flush(connection)
             if self._timers and self._timers[0][0] != first_timer:
-                self._wake()  # the loop's select() timeout no longer covers the first timer
+                # the loop's select() timeout no longer covers the first timer
+                self._commands.wake()
             return True
         except Exception:
             self._internal_error(context._connection)
-            self._wake()
+            self._commands.wake()
             return True
         finally:
             self._io_lock.release()

@@ -97,6 +97,8 @@ MODULES: Dict[str, Module] = {
     "server_handlers": Module(3, "the blocking server's calls: handlers on the executor, their "
                                  "requests, responses and outcomes"),
     "server_loop": Module(3, "the server's I/O thread: connections, reads, writes, timers, stop"),
+    "server_commands": Module(3, "work handed to the server's I/O thread, and its wake-up "
+                                 "socket pair"),
     "calls": Module(4, "call objects: futures, the streaming rendezvous, request senders"),
     "multicallables": Module(4, "grpcio's four multi-callables"),
     "channel": Module(4, "insecure_channel and secure_channel"),

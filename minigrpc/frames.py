@@ -31,7 +31,7 @@ The ``*_frame`` functions build the frames a client sends, as bytes.
 
 from typing import List, Optional, Sequence, Tuple, Union
 
-from .status import FRAME_SIZE_ERROR, PROTOCOL_ERROR
+from .status import FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, PROTOCOL_ERROR
 
 #: The frame header's length (RFC 9113 §4.1).
 FRAME_HEADER_LENGTH = 9
@@ -66,6 +66,13 @@ ENABLE_CONNECT_PROTOCOL = 0x8
 
 #: Stream identifiers and window increments are 31 bits; the high bit is reserved (RFC 9113 §4.1).
 _STREAM_MASK = 0x7FFFFFFF
+#: The largest flow-control window (RFC 9113 §6.9.1) and the largest stream identifier.
+MAX_WINDOW = 2**31 - 1
+#: The windows and frame size before SETTINGS say otherwise (RFC 9113 §6.5.2, §6.9.2).
+INITIAL_WINDOW = 65535
+INITIAL_MAX_FRAME_SIZE = 16384
+#: The largest SETTINGS_MAX_FRAME_SIZE a peer may announce (RFC 9113 §6.5.2).
+LARGEST_MAX_FRAME_SIZE = 2**24 - 1
 #: Types that belong to a stream (a stream identifier of 0 is a PROTOCOL_ERROR) and types that
 #: belong to the connection (any other identifier is); WINDOW_UPDATE may be either.
 _ON_A_STREAM = frozenset((DATA, HEADERS, PRIORITY, RST_STREAM, PUSH_PROMISE, CONTINUATION))
@@ -248,16 +255,21 @@ def data_frame(stream_id: int, data: Union[bytes, memoryview], end_stream: bool)
     return frame_bytes(DATA, END_STREAM if end_stream else 0, stream_id, data)
 
 
-def header_frames(stream_id: int, block: bytes, max_frame_size: int) -> List[bytes]:
+def header_frames(
+    stream_id: int, block: bytes, max_frame_size: int, end_stream: bool = False
+) -> List[bytes]:
     """A header block as HEADERS and, past ``max_frame_size``, CONTINUATION frames (RFC 9113 §6.2,
-    RFC 9113 §6.10); END_HEADERS on the last."""
+    RFC 9113 §6.10); END_HEADERS on the last, END_STREAM (``end_stream``) on the HEADERS frame."""
+    if len(block) <= max_frame_size:
+        flags = END_HEADERS | END_STREAM if end_stream else END_HEADERS
+        return [frame_bytes(HEADERS, flags, stream_id, block)]
     pieces = [block[at : at + max_frame_size] for at in range(0, len(block), max_frame_size)]
-    pieces = pieces or [b""]
     last = len(pieces) - 1
     return [
         frame_bytes(
             HEADERS if index == 0 else CONTINUATION,
-            END_HEADERS if index == last else 0,
+            (END_HEADERS if index == last else 0)
+            | (END_STREAM if end_stream and index == 0 else 0),
             stream_id,
             piece,
         )
@@ -271,6 +283,48 @@ def settings_frame(settings: Sequence[Tuple[int, int]]) -> bytes:
         identifier.to_bytes(2, "big") + value.to_bytes(4, "big") for identifier, value in settings
     )
     return frame_bytes(SETTINGS, 0, 0, payload)
+
+
+def client_settings(
+    stream_window: int, max_frame_size: int, max_header_list_size: int, header_table_size: int
+) -> bytes:
+    """The SETTINGS frame of a minigrpc client's connection preface (RFC 9113 §3.4, §6.5.2):
+    the RFC's defaults it restates, in the order both minigrpc clients send them, with push
+    refused (RFC 9113 §8.4) and minigrpc's window, frame size and header-list limit."""
+    return settings_frame((
+        (HEADER_TABLE_SIZE, header_table_size),
+        (ENABLE_PUSH, 0),
+        (INITIAL_WINDOW_SIZE, stream_window),
+        (MAX_FRAME_SIZE, max_frame_size),
+        (ENABLE_CONNECT_PROTOCOL, 0),
+        (MAX_HEADER_LIST_SIZE, max_header_list_size),
+    ))
+
+
+def setting_error(setting: int, value: int) -> Optional[Tuple[int, str]]:
+    """Why a value a peer's SETTINGS carries is a connection error (RFC 9113 §6.5.2): the error
+    code and what is wrong, or None if the value may be applied.
+
+    ENABLE_PUSH may only be 0 or 1; INITIAL_WINDOW_SIZE above 2^31-1 is a FLOW_CONTROL_ERROR;
+    MAX_FRAME_SIZE must lie between 2^14 and 2^24-1.  Unknown settings are ignored.
+    """
+    if setting == INITIAL_WINDOW_SIZE and value > MAX_WINDOW:
+        return FLOW_CONTROL_ERROR, "INITIAL_WINDOW_SIZE over 2^31-1"
+    if setting == MAX_FRAME_SIZE and not INITIAL_MAX_FRAME_SIZE <= value <= LARGEST_MAX_FRAME_SIZE:
+        return PROTOCOL_ERROR, f"invalid MAX_FRAME_SIZE {value}"
+    if setting == ENABLE_PUSH and value not in (0, 1):
+        return PROTOCOL_ERROR, f"invalid ENABLE_PUSH {value}"
+    return None
+
+
+def window_update_due(window: int, owed: int, advertised: int) -> bool:
+    """Whether a receiver should return ``owed`` consumed bytes with a WINDOW_UPDATE now.
+
+    The policy both minigrpc clients follow (RFC 9113 §6.9 leaves it to the receiver): once the
+    window left is at most half of what was ``advertised``.  A small response never costs a
+    WINDOW_UPDATE; a large one gets one per half window, so the sender never stalls.
+    """
+    return owed > 0 and window <= advertised // 2
 
 
 def settings_ack() -> bytes:

@@ -482,6 +482,11 @@ class Encoder:
         self.table_size = DEFAULT_TABLE_SIZE
         self._announce = False
 
+    @property
+    def announcing(self) -> bool:
+        """The next block starts with a dynamic table size update (:meth:`limit_table_size`)."""
+        return self._announce
+
     def limit_table_size(self, setting: int) -> None:
         """The peer's SETTINGS_HEADER_TABLE_SIZE: a lower limit is announced with a size update
         at the start of the next block (RFC 7541 §4.2, §6.3)."""

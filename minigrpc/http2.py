@@ -50,6 +50,9 @@ DEFAULT_MAX_FRAME_SIZE = 1024 * 1024
 #: is kept well above the per-call limit that the call layers enforce themselves (docs/h2-notes.md,
 #: "Header lists").
 CONNECTION_MAX_HEADER_LIST_SIZE = 64 * 1024
+#: An encoded header block may not grow past this before END_HEADERS (both clients): the decoded
+#: limit we advertise, plus room for padding and for literals that encode longer than they decode.
+MAX_HEADER_BLOCK = 2 * CONNECTION_MAX_HEADER_LIST_SIZE
 #: Per-call header-list limit: PROTOCOL-HTTP2.md suggests 8 KiB; grpcio advertises 16 KiB.
 CALL_MAX_HEADER_LIST_SIZE = 16 * 1024
 #: Until the peer's SETTINGS arrive, h2 treats its stream limit as unlimited while grpc-go assumes

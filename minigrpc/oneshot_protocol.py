@@ -69,13 +69,9 @@ from .status import (
 #: The call's stream: the first a client opens (RFC 9113 §5.1.1).
 STREAM_ID = 1
 #: RFC 9113 §6.5.2 and §6.9.2: the initial windows and frame size before SETTINGS say otherwise.
-_INITIAL_WINDOW = 65535
-_INITIAL_MAX_FRAME = 16384
-_MAX_WINDOW = 2**31 - 1
-_LARGEST_MAX_FRAME = 2**24 - 1
-#: An encoded header block may not grow past this before END_HEADERS: the decoded limit we
-#: advertise, plus room for padding and for literals that encode longer than they decode.
-_MAX_HEADER_BLOCK = 2 * http2.CONNECTION_MAX_HEADER_LIST_SIZE
+_INITIAL_WINDOW = frames.INITIAL_WINDOW
+_INITIAL_MAX_FRAME = frames.INITIAL_MAX_FRAME_SIZE
+_MAX_WINDOW = frames.MAX_WINDOW
 
 
 class _ConnectionError(Exception):
@@ -123,7 +119,7 @@ class OneShotCall:
         self._max_receive = max_receive_message_length
         self._splitter = http2.FrameSplitter(
             max_frame_size=max_frame_size,
-            max_header_block=_MAX_HEADER_BLOCK,
+            max_header_block=http2.MAX_HEADER_BLOCK,
             expect_settings_first=True,
         )
         self._encoder = hpack_codec.Encoder()
@@ -168,17 +164,14 @@ class OneShotCall:
 
     def initiate(self) -> None:
         """Queue the preface, SETTINGS, the connection WINDOW_UPDATE, HEADERS and the request."""
-        # The full client's SETTINGS frame, value for value and in its order: the RFC 9113
-        # §6.5.2 defaults h2 states, with minigrpc's values (http2.start_connection) in place.
+        # The full client's SETTINGS frame, value for value and in its order.
         self._out.append(http2.CLIENT_PREFACE)
-        self._out.append(frames.settings_frame((
-            (frames.HEADER_TABLE_SIZE, hpack_codec.DEFAULT_TABLE_SIZE),
-            (frames.ENABLE_PUSH, 0),
-            (frames.INITIAL_WINDOW_SIZE, self._stream_window),
-            (frames.MAX_FRAME_SIZE, self._max_frame_size),
-            (frames.ENABLE_CONNECT_PROTOCOL, 0),
-            (frames.MAX_HEADER_LIST_SIZE, http2.CONNECTION_MAX_HEADER_LIST_SIZE),
-        )))
+        self._out.append(frames.client_settings(
+            self._stream_window,
+            self._max_frame_size,
+            http2.CONNECTION_MAX_HEADER_LIST_SIZE,
+            hpack_codec.DEFAULT_TABLE_SIZE,
+        ))
         if self._connection_window > _INITIAL_WINDOW:
             increment = self._connection_window - _INITIAL_WINDOW
             self._out.append(frames.window_update_frame(0, increment))
@@ -335,11 +328,10 @@ class OneShotCall:
     def _on_settings(self, frame: Frame) -> None:
         """Apply the peer's SETTINGS in order (RFC 9113 §6.5.2) and acknowledge them (§6.5.3)."""
         for setting, value in frame.settings:
+            error = frames.setting_error(setting, value)
+            if error is not None:
+                raise _ConnectionError(error[0], self._reading(error[1]))
             if setting == frames.INITIAL_WINDOW_SIZE:
-                if value > _MAX_WINDOW:
-                    raise _ConnectionError(
-                        FLOW_CONTROL_ERROR, self._reading("INITIAL_WINDOW_SIZE over 2^31-1")
-                    )
                 self._send_stream += value - self._peer_initial_window
                 self._peer_initial_window = value
                 if self._send_stream > _MAX_WINDOW:
@@ -347,16 +339,7 @@ class OneShotCall:
                         FLOW_CONTROL_ERROR, self._reading("stream window over 2^31-1")
                     )
             elif setting == frames.MAX_FRAME_SIZE:
-                if not _INITIAL_MAX_FRAME <= value <= _LARGEST_MAX_FRAME:
-                    raise _ConnectionError(
-                        PROTOCOL_ERROR, self._reading(f"invalid MAX_FRAME_SIZE {value}")
-                    )
                 self._peer_max_frame = value
-            elif setting == frames.ENABLE_PUSH:
-                if value not in (0, 1):
-                    raise _ConnectionError(
-                        PROTOCOL_ERROR, self._reading(f"invalid ENABLE_PUSH {value}")
-                    )
             elif setting == frames.HEADER_TABLE_SIZE:
                 self._encoder.limit_table_size(value)
         self.settings_received = True
@@ -411,14 +394,14 @@ class OneShotCall:
 
     def _return_window(self) -> None:
         """WINDOW_UPDATE for the DATA consumed, once half a window is used (RFC 9113 §6.9)."""
-        if self._owed_connection and self._recv_connection <= self._connection_window // 2:
+        if frames.window_update_due(
+            self._recv_connection, self._owed_connection, self._connection_window
+        ):
             self._out.append(frames.window_update_frame(0, self._owed_connection))
             self._recv_connection += self._owed_connection
             self._owed_connection = 0
-        if (
-            self.status is None
-            and self._owed_stream
-            and self._recv_stream <= self._stream_window // 2
+        if self.status is None and frames.window_update_due(
+            self._recv_stream, self._owed_stream, self._stream_window
         ):
             self._out.append(frames.window_update_frame(STREAM_ID, self._owed_stream))
             self._recv_stream += self._owed_stream

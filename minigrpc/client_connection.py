@@ -1,12 +1,14 @@
 """One blocking client connection: one HTTP/2 connection per channel, shared by all threads.
 
 :class:`ClientConnection` owns a socket and a
-:class:`~minigrpc.client_protocol.ClientConnectionProtocol` behind one lock (h2 is not
-thread-safe; docs/h2-notes.md, "I/O and threads"). There is no reader thread: a thread that needs
+:class:`~minigrpc.client_protocol.ClientConnectionProtocol` behind one lock (the HTTP/2
+connection is not thread-safe; docs/h2-notes.md, "I/O and threads"). There is no reader thread:
+a thread that needs
 something from the server (a response, send window, a free stream slot) takes the *reader role*
 if nobody holds it, reads the socket without the lock, feeds the bytes to the protocol under the
-lock, flushes what h2 queued (ACKs, WINDOW_UPDATEs, PING replies) and wakes every waiter. Other
-threads wait on a condition variable and take over the role when the reader's own call is done.
+lock, flushes what the connection queued (ACKs, WINDOW_UPDATEs, PING replies) and wakes every
+waiter. Other threads wait on a condition variable and take over the role when the reader's
+own call is done.
 A call that another thread can end (a streaming call, a future) makes the connection
 *wakeable*: its reader then polls a :class:`~minigrpc.sockets.Waker` beside the socket, so that
 the end of the call it reads for wakes it even though the peer sends nothing more.
@@ -14,11 +16,11 @@ So the one-shot path (connect, one call, close) starts no thread at all and cost
 ``connect()``, one ``send()`` (preface, SETTINGS, WINDOW_UPDATE, HEADERS and DATA together) and
 the ``recv()`` calls the response needs.
 
-Writes go through an outbox: frames are taken from h2 under the lock, in order, and written by
-whichever thread holds the *writer role*, without the lock. A thread blocked in ``send()`` (the
-peer is slow to read) therefore never stops another thread from reading, which is what keeps two
-peers that are both blocked on writing from deadlocking (docs/wire-rules.md, "Flow control and
-sizes").
+Writes go through an outbox: frames are taken from the connection under the lock, in order, and
+written by whichever thread holds the *writer role*, without the lock. A thread blocked in
+``send()`` (the peer is slow to read) therefore never stops another thread from reading, which
+is what keeps two peers that are both blocked on writing from deadlocking (docs/wire-rules.md,
+"Flow control and sizes").
 
 :class:`minigrpc.transport.Transport` creates and replaces these connections for a channel.
 """
@@ -201,7 +203,8 @@ class ClientConnection:
     def send(
         self, call: ClientCall, framed: wire.Framed, last: bool, deadline: Optional[float]
     ) -> bool:
-        """Queue one request message and wait until h2 has taken all of it; False if it ended.
+        """Queue one request message and wait until the connection has framed all of it; False
+        if it ended.
 
         The wait bounds memory: a sender never gets ahead of the peer's flow-control window by
         more than the message it is sending.
@@ -542,7 +545,8 @@ class ClientConnection:
         )
 
     def _settle(self, events: Sequence[CallEvent]) -> None:
-        """After protocol work (lock held): queue h2's output and act on the protocol's events.
+        """After protocol work (lock held): queue the connection's output and act on the
+        protocol's events.
 
         Every event wakes the threads waiting on this connection (for a call's headers, a
         message, its end, or send window); a failed connection is shut down, and a GOAWAY or a
@@ -677,7 +681,7 @@ class ClientConnection:
             if self.protocol.failure is None:
                 try:
                     self.protocol.conn.close_connection()
-                except Exception:  # h2 already closed (GOAWAY received): nothing to say
+                except Exception:  # already closed: nothing to say
                     pass
                 data = self.protocol.data_to_send()
                 if data and not self._writing and not self._outbox and self._write_error is None:

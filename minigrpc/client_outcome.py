@@ -1,7 +1,8 @@
 """What a client concludes about one call from what the server sent, free of h2 and of I/O.
 
-Two clients read server frames: the full client (:mod:`minigrpc.client_protocol`, on h2's
-connection state machine) and the one-shot unary client (:mod:`minigrpc.oneshot_protocol`, on
+Two clients read server frames: the full client (:mod:`minigrpc.client_protocol`, on its
+HTTP/2 connection, :mod:`minigrpc.client_http2`) and the one-shot unary client
+(:mod:`minigrpc.oneshot_protocol`, on
 minigrpc's own frame and HPACK codecs, for the CNI plugin's single call).  Every decision that turns
 server behaviour into a call status is written here once, and both call it:
 
@@ -56,7 +57,7 @@ def block_failure(
     """Why a response header block or trailer block ends the call, or None if it is fine.
 
     Over the per-call limit (RFC 9113 §6.5.2): INTERNAL and RST_STREAM(CANCEL), like grpc-go's
-    "peer header list size exceeded limit".  h2's own limit is per connection and kills the
+    "peer header list size exceeded limit".  The connection's own limit kills the
     connection, so it is kept high and this one is checked per call.  Malformed (``malformed``
     is :func:`minigrpc.headers.malformed_response` or ``malformed_trailers``): a stream error
     (RFC 9113 §8.1.1), INTERNAL and RST_STREAM(PROTOCOL_ERROR); the connection lives on.

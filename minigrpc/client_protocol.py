@@ -1,8 +1,10 @@
 """The client side of gRPC over HTTP/2 as a sans-IO state machine: bytes in, bytes and events out.
 
-This module turns h2 events into per-call events and never touches a socket or a clock it was
-not given, so every rule below is unit-tested against a real server-side ``H2Connection`` in
-memory.  :mod:`minigrpc.transport` adds the socket, the lock and the waiting.
+This module turns the events of the client's HTTP/2 connection
+(:class:`minigrpc.client_http2.ClientHTTP2Connection`) into per-call events and never touches a
+socket or a clock it was not given, so every rule below is unit-tested against a real
+server-side ``H2Connection`` in memory.  :mod:`minigrpc.transport` adds the socket, the lock
+and the waiting.
 
 What it implements, from the client's side (PROTOCOL-HTTP2.md unless said otherwise):
 
@@ -18,24 +20,18 @@ What it implements, from the client's side (PROTOCOL-HTTP2.md unless said otherw
   as never processed, so the transport may retry it transparently.
 * Flow control: :class:`minigrpc.protocol.Inbound` and :class:`~minigrpc.protocol.Outbound`.
 * GOAWAY (RFC 9113 §6.8): calls above ``last_stream_id`` fail as never processed (retryable);
-  calls at or below it continue, which needs :func:`minigrpc.http2.reopen_after_goaway` because
-  h2 closes its whole state machine on GOAWAY.  The inbound bytes are cut after each GOAWAY frame
-  by :class:`minigrpc.http2.FrameSplitter` so that no event is lost.
+  calls at or below it continue on the same connection.
 * Stream limit: at most 100 concurrent calls until the server's SETTINGS arrive (grpc-go's
-  assumption; h2 assumes no limit), then its MAX_CONCURRENT_STREAMS.  The caller waits for a
-  slot; nothing fails.
+  assumption; RFC 9113 §6.5.2 assumes no limit), then its MAX_CONCURRENT_STREAMS.  The caller
+  waits for a slot; nothing fails.
 """
 
 import enum
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-import h2.connection
-import h2.errors
-import h2.events
-import h2.exceptions
-
-from . import client_outcome, errors, header_memo, headers, http2, protocol, wire
+from . import client_http2, client_outcome, errors, headers, http2, protocol, wire
+from .client_http2 import ClientHTTP2Connection
 from .headers import Header, ResponseHead, header_list_size
 from .protocol import (
     CANCEL,
@@ -127,7 +123,7 @@ class ClientCall:
 
     @property
     def request_complete(self) -> bool:
-        """The request's END_STREAM has been handed to h2."""
+        """The request's END_STREAM has been queued on the connection."""
         return self.request.state is SendState.CLOSED
 
     @property
@@ -216,16 +212,22 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         clock: Callable[[], float] = time.monotonic,
         peer: str = "",
     ) -> None:
-        conn = h2.connection.H2Connection(config=http2.client_config())
-        # Warm calls send and receive the same header blocks: HPACK coding is remembered.
-        header_memo.install(conn)
+        conn = ClientHTTP2Connection(
+            stream_window=stream_window,
+            connection_window=connection_window,
+            max_frame_size=max_frame_size,
+        )
         super().__init__(
             conn,
             http2.FrameSplitter(
-                max_frame_size=max_frame_size, expect_settings_first=True, merge_data_frames=True
+                max_frame_size=max_frame_size,
+                max_header_block=http2.MAX_HEADER_BLOCK,
+                expect_settings_first=True,
+                merge_data_frames=True,
             ),
             connection_window,
         )
+        self.conn: ClientHTTP2Connection = conn
         self.max_receive_message_length = max_receive_message_length
         self._stream_window = stream_window
         self._connection_window = connection_window
@@ -261,12 +263,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         Nothing is sent until the first call, so a one-shot client writes the preface, SETTINGS,
         HEADERS and DATA in a single ``send()``.
         """
-        http2.start_connection(
-            self.conn,
-            stream_window=self._stream_window,
-            connection_window=self._connection_window,
-            max_frame_size=self._max_frame_size,
-        )
+        self.conn.initiate()
 
     @property
     def draining(self) -> bool:
@@ -276,7 +273,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
     @property
     def stream_limit(self) -> int:
         """The peer's MAX_CONCURRENT_STREAMS; 100 until its SETTINGS arrive."""
-        limit = self.conn.remote_settings.max_concurrent_streams
+        limit = self.conn.peer_max_concurrent_streams
         if not self.settings_received:
             limit = min(limit, http2.DEFAULT_PEER_MAX_CONCURRENT_STREAMS)
         return limit
@@ -316,7 +313,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         if call.header_factory is not None:
             left = None if call.deadline is None else call.deadline - self._clock()
             call.headers = call.header_factory(left)
-        limit = self.conn.remote_settings.max_header_list_size
+        limit = self.conn.peer_max_header_list_size
         if limit is not None and header_list_size(call.headers) > limit:
             return self._finish(
                 call,
@@ -328,7 +325,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             )
         try:
             stream_id = self.conn.get_next_available_stream_id()
-        except h2.exceptions.NoAvailableStreamIDError:
+        except client_http2.StreamIDsExhausted:
             # Stream ids are exhausted (2^31): behave as after a GOAWAY, the call never started.
             self.goaway_last_stream_id = self.goaway_last_stream_id or 0
             call.retryable = True
@@ -336,7 +333,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         call.stream_id = stream_id
         call.phase = CallPhase.OPEN
         call.response = Inbound(self.max_receive_message_length, self._buffer_limit)
-        self.conn.send_headers(stream_id, headers.sendable(call.headers), end_stream=False)
+        self.conn.send_headers(stream_id, call.headers)
         self.calls[stream_id] = call
         self.write_request(call)
         return []
@@ -360,7 +357,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
     def write_request(self, call: ClientCall) -> bool:
         """Write queued request bytes while the windows allow; True once nothing waits.
 
-        At most :data:`minigrpc.protocol.DATA_BATCH` bytes go to h2 at a time; the socket layer
+        At most :data:`minigrpc.protocol.DATA_BATCH` bytes are framed at a time; the socket layer
         writes them and calls again at once while the window lasts.
 
         The last chunk carries END_STREAM when the request is closing, so a small unary request
@@ -421,10 +418,9 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
     def receive_data(self, data: bytes) -> List[CallEvent]:
         """Feed bytes read from the socket; return what happened to calls and the connection.
 
-        The bytes reach h2 in chunks that end right after any GOAWAY frame, so the
-        ``ConnectionTerminated`` event is seen and handled before h2 looks at the next frame.
-        A ``ProtocolError`` from h2 means it has queued a GOAWAY: the connection is failed and
-        every call ends UNAVAILABLE.
+        A connection error (:class:`minigrpc.client_http2.PeerConnectionError`, the last event
+        of a read) means a GOAWAY is queued: the connection is failed and every call ends
+        UNAVAILABLE, after what the frames before the error meant for the calls.
         """
         self.bytes_received += len(data)
         events: List[CallEvent] = []
@@ -433,27 +429,20 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         try:
             chunks = self._split(data)
         except http2.FrameError as exc:
-            # Connection errors caught on a 9-byte frame header, before h2 would buffer a body.
+            # Connection errors caught on a 9-byte frame header, before a body is buffered.
             self._close_with(exc.error_code)
             details = client_outcome.connection_error_details(
                 exc, isinstance(exc, http2.ServerPrefaceError), self.peer
             )
             events.extend(self.connection_lost(details, protocol_error=True))
             return events
-        for index, chunk in enumerate(chunks):
-            try:
-                h2_events = self._receive_chunk(index, chunk)
-            except h2.exceptions.ProtocolError as exc:
-                details = client_outcome.connection_error_details(
-                    exc, not self.settings_received, self.peer
-                )
-                events.extend(self.connection_lost(details, protocol_error=True))
-                return events
-            handlers = _HANDLERS
-            for event in h2_events:
-                handler = handlers.get(type(event))
-                if handler is not None:
-                    handler(self, event, events)
+        receive = self.conn.receive_data
+        handlers = _HANDLERS
+        for chunk in chunks:
+            for event in receive(chunk):
+                handlers[type(event)](self, event, events)
+            if self.failure is not None:
+                break
             self.acknowledge_received()
         return events
 
@@ -478,28 +467,40 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         events.append(ConnectionFailed(self.failure))
         return events
 
-    # What each h2 event does (:data:`_HANDLERS`).  PingReceived: h2 queued the ACK; the
-    # transport flushes after every read.  SettingsAcknowledged, InformationalResponseReceived
-    # (1xx is skipped), PriorityUpdated, UnknownFrameReceived, PingAckReceived (we never ping):
-    # nothing to do.
+    # What each event of the HTTP/2 connection does (:data:`_HANDLERS`).  PINGs are answered
+    # and SETTINGS acknowledged by the connection; the transport flushes after every read.
 
-    def _on_stream_ended(self, event: h2.events.StreamEnded, events: List[CallEvent]) -> None:
+    def _on_connection_error(
+        self, event: client_http2.PeerConnectionError, events: List[CallEvent]
+    ) -> None:
+        details = client_outcome.connection_error_details(
+            event.reason, not self.settings_received, self.peer
+        )
+        events.extend(self.connection_lost(details, protocol_error=True))
+
+    def _on_stream_ended(
+        self, event: client_http2.StreamEnded, events: List[CallEvent]
+    ) -> None:
         call = self.calls.get(event.stream_id)
         if call is not None:
             events.extend(self._finish(call, self._final_status(call)))
 
-    def _on_window_updated(self, event: h2.events.WindowUpdated, events: List[CallEvent]) -> None:
+    def _on_window_updated(
+        self, event: client_http2.WindowUpdated, events: List[CallEvent]
+    ) -> None:
         events.append(WindowOpened(event.stream_id))
 
     def _on_settings(
-        self, event: h2.events.RemoteSettingsChanged, events: List[CallEvent]
+        self, event: client_http2.SettingsChanged, events: List[CallEvent]
     ) -> None:
         # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated; the threads
         # waiting to send check their windows again.
         self.settings_received = True
         events.append(WindowOpened(0))
 
-    def _on_trailers(self, event: h2.events.TrailersReceived, events: List[CallEvent]) -> None:
+    def _on_trailers(
+        self, event: client_http2.TrailersReceived, events: List[CallEvent]
+    ) -> None:
         call = self.calls.get(event.stream_id)
         if call is None:
             return
@@ -542,7 +543,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         (:func:`minigrpc.client_outcome.block_failure`); True if so.
 
         A malformed block is a stream error (RFC 9113 §8.1.1): the connection's other calls go
-        on. minigrpc checks blocks rather than h2 (:func:`minigrpc.http2.client_config`).
+        on; the connection only decodes them (:mod:`minigrpc.client_http2`).
         """
         failure = client_outcome.block_failure(block, self.max_header_list_size, malformed)
         if failure is None:
@@ -550,7 +551,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         events.extend(self._finish(call, failure[0], reset_code=failure[1]))
         return True
 
-    def _on_data(self, event: h2.events.DataReceived, events: List[CallEvent]) -> None:
+    def _on_data(self, event: client_http2.DataReceived, events: List[CallEvent]) -> None:
         call = self.calls.get(event.stream_id)
         if call is None or call.response is None:
             # Ack anyway: a call we gave up on still consumed window (RFC 9113 §6.9).
@@ -578,7 +579,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             events.append(MessageReceived(call))
 
     def _on_response_headers(
-        self, event: h2.events.ResponseReceived, events: List[CallEvent]
+        self, event: client_http2.ResponseReceived, events: List[CallEvent]
     ) -> None:
         call = self.calls.get(event.stream_id)
         if call is None:
@@ -591,7 +592,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         call.response_head = head
         if head.accept_encodings is not None:
             self.peer_accept_encodings = head.accept_encodings
-        if event.stream_ended is not None:
+        if event.stream_ended:
             # Trailers-Only: one HEADERS block with END_STREAM; the StreamEnded event that
             # follows decides the status from these headers. grpcio reports its metadata as
             # trailing metadata, with empty initial metadata.
@@ -605,35 +606,34 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             return
         events.append(ResponseStarted(call))
 
-    def _on_reset(self, event: h2.events.StreamReset, events: List[CallEvent]) -> None:
+    def _on_reset(self, event: client_http2.StreamReset, events: List[CallEvent]) -> None:
         call = self.calls.get(event.stream_id)
         if call is None:
             # RST_STREAM(NO_ERROR) after trailers is normal (PROTOCOL-HTTP2.md, Responses).
             return
-        # ``remote_reset`` False: h2 reset the stream itself because the server broke a
-        # stream-level rule.
+        # ``remote_reset`` False: the connection reset the stream itself because the server
+        # broke a stream-level rule.
         past = call.deadline is not None and self._clock() >= call.deadline
         status, retryable = client_outcome.reset_status(
-            int(event.error_code), bool(event.remote_reset), past, call.initial_metadata
+            event.error_code, event.remote_reset, past, call.initial_metadata
         )
         call.retryable = call.retryable or retryable
         events.extend(self._finish(call, status))
 
-    def _on_goaway(self, event: h2.events.ConnectionTerminated, events: List[CallEvent]) -> None:
-        last = event.last_stream_id if event.last_stream_id is not None else 0
+    def _on_goaway(
+        self, event: client_http2.ConnectionTerminated, events: List[CallEvent]
+    ) -> None:
+        last = event.last_stream_id
         if self.goaway_last_stream_id is not None:
             last = min(last, self.goaway_last_stream_id)
         self.goaway_last_stream_id = last
-        self.goaway_error_code = int(event.error_code) if event.error_code is not None else 0
-        self.goaway_debug_data = event.additional_data or b""
+        self.goaway_error_code = event.error_code
+        self.goaway_debug_data = event.additional_data
         for stream_id, call in list(self.calls.items()):
             if stream_id > last:
                 # Never processed by the server: safe to retry on a new connection.
                 call.retryable = True
                 events.extend(self._finish(call, client_outcome.refused_by_goaway(last)))
-        if self.calls:
-            # Let the calls at or below last_stream_id finish.
-            http2.reopen_after_goaway(self.conn)
         events.append(GoAwayReceived(last, self.goaway_error_code, self.goaway_debug_data))
 
     # -- statuses -----------------------------------------------------------------------
@@ -657,8 +657,8 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         """Record the final status once; reset or close our side of the stream if still open.
 
         If the server ended the stream while we were still sending, we stop and send
-        RST_STREAM(NO_ERROR) (PROTOCOL-HTTP2.md, Responses). h2 may already have forgotten a
-        closed stream, so its state is checked first.
+        RST_STREAM(NO_ERROR) (PROTOCOL-HTTP2.md, Responses). A closed stream has left
+        ``conn.streams`` already: nothing is sent on it (RFC 9113 §5.1).
         """
         if call.status is not None:
             return []
@@ -677,14 +677,15 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         return [CallFinished(call)]
 
 
-#: The h2 events a client acts on, by class, and what it does (the others need nothing).
+#: What each event of :class:`~minigrpc.client_http2.ClientHTTP2Connection` does, by its class.
 _HANDLERS: Dict[type, Callable[[ClientConnectionProtocol, Any, List[CallEvent]], None]] = {
-    h2.events.DataReceived: ClientConnectionProtocol._on_data,
-    h2.events.ResponseReceived: ClientConnectionProtocol._on_response_headers,
-    h2.events.TrailersReceived: ClientConnectionProtocol._on_trailers,
-    h2.events.StreamEnded: ClientConnectionProtocol._on_stream_ended,
-    h2.events.StreamReset: ClientConnectionProtocol._on_reset,
-    h2.events.WindowUpdated: ClientConnectionProtocol._on_window_updated,
-    h2.events.RemoteSettingsChanged: ClientConnectionProtocol._on_settings,
-    h2.events.ConnectionTerminated: ClientConnectionProtocol._on_goaway,
+    client_http2.DataReceived: ClientConnectionProtocol._on_data,
+    client_http2.ResponseReceived: ClientConnectionProtocol._on_response_headers,
+    client_http2.TrailersReceived: ClientConnectionProtocol._on_trailers,
+    client_http2.StreamEnded: ClientConnectionProtocol._on_stream_ended,
+    client_http2.StreamReset: ClientConnectionProtocol._on_reset,
+    client_http2.WindowUpdated: ClientConnectionProtocol._on_window_updated,
+    client_http2.SettingsChanged: ClientConnectionProtocol._on_settings,
+    client_http2.ConnectionTerminated: ClientConnectionProtocol._on_goaway,
+    client_http2.PeerConnectionError: ClientConnectionProtocol._on_connection_error,
 }

@@ -10,8 +10,10 @@ number for a streaming one.  Everything that is the same on both sides lives her
 * :class:`Inbound`: the messages arriving on a stream, reassembled whatever the DATA frame
   boundaries, with the receive limit checked on each 5-byte prefix before the body is buffered,
   and with flow control that never lets a slow reader grow memory without bound (below).
-* :class:`ConnectionProtocol`: one ``H2Connection`` plus the :class:`minigrpc.http2.FrameSplitter`
-  in front of it, the connection-level flow-control credit, and the bytes to send.
+* :class:`ConnectionProtocol`: one HTTP/2 connection state machine (h2's ``H2Connection`` on the
+  server, :class:`minigrpc.client_http2.ClientHTTP2Connection` on the client) plus the
+  :class:`minigrpc.http2.FrameSplitter` in front of it, the connection-level flow-control
+  credit, and the bytes to send.
   :class:`minigrpc.client_protocol.ClientConnectionProtocol` and
   :class:`minigrpc.server_protocol.ServerConnection` add what differs: who opens streams, which
   header blocks go where, and how a call ends.
@@ -39,14 +41,63 @@ streams each holding part of a large message cannot wait on each other forever.
 import collections
 import enum
 import struct
-from typing import Deque, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Deque, Dict, List, Mapping, Optional, Tuple, Union
 
-import h2.connection
 import h2.exceptions
 
 from . import http2, status, wire
 from .errors import CallError
 from .memory_budget import MESSAGE_OVERHEAD, PACKED_OVERHEAD, VIEW_OVERHEAD, ConnectionMemory
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class StreamWindow(Protocol):
+        """What :class:`Inbound` and :class:`ConnectionProtocol` read of one stream."""
+
+        @property
+        def open(self) -> bool: ...  # the peer may still send on it
+
+        @property
+        def closed(self) -> bool: ...
+
+        @property
+        def inbound_flow_control_window(self) -> int: ...
+
+    class HTTP2Connection(Protocol):
+        """The HTTP/2 connection state both sides drive through this module: h2's
+        ``H2Connection`` on the server, :class:`minigrpc.client_http2.ClientHTTP2Connection`
+        on the client."""
+
+        @property
+        def streams(self) -> Mapping[int, StreamWindow]: ...
+
+        @property
+        def max_outbound_frame_size(self) -> int: ...
+
+        @property
+        def inbound_flow_control_window(self) -> int: ...
+
+        def data_to_send(self) -> bytes: ...
+
+        def receive_data(self, data: bytes) -> list: ...
+
+        def send_data(
+            self, stream_id: int, data: Union[bytes, memoryview], end_stream: bool = False
+        ) -> None: ...
+
+        def local_flow_control_window(self, stream_id: int) -> int: ...
+
+        def acknowledge_received_data(self, size: int, stream_id: int) -> None: ...
+
+        def increment_flow_control_window(
+            self, increment: int, stream_id: Optional[int] = None
+        ) -> None: ...
+
+        def reset_stream(self, stream_id: int, error_code: int = 0) -> None: ...
+
+        def close_connection(self, error_code: int = 0) -> None: ...
+
 
 #: A message as it arrived: (compressed flag, payload).
 Message = Tuple[bool, bytes]
@@ -131,7 +182,7 @@ class Outbound:
 
     def write(
         self,
-        conn: h2.connection.H2Connection,
+        conn: "HTTP2Connection",
         stream_id: int,
         room: Optional[int] = None,
         end_stream_on_last: bool = False,
@@ -184,7 +235,7 @@ class Outbound:
             self.memory.release_outbound(written + VIEW_OVERHEAD * pieces_done)
         return written
 
-    def can_write(self, conn: h2.connection.H2Connection, stream_id: int) -> bool:
+    def can_write(self, conn: "HTTP2Connection", stream_id: int) -> bool:
         """True when :meth:`write` could make progress now (or nothing waits for a window)."""
         if not self._queue:
             return True
@@ -433,14 +484,15 @@ class Inbound:
 
 
 class ConnectionProtocol:
-    """One HTTP/2 connection of either side: h2, the frame splitter and the bytes to send.
+    """One HTTP/2 connection of either side: its state machine (:class:`HTTP2Connection`), the
+    frame splitter and the bytes to send.
 
-    Not thread-safe: the socket layer serialises access (h2 is not thread-safe either).
+    Not thread-safe: the socket layer serialises access (the state machines are not either).
     """
 
     def __init__(
         self,
-        conn: h2.connection.H2Connection,
+        conn: "HTTP2Connection",
         splitter: http2.FrameSplitter,
         connection_window: int,
     ) -> None:

@@ -19,7 +19,7 @@ clock but the connection's.  What it decides (docs/wire-rules.md, "Server-side r
 """
 
 import enum
-from typing import Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 import h2.errors
 import h2.events
@@ -41,6 +41,9 @@ from .server_responses import ResponseWriter, ServerStream
 from .server_settings import ServerSettings
 from .status import http2_error_name
 
+if TYPE_CHECKING:
+    from .server_h2 import ServerH2Connection
+
 __all__ = ["DrainPhase", "RequestIntake"]
 
 
@@ -61,6 +64,7 @@ class RequestIntake(ConnectionProtocol):
 
     # -- what ServerConnection provides ----------------------------------------------------------
 
+    conn: "ServerH2Connection"
     settings: ServerSettings
     memory: ConnectionMemory
     _clock: Callable[[], float]

@@ -19,13 +19,16 @@ Nothing here reads input, touches a socket or a clock: like the connection, it i
 part, tested through it in ``tests/unit/test_server_protocol.py``.
 """
 
-from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from . import headers as hdrs
 from . import wire
 from .enums import StatusCode
 from .frame_budget import FrameBudget
-from .protocol import DEFAULT_BUFFER_LIMIT, ConnectionProtocol, Inbound, Outbound
+from .protocol import DEFAULT_BUFFER_LIMIT, Inbound, Outbound
+
+if TYPE_CHECKING:
+    from .server_requests import RequestIntake
 
 __all__ = ["ResponseWriter", "ServerStream"]
 
@@ -106,7 +109,7 @@ class ResponseWriter:
 
     def __init__(
         self,
-        connection: ConnectionProtocol,
+        connection: "RequestIntake",
         streams: Dict[int, ServerStream],
         enabled_encodings: FrozenSet[str],
         frame_budget: FrameBudget,

@@ -29,7 +29,7 @@ class Layer(NamedTuple):
 
 LAYERS = (
     Layer(1, "codecs", "pure functions and small classes on bytes; no connection state, no I/O"),
-    Layer(2, "protocols", "sans-IO state machines over h2: bytes in, call events out"),
+    Layer(2, "protocols", "sans-IO state machines over HTTP/2: bytes in, call events out"),
     Layer(3, "transports", "sockets, threads and clocks; move bytes to and from the protocols"),
     Layer(4, "API", "grpcio's names and semantics"),
 )
@@ -53,8 +53,8 @@ MODULES: Dict[str, Module] = {
     "headers": Module(1, "every header block of both sides, built, checked and read"),
     "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
     "header_memo": Module(1, "HPACK coding remembered while the dynamic table is unchanged"),
-    "frames": Module(1, "HTTP/2 frames to and from bytes, for the one-shot client"),
-    "hpack_codec": Module(1, "HPACK header blocks to and from fields, for the one-shot client"),
+    "frames": Module(1, "HTTP/2 frames to and from bytes, for both clients"),
+    "hpack_codec": Module(1, "HPACK header blocks to and from fields, for both clients"),
     "handlers": Module(1, "grpcio's handler types, shared by registration and the servers"),
     "targets": Module(1, "target strings to socket addresses and :authority"),
     "client_outcome": Module(1, "what the server's frames mean for a client call, for both "
@@ -63,6 +63,8 @@ MODULES: Dict[str, Module] = {
     "frame_budget": Module(2, "the allowance of frames that do no work: flood limits"),
     "memory_budget": Module(2, "what the server may buffer, in all and per connection, at its "
                                "real cost"),
+    "client_http2": Module(2, "the client's end of an HTTP/2 connection, on minigrpc's frame "
+                              "and HPACK codecs"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
     "oneshot_protocol": Module(2, "one unary call on its own connection, on minigrpc's own "
                                   "frame and HPACK codecs, without h2"),

@@ -7,6 +7,7 @@ import socket
 
 import h2.connection
 import h2.events
+import hpack
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -462,9 +463,10 @@ _CREDENTIALS = [("authorization", " Bearer token "), ("cookie", "a=b"), ("cookie
 def test_clients_send_request_headers_as_h2_normalises_them(
     path: str, timeout: object, encoding: object, metadata: list
 ) -> None:
-    """h2's outbound normalisation is off for a client, which builds its blocks normalised
-    (:func:`minigrpc.headers.request_headers`, ``outbound_fields``): its HEADERS frame is the
-    one h2 sends, normalisation and validation on, for the block as the API was given it."""
+    """A client builds its blocks normalised (:func:`minigrpc.headers.request_headers`,
+    ``outbound_fields``) and codes them with its own HPACK encoder: its HEADERS frame decodes to
+    the fields h2 sends, normalisation and validation on, for the block as the API was given
+    it, each never-indexed exactly where h2's is (RFC 7541 §6.2.3, §7.1.3)."""
     from minigrpc.client_protocol import ClientCall, ClientConnectionProtocol
 
     encoded = wire.encode_metadata(metadata)
@@ -502,7 +504,20 @@ def test_clients_send_request_headers_as_h2_normalises_them(
         metadata=encoded,
     )
     client.start_call(ClientCall(headers=block, unary_response=False))
-    assert client.data_to_send() == expected
+    assert _decoded_fields(client.data_to_send()) == _decoded_fields(expected)
+
+
+def _decoded_fields(frame: bytes) -> list:
+    """The fields of one HEADERS frame (END_HEADERS, unpadded), decoded by hpack, each with
+    whether it was sent never-indexed."""
+    assert frame[3] == 0x1 and frame[4] & 0x4 and len(frame) == 9 + int.from_bytes(frame[:3], "big")
+    return [
+        (isinstance(field, hpack.NeverIndexedHeaderTuple), bytes(field[0]), bytes(field[1]))
+        for field in hpack.Decoder().decode(frame[9:], raw=True)
+    ]
+
+
+
 
 
 @pytest.mark.parametrize("path", ["", " ", "\x0c", " \t\x0b ", "/svc/a\r\nx", "/svc/\n", "/svc/\0"])

@@ -300,11 +300,22 @@ class FrameSplitter:
     one stream in one read reach h2 as one frame (:class:`_DataFrameMerger`): h2's cost is per
     frame, and peers send large messages as many small frames.
 
+    With ``take_connection_frames=True`` as well, well-formed PING frames (RFC 9113 §6.7, not
+    ACKs) and WINDOW_UPDATE frames on stream 0 (RFC 9113 §6.9) that lie whole in the read never
+    reach h2: their opaque data goes to :attr:`pings` and their increments are added up in
+    :attr:`connection_credit`, for the caller to answer and apply after the read.  grpc-go's and
+    grpcio's clients send both with every response they read (their BDP estimate and the
+    connection window), so with one call at a time on a connection they are half the frames of
+    a call, and h2's cost is per frame.  Anything unusual (a wrong length, a stream id, a zero
+    increment, a frame inside a header block, where RFC 9113 §6.10 allows only CONTINUATION)
+    still goes to h2, which answers it as the RFC requires.
+
     After any of these errors the connection is broken and the splitter must not be fed again.
     """
 
     __slots__ = (
         "_block_bytes",
+        "_block_open",
         "_ends_chunk",
         "_expect_settings",
         "_header",
@@ -315,9 +326,11 @@ class FrameSplitter:
         "_preface_left",
         "_remaining",
         "allowance",
+        "connection_credit",
         "control_frames",
         "empty_frames",
         "pass_limit",
+        "pings",
     )
 
     def __init__(
@@ -327,6 +340,7 @@ class FrameSplitter:
         max_header_block: Optional[int] = None,
         expect_settings_first: bool = False,
         merge_data_frames: bool = False,
+        take_connection_frames: bool = False,
     ) -> None:
         self._header = b""
         self._merger = (
@@ -334,6 +348,16 @@ class FrameSplitter:
             if merge_data_frames and max_frame_size is not None
             else None
         )
+        #: The opaque data of the PINGs taken out of the reads (``take_connection_frames``),
+        #: in order, or None; the caller answers and clears them.
+        self.pings: Optional[List[bytes]] = (
+            [] if take_connection_frames and self._merger is not None else None
+        )
+        #: The sum of the increments of the WINDOW_UPDATEs on stream 0 taken out of the reads;
+        #: the caller applies it and resets it.
+        self.connection_credit = 0
+        #: A header block has begun and not ended (END_HEADERS): only CONTINUATION may follow.
+        self._block_open = False
         self._expect_settings = expect_settings_first
         self._remaining = 0
         self._ends_chunk = False
@@ -407,12 +431,14 @@ class FrameSplitter:
                     break
                 if size - pos >= 3:
                     budget -= 1 + (data[pos] << 6 | data[pos + 1] >> 2)  # length >> 10
+            start = -1  # where the frame starts when its header is read in place
             if not self._header and size - pos >= frames.FRAME_HEADER_LENGTH:
                 # The whole header is in this read (the common case): read it in place.
+                start = pos
                 take = frames.FRAME_HEADER_LENGTH
                 length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
                 frame_type, flags = data[pos + 3], data[pos + 4]
-                on_connection = frame_type == frames.WINDOW_UPDATE and not (
+                on_connection = not (
                     data[pos + 5] & 0x7F or data[pos + 6] or data[pos + 7] or data[pos + 8]
                 )
                 header = data[pos : pos + take] if self._expect_settings else b""
@@ -460,8 +486,20 @@ class FrameSplitter:
                     left -= 1
                     if left < 0:
                         raise AllowanceExceeded(frame_type)
-            if self._max_block is not None and frame_type in _HEADER_BLOCK_TYPES:
-                self._count_header_block(frame_type, flags, length)
+            if frame_type in _HEADER_BLOCK_TYPES:
+                self._block_open = not flags & frames.END_HEADERS
+                if self._max_block is not None:
+                    self._count_header_block(frame_type, flags, length)
+            elif (
+                start >= 0
+                and on_connection
+                and self.pings is not None
+                and not self._block_open
+                and pos + length <= size
+                and self._take(data, start, frame_type, flags, length)
+            ):
+                pos += length
+                continue
             self._remaining = length
             self._ends_chunk = ends_chunk
             if ends_chunk and pos - take > (cuts[-1] if cuts else 0):
@@ -477,6 +515,28 @@ class FrameSplitter:
             return [data] if size else []  # the common case, without slicing
         bounds = _chunk_bounds(cuts, size)
         return [data[start:end] for start, end in zip(bounds, bounds[1:])]
+
+    def _take(self, data: bytes, start: int, frame_type: int, flags: int, length: int) -> bool:
+        """Take a whole frame on stream 0 out of the read if it is a well-formed PING or
+        WINDOW_UPDATE (see the class docstring): True when it was taken."""
+        body = start + frames.FRAME_HEADER_LENGTH
+        if frame_type == frames.PING:
+            if length != 8 or flags & frames.ACK:
+                return False
+            assert self.pings is not None
+            self.pings.append(data[body : body + 8])
+        elif frame_type == frames.WINDOW_UPDATE:
+            if length != 4:
+                return False
+            increment = int.from_bytes(data[body : body + 4], "big") & 0x7FFFFFFF
+            if not increment:
+                return False  # a connection error h2 reports (RFC 9113 §6.9)
+            self.connection_credit += increment
+        else:
+            return False
+        assert self._merger is not None
+        self._merger.runs.append((start, body + length, b"", []))  # replaced by nothing
+        return True
 
     def _count_header_block(self, frame_type: int, flags: int, length: int) -> None:
         if frame_type != frames.CONTINUATION:
@@ -565,7 +625,7 @@ class _DataFrameMerger:
 
     def rebuild(self, data: bytes, bounds: List[int]) -> List[bytes]:
         """The chunks ``data[bounds[i]:bounds[i + 1]]``, with each run replaced by its merged
-        frame.
+        frame (a frame taken out is a run replaced by nothing).
 
         A run never spans a chunk boundary: chunks end next to GOAWAY and SETTINGS frames, which
         end runs.
@@ -587,7 +647,9 @@ class _DataFrameMerger:
                 chunks.append(data[start:end])
                 continue
             parts.append(view[start:end])
-            chunks.append(b"".join(parts))
+            chunk = b"".join(parts)
+            if chunk:  # empty when it held only frames taken out (FrameSplitter._take)
+                chunks.append(chunk)
         return chunks
 
 

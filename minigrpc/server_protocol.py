@@ -112,6 +112,12 @@ Headers = List[Tuple[bytes, bytes]]
 DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 #: "The last stream the sender might process" before the real one is known (RFC 9113 §6.8).
 _MAX_STREAM_ID = 2**31 - 1
+#: The header of a PING ACK on stream 0 (RFC 9113 §6.7); the client's 8 opaque bytes follow.
+_PING_ACK_HEADER = b"\x00\x00\x08\x06\x01\x00\x00\x00\x00"
+#: The largest flow-control window (RFC 9113 §6.9.1).
+_MAX_WINDOW = 2**31 - 1
+#: GOAWAY code for a client that overflows the connection window (RFC 9113 §6.9.1).
+FLOW_CONTROL_ERROR = int(h2.errors.ErrorCodes.FLOW_CONTROL_ERROR)
 #: GOAWAY code for a client that floods us (RFC 9113 §10.5).
 ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
 #: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
@@ -169,6 +175,7 @@ class ServerConnection(RequestIntake):
                 max_frame_size=self.settings.max_frame_size,
                 max_header_block=hpack_limit + HEADER_BLOCK_SLACK,
                 merge_data_frames=True,
+                take_connection_frames=True,
             ),
             self.settings.connection_window,
         )
@@ -307,8 +314,37 @@ class ServerConnection(RequestIntake):
             self.acknowledge_received()
             if finished:
                 return out
+        splitter = self._splitter
+        if splitter.pings or splitter.connection_credit:
+            self._answer_connection_frames(splitter, out)
         self._resume_if_under()
         return out
+
+    def _answer_connection_frames(self, splitter: http2.FrameSplitter, out: List[CallEvent]
+                                  ) -> None:
+        """Answer the PINGs and apply the WINDOW_UPDATEs on stream 0 the splitter took out of
+        the read before h2 (:class:`minigrpc.http2.FrameSplitter`, ``take_connection_frames``),
+        as h2 would have: a PING ACK with the same opaque data (RFC 9113 §6.7), and the
+        connection's send window raised, resuming the responses that waited for it (RFC 9113
+        §6.9.1). Both were counted against the frame budget with the other frames of the read."""
+        pings = splitter.pings
+        assert pings is not None
+        credit, splitter.connection_credit = splitter.connection_credit, 0
+        if pings:
+            if len(pings) == 1:
+                self._queue_raw_frame(_PING_ACK_HEADER + pings[0])
+            else:
+                self._queue_raw_frame(b"".join([_PING_ACK_HEADER + ping for ping in pings]))
+            pings.clear()
+        if credit:
+            window = self.conn.outbound_flow_control_window + credit
+            if window > _MAX_WINDOW:
+                # RFC 9113 §6.9.1: a connection window above 2^31-1 is a connection error.
+                out.extend(self._fail_connection(
+                    FLOW_CONTROL_ERROR, "the client's WINDOW_UPDATEs overflow the window"))
+                return
+            self.conn.outbound_flow_control_window = window
+            self._responses.pump_blocked()
 
     def _resume_if_under(self) -> None:
         """Window held back for memory comes back as soon as the account is under budget."""

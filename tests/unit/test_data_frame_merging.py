@@ -211,3 +211,66 @@ def test_h2_sees_the_same_streams_and_windows(parts: list, sizes: List[int]) -> 
         )
         results.append((received, counted, ended, windows))
     assert results[0] == results[1]
+
+
+# -- PING and WINDOW_UPDATE on stream 0 taken out before h2 (take_connection_frames=True)
+
+CONTINUATION, ACK, END_HEADERS = 0x9, 0x1, 0x4
+
+connection_frame_strategy = st.one_of(
+    frame_strategy,
+    st.builds(lambda n: (PING, 0, 0, bytes([n]) * 8), st.integers(0, 255)),
+    st.just((PING, ACK, 0, b"87654321")),
+    st.just((PING, 0, 0, b"1234567")),  # a wrong length: h2's to refuse
+    st.builds(lambda n: (WINDOW_UPDATE, 0, 0, n.to_bytes(4, "big")), st.integers(0, 70000)),
+    st.just((HEADERS, 0, 3, b"\x88")),  # a header block left open ...
+    st.just((CONTINUATION, END_HEADERS, 3, b"")),  # ... and closed
+)
+
+
+def _eligible(frame: Frame) -> bool:
+    kind, flags, stream, payload = frame
+    if stream:
+        return False
+    if kind == PING:
+        return len(payload) == 8 and not flags & ACK
+    return kind == WINDOW_UPDATE and len(payload) == 4 and int.from_bytes(payload, "big") > 0
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(connection_frame_strategy, max_size=30),
+    st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=10),
+)
+def test_only_well_formed_connection_frames_are_taken(frames: List[Frame], sizes: List[int]
+                                                      ) -> None:
+    """The frames h2 gets are those of the plain splitter less some PINGs and WINDOW_UPDATEs
+    on stream 0, each well-formed and outside a header block (RFC 9113 §6.10); what was taken
+    is reported in order; a GOAWAY still ends its chunk. In one read, every such frame is taken.
+    """
+    data = serialize(frames)
+    for reads in (sizes, [len(data) or 1]):
+        taking = http2.FrameSplitter(max_frame_size=LIMIT, merge_data_frames=True,
+                                     take_connection_frames=True)
+        kept = parse(b"".join(feed_in_pieces(taking, data, reads)))
+        reference = parse(b"".join(feed_in_pieces(
+            http2.FrameSplitter(max_frame_size=LIMIT, merge_data_frames=True), data, reads)))
+        taken = []
+        index = 0
+        block_open = False
+        for frame in reference:
+            inside = block_open
+            if frame[0] in (HEADERS, CONTINUATION):
+                block_open = not frame[1] & END_HEADERS
+            if index < len(kept) and kept[index] == frame:
+                index += 1
+                if reads is not sizes:
+                    assert inside or not _eligible(frame), frame
+                continue
+            assert _eligible(frame) and not inside, frame
+            taken.append(frame)
+        assert index == len(kept)
+        assert taking.pings == [payload for kind, _, _, payload in taken if kind == PING]
+        assert taking.connection_credit == sum(
+            int.from_bytes(payload, "big") for kind, _, _, payload in taken
+            if kind == WINDOW_UPDATE)

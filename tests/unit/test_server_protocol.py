@@ -1395,3 +1395,111 @@ def test_pings_and_window_updates_after_response_data_are_free() -> None:
         pair.client.increment_flow_control_window(100)
         pair.to_server()
         assert not pair.server.closed, number
+
+
+# -- PING and WINDOW_UPDATE on stream 0, answered before h2 (FrameSplitter.take_connection_frames)
+
+
+def _raw_frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream_id.to_bytes(4, "big") + (
+        payload
+    )
+
+
+def _goaway_code(pair: Pair) -> Optional[int]:
+    goaways = [
+        f for f in _parse(pair.server.data_to_send()) if isinstance(f, hyperframe.frame.GoAwayFrame)
+    ]
+    return goaways[0].error_code if goaways else None
+
+
+def test_pings_in_one_read_are_each_acknowledged_in_order() -> None:
+    """RFC 9113 §6.7: every PING gets an ACK with its opaque data, also when a read holds
+    several of them between other frames."""
+    pair = Pair()
+    pair.raw_from_server.clear()
+    payloads = [bytes([n]) * 8 for n in range(1, 4)]
+    read = _raw_frame(6, 0, 0, payloads[0]) + _raw_frame(8, 0, 0, b"\x00\x00\x01\x00")
+    read += _raw_frame(6, 0, 0, payloads[1]) + _raw_frame(6, 0, 0, payloads[2])
+    assert pair.server.receive_data(read) == []
+    pair.raw_from_server += pair.server.data_to_send()
+    acks = [f for f in pair.frames_from_server() if isinstance(f, hyperframe.frame.PingFrame)]
+    assert [(f.opaque_data, "ACK" in f.flags, f.stream_id) for f in acks] == [
+        (payload, True, 0) for payload in payloads
+    ]
+    assert not pair.server.closed
+
+
+def test_a_ping_split_across_reads_is_acknowledged() -> None:
+    pair = Pair()
+    ping = _raw_frame(6, 0, 0, b"abcdefgh")
+    for piece in (ping[:5], ping[5:12], ping[12:]):
+        pair.server.receive_data(piece)
+    sent = _parse(pair.server.data_to_send())
+    acks = [f for f in sent if isinstance(f, hyperframe.frame.PingFrame)]
+    assert [(f.opaque_data, "ACK" in f.flags) for f in acks] == [(b"abcdefgh", True)]
+
+
+def test_connection_window_update_resumes_a_response_waiting_for_it() -> None:
+    """A response held by the connection window alone (the stream's is large) goes on when
+    the client raises the connection window with a WINDOW_UPDATE on stream 0 (RFC 9113 §6.9)."""
+    pair = Pair(window=4 * 1024 * 1024)
+    stream_id = pair.request()
+    pair.settle()
+    pair.auto_ack = False
+    payload = bytes(range(256)) * 1200  # 307,200 bytes, over the 65,535-byte connection window
+    pair.server.finish_call(stream_id, StatusCode.OK, message=payload)
+    pair.settle()
+    assert not pair.response(stream_id)["ended"]
+    pair.client.increment_flow_control_window(1 << 20)  # stream 0 only
+    pair.settle()
+    assert pair.response(stream_id)["body"] == wire.encode_message(payload)
+    assert pair.response(stream_id)["trailers"][b"grpc-status"] == b"0"
+
+
+def test_connection_window_overflow_is_a_flow_control_error() -> None:
+    """RFC 9113 §6.9.1: WINDOW_UPDATEs on stream 0 that take the connection window past
+    2^31-1 are a connection error FLOW_CONTROL_ERROR; the calls end."""
+    pair = Pair()
+    live = pair.request(end=False)
+    pair.settle()
+    pair.to_client()
+    increment = (2**31 - 1).to_bytes(4, "big")
+    events = pair.server.receive_data(_raw_frame(8, 0, 0, increment))
+    assert pair.server.closed
+    assert [(type(e), e.stream_id) for e in events] == [(CallTerminated, live)]
+    assert _goaway_code(pair) == h2.errors.ErrorCodes.FLOW_CONTROL_ERROR
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        # A zero increment on stream 0 (RFC 9113 §6.9) and a PING that is not 8 bytes (§6.7).
+        (_raw_frame(8, 0, 0, bytes(4)), h2.errors.ErrorCodes.PROTOCOL_ERROR),
+        (_raw_frame(6, 0, 0, bytes(7)), h2.errors.ErrorCodes.FRAME_SIZE_ERROR),
+        (_raw_frame(8, 0, 0, bytes(5)), h2.errors.ErrorCodes.FRAME_SIZE_ERROR),
+    ],
+)
+def test_malformed_connection_frames_are_connection_errors(frame: bytes, code: int) -> None:
+    pair = Pair()
+    pair.to_client()
+    pair.server.receive_data(frame)
+    assert pair.server.closed
+    assert _goaway_code(pair) == code
+
+
+def test_ping_inside_a_header_block_is_a_protocol_error() -> None:
+    """RFC 9113 §6.10: between a HEADERS frame without END_HEADERS and its last CONTINUATION
+    only CONTINUATION frames may come; a PING there is a connection error PROTOCOL_ERROR, even
+    though a PING alone would be answered before h2."""
+    pair = Pair()
+    pair.to_client()
+    block = hpack.Encoder().encode(
+        [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/svc/Method"),
+         (b":authority", b"x"), (b"content-type", b"application/grpc")]
+    )
+    read = _raw_frame(1, 0, 1, block[:3]) + _raw_frame(6, 0, 0, bytes(8))
+    read += _raw_frame(9, 0x4, 1, block[3:])
+    pair.server.receive_data(read)
+    assert pair.server.closed
+    assert _goaway_code(pair) == h2.errors.ErrorCodes.PROTOCOL_ERROR

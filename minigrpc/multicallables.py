@@ -70,7 +70,8 @@ class _Invocation:
         config = channel.config
         path, encoding, scheme = method.path, self.encoding, channel.scheme
 
-        def make_headers(time_left: Optional[float]) -> List[Header]:
+        # String annotations: a nested def evaluates its annotations on every call otherwise.
+        def make_headers(time_left: "Optional[float]") -> "List[Header]":
             return request_headers(
                 path=path,
                 authority=config.authority,

@@ -280,7 +280,13 @@ class ClientHTTP2Connection:
         self._block: Optional[List[bytes]] = None
         self._block_stream = 0
         self._block_end_stream = False
-        self._pending = b""
+        # The frame header still expected first, what the current header block has grown to,
+        # and a partial frame: its pieces, their size, and the size that makes it whole.
+        self._expect_settings = True
+        self._block_bytes = 0
+        self._pending: List[bytes] = []
+        self._pending_size = 0
+        self._needed = 0
         #: Set once we sent GOAWAY: nothing more is read.
         self.closed = False
 
@@ -448,22 +454,56 @@ class ClientHTTP2Connection:
     # -- receiving ----------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> List[Event]:
-        """The events of every whole frame in ``data`` (and what an earlier read left over)."""
+        """The events of every whole frame in ``data`` (and what earlier reads left over).
+
+        Each frame header is checked as soon as its 9 octets are in, before its body is
+        waited for: the server's first frame must be SETTINGS (its preface, RFC 9113 §3.4; a
+        peer that answers ``HTTP/1.1 400`` would otherwise announce a 4.7 MB frame and be
+        waited for), no frame may exceed the MAX_FRAME_SIZE we advertised (RFC 9113 §4.2),
+        and a header block may not grow past :data:`minigrpc.http2.MAX_HEADER_BLOCK` before
+        END_HEADERS (a CONTINUATION flood).  A partial frame is kept in pieces and joined
+        once it is whole, so a large frame that arrives over many reads is copied once.
+        """
         events: List[Event] = []
         if self.closed:
             return events
         if self._pending:
-            data = self._pending + data
-            self._pending = b""
+            self._pending.append(data)
+            self._pending_size += len(data)
+            if self._pending_size < self._needed:
+                return events
+            data = b"".join(self._pending)
+            self._pending = []
         size = len(data)
         pos = 0
+        needed = 0
         try:
-            while size - pos >= 9:
+            while True:
+                if size - pos < 9:
+                    needed = 9
+                    break
                 length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
+                kind = data[pos + 3]
+                if self._expect_settings:
+                    self._expect_settings = False
+                    if kind != SETTINGS or length % 6:
+                        raise http2.ServerPrefaceError(
+                            f"first frame received is not a SETTINGS frame "
+                            f"({bytes(data[pos : pos + 9])!r})"
+                        )
+                if length > self._max_frame_size:
+                    raise http2.FrameSizeError(length, self._max_frame_size)
+                if kind == HEADERS or kind == CONTINUATION or kind == PUSH_PROMISE:
+                    grown = length + self._block_bytes if kind == CONTINUATION else length
+                    if grown > http2.MAX_HEADER_BLOCK:
+                        raise http2.HeaderBlockTooLarge(
+                            f"a header block exceeds {http2.MAX_HEADER_BLOCK} bytes before "
+                            "END_HEADERS (CONTINUATION flood)"
+                        )
                 end = pos + 9 + length
                 if end > size:
+                    needed = 9 + length
                     break
-                kind = data[pos + 3]
                 flags = data[pos + 4]
                 stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                 if self._block is not None and kind != CONTINUATION:
@@ -471,16 +511,21 @@ class ClientHTTP2Connection:
                 if kind == DATA and not flags & PADDED and stream_id:
                     self._on_data(stream_id, data[pos + 9 : end], length, flags, events)
                 elif kind == HEADERS and not flags & (PADDED | PRIORITY_FLAG) and stream_id:
+                    self._block_bytes = length
                     self._on_headers(stream_id, data[pos + 9 : end], flags, events)
                 else:
+                    if kind == HEADERS or kind == CONTINUATION:
+                        self._block_bytes = grown
                     self._frame(data[pos : pos + 9], data[pos + 9 : end], events)
                 pos = end
-        except _Failure as exc:
+        except (_Failure, FrameError) as exc:
             self.close_connection(exc.error_code)
             events.append(PeerConnectionError(exc.error_code, str(exc)))
             return events
         if pos < size:
-            self._pending = data[pos:]
+            self._pending = [data[pos:]]
+            self._pending_size = size - pos
+            self._needed = needed
         return events
 
     def _frame(self, header: bytes, payload: bytes, events: List[Event]) -> None:

@@ -217,16 +217,9 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
             connection_window=connection_window,
             max_frame_size=max_frame_size,
         )
-        super().__init__(
-            conn,
-            http2.FrameSplitter(
-                max_frame_size=max_frame_size,
-                max_header_block=http2.MAX_HEADER_BLOCK,
-                expect_settings_first=True,
-                merge_data_frames=True,
-            ),
-            connection_window,
-        )
+        # The connection checks each frame header itself (the server's preface, frame sizes,
+        # header-block growth): no splitter in front of it.
+        super().__init__(conn, None, connection_window)
         self.conn: ClientHTTP2Connection = conn
         self.max_receive_message_length = max_receive_message_length
         self._stream_window = stream_window
@@ -426,23 +419,10 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         events: List[CallEvent] = []
         if self.failure is not None:
             return events
-        try:
-            chunks = self._split(data)
-        except http2.FrameError as exc:
-            # Connection errors caught on a 9-byte frame header, before a body is buffered.
-            self._close_with(exc.error_code)
-            details = client_outcome.connection_error_details(
-                exc, isinstance(exc, http2.ServerPrefaceError), self.peer
-            )
-            events.extend(self.connection_lost(details, protocol_error=True))
-            return events
-        receive = self.conn.receive_data
         handlers = _HANDLERS
-        for chunk in chunks:
-            for event in receive(chunk):
-                handlers[type(event)](self, event, events)
-            if self.failure is not None:
-                break
+        for event in self.conn.receive_data(data):
+            handlers[type(event)](self, event, events)
+        if self.failure is None:
             self.acknowledge_received()
         return events
 

@@ -187,17 +187,17 @@ class Outbound:
         room: Optional[int] = None,
         end_stream_on_last: bool = False,
     ) -> int:
-        """Hand h2 as much as the windows (and ``room`` bytes, when given) allow; bytes written.
+        """Frame as much as the windows (and ``room`` bytes, when given) allow; bytes written.
 
         A window may be zero or negative (the peer lowered INITIAL_WINDOW_SIZE, RFC 9113
         §6.9.2); nothing is written then and the caller waits for a WINDOW_UPDATE.  With
         ``end_stream_on_last`` the last chunk carries END_STREAM once the side is CLOSING, so a
         small unary request is one DATA frame.  Queued messages share DATA frames: gRPC
         messages need not align with frames (PROTOCOL-HTTP2.md, Length-Prefixed-Message), and
-        h2 costs about the same per frame whatever its size, so a stream of small messages
-        goes out in as few frames as the window and frame size allow.  A lone message's
-        payload is a view, not a copy: the DATA serializer
-        (:func:`minigrpc.http2.speed_up_data_frames`) copies each byte once.  (h2 4.4 and
+        each frame has a fixed cost, so a stream of small messages goes out in as few frames
+        as the window and frame size allow.  A lone message's payload is a view, not a copy:
+        the DATA serializer (the client's :func:`minigrpc.frames.data_frame`, the server's
+        :func:`minigrpc.http2.speed_up_data_frames`) copies each byte once.  (h2 4.4 and
         later turn a view into bytes in ``send_data``, one more copy that h2 4.1 to 4.3 do not
         make; passing bytes instead would only move that copy here.)
         """
@@ -493,11 +493,12 @@ class ConnectionProtocol:
     def __init__(
         self,
         conn: "HTTP2Connection",
-        splitter: http2.FrameSplitter,
+        splitter: Optional[http2.FrameSplitter],
         connection_window: int,
     ) -> None:
-        http2.speed_up_data_frames()
         self.conn = conn
+        #: The server's frame-header checks in front of h2 (the client's connection makes its
+        #: own, :mod:`minigrpc.client_http2`).
         self._splitter = splitter
         #: Connection window owed for DATA whose stream window is held back, and the amount
         #: from which it is returned in one WINDOW_UPDATE.
@@ -651,6 +652,7 @@ class ConnectionProtocol:
         Raises :class:`minigrpc.http2.ConnectionError` subclasses for what the frame headers
         alone show to be a connection error.
         """
+        assert self._splitter is not None
         return self._splitter.feed(data)
 
     def _receive_chunk(self, index: int, chunk: bytes) -> list:

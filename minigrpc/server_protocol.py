@@ -158,6 +158,7 @@ class ServerConnection(RequestIntake):
         self.settings = settings or ServerSettings()
         self._clock = clock or time.monotonic
         self._initial_shape: Optional[bool] = None if shape_from_handler else False
+        http2.speed_up_data_frames()
         conn = ServerH2Connection(config=http2.server_config())
         hpack_limit = max(
             http2.CONNECTION_MAX_HEADER_LIST_SIZE,

@@ -42,6 +42,7 @@ from .server_settings import ServerSettings
 from .status import http2_error_name
 
 if TYPE_CHECKING:
+    from .http2 import FrameSplitter
     from .server_h2 import ServerH2Connection
 
 __all__ = ["DrainPhase", "RequestIntake"]
@@ -65,6 +66,7 @@ class RequestIntake(ConnectionProtocol):
     # -- what ServerConnection provides ----------------------------------------------------------
 
     conn: "ServerH2Connection"
+    _splitter: "FrameSplitter"
     settings: ServerSettings
     memory: ConnectionMemory
     _clock: Callable[[], float]

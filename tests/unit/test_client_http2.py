@@ -32,7 +32,9 @@ from minigrpc.frames import frame_bytes
 from minigrpc.status import (
     CANCEL,
     COMPRESSION_ERROR,
+    ENHANCE_YOUR_CALM,
     FLOW_CONTROL_ERROR,
+    FRAME_SIZE_ERROR,
     NO_ERROR,
     PROTOCOL_ERROR,
     STREAM_CLOSED,
@@ -571,3 +573,52 @@ def test_granted_window_is_sent_at_once() -> None:
     peer.client.increment_flow_control_window(2000, sid)
     peer.client.increment_flow_control_window(2**31, sid)  # would overflow: not made
     assert [(f.stream_id, f.window_increment) for f in peer.output()] == [(0, 1000), (sid, 2000)]
+
+
+# -- frame headers, checked before the body arrives (RFC 9113 §3.4, §4.2) --------------------------
+
+
+def test_the_servers_first_frame_must_be_settings() -> None:
+    """An HTTP/1.1 answer reads as a 4.7 MB frame header: refused on its 9 octets."""
+    client = ClientHTTP2Connection()
+    client.initiate()
+    client.data_to_send()
+    events = client.receive_data(b"HTTP/1.1 400 Bad Request\r\n")
+    assert kinds(events) == [PeerConnectionError]
+    assert events[0].error_code == PROTOCOL_ERROR
+    assert "first frame received is not a SETTINGS frame (b'HTTP/1.1 ')" in events[0].reason
+    [goaway] = sent_frames(client.data_to_send())
+    assert (goaway.type, goaway.error_code) == (frames.GOAWAY, PROTOCOL_ERROR)
+
+
+def test_a_frame_over_our_max_frame_size_is_refused_on_its_header() -> None:
+    peer = Peer(max_frame_size=16384)
+    sid = peer.open()
+    header = frames.data_frame(sid, b"x" * 16385, False)[:9]
+    connection_error(peer.send(header), peer, FRAME_SIZE_ERROR)
+
+
+def test_a_growing_header_block_is_refused_before_it_is_whole() -> None:
+    """A CONTINUATION flood (CVE-2024-27316): the block's encoded size is bounded as it grows,
+    and the frame that would pass the bound is refused on its header."""
+    peer = Peer()
+    sid = peer.open()
+    piece = b"\x00" * 16384
+    whole = http2.MAX_HEADER_BLOCK // len(piece)
+    assert peer.send(frame_bytes(frames.HEADERS, 0, sid, piece)) == []
+    for _ in range(whole - 1):
+        assert peer.send(frame_bytes(frames.CONTINUATION, 0, sid, piece)) == []
+    events = peer.send(frame_bytes(frames.CONTINUATION, 0, sid, piece)[:9])
+    connection_error(events, peer, ENHANCE_YOUR_CALM)
+
+
+def test_a_large_frame_over_many_reads_is_read_whole() -> None:
+    peer = Peer()
+    sid = peer.open()
+    payload = bytes(range(256)) * 1000
+    data = peer.headers(sid, RESPONSE) + frames.data_frame(sid, payload, True)
+    events: List[Any] = []
+    for at in range(0, len(data), 1000):
+        events.extend(peer.send(data[at : at + 1000]))
+    assert kinds(events) == [ResponseReceived, DataReceived, StreamEnded]
+    assert events[1].data == payload

@@ -78,8 +78,10 @@ CLOSED_STREAMS_KEPT = 1024
 _ENDED = 0  # END_STREAM both ways
 _RESET_BY_US = 1
 _RESET_BY_PEER = 2
-#: Encoded request header blocks remembered (a channel sends the same few again and again).
+#: Encoded request header blocks remembered (a channel sends the same few again and again), and
+#: received blocks remembered with their fields (a server answers the same few).
 _ENCODED_KEPT = 64
+_DECODED_KEPT = 16
 #: Unbounded until the peer's SETTINGS say otherwise (RFC 9113 §6.5.2).
 _UNLIMITED = 2**32
 
@@ -276,6 +278,8 @@ class ClientHTTP2Connection:
         self._encoder = hpack_codec.Encoder()
         self._encoded: Dict[Tuple[Header, ...], bytes] = {}
         self._decoder = hpack_codec.Decoder(hpack_codec.DEFAULT_TABLE_SIZE, max_header_list_size)
+        self._decoded: Dict[bytes, List[Header]] = {}
+        self._decoded_generation = 0
         # A header block being assembled: its stream, flags and fragments (RFC 9113 §6.10).
         self._block: Optional[List[bytes]] = None
         self._block_stream = 0
@@ -513,6 +517,14 @@ class ClientHTTP2Connection:
                 elif kind == HEADERS and not flags & (PADDED | PRIORITY_FLAG) and stream_id:
                     self._block_bytes = length
                     self._on_headers(stream_id, data[pos + 9 : end], flags, events)
+                elif kind == PING and length == 8 and not stream_id:
+                    if not flags & ACK:  # RFC 9113 §6.7
+                        self._out.append(frames.ping_ack(data[pos + 9 : end]))
+                elif kind == WINDOW_UPDATE and length == 4 and (
+                    data[pos + 9] & 0x7F or data[pos + 10] or data[pos + 11] or data[pos + 12]
+                ):  # an increment of 0 is a PROTOCOL_ERROR (RFC 9113 §6.9): the parser's
+                    increment = int.from_bytes(data[pos + 9 : end], "big") & 0x7FFFFFFF
+                    self._on_window_update(stream_id, increment, events)
                 else:
                     if kind == HEADERS or kind == CONTINUATION:
                         self._block_bytes = grown
@@ -621,12 +633,7 @@ class ClientHTTP2Connection:
         assert self._block is not None
         fragments, self._block = self._block, None
         encoded = fragments[0] if len(fragments) == 1 else b"".join(fragments)
-        try:
-            block = self._decoder.decode(encoded)
-        except hpack_codec.HeaderListTooLarge as exc:
-            raise _Failure(status.PROTOCOL_ERROR, str(exc)) from None
-        except hpack_codec.DecodingError as exc:
-            raise _Failure(status.COMPRESSION_ERROR, f"header block: {exc}") from None
+        block = self._decode(encoded)
         stream_id = self._block_stream
         end_stream = self._block_end_stream
         stream = self._stream(stream_id, "HEADERS", events)
@@ -644,6 +651,35 @@ class ClientHTTP2Connection:
             events.append(TrailersReceived(stream_id, block))
         if end_stream:
             self._end_remote(stream_id, stream, events)
+
+    def _decode(self, encoded: bytes) -> List[Header]:
+        """The fields of one header block (RFC 7541 §3).
+
+        A warm connection receives the same few blocks again and again, each made of
+        references to the tables only (RFC 7541 §6.1): such a block decodes to the same fields
+        for as long as the dynamic table does not change, so its fields are remembered until
+        it does (:attr:`minigrpc.hpack_codec.Decoder.generation`).
+        """
+        decoder = self._decoder
+        generation = decoder.generation
+        if generation != self._decoded_generation:
+            self._decoded.clear()
+            self._decoded_generation = generation
+        else:
+            fields = self._decoded.get(encoded)
+            if fields is not None:
+                return list(fields)
+        try:
+            fields = decoder.decode(encoded)
+        except hpack_codec.HeaderListTooLarge as exc:
+            raise _Failure(status.PROTOCOL_ERROR, str(exc)) from None
+        except hpack_codec.DecodingError as exc:
+            raise _Failure(status.COMPRESSION_ERROR, f"header block: {exc}") from None
+        if decoder.generation == generation:
+            if len(self._decoded) >= _DECODED_KEPT:
+                self._decoded.clear()
+            self._decoded[encoded] = list(fields)
+        return fields
 
     def _on_settings(self, settings: List[Tuple[int, int]], events: List[Event]) -> None:
         """Apply the peer's SETTINGS in order (RFC 9113 §6.5.3) and acknowledge them."""

@@ -391,6 +391,9 @@ class Decoder:
         self.entries: List[Tuple[bytes, bytes]] = []
         #: The sum of the entries' sizes (RFC 7541 §4.1).
         self.size = 0
+        #: Counts the changes to the dynamic table: a block decoded without changing it decodes
+        #: the same way again for as long as this stays the same.
+        self.generation = 0
 
     def decode(self, block: bytes) -> List[Tuple[bytes, bytes]]:
         """The fields of one whole header block, in order. Raises :class:`DecodingError` (and
@@ -420,6 +423,7 @@ class Decoder:
                         " we advertised (RFC 7541 §6.3)"
                     )
                 self.table_size = size
+                self.generation += 1
                 self._evict(size)
                 continue
             else:  # 0000xxxx without indexing, 0001xxxx never indexed (RFC 7541 §6.2.2-3)
@@ -456,6 +460,7 @@ class Decoder:
         """Add a field to the dynamic table, evicting the oldest entries to make room; a field
         larger than the whole table empties it and is not added (RFC 7541 §4.4)."""
         size = ENTRY_OVERHEAD + len(field[0]) + len(field[1])
+        self.generation += 1
         if size > self.table_size:
             self.entries.clear()
             self.size = 0

@@ -622,3 +622,46 @@ def test_a_large_frame_over_many_reads_is_read_whole() -> None:
         events.extend(peer.send(data[at : at + 1000]))
     assert kinds(events) == [ResponseReceived, DataReceived, StreamEnded]
     assert events[1].data == payload
+
+
+@pytest.mark.parametrize("increment", [b"\x00\x00\x00\x00", b"\x80\x00\x00\x00"])
+@pytest.mark.parametrize("stream_id", [0, 1])
+def test_a_window_update_of_zero_is_a_protocol_error(increment: bytes, stream_id: int) -> None:
+    """RFC 9113 §6.9 (the reserved bit is not part of the increment, RFC 9113 §4.1)."""
+    peer = Peer()
+    peer.open()
+    events = peer.send(frame_bytes(frames.WINDOW_UPDATE, 0, stream_id, increment))
+    connection_error(events, peer, PROTOCOL_ERROR)
+
+
+def test_malformed_pings_are_frame_size_or_protocol_errors() -> None:
+    """RFC 9113 §6.7: 8 octets, on stream 0."""
+    peer = Peer()
+    connection_error(peer.send(frame_bytes(frames.PING, 0, 0, bytes(7))), peer, FRAME_SIZE_ERROR)
+    peer = Peer()
+    connection_error(peer.send(frame_bytes(frames.PING, 0, 1, bytes(8))), peer, PROTOCOL_ERROR)
+
+
+def test_a_block_that_changes_the_dynamic_table_is_decoded_afresh() -> None:
+    """RFC 7541 §2.2: a block made of references decodes differently once the table changed;
+    the same bytes must not be answered from memory then."""
+    peer = Peer()
+    first = peer.open()
+    second = peer.open()
+    # Two entries, then a reference to the newest (index 62): its meaning depends on the table.
+    encoder = hpack.Encoder()
+    warmup = bytes(encoder.encode([(b":status", b"200"), (b"x-a", b"1")]))
+    reference = b"\x88\xbe"  # :status 200 (static 8), dynamic index 62
+    assert kinds(peer.send(frame_bytes(frames.HEADERS, frames.END_HEADERS, first, warmup))) == [
+        ResponseReceived
+    ]
+    events = peer.send(frame_bytes(frames.HEADERS, frames.END_HEADERS, second, reference))
+    assert events[0].headers == [(b":status", b"200"), (b"x-a", b"1")]
+    third = peer.open()
+    # The server's table moves on: x-b is added, and is index 62 now.
+    changed = bytes(encoder.encode([(b":status", b"200"), (b"x-b", b"2")]))
+    events = peer.send(frame_bytes(frames.HEADERS, frames.END_HEADERS, third, changed))
+    assert events[0].headers == [(b":status", b"200"), (b"x-b", b"2")]
+    fourth = peer.open()
+    events = peer.send(frame_bytes(frames.HEADERS, frames.END_HEADERS, fourth, reference))
+    assert events[0].headers == [(b":status", b"200"), (b"x-b", b"2")]

@@ -6,8 +6,6 @@ apart so that an h2 upgrade has one module to check (``tests/unit/test_server_pr
 covers both adaptations through the connection).
 """
 
-from typing import Any, Iterable
-
 import h2.connection
 import hpack
 
@@ -46,16 +44,11 @@ class FloorDecoder(header_memo.MemoDecoder):
     def max_header_list_size(self, value: int) -> None:
         self._max_header_list_size = max(value, self._floor)
 
-    def decode(self, data: bytes, raw: bool = False) -> Iterable[Any]:
-        if len(data) > _REMEMBERED_BLOCK_SIZE:
-            return hpack.Decoder.decode(self, data, raw)
-        return super().decode(data, raw)
-
-
-#: The largest request header block the server remembers the decoding of (see FloorDecoder).
-#: A warm client's block is a byte or two per field; each byte can stand for one field, so
-#: this also bounds what one remembered block holds.
-_REMEMBERED_BLOCK_SIZE = 64
+    #: The largest request header block a connection remembers the decoding of. A warm
+    #: client's block is a byte or two per field; each byte can stand for one field, so this
+    #: also bounds what one remembered block holds. (A connection's first blocks are the
+    #: opening memory's, :mod:`minigrpc.header_memo`.)
+    remember_limit = 64
 
 
 class ServerH2Connection(h2.connection.H2Connection):

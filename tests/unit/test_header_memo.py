@@ -132,3 +132,78 @@ def test_install_keeps_h2s_limits() -> None:
     header_memo.install(conn)
     assert isinstance(conn.decoder, MemoDecoder) and isinstance(conn.encoder, MemoEncoder)
     assert conn.decoder.max_header_list_size == limit
+
+
+# -- the opening memory: a connection's first blocks, remembered across connections ---------------
+
+
+def _opening_blocks(rng: random.Random) -> List[Any]:
+    """A connection's first header lists, from a small pool so that connections share them."""
+    first = [list(REQUEST), [*REQUEST, (b"grpc-timeout", b"20S")]][rng.randrange(2)]
+    lists: List[Any] = [first]
+    for _ in range(rng.randrange(1, 6)):
+        lists.append(rng.choice([list(REQUEST), [*REQUEST, (b"x-trace", b"1")],
+                                 [*REQUEST, (b"x-big", b"v" * 1500)]]))
+    return lists
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_new_connections_code_their_first_blocks_as_hpack_does(seed: int) -> None:
+    """Fresh coders (new connections) go through the same openings, with now and then a table
+    resized by SETTINGS (RFC 7541 §4.2), a resize inside a block (§6.3) or a corrupted block:
+    every block is coded exactly as plain hpack codes it, and the openings are remembered."""
+    rng = random.Random(seed)
+    header_memo._OPENING_DECODED.clear()
+    header_memo._OPENING_ENCODED.clear()
+    replayed = 0
+    for _ in range(150):
+        plain_encoder, memo_encoder = Encoder(), MemoEncoder()
+        sender, plain, memo = Encoder(), Decoder(), MemoDecoder(65536, 4096)
+        if rng.random() < 0.1:
+            plain_encoder.header_table_size = memo_encoder.header_table_size = 1024
+        if rng.random() < 0.1:
+            sender.header_table_size = 2048  # the next block starts with a size update
+        for headers in _opening_blocks(rng):
+            block = memo_encoder.encode(list(headers))
+            assert block == plain_encoder.encode(headers)
+            sent = sender.encode(headers)
+            if rng.random() < 0.03:
+                broken = bytearray(sent)
+                broken[rng.randrange(len(broken))] = rng.randrange(256)
+                assert _decode_or_error(memo, bytes(broken)) == _decode_or_error(
+                    plain, bytes(broken))
+                break  # the connection ends with the error
+            changes = memo.header_table.changes
+            decoded = _decode_or_error(memo, sent)
+            assert decoded == _decode_or_error(plain, sent)
+            table = memo.header_table
+            assert list(table.dynamic_entries) == list(plain.header_table.dynamic_entries)
+            assert list(memo_encoder.header_table.dynamic_entries) == list(
+                plain_encoder.header_table.dynamic_entries)
+            replayed += table.changes > changes and table.lineage is not None
+    assert replayed > 50
+    assert len(header_memo._OPENING_DECODED) <= header_memo.OPENING_SIZE
+
+
+def test_a_short_block_standing_for_a_long_list_is_not_kept() -> None:
+    """A block that indexes one large entry again and again decodes to far more than it
+    weighs: the opening memory keeps no such list (it would hold what the client chose)."""
+    header_memo._OPENING_DECODED.clear()
+    sender = Encoder()
+    fields = [(b"x-large", b"v" * 400)] * 100
+    block = sender.encode(fields)
+    assert len(block) <= header_memo.OPENING_BLOCK_SIZE
+    for _ in range(2):
+        assert MemoDecoder(1 << 20, 4096).decode(block, raw=True) == fields
+    assert not header_memo._OPENING_DECODED
+
+
+def test_the_same_bytes_after_different_openings_decode_apart() -> None:
+    """An index into the dynamic table (RFC 7541 §2.3.3) means what the blocks before it added:
+    the opening memory remembers a block with those blocks, not alone."""
+    for name in (b"x-a", b"x-b", b"x-a"):
+        sender, memo = Encoder(), MemoDecoder(65536, 4096)
+        assert memo.decode(sender.encode([(name, b"1")]), raw=True) == [(name, b"1")]
+        again = sender.encode([(name, b"1")])
+        assert again == b"\xbe"  # the first dynamic entry, the same bytes on both connections
+        assert memo.decode(again, raw=True) == [(name, b"1")]

@@ -1,13 +1,14 @@
 """HPACK coding remembered while the dynamic table stands still: the same block, the same bytes.
 
-Once a connection is warm, a client sends the same request header block for every call of a
-method and receives the same response headers and trailers back, each field of them an index
+Once a connection is warm, the server receives the same request header block for every call of
+a method and sends the same response headers and trailers back, each field of them an index
 into the HPACK tables (RFC 7541 §6.1).  Coding such a block changes nothing (RFC 7541 §3.2:
 only the literal representations "with incremental indexing", RFC 7541 §6.2.1, and dynamic
 table size updates, RFC 7541 §6.3, touch the dynamic table), so its result depends on the
 block and the table alone, and
 ``hpack`` would redo the same work for every call: for a unary call on a warm connection, a
-fifth of what h2 spends on the client side.
+fifth of what h2 spent on the client side when the client ran on h2 (the client's own
+connection, :mod:`minigrpc.client_http2`, remembers its blocks the same way).
 
 :class:`MemoEncoder` and :class:`MemoDecoder` are ``hpack``'s encoder and decoder with a small
 memory of the blocks whose coding left the table unchanged, valid while it stays so: every

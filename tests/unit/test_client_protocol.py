@@ -697,3 +697,18 @@ def test_a_non_http2_answer_is_not_retryable() -> None:
     client.start_call(call)
     client.receive_data(b"HTTP/1.1 400 Bad Request\r\n\r\n")
     assert call.status is not None and not call.retryable
+
+
+def test_exhausted_stream_ids_end_the_call_retryable_and_drain_the_connection() -> None:
+    """RFC 9113 §5.1.1: a client that runs out of stream identifiers opens a new connection;
+    the call never started here, so it may be retried there."""
+    peer = MemoryServer()
+    assert peer.start(make_call(b"a")) == 1
+    peer.client.conn.next_stream_id = 2**31 + 1  # as after 2^30 calls
+    call = make_call(b"b")
+    events = peer.client.start_call(call)
+    assert [type(event) for event in events] == [CallFinished]
+    assert call.status is not None and call.status.code == StatusCode.UNAVAILABLE
+    assert call.retryable and call.stream_id == 0
+    assert peer.client.draining and not peer.client.can_start_call()
+    assert peer.client.data_to_send() == b""

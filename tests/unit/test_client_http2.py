@@ -518,7 +518,7 @@ def test_a_stream_window_overflow_is_a_stream_error() -> None:
 
 @pytest.mark.parametrize("on_stream", [True, False])
 def test_data_beyond_our_windows_is_a_flow_control_error(on_stream: bool) -> None:
-    stream_window, connection_window = (1000, 65535) if on_stream else (65535, 65535)
+    stream_window, connection_window = (1000, 65535) if on_stream else (1 << 20, 65535)
     peer = Peer(stream_window=stream_window, connection_window=connection_window,
                 max_frame_size=16384)
     sid = peer.open()

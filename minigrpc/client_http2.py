@@ -10,236 +10,74 @@ through either.  It does only what a gRPC client needs, which is less than a gen
 endpoint, and it does it per frame without the event, frame and state-machine objects a
 general library builds for every frame.
 
-What it implements:
+The rules both ends share (stream states, flow control both ways, SETTINGS, header-block
+assembly, PING, GOAWAY, RST_STREAM) are :class:`minigrpc.connection_core.ConnectionCore`'s.
+What is the client's:
 
-* streams: odd identifiers in increasing order (RFC 9113 §5.1.1; :class:`StreamIDsExhausted`
-  past 2^31-1), and their states (RFC 9113 §5.1): open, half-closed either way, closed by
-  END_STREAM both ways or by RST_STREAM either way.  A frame on a stream we never opened (idle)
-  is a connection error of type PROTOCOL_ERROR; on a stream closed by our RST_STREAM it is
-  ignored; on one the peer reset, a stream error of type STREAM_CLOSED; after the peer's
-  END_STREAM, DATA and HEADERS are a connection error of type STREAM_CLOSED.  WINDOW_UPDATE,
-  RST_STREAM and PRIORITY on a closed stream are ignored (RFC 9113 §5.1, "closed").  Closed
-  streams are remembered for :data:`CLOSED_STREAMS_KEPT` streams; an older one reads as
-  reset by us.
-* flow control both ways (RFC 9113 §5.2, §6.9): the peer's windows limit what is sent; a
-  WINDOW_UPDATE that takes a window past 2^31-1 is a connection error on stream 0 and a stream
-  error on a stream (RFC 9113 §6.9.1), both FLOW_CONTROL_ERROR; a new INITIAL_WINDOW_SIZE
-  moves every open stream's window by the difference (RFC 9113 §6.9.2).  Received DATA counts
-  against the windows we advertised, DATA beyond them is a connection error of type
-  FLOW_CONTROL_ERROR, and consumed bytes go back with WINDOW_UPDATE once half a window is used
-  (:func:`minigrpc.frames.window_update_due`, the one-shot client's policy).
-* SETTINGS (RFC 9113 §6.5): ours in the preface (ENABLE_PUSH 0); the peer's applied in order,
-  checked (:func:`minigrpc.frames.setting_error`) and acknowledged: MAX_FRAME_SIZE for what we
-  send, MAX_CONCURRENT_STREAMS and MAX_HEADER_LIST_SIZE for the caller, HEADER_TABLE_SIZE for
-  the HPACK encoder (a lower size is announced, RFC 7541 §4.2).
-* header blocks: HEADERS and CONTINUATION assembled with nothing in between (RFC 9113 §6.10),
-  padding and priority fields dropped, decoded in order with one dynamic table (RFC 7541 §2.2)
-  and the header-list limit we advertised; 1xx informational responses are skipped (RFC 9110
-  §15.2); a second block must end the stream (trailers, RFC 9113 §8.1).  Validating what a
-  block says is the caller's (:func:`minigrpc.headers.malformed_response`): a malformed block
-  is a stream error there (RFC 9113 §8.1.1).
-* PING answered (RFC 9113 §6.7), GOAWAY reported (RFC 9113 §6.8) without closing anything (the
-  caller decides which calls go on), RST_STREAM both ways (RFC 9113 §6.4), PRIORITY and frames
-  of unknown types ignored (RFC 9113 §5.3.2, §5.5), PUSH_PROMISE a connection error (we refuse
-  push, RFC 9113 §8.4).
+* streams: opened by us, odd identifiers in increasing order (RFC 9113 §5.1.1;
+  :class:`StreamIDsExhausted` past 2^31-1): a frame on an even stream or one not opened yet is
+  on an idle stream.
+* the preface (RFC 9113 §3.4): ours is the magic, our SETTINGS (ENABLE_PUSH 0) and the
+  connection's WINDOW_UPDATE; the server's first frame must be SETTINGS.
+* request header blocks HPACK-coded without the dynamic table, the last few remembered.
+* response header blocks: 1xx informational responses are skipped (RFC 9110 §15.2); a second
+  block must end the stream (trailers, RFC 9113 §8.1).  Validating what a block says is the
+  caller's (:func:`minigrpc.headers.malformed_response`): a malformed block is a stream error
+  there (RFC 9113 §8.1.1).
 
 A connection error (RFC 9113 §5.4.1) is reported as the last event of the read,
 :class:`PeerConnectionError`, after the events of the frames before it; the GOAWAY with its code is
-queued already.  The frame-header checks that need no state (frame size, the server preface,
-floods) are :class:`minigrpc.http2.FrameSplitter`'s, ahead of this.
+queued already.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Sequence, Tuple
 
 from . import frames, hpack_codec, http2, status
-from .frames import (
-    ACK,
-    CONTINUATION,
-    DATA,
-    END_HEADERS,
-    END_STREAM,
-    GOAWAY,
-    HEADERS,
-    MAX_WINDOW,
-    PADDED,
-    PING,
-    PRIORITY_FLAG,
-    PUSH_PROMISE,
-    RST_STREAM,
-    SETTINGS,
-    WINDOW_UPDATE,
-    FrameError,
+from .connection_core import (
+    CLOSED_STREAMS_KEPT,
+    ConnectionCore,
+    ConnectionTerminated,
+    DataReceived,
+    Event,
+    PeerConnectionError,
+    ResponseReceived,
+    SettingsChanged,
+    Stream,
+    StreamEnded,
+    StreamReset,
+    TrailersReceived,
+    WindowUpdated,
+    _Failure,
 )
+from .frames import MAX_WINDOW
 from .headers import Header, find_header, outbound_fields
 
-#: How many closed streams are remembered, and how (RFC 9113 §5.1 treats frames on a closed
-#: stream by how it closed).
-CLOSED_STREAMS_KEPT = 1024
-_ENDED = 0  # END_STREAM both ways
-_RESET_BY_US = 1
-_RESET_BY_PEER = 2
-#: Encoded request header blocks remembered (a channel sends the same few again and again), and
-#: received blocks remembered with their fields (a server answers the same few).
+__all__ = [
+    "CLOSED_STREAMS_KEPT",
+    "ClientHTTP2Connection",
+    "ConnectionTerminated",
+    "DataReceived",
+    "Event",
+    "PeerConnectionError",
+    "ResponseReceived",
+    "SettingsChanged",
+    "Stream",
+    "StreamEnded",
+    "StreamIDsExhausted",
+    "StreamReset",
+    "TrailersReceived",
+    "WindowUpdated",
+]
+
+#: Encoded request header blocks remembered (a channel sends the same few again and again).
 _ENCODED_KEPT = 64
-_DECODED_KEPT = 16
-#: Unbounded until the peer's SETTINGS say otherwise (RFC 9113 §6.5.2).
-_UNLIMITED = 2**32
 
 
 class StreamIDsExhausted(Exception):
     """No stream identifier is left on this connection (RFC 9113 §5.1.1): open a new one."""
 
 
-# -- events -------------------------------------------------------------------------------------
-
-
-class ResponseReceived:
-    """A stream's response header block (``stream_ended``: Trailers-Only, END_STREAM on it)."""
-
-    __slots__ = ("headers", "stream_ended", "stream_id")
-
-    def __init__(self, stream_id: int, headers: List[Header], stream_ended: bool) -> None:
-        self.stream_id = stream_id
-        self.headers = headers
-        self.stream_ended = stream_ended
-
-
-class TrailersReceived:
-    """A stream's trailers (a second header block, with END_STREAM)."""
-
-    __slots__ = ("headers", "stream_id")
-
-    def __init__(self, stream_id: int, headers: List[Header]) -> None:
-        self.stream_id = stream_id
-        self.headers = headers
-
-
-class DataReceived:
-    """A DATA frame's payload; ``flow_controlled_length`` counts its padding too (RFC 9113 §6.9)."""
-
-    __slots__ = ("data", "flow_controlled_length", "stream_id")
-
-    def __init__(self, stream_id: int, data: bytes, flow_controlled_length: int) -> None:
-        self.stream_id = stream_id
-        self.data = data
-        self.flow_controlled_length = flow_controlled_length
-
-
-class StreamEnded:
-    """The peer ended its side of the stream (END_STREAM)."""
-
-    __slots__ = ("stream_id",)
-
-    def __init__(self, stream_id: int) -> None:
-        self.stream_id = stream_id
-
-
-class StreamReset:
-    """The stream was reset: by the peer (``remote_reset``), or by us for its stream error."""
-
-    __slots__ = ("error_code", "remote_reset", "stream_id")
-
-    def __init__(self, stream_id: int, error_code: int, remote_reset: bool) -> None:
-        self.stream_id = stream_id
-        self.error_code = error_code
-        self.remote_reset = remote_reset
-
-
-class WindowUpdated:
-    """The peer opened a send window: a stream's, or the connection's (``stream_id`` 0)."""
-
-    __slots__ = ("stream_id",)
-
-    def __init__(self, stream_id: int) -> None:
-        self.stream_id = stream_id
-
-
-class SettingsChanged:
-    """The peer's SETTINGS were applied (and acknowledged)."""
-
-    __slots__ = ()
-
-
-class ConnectionTerminated:
-    """The peer sent GOAWAY (RFC 9113 §6.8)."""
-
-    __slots__ = ("additional_data", "error_code", "last_stream_id")
-
-    def __init__(self, error_code: int, last_stream_id: int, additional_data: bytes) -> None:
-        self.error_code = error_code
-        self.last_stream_id = last_stream_id
-        self.additional_data = additional_data
-
-
-class PeerConnectionError:
-    """A connection error in what the peer sent (RFC 9113 §5.4.1); GOAWAY is queued, and
-    nothing after it was read."""
-
-    __slots__ = ("error_code", "reason")
-
-    def __init__(self, error_code: int, reason: str) -> None:
-        self.error_code = error_code
-        self.reason = reason
-
-
-Event = Union[
-    ResponseReceived,
-    TrailersReceived,
-    DataReceived,
-    StreamEnded,
-    StreamReset,
-    WindowUpdated,
-    SettingsChanged,
-    ConnectionTerminated,
-    PeerConnectionError,
-]
-
-
-class Stream:
-    """One stream we opened: its windows and which sides have ended."""
-
-    __slots__ = (
-        "advertised",
-        "inbound_flow_control_window",
-        "local_ended",
-        "outbound_window",
-        "owed",
-        "remote_ended",
-        "response_received",
-    )
-
-    def __init__(self, outbound_window: int, inbound_window: int) -> None:
-        #: What we may still send (the peer's window for the stream).
-        self.outbound_window = outbound_window
-        #: What the peer may still send, and what we last advertised in all.
-        self.inbound_flow_control_window = inbound_window
-        self.advertised = inbound_window
-        #: Consumed bytes not yet returned with WINDOW_UPDATE.
-        self.owed = 0
-        self.local_ended = False
-        self.remote_ended = False
-        self.response_received = False
-
-    @property
-    def open(self) -> bool:
-        """The peer may still send on it (so returning window to it makes sense)."""
-        return not self.remote_ended
-
-    @property
-    def closed(self) -> bool:
-        """Never true while the stream is in :attr:`ClientHTTP2Connection.streams`."""
-        return self.local_ended and self.remote_ended
-
-
-class _Failure(Exception):
-    """A connection error found while reading (turned into :class:`PeerConnectionError`)."""
-
-    def __init__(self, error_code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.error_code = error_code
-
-
-class ClientHTTP2Connection:
+class ClientHTTP2Connection(ConnectionCore):
     """A client's HTTP/2 connection state, without I/O (see the module docstring).
 
     :meth:`initiate` queues the preface; :meth:`receive_data` takes the bytes read and returns
@@ -254,45 +92,15 @@ class ClientHTTP2Connection:
         max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
         max_header_list_size: int = http2.CONNECTION_MAX_HEADER_LIST_SIZE,
     ) -> None:
-        self._out: List[bytes] = []
-        #: The streams that are not closed yet, by identifier.
-        self.streams: Dict[int, Stream] = {}
-        self._closed: Dict[int, int] = {}
+        super().__init__(
+            stream_window=stream_window,
+            connection_window=connection_window,
+            max_frame_size=max_frame_size,
+            max_header_list_size=max_header_list_size,
+        )
         #: The identifier of the next stream to open (RFC 9113 §5.1.1: odd, increasing).
         self.next_stream_id = 1
-        # What the peer's SETTINGS say (RFC 9113 §6.5.2 defaults until they arrive).
-        self._peer_initial_window = frames.INITIAL_WINDOW
-        self.max_outbound_frame_size = frames.INITIAL_MAX_FRAME_SIZE
-        self.peer_max_concurrent_streams = _UNLIMITED
-        self.peer_max_header_list_size: Optional[int] = None
-        #: The connection window the peer grants us.
-        self.outbound_flow_control_window = frames.INITIAL_WINDOW
-        # What we advertise.
-        self._stream_window = stream_window
-        self._connection_window = connection_window
-        self._max_frame_size = max_frame_size
-        self._max_header_list_size = max_header_list_size
-        self.inbound_flow_control_window = connection_window
-        self._advertised = connection_window
-        self._owed = 0
-        self._encoder = hpack_codec.Encoder()
         self._encoded: Dict[Tuple[Header, ...], bytes] = {}
-        self._decoder = hpack_codec.Decoder(hpack_codec.DEFAULT_TABLE_SIZE, max_header_list_size)
-        self._decoded: Dict[bytes, List[Header]] = {}
-        self._decoded_generation = 0
-        # A header block being assembled: its stream, flags and fragments (RFC 9113 §6.10).
-        self._block: Optional[List[bytes]] = None
-        self._block_stream = 0
-        self._block_end_stream = False
-        # The frame header still expected first, what the current header block has grown to,
-        # and a partial frame: its pieces, their size, and the size that makes it whole.
-        self._expect_settings = True
-        self._block_bytes = 0
-        self._pending: List[bytes] = []
-        self._pending_size = 0
-        self._needed = 0
-        #: Set once we sent GOAWAY: nothing more is read.
-        self.closed = False
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -315,14 +123,6 @@ class ClientHTTP2Connection:
         if self._connection_window > frames.INITIAL_WINDOW:
             increment = self._connection_window - frames.INITIAL_WINDOW
             self._out.append(frames.window_update_frame(0, increment))
-
-    def data_to_send(self) -> bytes:
-        """Every byte queued since the last call, in order."""
-        out = self._out
-        if not out:
-            return b""
-        self._out = []
-        return out[0] if len(out) == 1 else b"".join(out)
 
     @property
     def open_outbound_streams(self) -> int:
@@ -361,289 +161,35 @@ class ClientHTTP2Connection:
             frames.header_frames(stream_id, block, self.max_outbound_frame_size, end_stream)
         )
 
-    def local_flow_control_window(self, stream_id: int) -> int:
-        """What may be sent on the stream now: the smaller of its window and the connection's."""
-        stream = self.streams.get(stream_id)
-        if stream is None or stream.local_ended:
-            return 0
-        window = stream.outbound_window
-        connection = self.outbound_flow_control_window
-        return window if window < connection else connection
+    # -- what the role says -------------------------------------------------------------------
 
-    def send_data(
-        self, stream_id: int, data: Union[bytes, memoryview], end_stream: bool = False
+    def _idle(self, stream_id: int) -> bool:
+        """Even streams are the server's, which cannot open any (push is refused); odd ones
+        from :attr:`next_stream_id` on are not opened yet (RFC 9113 §5.1.1)."""
+        return not stream_id % 2 or stream_id >= self.next_stream_id
+
+    def _first_frame_error(self, header: bytes) -> Exception:
+        return http2.ServerPrefaceError(
+            f"first frame received is not a SETTINGS frame ({header!r})"
+        )
+
+    def _limit_table_size(self, value: int) -> None:
+        """The blocks remembered were coded for the table size before (RFC 7541 §4.2)."""
+        super()._limit_table_size(value)
+        self._encoded.clear()
+
+    def _on_block(
+        self, stream_id: int, block: List[Header], end_stream: bool, events: List[Event]
     ) -> None:
-        """One DATA frame; the caller keeps to :meth:`local_flow_control_window` and
-        :attr:`max_outbound_frame_size` (RFC 9113 §6.9.1, §4.2)."""
-        stream = self.streams[stream_id]
-        size = len(data)
-        stream.outbound_window -= size
-        self.outbound_flow_control_window -= size
-        self._out.append(frames.data_frame(stream_id, data, end_stream))
-        if end_stream:
-            self._end_local(stream_id, stream)
-
-    def end_stream(self, stream_id: int) -> None:
-        """END_STREAM on an empty DATA frame."""
-        self.send_data(stream_id, b"", end_stream=True)
-
-    def _end_local(self, stream_id: int, stream: Stream) -> None:
-        stream.local_ended = True
-        if stream.remote_ended:
-            self._close(stream_id, _ENDED)
-
-    def reset_stream(self, stream_id: int, error_code: int = 0) -> None:
-        """RST_STREAM (RFC 9113 §6.4) on a stream that is not closed; frames the peer sent
-        before it are ignored when they arrive (RFC 9113 §5.1, "closed")."""
-        if stream_id in self.streams:
-            self._out.append(frames.rst_stream_frame(stream_id, error_code))
-            self._close(stream_id, _RESET_BY_US)
-
-    def close_connection(self, error_code: int = 0) -> None:
-        """GOAWAY (RFC 9113 §6.8) with ``error_code``, once; nothing more is read after it.
-        The peer opens no streams on a client connection, so the last stream id is 0."""
-        if not self.closed:
-            self.closed = True
-            self._out.append(frames.goaway_frame(0, error_code))
-
-    def _close(self, stream_id: int, how: int) -> None:
-        del self.streams[stream_id]
-        closed = self._closed
-        if len(closed) >= CLOSED_STREAMS_KEPT:
-            del closed[next(iter(closed))]
-        closed[stream_id] = how
-
-    # -- flow control of what we receive ----------------------------------------------------
-
-    def acknowledge_received_data(self, size: int, stream_id: int) -> None:
-        """``size`` bytes of DATA on ``stream_id`` were consumed: return them to the peer, in
-        WINDOW_UPDATEs sent once half a window is used (:func:`minigrpc.frames.window_update_due`).
-        The connection's share is returned even when the stream is gone (RFC 9113 §6.9)."""
-        self._owed += size
-        if frames.window_update_due(self.inbound_flow_control_window, self._owed, self._advertised):
-            self._out.append(frames.window_update_frame(0, self._owed))
-            self.inbound_flow_control_window += self._owed
-            self._owed = 0
-        stream = self.streams.get(stream_id)
-        if stream is not None and not stream.remote_ended:
-            stream.owed += size
-            if frames.window_update_due(
-                stream.inbound_flow_control_window, stream.owed, stream.advertised
-            ):
-                self._out.append(frames.window_update_frame(stream_id, stream.owed))
-                stream.inbound_flow_control_window += stream.owed
-                stream.owed = 0
-
-    def increment_flow_control_window(
-        self, increment: int, stream_id: Optional[int] = None
-    ) -> None:
-        """Grant the peer ``increment`` more bytes at once: on the connection, or on a stream
-        that may still send.  A grant that would pass 2^31-1 (RFC 9113 §6.9.1) is not made."""
-        if not stream_id:
-            if self.inbound_flow_control_window + increment > MAX_WINDOW:
-                return
-            self.inbound_flow_control_window += increment
-            self._advertised = max(self._advertised, self.inbound_flow_control_window)
-            self._out.append(frames.window_update_frame(0, increment))
-            return
-        stream = self.streams.get(stream_id)
-        if stream is None or stream.remote_ended:
-            return
-        if stream.inbound_flow_control_window + increment > MAX_WINDOW:
-            return
-        stream.inbound_flow_control_window += increment
-        stream.advertised = max(stream.advertised, stream.inbound_flow_control_window)
-        self._out.append(frames.window_update_frame(stream_id, increment))
-
-    # -- receiving ----------------------------------------------------------------------------
-
-    def receive_data(self, data: bytes) -> List[Event]:
-        """The events of every whole frame in ``data`` (and what earlier reads left over).
-
-        Each frame header is checked as soon as its 9 octets are in, before its body is
-        waited for: the server's first frame must be SETTINGS (its preface, RFC 9113 §3.4; a
-        peer that answers ``HTTP/1.1 400`` would otherwise announce a 4.7 MB frame and be
-        waited for), no frame may exceed the MAX_FRAME_SIZE we advertised (RFC 9113 §4.2),
-        and a header block may not grow past :data:`minigrpc.http2.MAX_HEADER_BLOCK` before
-        END_HEADERS (a CONTINUATION flood).  A partial frame is kept in pieces and joined
-        once it is whole, so a large frame that arrives over many reads is copied once.
-        """
-        events: List[Event] = []
-        if self.closed:
-            return events
-        if self._pending:
-            self._pending.append(data)
-            self._pending_size += len(data)
-            if self._pending_size < self._needed:
-                return events
-            data = b"".join(self._pending)
-            self._pending = []
-        size = len(data)
-        pos = 0
-        needed = 0
-        try:
-            while True:
-                if size - pos < 9:
-                    needed = 9
-                    break
-                length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
-                kind = data[pos + 3]
-                if self._expect_settings:
-                    self._expect_settings = False
-                    if kind != SETTINGS or length % 6:
-                        raise http2.ServerPrefaceError(
-                            f"first frame received is not a SETTINGS frame "
-                            f"({bytes(data[pos : pos + 9])!r})"
-                        )
-                if length > self._max_frame_size:
-                    raise http2.FrameSizeError(length, self._max_frame_size)
-                if kind == HEADERS or kind == CONTINUATION or kind == PUSH_PROMISE:
-                    grown = length + self._block_bytes if kind == CONTINUATION else length
-                    if grown > http2.MAX_HEADER_BLOCK:
-                        raise http2.HeaderBlockTooLarge(
-                            f"a header block exceeds {http2.MAX_HEADER_BLOCK} bytes before "
-                            "END_HEADERS (CONTINUATION flood)"
-                        )
-                end = pos + 9 + length
-                if end > size:
-                    needed = 9 + length
-                    break
-                flags = data[pos + 4]
-                stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
-                if self._block is not None and kind != CONTINUATION:
-                    raise _Failure(status.PROTOCOL_ERROR, "a frame inside a header block")
-                if kind == DATA and not flags & PADDED and stream_id:
-                    self._on_data(stream_id, data[pos + 9 : end], length, flags, events)
-                elif kind == HEADERS and not flags & (PADDED | PRIORITY_FLAG) and stream_id:
-                    self._block_bytes = length
-                    self._on_headers(stream_id, data[pos + 9 : end], flags, events)
-                elif kind == PING and length == 8 and not stream_id:
-                    if not flags & ACK:  # RFC 9113 §6.7
-                        self._out.append(frames.ping_ack(data[pos + 9 : end]))
-                elif kind == WINDOW_UPDATE and length == 4 and (
-                    data[pos + 9] & 0x7F or data[pos + 10] or data[pos + 11] or data[pos + 12]
-                ):  # an increment of 0 is a PROTOCOL_ERROR (RFC 9113 §6.9): the parser's
-                    increment = int.from_bytes(data[pos + 9 : end], "big") & 0x7FFFFFFF
-                    self._on_window_update(stream_id, increment, events)
-                else:
-                    if kind == HEADERS or kind == CONTINUATION:
-                        self._block_bytes = grown
-                    self._frame(data[pos : pos + 9], data[pos + 9 : end], events)
-                pos = end
-        except (_Failure, FrameError) as exc:
-            self.close_connection(exc.error_code)
-            events.append(PeerConnectionError(exc.error_code, str(exc)))
-            return events
-        if pos < size:
-            self._pending = [data[pos:]]
-            self._pending_size = size - pos
-            self._needed = needed
-        return events
-
-    def _frame(self, header: bytes, payload: bytes, events: List[Event]) -> None:
-        """Any frame but an unpadded DATA or HEADERS frame on a stream."""
-        try:
-            frame = frames.parse_frame(header, payload)
-        except FrameError as exc:
-            raise _Failure(exc.error_code, f"invalid frame: {exc}") from None
-        kind = frame.type
-        if kind == DATA:
-            self._on_data(frame.stream_id, frame.data, frame.flow_controlled_length,
-                          frame.flags, events)
-        elif kind == HEADERS:
-            self._on_headers(frame.stream_id, frame.data, frame.flags, events)
-        elif kind == CONTINUATION:
-            if self._block is None or frame.stream_id != self._block_stream:
-                raise _Failure(status.PROTOCOL_ERROR, "CONTINUATION without a header block")
-            self._block.append(frame.data)
-            if frame.flags & END_HEADERS:
-                self._end_block(events)
-        elif kind == SETTINGS:
-            if not frame.flags & ACK:
-                self._on_settings(frame.settings, events)
-        elif kind == WINDOW_UPDATE:
-            self._on_window_update(frame.stream_id, frame.window_increment, events)
-        elif kind == PING:
-            if not frame.flags & ACK:
-                self._out.append(frames.ping_ack(frame.data))
-        elif kind == RST_STREAM:
-            self._on_reset(frame.stream_id, frame.error_code, events)
-        elif kind == GOAWAY:
-            events.append(ConnectionTerminated(frame.error_code, frame.last_stream_id, frame.data))
-        elif kind == PUSH_PROMISE:
-            raise _Failure(status.PROTOCOL_ERROR, "PUSH_PROMISE received with push disabled")
-        # PRIORITY (deprecated, RFC 9113 §5.3.2) and frames of unknown types (RFC 9113 §5.5)
-        # are ignored.
-
-    def _stream(self, stream_id: int, kind: str, events: List[Event]) -> Optional[Stream]:
-        """The open stream a DATA or HEADERS frame is for, or None when the frame is to be
-        dropped (RFC 9113 §5.1); raises for a connection error, resets for a stream error."""
-        stream = self.streams.get(stream_id)
-        if stream is not None:
-            if stream.remote_ended:
-                # Half-closed (remote): a stream error (RFC 9113 §5.1).
-                self._out.append(frames.rst_stream_frame(stream_id, status.STREAM_CLOSED))
-                self._close(stream_id, _RESET_BY_US)
-                events.append(StreamReset(stream_id, status.STREAM_CLOSED, False))
-                return None
-            return stream
-        if not stream_id % 2 or stream_id >= self.next_stream_id:
-            raise _Failure(status.PROTOCOL_ERROR, f"{kind} on stream {stream_id}, never opened")
-        how = self._closed.get(stream_id, _RESET_BY_US)
-        if how == _ENDED:
-            raise _Failure(status.STREAM_CLOSED, f"{kind} on stream {stream_id} after it ended")
-        if how == _RESET_BY_PEER:
-            self._out.append(frames.rst_stream_frame(stream_id, status.STREAM_CLOSED))
-        return None
-
-    def _on_data(
-        self, stream_id: int, data: bytes, length: int, flags: int, events: List[Event]
-    ) -> None:
-        if length > self.inbound_flow_control_window:
-            raise _Failure(status.FLOW_CONTROL_ERROR, "DATA beyond the connection window")
-        self.inbound_flow_control_window -= length
-        stream = self._stream(stream_id, "DATA", events)
-        if stream is None:
-            if length:  # the connection window is spent all the same (RFC 9113 §6.9)
-                self.acknowledge_received_data(length, 0)
-            return
-        if length > stream.inbound_flow_control_window:
-            raise _Failure(status.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
-        stream.inbound_flow_control_window -= length
-        events.append(DataReceived(stream_id, data, length))
-        if flags & END_STREAM:
-            self._end_remote(stream_id, stream, events)
-
-    def _end_remote(self, stream_id: int, stream: Stream, events: List[Event]) -> None:
-        stream.remote_ended = True
-        events.append(StreamEnded(stream_id))
-        if stream.local_ended:
-            self._close(stream_id, _ENDED)
-
-    def _on_headers(self, stream_id: int, fragment: bytes, flags: int, events: List[Event]) -> None:
-        self._block = [fragment]
-        self._block_stream = stream_id
-        self._block_end_stream = bool(flags & END_STREAM)
-        if flags & END_HEADERS:
-            self._end_block(events)
-
-    def _end_block(self, events: List[Event]) -> None:
-        """A whole header block: decode it whatever its stream (the dynamic table must follow
-        every block, RFC 7541 §2.2), then act on it as response headers or trailers."""
-        assert self._block is not None
-        fragments, self._block = self._block, None
-        encoded = fragments[0] if len(fragments) == 1 else b"".join(fragments)
-        block = self._decode(encoded)
-        stream_id = self._block_stream
-        end_stream = self._block_end_stream
+        """Response headers, or trailers (RFC 9113 §8.1)."""
         stream = self._stream(stream_id, "HEADERS", events)
         if stream is None:
             return
-        if not stream.response_received:
+        if not stream.headers_received:
             code = find_header(block, b":status")
             if code is not None and code[:1] == b"1" and not end_stream:
                 return  # 1xx: informational, the response headers follow (RFC 9110 §15.2)
-            stream.response_received = True
+            stream.headers_received = True
             events.append(ResponseReceived(stream_id, block, end_stream))
         elif not end_stream:
             raise _Failure(status.PROTOCOL_ERROR, "trailers without END_STREAM")
@@ -651,89 +197,3 @@ class ClientHTTP2Connection:
             events.append(TrailersReceived(stream_id, block))
         if end_stream:
             self._end_remote(stream_id, stream, events)
-
-    def _decode(self, encoded: bytes) -> List[Header]:
-        """The fields of one header block (RFC 7541 §3).
-
-        A warm connection receives the same few blocks again and again, each made of
-        references to the tables only (RFC 7541 §6.1): such a block decodes to the same fields
-        for as long as the dynamic table does not change, so its fields are remembered until
-        it does (:attr:`minigrpc.hpack_codec.Decoder.generation`).
-        """
-        decoder = self._decoder
-        generation = decoder.generation
-        if generation != self._decoded_generation:
-            self._decoded.clear()
-            self._decoded_generation = generation
-        else:
-            fields = self._decoded.get(encoded)
-            if fields is not None:
-                return list(fields)
-        try:
-            fields = decoder.decode(encoded)
-        except hpack_codec.HeaderListTooLarge as exc:
-            raise _Failure(status.PROTOCOL_ERROR, str(exc)) from None
-        except hpack_codec.DecodingError as exc:
-            raise _Failure(status.COMPRESSION_ERROR, f"header block: {exc}") from None
-        if decoder.generation == generation:
-            if len(self._decoded) >= _DECODED_KEPT:
-                self._decoded.clear()
-            self._decoded[encoded] = list(fields)
-        return fields
-
-    def _on_settings(self, settings: List[Tuple[int, int]], events: List[Event]) -> None:
-        """Apply the peer's SETTINGS in order (RFC 9113 §6.5.3) and acknowledge them."""
-        for setting, value in settings:
-            error = frames.setting_error(setting, value)
-            if error is not None:
-                raise _Failure(*error)
-            if setting == frames.INITIAL_WINDOW_SIZE:
-                delta = value - self._peer_initial_window
-                self._peer_initial_window = value
-                for stream in self.streams.values():
-                    stream.outbound_window += delta
-                    if stream.outbound_window > MAX_WINDOW:
-                        raise _Failure(status.FLOW_CONTROL_ERROR, "a stream window over 2^31-1")
-            elif setting == frames.MAX_FRAME_SIZE:
-                self.max_outbound_frame_size = value
-            elif setting == frames.MAX_CONCURRENT_STREAMS:
-                self.peer_max_concurrent_streams = value
-            elif setting == frames.MAX_HEADER_LIST_SIZE:
-                self.peer_max_header_list_size = value
-            elif setting == frames.HEADER_TABLE_SIZE:
-                self._encoder.limit_table_size(value)
-                self._encoded.clear()
-        self._out.append(frames.settings_ack())
-        events.append(SettingsChanged())
-
-    def _on_window_update(self, stream_id: int, increment: int, events: List[Event]) -> None:
-        if not stream_id:
-            self.outbound_flow_control_window += increment
-            if self.outbound_flow_control_window > MAX_WINDOW:
-                raise _Failure(status.FLOW_CONTROL_ERROR, "connection window over 2^31-1")
-            events.append(WindowUpdated(0))
-            return
-        stream = self.streams.get(stream_id)
-        if stream is None:
-            if not stream_id % 2 or stream_id >= self.next_stream_id:
-                raise _Failure(
-                    status.PROTOCOL_ERROR, f"WINDOW_UPDATE on stream {stream_id}, never opened"
-                )
-            return  # closed: ignored
-        stream.outbound_window += increment
-        if stream.outbound_window > MAX_WINDOW:
-            # A stream error (RFC 9113 §6.9.1).
-            self._out.append(frames.rst_stream_frame(stream_id, status.FLOW_CONTROL_ERROR))
-            self._close(stream_id, _RESET_BY_US)
-            events.append(StreamReset(stream_id, status.FLOW_CONTROL_ERROR, False))
-            return
-        events.append(WindowUpdated(stream_id))
-
-    def _on_reset(self, stream_id: int, error_code: int, events: List[Event]) -> None:
-        if stream_id in self.streams:
-            self._close(stream_id, _RESET_BY_PEER)
-            events.append(StreamReset(stream_id, error_code, True))
-        elif not stream_id % 2 or stream_id >= self.next_stream_id:
-            raise _Failure(
-                status.PROTOCOL_ERROR, f"RST_STREAM on stream {stream_id}, never opened"
-            )

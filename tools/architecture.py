@@ -63,8 +63,9 @@ MODULES: Dict[str, Module] = {
     "frame_budget": Module(2, "the allowance of frames that do no work: flood limits"),
     "memory_budget": Module(2, "what the server may buffer, in all and per connection, at its "
                                "real cost"),
-    "client_http2": Module(2, "the client's end of an HTTP/2 connection, on minigrpc's frame "
-                              "and HPACK codecs"),
+    "connection_core": Module(2, "what both ends of an HTTP/2 connection keep alike, on "
+                                 "minigrpc's frame and HPACK codecs"),
+    "client_http2": Module(2, "the client's end of an HTTP/2 connection, on connection_core"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
     "oneshot_protocol": Module(2, "one unary call on its own connection, on minigrpc's own "
                                   "frame and HPACK codecs, without h2"),

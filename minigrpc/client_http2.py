@@ -3,8 +3,8 @@
 :class:`ClientHTTP2Connection` is what :mod:`minigrpc.client_protocol` (and so both the blocking
 client and :mod:`minigrpc.aio`) drives: bytes in, small event objects and bytes out, on
 minigrpc's own frame codec (:mod:`minigrpc.frames`) and HPACK codec (:mod:`minigrpc.hpack_codec`),
-the ones the one-shot client uses too.  Its methods are the part of h2's ``H2Connection`` that
-:mod:`minigrpc.protocol` calls on either side (the server still runs on h2), so the shared
+the ones the one-shot client uses too; the server's end is
+:class:`minigrpc.server_http2.ServerHTTP2Connection`, and :mod:`minigrpc.protocol`'s shared
 :class:`~minigrpc.protocol.Outbound` and :class:`~minigrpc.protocol.Inbound` write and credit
 through either.  It does only what a gRPC client needs, which is less than a general HTTP/2
 endpoint, and it does it per frame without the event, frame and state-machine objects a
@@ -30,7 +30,7 @@ A connection error (RFC 9113 §5.4.1) is reported as the last event of the read,
 queued already.
 """
 
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence
 
 from . import frames, hpack_codec, http2, status
 from .connection_core import (
@@ -40,6 +40,7 @@ from .connection_core import (
     DataReceived,
     Event,
     PeerConnectionError,
+    PingAcknowledged,
     ResponseReceived,
     SettingsChanged,
     Stream,
@@ -50,7 +51,7 @@ from .connection_core import (
     _Failure,
 )
 from .frames import MAX_WINDOW
-from .headers import Header, find_header, outbound_fields
+from .headers import Header, find_header
 
 __all__ = [
     "CLOSED_STREAMS_KEPT",
@@ -59,6 +60,7 @@ __all__ = [
     "DataReceived",
     "Event",
     "PeerConnectionError",
+    "PingAcknowledged",
     "ResponseReceived",
     "SettingsChanged",
     "Stream",
@@ -68,9 +70,6 @@ __all__ = [
     "TrailersReceived",
     "WindowUpdated",
 ]
-
-#: Encoded request header blocks remembered (a channel sends the same few again and again).
-_ENCODED_KEPT = 64
 
 
 class StreamIDsExhausted(Exception):
@@ -100,7 +99,6 @@ class ClientHTTP2Connection(ConnectionCore):
         )
         #: The identifier of the next stream to open (RFC 9113 §5.1.1: odd, increasing).
         self.next_stream_id = 1
-        self._encoded: Dict[Tuple[Header, ...], bytes] = {}
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -145,21 +143,9 @@ class ClientHTTP2Connection(ConnectionCore):
         if stream_id != self.next_stream_id:
             raise ValueError(f"stream {stream_id} is not the next stream to open")
         self.next_stream_id = stream_id + 2
-        key = tuple(headers)
-        block = self._encoded.get(key)
-        if block is None:
-            announcing = self._encoder.announcing
-            block = self._encoder.encode(outbound_fields(headers))
-            if not announcing:
-                if len(self._encoded) >= _ENCODED_KEPT:
-                    self._encoded.clear()
-                self._encoded[key] = block
         stream = Stream(self._peer_initial_window, self._stream_window)
-        stream.local_ended = end_stream
         self.streams[stream_id] = stream
-        self._out.extend(
-            frames.header_frames(stream_id, block, self.max_outbound_frame_size, end_stream)
-        )
+        self._queue_header_block(stream_id, stream, headers, end_stream)
 
     # -- what the role says -------------------------------------------------------------------
 
@@ -172,11 +158,6 @@ class ClientHTTP2Connection(ConnectionCore):
         return http2.ServerPrefaceError(
             f"first frame received is not a SETTINGS frame ({header!r})"
         )
-
-    def _limit_table_size(self, value: int) -> None:
-        """The blocks remembered were coded for the table size before (RFC 7541 §4.2)."""
-        super()._limit_table_size(value)
-        self._encoded.clear()
 
     def _on_block(
         self, stream_id: int, block: List[Header], end_stream: bool, events: List[Event]

@@ -219,7 +219,7 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         )
         # The connection checks each frame header itself (the server's preface, frame sizes,
         # header-block growth): no splitter in front of it.
-        super().__init__(conn, None, connection_window)
+        super().__init__(conn, connection_window)
         self.conn: ClientHTTP2Connection = conn
         self.max_receive_message_length = max_receive_message_length
         self._stream_window = stream_window
@@ -600,6 +600,9 @@ class ClientConnectionProtocol(protocol.ConnectionProtocol):
         call.retryable = call.retryable or retryable
         events.extend(self._finish(call, status))
 
+    def _on_ping_ack(self, event: client_http2.PingAcknowledged, events: List[CallEvent]) -> None:
+        """The client sends no PING of its own: an ACK answers nothing (RFC 9113 §6.7)."""
+
     def _on_goaway(
         self, event: client_http2.ConnectionTerminated, events: List[CallEvent]
     ) -> None:
@@ -666,6 +669,7 @@ _HANDLERS: Dict[type, Callable[[ClientConnectionProtocol, Any, List[CallEvent]],
     client_http2.StreamReset: ClientConnectionProtocol._on_reset,
     client_http2.WindowUpdated: ClientConnectionProtocol._on_window_updated,
     client_http2.SettingsChanged: ClientConnectionProtocol._on_settings,
+    client_http2.PingAcknowledged: ClientConnectionProtocol._on_ping_ack,
     client_http2.ConnectionTerminated: ClientConnectionProtocol._on_goaway,
     client_http2.PeerConnectionError: ClientConnectionProtocol._on_connection_error,
 }

@@ -38,7 +38,7 @@ A connection error (RFC 9113 §5.4.1) is reported as the last event of the read,
 is queued already.
 """
 
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import frames, hpack_codec, http2, status
 from .frames import (
@@ -52,6 +52,7 @@ from .frames import (
     MAX_WINDOW,
     PADDED,
     PING,
+    PRIORITY,
     PRIORITY_FLAG,
     PUSH_PROMISE,
     RST_STREAM,
@@ -59,7 +60,7 @@ from .frames import (
     WINDOW_UPDATE,
     FrameError,
 )
-from .headers import Header
+from .headers import Header, outbound_fields
 
 #: How many closed streams are remembered, and how (RFC 9113 §5.1 treats frames on a closed
 #: stream by how it closed).
@@ -69,11 +70,24 @@ _RESET_BY_US = 1
 _RESET_BY_PEER = 2
 #: Received blocks remembered with their fields (a peer sends the same few again and again).
 _DECODED_KEPT = 16
+#: Encoded header blocks remembered, likewise.
+_ENCODED_KEPT = 64
 #: Unbounded until the peer's SETTINGS say otherwise (RFC 9113 §6.5.2).
 _UNLIMITED = 2**32
 
 
 # -- events -------------------------------------------------------------------------------------
+
+
+class RequestReceived:
+    """A new stream's request header block (``stream_ended``: END_STREAM on it)."""
+
+    __slots__ = ("headers", "stream_ended", "stream_id")
+
+    def __init__(self, stream_id: int, headers: List[Header], stream_ended: bool) -> None:
+        self.stream_id = stream_id
+        self.headers = headers
+        self.stream_ended = stream_ended
 
 
 class ResponseReceived:
@@ -143,6 +157,15 @@ class SettingsChanged:
     __slots__ = ()
 
 
+class PingAcknowledged:
+    """The peer acknowledged one of our PINGs (RFC 9113 §6.7): its opaque data."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
 class ConnectionTerminated:
     """The peer sent GOAWAY (RFC 9113 §6.8)."""
 
@@ -156,16 +179,23 @@ class ConnectionTerminated:
 
 class PeerConnectionError:
     """A connection error in what the peer sent (RFC 9113 §5.4.1); GOAWAY is queued, and
-    nothing after it was read."""
+    nothing after it was read.  ``flood``: the peer spent the :attr:`ConnectionCore.allowance`
+    of frames that do no work (RFC 9113 §10.5); ``frame_type`` says which (None: empty
+    frames)."""
 
-    __slots__ = ("error_code", "reason")
+    __slots__ = ("error_code", "flood", "frame_type", "reason")
 
-    def __init__(self, error_code: int, reason: str) -> None:
+    def __init__(
+        self, error_code: int, reason: str, flood: bool = False, frame_type: Optional[int] = None
+    ) -> None:
         self.error_code = error_code
         self.reason = reason
+        self.flood = flood
+        self.frame_type = frame_type
 
 
 Event = Union[
+    RequestReceived,
     ResponseReceived,
     TrailersReceived,
     DataReceived,
@@ -173,6 +203,7 @@ Event = Union[
     StreamReset,
     WindowUpdated,
     SettingsChanged,
+    PingAcknowledged,
     ConnectionTerminated,
     PeerConnectionError,
 ]
@@ -183,6 +214,7 @@ class Stream:
 
     __slots__ = (
         "advertised",
+        "content_left",
         "headers_received",
         "inbound_flow_control_window",
         "local_ended",
@@ -203,6 +235,9 @@ class Stream:
         self.remote_ended = False
         #: The stream's first header block has been read.
         self.headers_received = False
+        #: What the peer's ``content-length`` says is still to come in DATA, or None
+        #: (RFC 9113 §8.1.1: a message whose DATA add up to anything else is malformed).
+        self.content_left: Optional[int] = None
 
     @property
     def open(self) -> bool:
@@ -223,6 +258,13 @@ class _Failure(Exception):
         self.error_code = error_code
 
 
+class _Flood(Exception):
+    """The read went past :attr:`ConnectionCore.allowance` (RFC 9113 §10.5)."""
+
+    def __init__(self, frame_type: Optional[int]) -> None:
+        super().__init__(frame_type)
+        self.frame_type = frame_type
+
 
 class ConnectionCore:
     """An HTTP/2 connection's state, without I/O, less what depends on its role (see the module
@@ -241,6 +283,8 @@ class ConnectionCore:
         connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
         max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
         max_header_list_size: int = http2.CONNECTION_MAX_HEADER_LIST_SIZE,
+        header_list_limit: Optional[int] = None,
+        max_header_block: int = http2.MAX_HEADER_BLOCK,
     ) -> None:
         self._out: List[bytes] = []
         #: The streams that are not closed yet, by identifier.
@@ -262,8 +306,15 @@ class ConnectionCore:
         self._advertised = connection_window
         self._owed = 0
         self._encoder = hpack_codec.Encoder()
-        self._decoder = hpack_codec.Decoder(hpack_codec.DEFAULT_TABLE_SIZE, max_header_list_size)
+        # The decoder's limit may lie above the one advertised: a role that enforces the
+        # advertised one per stream keeps the connection for a block between the two.
+        self._decoder = hpack_codec.Decoder(
+            hpack_codec.DEFAULT_TABLE_SIZE,
+            max_header_list_size if header_list_limit is None else header_list_limit,
+        )
+        self._max_header_block = max_header_block
         self._decoded: Dict[bytes, List[Header]] = {}
+        self._encoded: Dict[Tuple[Header, ...], bytes] = {}
         self._decoded_generation = 0
         # A header block being assembled: its stream, flags and fragments (RFC 9113 §6.10).
         self._block: Optional[List[bytes]] = None
@@ -276,6 +327,22 @@ class ConnectionCore:
         self._pending: List[bytes] = []
         self._pending_size = 0
         self._needed = 0
+        # A header block's priority field named its own stream (RFC 9113 §5.3.1).
+        self._block_self_dependent = False
+        #: Frames that ask for no work (PRIORITY, RST_STREAM, SETTINGS and PING but not their
+        #: ACKs, WINDOW_UPDATE on stream 0), by type, and empty ones (DATA without END_STREAM,
+        #: CONTINUATION without END_HEADERS), counted as they are read; whoever polices floods
+        #: (RFC 9113 §10.5) takes and clears them.  A flood read holds thousands, so with
+        #: :attr:`allowance` set the read stops at the first one past it, a
+        #: :class:`PeerConnectionError` with ``flood`` set, before the rest is decoded.
+        self.control_frames: Dict[int, int] = {}
+        self.empty_frames = 0
+        self.allowance: Optional[int] = None
+        #: How much one :meth:`receive_data` decodes, in frames, each counting one more per KiB
+        #: of body; or None.  The rest waits (:attr:`held`) for the next call: a server's way
+        #: to bound what one connection's read costs before it turns to the others.
+        self.pass_limit: Optional[int] = None
+        self._held = False
         #: Set once we sent GOAWAY: nothing more is read.
         self.closed = False
         #: The last stream the peer opened that we processed (our GOAWAY's last stream id).
@@ -317,6 +384,49 @@ class ConnectionCore:
         """END_STREAM on an empty DATA frame."""
         self.send_data(stream_id, b"", end_stream=True)
 
+    def _header_block(self, headers: Sequence[Header]) -> bytes:
+        """``headers`` HPACK-coded without adding to the dynamic table (RFC 7541 §6.2.2), so
+        the same header list always codes to the same bytes: those of the last few lists are
+        remembered (a connection sends the same few again and again)."""
+        key = tuple(headers)
+        block = self._encoded.get(key)
+        if block is None:
+            announcing = self._encoder.announcing
+            block = self._encoder.encode(outbound_fields(headers))
+            if not announcing:  # a block that announces a table size is sent once
+                if len(self._encoded) >= _ENCODED_KEPT:
+                    self._encoded.clear()
+                self._encoded[key] = block
+        return block
+
+    def _queue_header_block(
+        self, stream_id: int, stream: Stream, headers: Sequence[Header], end_stream: bool
+    ) -> None:
+        """HEADERS and CONTINUATION frames for ``headers`` on ``stream_id`` (RFC 9113 §6.2)."""
+        block = self._header_block(headers)
+        self._out.extend(
+            frames.header_frames(stream_id, block, self.max_outbound_frame_size, end_stream)
+        )
+        if end_stream:
+            self._end_local(stream_id, stream)
+
+    def ping(self, opaque_data: bytes) -> None:
+        """A PING (RFC 9113 §6.7); its ACK is a :class:`PingAcknowledged` event."""
+        self._out.append(frames.frame_bytes(PING, 0, 0, opaque_data))
+
+    def send_goaway(
+        self, last_stream_id: int, error_code: int = 0, debug_data: bytes = b""
+    ) -> None:
+        """A GOAWAY that does not end the connection here (RFC 9113 §6.8): the streams up to
+        ``last_stream_id`` go on, and what the peer sends is still read.  A graceful shutdown
+        sends two (PROTOCOL-HTTP2.md, GOAWAY Frame); :meth:`close_connection` ends it."""
+        self._out.append(frames.goaway_frame(last_stream_id, error_code, debug_data))
+
+    @property
+    def held(self) -> bool:
+        """Input is waiting past :attr:`pass_limit`: call :meth:`receive_data` again."""
+        return self._held
+
     def _end_local(self, stream_id: int, stream: Stream) -> None:
         stream.local_ended = True
         if stream.remote_ended:
@@ -329,19 +439,31 @@ class ConnectionCore:
             self._out.append(frames.rst_stream_frame(stream_id, error_code))
             self._close(stream_id, _RESET_BY_US)
 
-    def close_connection(self, error_code: int = 0) -> None:
+    def close_connection(self, error_code: int = 0, debug_data: bytes = b"") -> None:
         """GOAWAY (RFC 9113 §6.8) with ``error_code``, once; nothing more is read after it.
         Its last stream id is :attr:`last_peer_stream_id`."""
         if not self.closed:
             self.closed = True
-            self._out.append(frames.goaway_frame(self.last_peer_stream_id, error_code))
+            self._out.append(
+                frames.goaway_frame(self.last_peer_stream_id, error_code, debug_data)
+            )
 
     def _close(self, stream_id: int, how: int) -> None:
         del self.streams[stream_id]
+        self._remember_closed(stream_id, how)
+
+    def _remember_closed(self, stream_id: int, how: int) -> None:
         closed = self._closed
         if len(closed) >= CLOSED_STREAMS_KEPT:
             del closed[next(iter(closed))]
         closed[stream_id] = how
+
+    def _stream_error(self, stream_id: int, error_code: int, events: List[Event]) -> None:
+        """A stream error on an open stream (RFC 9113 §5.4.2): RST_STREAM, and the stream is
+        closed; the connection goes on."""
+        self._out.append(frames.rst_stream_frame(stream_id, error_code))
+        self._close(stream_id, _RESET_BY_US)
+        events.append(StreamReset(stream_id, error_code, False))
 
     # -- flow control of what we receive ----------------------------------------------------
 
@@ -391,16 +513,17 @@ class ConnectionCore:
         """The events of every whole frame in ``data`` (and what earlier reads left over).
 
         Each frame header is checked as soon as its 9 octets are in, before its body is
-        waited for: the server's first frame must be SETTINGS (its preface, RFC 9113 §3.4; a
-        peer that answers ``HTTP/1.1 400`` would otherwise announce a 4.7 MB frame and be
+        waited for: the peer's first frame must be SETTINGS (its preface, RFC 9113 §3.4; a
+        server that answers ``HTTP/1.1 400`` would otherwise announce a 4.7 MB frame and be
         waited for), no frame may exceed the MAX_FRAME_SIZE we advertised (RFC 9113 §4.2),
-        and a header block may not grow past :data:`minigrpc.http2.MAX_HEADER_BLOCK` before
-        END_HEADERS (a CONTINUATION flood).  A partial frame is kept in pieces and joined
+        and a header block may not grow past ``max_header_block`` before END_HEADERS (a
+        CONTINUATION flood, CVE-2024-27316).  A partial frame is kept in pieces and joined
         once it is whole, so a large frame that arrives over many reads is copied once.
         """
         events: List[Event] = []
         if self.closed:
             return events
+        self._held = False
         if self._pending:
             self._pending.append(data)
             self._pending_size += len(data)
@@ -411,12 +534,18 @@ class ConnectionCore:
         size = len(data)
         pos = 0
         needed = 0
+        budget = self.pass_limit
         try:
             while True:
                 if size - pos < 9:
                     needed = 9
                     break
                 length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
+                if budget is not None:
+                    if budget <= 0:  # past the pass limit, at a frame boundary: the rest waits
+                        self._held = True
+                        break
+                    budget -= 1 + (length >> 10)
                 kind = data[pos + 3]
                 if self._expect_settings:
                     self._expect_settings = False
@@ -426,9 +555,9 @@ class ConnectionCore:
                     raise http2.FrameSizeError(length, self._max_frame_size)
                 if kind == HEADERS or kind == CONTINUATION or kind == PUSH_PROMISE:
                     grown = length + self._block_bytes if kind == CONTINUATION else length
-                    if grown > http2.MAX_HEADER_BLOCK:
+                    if grown > self._max_header_block:
                         raise http2.HeaderBlockTooLarge(
-                            f"a header block exceeds {http2.MAX_HEADER_BLOCK} bytes before "
+                            f"a header block exceeds {self._max_header_block} bytes before "
                             "END_HEADERS (CONTINUATION flood)"
                         )
                 end = pos + 9 + length
@@ -445,11 +574,16 @@ class ConnectionCore:
                     self._block_bytes = length
                     self._on_headers(stream_id, data[pos + 9 : end], flags, events)
                 elif kind == PING and length == 8 and not stream_id:
-                    if not flags & ACK:  # RFC 9113 §6.7
+                    if flags & ACK:
+                        events.append(PingAcknowledged(data[pos + 9 : end]))
+                    else:  # RFC 9113 §6.7
+                        self._count(PING)
                         self._out.append(frames.ping_ack(data[pos + 9 : end]))
                 elif kind == WINDOW_UPDATE and length == 4 and (
                     data[pos + 9] & 0x7F or data[pos + 10] or data[pos + 11] or data[pos + 12]
-                ):  # an increment of 0 is a PROTOCOL_ERROR (RFC 9113 §6.9): the parser's
+                ):  # an increment of 0 is a PROTOCOL_ERROR (RFC 9113 §6.9): _frame's
+                    if not stream_id:
+                        self._count(WINDOW_UPDATE)
                     increment = int.from_bytes(data[pos + 9 : end], "big") & 0x7FFFFFFF
                     self._on_window_update(stream_id, increment, events)
                 else:
@@ -461,46 +595,113 @@ class ConnectionCore:
             self.close_connection(exc.error_code)
             events.append(PeerConnectionError(exc.error_code, str(exc)))
             return events
+        except _Flood as exc:
+            self.close_connection(status.ENHANCE_YOUR_CALM)
+            events.append(PeerConnectionError(
+                status.ENHANCE_YOUR_CALM, "a flood of frames that do no work", True,
+                exc.frame_type,
+            ))
+            return events
         if pos < size:
             self._pending = [data[pos:]]
             self._pending_size = size - pos
-            self._needed = needed
+            self._needed = 0 if self._held else needed
         return events
+
+    def _count(self, kind: int) -> None:
+        """One more frame that asks for no work (:attr:`control_frames`)."""
+        counts = self.control_frames
+        counts[kind] = counts.get(kind, 0) + 1
+        if self.allowance is not None:
+            self.allowance -= 1
+            if self.allowance < 0:
+                raise _Flood(kind)
+
+    def _count_empty(self) -> None:
+        """One more empty frame (:attr:`empty_frames`)."""
+        self.empty_frames += 1
+        if self.allowance is not None:
+            self.allowance -= 1
+            if self.allowance < 0:
+                raise _Flood(None)
 
     def _frame(self, header: bytes, payload: bytes, events: List[Event]) -> None:
         """Any frame but an unpadded DATA or HEADERS frame on a stream."""
+        kind = header[3]
+        if kind == WINDOW_UPDATE and len(payload) == 4 and not (
+            int.from_bytes(payload, "big") & 0x7FFFFFFF
+        ):
+            stream_id = int.from_bytes(header[5:9], "big") & 0x7FFFFFFF
+            if stream_id:  # on a stream, a stream error (RFC 9113 §6.9)
+                self._on_zero_increment(stream_id, events)
+                return
         try:
             frame = frames.parse_frame(header, payload)
         except FrameError as exc:
             raise _Failure(exc.error_code, f"invalid frame: {exc}") from None
-        kind = frame.type
         if kind == DATA:
             self._on_data(frame.stream_id, frame.data, frame.flow_controlled_length,
                           frame.flags, events)
         elif kind == HEADERS:
+            if frame.flags & PRIORITY_FLAG:
+                at = 1 if frame.flags & PADDED else 0
+                dependency = int.from_bytes(payload[at : at + 4], "big") & 0x7FFFFFFF
+                self._block_self_dependent = dependency == frame.stream_id
             self._on_headers(frame.stream_id, frame.data, frame.flags, events)
         elif kind == CONTINUATION:
             if self._block is None or frame.stream_id != self._block_stream:
                 raise _Failure(status.PROTOCOL_ERROR, "CONTINUATION without a header block")
+            if not frame.data and not frame.flags & END_HEADERS:
+                self._count_empty()
             self._block.append(frame.data)
             if frame.flags & END_HEADERS:
                 self._end_block(events)
         elif kind == SETTINGS:
             if not frame.flags & ACK:
+                self._count(SETTINGS)
                 self._on_settings(frame.settings, events)
         elif kind == WINDOW_UPDATE:
+            if not frame.stream_id:
+                self._count(WINDOW_UPDATE)
             self._on_window_update(frame.stream_id, frame.window_increment, events)
         elif kind == PING:
-            if not frame.flags & ACK:
+            if frame.flags & ACK:
+                events.append(PingAcknowledged(frame.data))
+            else:
+                self._count(PING)
                 self._out.append(frames.ping_ack(frame.data))
         elif kind == RST_STREAM:
+            self._count(RST_STREAM)
             self._on_reset(frame.stream_id, frame.error_code, events)
         elif kind == GOAWAY:
             events.append(ConnectionTerminated(frame.error_code, frame.last_stream_id, frame.data))
         elif kind == PUSH_PROMISE:
             raise _Failure(status.PROTOCOL_ERROR, "PUSH_PROMISE received (push is refused)")
-        # PRIORITY (deprecated, RFC 9113 §5.3.2) and frames of unknown types (RFC 9113 §5.5)
-        # are ignored.
+        elif kind == PRIORITY:
+            # Deprecated (RFC 9113 §5.3.2) and ignored, but a stream cannot depend on itself
+            # (RFC 9113 §5.3.1): a stream error.
+            self._count(PRIORITY)
+            if int.from_bytes(payload[:4], "big") & 0x7FFFFFFF == frame.stream_id:
+                self._on_priority_error(frame.stream_id, events)
+        # Frames of unknown types are ignored (RFC 9113 §5.5).
+
+    def _on_zero_increment(self, stream_id: int, events: List[Event]) -> None:
+        """A WINDOW_UPDATE of 0 on a stream: a stream error PROTOCOL_ERROR (RFC 9113 §6.9)."""
+        if stream_id in self.streams:
+            self._stream_error(stream_id, status.PROTOCOL_ERROR, events)
+        elif self._idle(stream_id):
+            raise _Failure(
+                status.PROTOCOL_ERROR, f"WINDOW_UPDATE on stream {stream_id}, never opened"
+            )
+
+    def _on_priority_error(self, stream_id: int, events: List[Event]) -> None:
+        """A PRIORITY frame that makes its stream depend on itself (RFC 9113 §5.3.1): a stream
+        error, answered on an open stream or one not opened yet (a PRIORITY frame may come
+        first, RFC 9113 §5.1, "idle")."""
+        if stream_id in self.streams:
+            self._stream_error(stream_id, status.PROTOCOL_ERROR, events)
+        elif self._idle(stream_id):
+            self._out.append(frames.rst_stream_frame(stream_id, status.PROTOCOL_ERROR))
 
     def _stream(self, stream_id: int, kind: str, events: List[Event]) -> Optional[Stream]:
         """The open stream a DATA or HEADERS frame is for, or None when the frame is to be
@@ -509,9 +710,7 @@ class ConnectionCore:
         if stream is not None:
             if stream.remote_ended:
                 # Half-closed (remote): a stream error (RFC 9113 §5.1).
-                self._out.append(frames.rst_stream_frame(stream_id, status.STREAM_CLOSED))
-                self._close(stream_id, _RESET_BY_US)
-                events.append(StreamReset(stream_id, status.STREAM_CLOSED, False))
+                self._stream_error(stream_id, status.STREAM_CLOSED, events)
                 return None
             return stream
         if self._idle(stream_id):
@@ -537,6 +736,16 @@ class ConnectionCore:
         if length > stream.inbound_flow_control_window:
             raise _Failure(status.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
         stream.inbound_flow_control_window -= length
+        if stream.content_left is not None:
+            left = stream.content_left - len(data)
+            stream.content_left = left
+            if left < 0 or (left and flags & END_STREAM):
+                # Not what content-length said: malformed, a stream error (RFC 9113 §8.1.1).
+                self._stream_error(stream_id, status.PROTOCOL_ERROR, events)
+                self.acknowledge_received_data(length, 0)
+                return
+        if not length and not flags & END_STREAM:
+            self._count_empty()
         events.append(DataReceived(stream_id, data, length))
         if flags & END_STREAM:
             self._end_remote(stream_id, stream, events)
@@ -560,7 +769,12 @@ class ConnectionCore:
         assert self._block is not None
         fragments, self._block = self._block, None
         encoded = fragments[0] if len(fragments) == 1 else b"".join(fragments)
-        self._on_block(self._block_stream, self._decode(encoded), self._block_end_stream, events)
+        block = self._decode(encoded)
+        if self._block_self_dependent:  # RFC 9113 §5.3.1: a stream error
+            self._block_self_dependent = False
+            self._on_block_error(self._block_stream, status.PROTOCOL_ERROR, events)
+            return
+        self._on_block(self._block_stream, block, self._block_end_stream, events)
 
     def _decode(self, encoded: bytes) -> List[Header]:
         """The fields of one header block (RFC 7541 §3).
@@ -616,8 +830,10 @@ class ConnectionCore:
         events.append(SettingsChanged())
 
     def _limit_table_size(self, value: int) -> None:
-        """The peer's SETTINGS_HEADER_TABLE_SIZE bounds our HPACK encoder (RFC 7541 §4.2)."""
+        """The peer's SETTINGS_HEADER_TABLE_SIZE bounds our HPACK encoder (RFC 7541 §4.2); the
+        blocks remembered were coded for the size before."""
         self._encoder.limit_table_size(value)
+        self._encoded.clear()
 
     def _on_window_update(self, stream_id: int, increment: int, events: List[Event]) -> None:
         if not stream_id:
@@ -636,9 +852,7 @@ class ConnectionCore:
         stream.outbound_window += increment
         if stream.outbound_window > MAX_WINDOW:
             # A stream error (RFC 9113 §6.9.1).
-            self._out.append(frames.rst_stream_frame(stream_id, status.FLOW_CONTROL_ERROR))
-            self._close(stream_id, _RESET_BY_US)
-            events.append(StreamReset(stream_id, status.FLOW_CONTROL_ERROR, False))
+            self._stream_error(stream_id, status.FLOW_CONTROL_ERROR, events)
             return
         events.append(WindowUpdated(stream_id))
 
@@ -666,3 +880,10 @@ class ConnectionCore:
     ) -> None:
         """A decoded header block on ``stream_id`` (``end_stream``: END_STREAM was set)."""
         raise NotImplementedError
+
+    def _on_block_error(self, stream_id: int, error_code: int, events: List[Event]) -> None:
+        """A header block that is a stream error whatever it says (decoded all the same, so
+        that the dynamic table follows, RFC 7541 §2.2): on an open stream, reset it."""
+        stream = self._stream(stream_id, "HEADERS", events)
+        if stream is not None:
+            self._stream_error(stream_id, error_code, events)

@@ -29,12 +29,14 @@ I/O-free: the clock is the caller's, and the connection protocol decides what th
 """
 
 import collections
-from typing import Callable, Hashable, MutableMapping, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Hashable, MutableMapping, Optional, Tuple
 
-from .http2 import FrameSplitter
+if TYPE_CHECKING:
+    from .connection_core import ConnectionCore
 
 #: What one connection's input may cost the I/O thread in one pass of a server's loop: frames,
-#: each counting one more per KiB of body (:attr:`minigrpc.http2.FrameSplitter.pass_limit`).
+#: each counting one more per KiB of body
+#: (:attr:`minigrpc.connection_core.ConnectionCore.pass_limit`).
 #: A read holds up to 256 KiB: of 20-byte HEADERS frames, thousands of requests to decode; of
 #: 2-byte messages, tens of thousands to queue; and every other connection would wait for them.
 #: A hundred-odd frames or about 100 KiB keeps a pass to a few milliseconds of work; what is
@@ -63,7 +65,8 @@ HISTORY_PEERS = 4096
 FREE_AFTER_RESPONSE = 2
 #: The most such free frames a connection can have in hand.
 MAX_EARNED = 1000
-#: What a flood of each frame type :class:`~minigrpc.http2.FrameSplitter` counts is called in
+#: What a flood of each frame type the connection counts
+#: (:attr:`~minigrpc.connection_core.ConnectionCore.control_frames`) is called in
 #: the close reason (RFC 9113 §6).
 FLOOD_NAMES = {
     0x2: "PRIORITY frames",
@@ -114,7 +117,7 @@ class FrameBudget:
     def available(self) -> int:
         """The most frames that do no work the connection may send now, earned ones included:
         a read that carries more is a flood whatever its frames are, and need not be walked to
-        its end (:class:`minigrpc.http2.FrameSplitter`)."""
+        its end (:attr:`minigrpc.connection_core.ConnectionCore.allowance`)."""
         self._refill()
         return int(self._tokens) + self._free
 
@@ -142,19 +145,19 @@ class FrameBudget:
         return frames == free or self.spend(frames - free)
 
 
-    def charge(self, splitter: FrameSplitter) -> str:
-        """Spend what the frames the splitter counted in the last read cost; the name of the
+    def charge(self, counts: "ConnectionCore") -> str:
+        """Spend what the frames the connection counted in the last read cost; the name of the
         flood once the allowance is exhausted, else "".
 
-        Counted from the 9-byte frame headers, before h2 decodes the read (RFC 9113 §10.5):
-        h2 sees joined DATA frames and header blocks, and would answer every PING first.
+        Counted as the frames are read (RFC 9113 §10.5), whether or not they end up as events:
+        joined header blocks and answered PINGs are frames all the same.
         """
-        if splitter.empty_frames:
-            empty, splitter.empty_frames = splitter.empty_frames, 0
+        if counts.empty_frames:
+            empty, counts.empty_frames = counts.empty_frames, 0
             if not self.spend(empty):
                 return EMPTY_FRAMES_FLOOD
-        if splitter.control_frames:
-            counted, splitter.control_frames = splitter.control_frames, {}
+        if counts.control_frames:
+            counted, counts.control_frames = counts.control_frames, {}
             for frame_type, count in counted.items():
                 spend = self.spend_unless_earned if frame_type in _EARNED_FRAMES else self.spend
                 if not spend(count):

@@ -10,10 +10,11 @@ number for a streaming one.  Everything that is the same on both sides lives her
 * :class:`Inbound`: the messages arriving on a stream, reassembled whatever the DATA frame
   boundaries, with the receive limit checked on each 5-byte prefix before the body is buffered,
   and with flow control that never lets a slow reader grow memory without bound (below).
-* :class:`ConnectionProtocol`: one HTTP/2 connection state machine (h2's ``H2Connection`` on the
-  server, :class:`minigrpc.client_http2.ClientHTTP2Connection` on the client) plus the
-  :class:`minigrpc.http2.FrameSplitter` in front of it, the connection-level flow-control
-  credit, and the bytes to send.
+* :class:`ConnectionProtocol`: one HTTP/2 connection state machine
+  (:class:`minigrpc.client_http2.ClientHTTP2Connection` on the client,
+  :class:`minigrpc.server_http2.ServerHTTP2Connection` on the server, both on
+  :class:`minigrpc.connection_core.ConnectionCore`), the connection-level flow-control credit,
+  and the bytes to send.
   :class:`minigrpc.client_protocol.ClientConnectionProtocol` and
   :class:`minigrpc.server_protocol.ServerConnection` add what differs: who opens streams, which
   header blocks go where, and how a call ends.
@@ -41,73 +42,25 @@ streams each holding part of a large message cannot wait on each other forever.
 import collections
 import enum
 import struct
-from typing import TYPE_CHECKING, Deque, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Tuple, Union
 
-import h2.exceptions
-
-from . import http2, status, wire
+from . import status, wire
 from .errors import CallError
 from .memory_budget import MESSAGE_OVERHEAD, PACKED_OVERHEAD, VIEW_OVERHEAD, ConnectionMemory
 
 if TYPE_CHECKING:
-    from typing import Protocol
-
-    class StreamWindow(Protocol):
-        """What :class:`Inbound` and :class:`ConnectionProtocol` read of one stream."""
-
-        @property
-        def open(self) -> bool: ...  # the peer may still send on it
-
-        @property
-        def closed(self) -> bool: ...
-
-        @property
-        def inbound_flow_control_window(self) -> int: ...
-
-    class HTTP2Connection(Protocol):
-        """The HTTP/2 connection state both sides drive through this module: h2's
-        ``H2Connection`` on the server, :class:`minigrpc.client_http2.ClientHTTP2Connection`
-        on the client."""
-
-        @property
-        def streams(self) -> Mapping[int, StreamWindow]: ...
-
-        @property
-        def max_outbound_frame_size(self) -> int: ...
-
-        @property
-        def inbound_flow_control_window(self) -> int: ...
-
-        def data_to_send(self) -> bytes: ...
-
-        def receive_data(self, data: bytes) -> list: ...
-
-        def send_data(
-            self, stream_id: int, data: Union[bytes, memoryview], end_stream: bool = False
-        ) -> None: ...
-
-        def local_flow_control_window(self, stream_id: int) -> int: ...
-
-        def acknowledge_received_data(self, size: int, stream_id: int) -> None: ...
-
-        def increment_flow_control_window(
-            self, increment: int, stream_id: Optional[int] = None
-        ) -> None: ...
-
-        def reset_stream(self, stream_id: int, error_code: int = 0) -> None: ...
-
-        def close_connection(self, error_code: int = 0) -> None: ...
+    from .connection_core import ConnectionCore as HTTP2Connection
 
 
 #: A message as it arrived: (compressed flag, payload).
 Message = Tuple[bool, bytes]
 
-#: DATA bytes handed to h2 at a time, by the client's request writer and the server's flush.
-#: h2 serializes into one growing buffer that is copied whole when taken, so a 4 MiB message
-#: written at once meant fresh multi-MiB allocations, which the C library maps from the kernel
-#: page by page (page faults and zeroing: about as much time as the copies themselves in a
-#: fresh process). Batches of 64 KiB stay below glibc's first mmap threshold (128 KiB) and in
-#: the CPU's cache: measured against 32, 128 and 256 KiB, a 4 MiB echo was fastest with 64.
+#: DATA bytes handed to the connection at a time, by the client's request writer and the
+#: server's flush.  What is queued is joined into one write, so a 4 MiB message written at once
+#: meant fresh multi-MiB allocations, which the C library maps from the kernel page by page
+#: (page faults and zeroing: about as much time as the copies themselves in a fresh process).
+#: Batches of 64 KiB stay below glibc's first mmap threshold (128 KiB) and in the CPU's cache:
+#: measured against 32, 128 and 256 KiB, a 4 MiB echo was fastest with 64.
 DATA_BATCH = 64 * 1024
 
 #: Bytes of whole, untaken messages a stream may hold before its window is credited only as
@@ -141,7 +94,7 @@ class Outbound:
     def __init__(self, memory: Optional[ConnectionMemory] = None) -> None:
         self._queue: Deque[memoryview] = collections.deque()
         self._offset = 0
-        #: Framed bytes queued and not yet handed to h2.
+        #: Framed bytes queued and not yet handed to the connection.
         self.queued_bytes = 0
         self.state = SendState.OPEN
         #: The account charged for what is queued (a server's), or None.
@@ -196,10 +149,7 @@ class Outbound:
         messages need not align with frames (PROTOCOL-HTTP2.md, Length-Prefixed-Message), and
         each frame has a fixed cost, so a stream of small messages goes out in as few frames
         as the window and frame size allow.  A lone message's payload is a view, not a copy:
-        the DATA serializer (the client's :func:`minigrpc.frames.data_frame`, the server's
-        :func:`minigrpc.http2.speed_up_data_frames`) copies each byte once.  (h2 4.4 and
-        later turn a view into bytes in ``send_data``, one more copy that h2 4.1 to 4.3 do not
-        make; passing bytes instead would only move that copy here.)
+        the DATA serializer (:func:`minigrpc.frames.data_frame`) copies each byte once.
         """
         written = 0
         pieces_done = 0
@@ -490,22 +440,12 @@ class ConnectionProtocol:
     Not thread-safe: the socket layer serialises access (the state machines are not either).
     """
 
-    def __init__(
-        self,
-        conn: "HTTP2Connection",
-        splitter: Optional[http2.FrameSplitter],
-        connection_window: int,
-    ) -> None:
+    def __init__(self, conn: "HTTP2Connection", connection_window: int) -> None:
         self.conn = conn
-        #: The server's frame-header checks in front of h2 (the client's connection makes its
-        #: own, :mod:`minigrpc.client_http2`).
-        self._splitter = splitter
         #: Connection window owed for DATA whose stream window is held back, and the amount
         #: from which it is returned in one WINDOW_UPDATE.
         self._connection_credit = 0
         self._credit_threshold = max(1, connection_window // 4)
-        #: h2's output taken out of h2 early, in order (:meth:`take_h2_output`).
-        self._output: List[bytes] = []
         #: DATA bytes to acknowledge per stream at the end of the chunk being read.
         self._unacknowledged: Dict[int, int] = {}
         #: The server's account in its memory budget (None on a client: nothing is withheld).
@@ -521,24 +461,17 @@ class ConnectionProtocol:
         self.lead_allowance = 4 * 1024 * 1024
 
     def data_to_send(self) -> bytes:
-        """Everything h2 queued: frames for calls, ACKs, WINDOW_UPDATEs, PING replies."""
-        data = self.conn.data_to_send()
-        if not self._output:
-            return data
-        output, self._output = self._output, []
-        output.append(data)
-        return b"".join(output)
+        """Everything queued: frames for calls, ACKs, WINDOW_UPDATEs, PING replies."""
+        return self.conn.data_to_send()
 
     def acknowledge_later(self, stream_id: int, flow_controlled: int) -> None:
         """Return window for DATA received on ``stream_id``, once the chunk being read is done.
 
         A large message can arrive as hundreds of DATA frames (grpc-go sends 16 KiB frames
-        whatever size the receiver allows, and a read may hold frames that could not be joined,
-        :class:`minigrpc.http2.FrameSplitter`), and h2's ``acknowledge_received_data`` costs
-        the same for each: one call per stream per chunk read instead of one per frame. The
-        WINDOW_UPDATEs go out in the same write as before, since the socket layer writes after
-        each read. A stream that ended meanwhile still returns its connection window
-        (docs/h2-notes.md, "Flow control").
+        whatever size the receiver allows): one acknowledgement per stream per read instead of
+        one per frame.  The WINDOW_UPDATEs go out in the same write as before, since the socket
+        layer writes after each read.  A stream that ended meanwhile still returns its
+        connection window (RFC 9113 §6.9: DATA on any stream spends it).
         """
         self._unacknowledged[stream_id] = self._unacknowledged.get(stream_id, 0) + flow_controlled
 
@@ -619,20 +552,7 @@ class ConnectionProtocol:
         """The account is back under budget: return the connection window held back."""
         held, self._held_credit = self._held_credit, 0
         if held:
-            try:
-                self.conn.increment_flow_control_window(held)
-            except h2.exceptions.ProtocolError:
-                pass  # the connection is closing
-
-    def take_h2_output(self) -> None:
-        """Move what h2 queued so far out of h2, ahead of what it queues next.
-
-        Needed before h2 could drop its queue (a GOAWAY in the same read, see
-        :meth:`_receive_chunk`) and before a frame h2 cannot send is queued behind it.
-        """
-        data = self.conn.data_to_send()
-        if data:
-            self._output.append(data)
+            self.conn.increment_flow_control_window(held)
 
     def credit_connection(self, flow_controlled: int) -> None:
         """Return connection window for DATA whose stream window :class:`Inbound` holds back."""
@@ -645,54 +565,27 @@ class ConnectionProtocol:
             credit, self._connection_credit = self._connection_credit, 0
             self.conn.increment_flow_control_window(credit)
 
-    def _split(self, data: bytes) -> List[bytes]:
-        """Cut ``data`` after each GOAWAY frame and after the server's SETTINGS frame
-        (:class:`minigrpc.http2.FrameSplitter`).
-
-        Raises :class:`minigrpc.http2.ConnectionError` subclasses for what the frame headers
-        alone show to be a connection error.
-        """
-        assert self._splitter is not None
-        return self._splitter.feed(data)
-
-    def _receive_chunk(self, index: int, chunk: bytes) -> list:
-        """Feed one chunk to h2 and return its events; h2's ``ProtocolError`` passes through.
-
-        A chunk after the first may be a GOAWAY, on which h2 drops its queued output: what the
-        earlier chunks produced (ACKs, WINDOW_UPDATEs) is kept aside first.
-        """
-        if index:
-            self.take_h2_output()
-        return self.conn.receive_data(chunk)
-
     def _close_with(self, error_code: int) -> None:
-        """Queue GOAWAY(``error_code``) if h2 can still send one (RFC 9113 §5.4.1)."""
-        try:
-            self.conn.close_connection(error_code=error_code)
-        except h2.exceptions.ProtocolError:
-            pass
+        """Queue GOAWAY(``error_code``) unless one went out (RFC 9113 §5.4.1)."""
+        self.conn.close_connection(error_code)
 
     def _stream_closed(self, stream_id: int) -> bool:
-        """True once h2 closed or forgot the stream, so that nothing more may be sent on it.
+        """True once the connection closed or forgot the stream: nothing more may be sent on it.
 
-        h2 decodes a whole read before its events are handled, so a stream whose request is
+        A whole read is decoded before its events are handled, so a stream whose request is
         being answered may already be closed by a later frame of the same read: the peer's
-        RST_STREAM, or h2's own reset for a stream error such as a WINDOW_UPDATE overflowing
-        the stream window (RFC 9113 §6.9.1) or DATA after END_STREAM (RFC 9113 §5.1). Such a
-        stream gets nothing more (RFC 9113 §5.1, "closed"), and its error stays its own
-        (RFC 9113 §5.4.2): the answer is dropped instead of h2 raising on the connection's
-        behalf.
+        RST_STREAM, or the connection's own reset for a stream error such as a WINDOW_UPDATE
+        overflowing the stream window (RFC 9113 §6.9.1) or DATA after END_STREAM (RFC 9113
+        §5.1).  Such a stream gets nothing more (RFC 9113 §5.1, "closed"), and its error stays
+        its own (RFC 9113 §5.4.2): the answer is dropped.
         """
         stream = self.conn.streams.get(stream_id)
         return stream is None or stream.closed
 
     def _reset(self, stream_id: int, error_code: int) -> None:
-        """RST_STREAM, unless h2 already closed or forgot the stream (then it would raise)."""
+        """RST_STREAM, unless the stream is closed already (RFC 9113 §5.1, "closed")."""
         if not self._stream_closed(stream_id):
-            try:
-                self.conn.reset_stream(stream_id, error_code)
-            except h2.exceptions.ProtocolError:
-                pass
+            self.conn.reset_stream(stream_id, error_code)
 
 
 #: RST_STREAM codes both sides send (PROTOCOL_ERROR for a malformed header block: a stream

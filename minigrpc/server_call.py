@@ -1,7 +1,7 @@
 """What a streaming call hands between the server's I/O thread and its handler thread.
 
-A handler runs on an executor thread; the HTTP/2 connection belongs to the I/O thread (h2 is
-not thread-safe).  Two bounded hand-overs connect them, one per direction, so that neither a
+A handler runs on an executor thread; the HTTP/2 connection belongs to the I/O thread (its state
+is not thread-safe).  Two bounded hand-overs connect them, one per direction, so that neither a
 fast client nor a slow one can make the server hold more than a fixed amount per call:
 
 * :class:`RequestStream`, the ``request_iterator`` of ``stream_unary`` and ``stream_stream``

@@ -1,7 +1,7 @@
 """Work other threads hand to the blocking server's I/O thread, and the wake-up that brings it.
 
 The I/O thread (:mod:`minigrpc.server_loop`) owns every connection's protocol state, which is
-not thread-safe (docs/h2-notes.md); a handler thread that must touch the wire (its initial
+not thread-safe; a handler thread that must touch the wire (its initial
 metadata, a response, a cancel) or ``stop()`` queues a command here instead, and the I/O
 thread runs the queue in its next pass.  The wake-up is a socket pair whose reading end sits in
 the loop's selector: one byte makes ``select()`` return.  One byte is enough however many

@@ -7,8 +7,8 @@ finds and admits its handler (:mod:`minigrpc.server_dispatch`), feeds a request-
 handler its messages as they arrive, runs the handler on the executor, hands its streamed
 responses and its outcome back to the protocol, and ends the call however it ends.
 
-Threads.  The I/O thread runs everything that touches a connection's protocol (the H2Connection
-is not thread-safe, docs/h2-notes.md): the methods below that take a ``connection``, and
+Threads.  The I/O thread runs everything that touches a connection's protocol (its state
+is not thread-safe): the methods below that take a ``connection``, and
 :meth:`CallHandling._write_outcome` and :meth:`CallHandling._send_response`.  Handler threads
 run :meth:`CallHandling._run_handler` and what it calls; what they have for the wire goes
 through the loop (:meth:`~minigrpc.server_loop.ServerLoop._post`,

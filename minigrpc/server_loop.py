@@ -17,8 +17,8 @@ Design:
   self-pipe wake-up (:class:`minigrpc.server_commands.CommandQueue`), or, for a call alone on
   an idle server, written by the handler's thread itself (:meth:`ServerLoop._send_outcome`).
   Each connection's output buffer is bounded: beyond it the loop stops reading from that
-  client and stops handing DATA to h2, so a client that never reads cannot make us buffer
-  without bound.
+  client and stops handing DATA to the connection, so a client that never reads cannot make us
+  buffer without bound.
 * Fairness: a pass of the loop reads each ready connection once, at most
   :data:`minigrpc.http2.LARGE_READ` bytes, and writes it at most its output room, so a
   connection's share of the I/O thread per pass is bounded however much it sends; what it
@@ -42,6 +42,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+from . import http2
 from . import server_dispatch as _dispatch
 from . import server_protocol as _protocol
 from .enums import StatusCode
@@ -115,7 +116,7 @@ class _Connection:
         #: The TLS engine of a connection accepted on a secure port (:mod:`minigrpc.tls`).
         self.tls: Any = None
         #: Size of the next ``recv()`` (:func:`minigrpc.http2.next_read_size`).
-        self.read_size = _protocol.http2.SMALL_READ
+        self.read_size = http2.SMALL_READ
         self.reading = True
         self.writing = False
         self.closed = False
@@ -408,7 +409,7 @@ class ServerLoop(CallHandling):
         if not data:
             self._connection_lost(connection, "the client closed the connection")
             return
-        connection.read_size = _protocol.http2.next_read_size(len(data))
+        connection.read_size = http2.next_read_size(len(data))
         if connection.lingering:
             return  # drained and shut for writing: nothing the client says matters any more
         if connection.tls is not None:
@@ -438,7 +439,7 @@ class ServerLoop(CallHandling):
         self._dirty.add(connection)
 
     def _internal_error(self, connection: Optional[_Connection]) -> None:
-        """A bug (or an h2 surprise) while serving one connection: log it, drop only that one.
+        """A bug while serving one connection: log it, drop only that one.
 
         The client gets GOAWAY(INTERNAL_ERROR) before the close (RFC 9113 §5.4.1), flushed as
         any closing connection's last frames are (at most
@@ -513,7 +514,8 @@ class ServerLoop(CallHandling):
             protocol.memory.charge_outbound(unsent - connection.charged_output)
             connection.charged_output = unsent
         if protocol.closed and not connection.close_when_flushed:
-            # Flush what h2 queued (its GOAWAY), but never wait long for a client that won't read.
+            # Flush what the connection queued (its GOAWAY), but never wait long for a client
+            # that won't read.
             self._add_timer(time.monotonic() + CLOSE_FLUSH_TIMEOUT, self._close, connection)
             connection.close_when_flushed = True
         elif protocol.drained and not connection.calls and not connection.close_when_flushed:
@@ -623,8 +625,8 @@ class ServerLoop(CallHandling):
         Handing every response to the I/O thread costs a wake-up (a byte on the wake socket,
         ``select()`` returning, two reads) and a thread switch per call: about a third of a call's
         latency (docs/benchmarks.md). When the I/O thread waits in ``select()`` this thread takes
-        :attr:`_io_lock`, so it has the H2Connection to itself (it is not thread-safe,
-        docs/h2-notes.md), and writes the response directly. Only a call that is alone on the server
+        :attr:`_io_lock`, so it has the connection's protocol state to itself (it is not
+        thread-safe), and writes the response directly. Only a call that is alone on the server
         does so: with several in flight the loop is rarely idle anyway, and it writes many responses
         per wake-up and per ``send()`` (in an A/B under 8 concurrent callers, either way cost the
         same CPU per call), so concurrent calls keep the path they always had. Anything unusual (the

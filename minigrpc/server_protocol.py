@@ -1,6 +1,7 @@
 """The server side of gRPC over HTTP/2 as a sans-IO state machine: bytes in, call events out.
 
-:class:`ServerConnection` owns one h2 connection and turns what a client sends into a few
+:class:`ServerConnection` owns one HTTP/2 connection
+(:class:`minigrpc.server_http2.ServerHTTP2Connection`) and turns what a client sends into a few
 gRPC-level events (:mod:`minigrpc.server_events`: :class:`CallStarted`, :class:`RequestReady`,
 :class:`RequestMessage`, :class:`RequestEnded`, :class:`CallTerminated`); the socket layer
 (:mod:`minigrpc.server_loop`) feeds it bytes, runs handlers and hands back responses with
@@ -12,7 +13,8 @@ Nothing here touches a socket, a thread or a clock it was not given, so every ru
 tested byte for byte in ``tests/unit/test_server_protocol.py``.
 
 What this layer decides.  The rules and their reasons are in docs/wire-rules.md (its sections
-are named below) and docs/h2-notes.md ("the h2 notes"):
+are named below); the HTTP/2 rules underneath (stream states, flow control, frame and header
+block sizes) are the connection's, pinned in ``tests/unit/test_server_http2_rules.py``:
 
 * Request validation, in the order grpc-go applies it ("Server-side rejections"): a ``:method``
   other than POST is 405 + INTERNAL; a content-type that is not ``application/grpc*`` is 415 +
@@ -23,15 +25,15 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
   while the request is still open (PROTOCOL-HTTP2.md, Early Server Closure).  A request that is
   not gRPC at all (405, 415) and still open is answered at its END_STREAM instead, so that a
   framing fault later in it is answered as that fault (RFC 9113 §8.1.1).
-* Stream limits: we advertise MAX_CONCURRENT_STREAMS but refuse excess streams ourselves with
-  RST_STREAM(REFUSED_STREAM), which clients retry; h2 would kill the whole connection instead
-  ("Streams" in the h2 notes).  The same goes for the header-list limit ("Header lists").
+* Stream limits: we advertise MAX_CONCURRENT_STREAMS and refuse excess streams with
+  RST_STREAM(REFUSED_STREAM), which clients retry, rather than the connection error RFC 9113
+  §5.1.2 allows, which would fail every call on the connection.  The header-list limit we
+  advertise is enforced per call too (431 + RESOURCE_EXHAUSTED, above).
 * Frame sizes: every frame header is checked as soon as its 9 bytes arrive
-  (:class:`minigrpc.http2.FrameSplitter`): a frame longer than the MAX_FRAME_SIZE we advertise is
-  GOAWAY(FRAME_SIZE_ERROR) (RFC 9113 §4.2), and a header block that keeps growing through
-  CONTINUATION frames is GOAWAY(ENHANCE_YOUR_CALM) (CVE-2024-27316), in both cases before h2
-  buffers the body.  The same pass cuts the input after a client's GOAWAY ("GOAWAY" in the h2
-  notes).
+  (:class:`minigrpc.connection_core.ConnectionCore`): a frame longer than the MAX_FRAME_SIZE we
+  advertise is GOAWAY(FRAME_SIZE_ERROR) (RFC 9113 §4.2), and a header block that keeps growing
+  through CONTINUATION frames is GOAWAY(ENHANCE_YOUR_CALM) (CVE-2024-27316), in both cases
+  before the body is buffered.
 * Messages ("Messages and compression"): the receive limit is checked on the length prefix
   before the body is buffered (RESOURCE_EXHAUSTED); the compressed flag needs a supported
   ``grpc-encoding`` (INTERNAL otherwise); an unsupported encoding is UNIMPLEMENTED plus
@@ -52,13 +54,12 @@ are named below) and docs/h2-notes.md ("the h2 notes"):
   (:class:`minigrpc.frame_budget.FrameBudget`); a client that exhausts it (a PING or SETTINGS
   flood, the rapid reset of CVE-2023-44487) gets GOAWAY(ENHANCE_YOUR_CALM) and is closed.
 * Graceful shutdown ("GOAWAY and PING"): GOAWAY(2^31-1) and a PING, then, on the PING's ACK,
-  GOAWAY(highest stream seen); streams opened after that are refused.  h2 enters its CLOSED
-  state on any GOAWAY it sends, so both GOAWAY frames are written raw
-  (:func:`minigrpc.http2.goaway_frame`), past h2, and h2 keeps serving the streams that drain
-  ("GOAWAY" in the h2 notes).
+  GOAWAY(highest stream seen); streams opened after that are refused, and the streams that
+  drain are served to their end (RFC 9113 §6.8).
 """
 
 from typing import (
+    Any,
     Callable,
     Dict,
     Hashable,
@@ -67,16 +68,13 @@ from typing import (
     Tuple,
 )
 
-import h2.errors
-import h2.events
-import h2.exceptions
-
-from . import errors, header_memo, http2, wire
+from . import connection_core as events_
+from . import errors, status, wire
 from . import headers as hdrs
 from .enums import StatusCode
 from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
 from .memory_budget import OVER_BUDGET_DETAILS, ConnectionMemory, MemoryBudget
-from .protocol import INTERNAL_ERROR, SendState
+from .protocol import CANCEL, INTERNAL_ERROR, NO_ERROR, SendState
 from .server_events import (
     CallEvent,
     CallStarted,
@@ -85,7 +83,7 @@ from .server_events import (
     RequestMessage,
     RequestReady,
 )
-from .server_h2 import HEADER_BLOCK_SLACK, HPACK_LIMIT_FACTOR, FloorDecoder, ServerH2Connection
+from .server_http2 import ServerHTTP2Connection
 from .server_requests import DrainPhase, RequestIntake
 from .server_responses import ResponseWriter, ServerStream
 from .server_settings import ServerSettings
@@ -112,14 +110,8 @@ Headers = List[Tuple[bytes, bytes]]
 DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 #: "The last stream the sender might process" before the real one is known (RFC 9113 §6.8).
 _MAX_STREAM_ID = 2**31 - 1
-#: The header of a PING ACK on stream 0 (RFC 9113 §6.7); the client's 8 opaque bytes follow.
-_PING_ACK_HEADER = b"\x00\x00\x08\x06\x01\x00\x00\x00\x00"
-#: The largest flow-control window (RFC 9113 §6.9.1).
-_MAX_WINDOW = 2**31 - 1
-#: GOAWAY code for a client that overflows the connection window (RFC 9113 §6.9.1).
-FLOW_CONTROL_ERROR = int(h2.errors.ErrorCodes.FLOW_CONTROL_ERROR)
 #: GOAWAY code for a client that floods us (RFC 9113 §10.5).
-ENHANCE_YOUR_CALM = int(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+ENHANCE_YOUR_CALM = status.ENHANCE_YOUR_CALM
 #: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
 SHUTDOWN_DETAILS = "Cancelling all calls"
 
@@ -130,7 +122,7 @@ SHUTDOWN_DETAILS = "Cancelling all calls"
 
 
 class ServerConnection(RequestIntake):
-    """One client connection: h2 plus the gRPC server rules (see the module docstring).
+    """One client connection: HTTP/2 plus the gRPC server rules (see the module docstring).
 
     Use: :meth:`initiate` once, then :meth:`receive_data` for every chunk read (it returns the
     call events), and after every batch of calls :meth:`data_to_send` for the bytes to write.
@@ -158,29 +150,17 @@ class ServerConnection(RequestIntake):
         self.settings = settings or ServerSettings()
         self._clock = clock or time.monotonic
         self._initial_shape: Optional[bool] = None if shape_from_handler else False
-        http2.speed_up_data_frames()
-        conn = ServerH2Connection(config=http2.server_config())
-        hpack_limit = max(
-            http2.CONNECTION_MAX_HEADER_LIST_SIZE,
-            self.settings.max_header_list_size * HPACK_LIMIT_FACTOR,
+        settings = self.settings
+        conn = ServerHTTP2Connection(
+            stream_window=settings.initial_window_size,
+            connection_window=settings.connection_window,
+            max_frame_size=settings.max_frame_size,
+            max_concurrent_streams=settings.max_concurrent_streams,
+            max_header_list_size=settings.max_header_list_size,
         )
-        conn.decoder = FloorDecoder(hpack_limit, conn.decoder)
-        conn.encoder = header_memo.MemoEncoder()
-        # Checks the preface, every frame's length against the MAX_FRAME_SIZE we advertise and
-        # the growth of header blocks, from the 9-byte frame headers, before h2 buffers a body;
-        # and cuts the input after a client's GOAWAY so that no event is lost.
-        super().__init__(
-            conn,
-            http2.FrameSplitter(
-                expect_preface=True,
-                max_frame_size=self.settings.max_frame_size,
-                max_header_block=hpack_limit + HEADER_BLOCK_SLACK,
-                merge_data_frames=True,
-                take_connection_frames=True,
-            ),
-            self.settings.connection_window,
-        )
-        self._splitter.pass_limit = PASS_LIMIT
+        conn.pass_limit = PASS_LIMIT
+        super().__init__(conn, settings.connection_window)
+        self.conn: ServerHTTP2Connection = conn
         #: This connection's account in the server's memory budget (its own when none is given).
         self.memory = (memory or MemoryBudget()).open_connection()
         self.lead_allowance = (
@@ -215,14 +195,7 @@ class ServerConnection(RequestIntake):
     def initiate(self) -> None:
         """Queue our SETTINGS and connection WINDOW_UPDATE (docs/wire-rules.md, "Flow control and
         sizes")."""
-        http2.start_connection(
-            self.conn,
-            stream_window=self.settings.initial_window_size,
-            connection_window=self.settings.connection_window,
-            max_frame_size=self.settings.max_frame_size,
-            max_concurrent_streams=self.settings.max_concurrent_streams,
-            max_header_list_size=self.settings.max_header_list_size,
-        )
+        self.conn.initiate()
 
     @property
     def active_calls(self) -> int:
@@ -243,19 +216,14 @@ class ServerConnection(RequestIntake):
         return self._highest_stream_id
 
     def data_to_send(self) -> bytes:
-        """Everything queued for the socket, in order (h2's frames and our raw GOAWAYs)."""
+        """Everything queued for the socket, in order."""
         self._responses.write_unsent()
         return super().data_to_send()
-
-    def _queue_raw_frame(self, frame: bytes) -> None:
-        """Queue a frame h2 cannot send, after every frame h2 holds (their order is kept)."""
-        self.take_h2_output()
-        self._output.append(frame)
 
     def set_output_room(self, room: Optional[int]) -> None:
         """How many more DATA bytes the socket layer will accept now (None: no limit).
 
-        A client can open its window without reading the socket; bounding what we hand to h2 by
+        A client can open its window without reading the socket; bounding what we queue by
         what the socket actually drains keeps memory bounded for such clients.
         Raising the room resumes the streams that were waiting for it.
         """
@@ -271,7 +239,7 @@ class ServerConnection(RequestIntake):
         """Part of what was received waits, past what one pass may take
         (:data:`minigrpc.frame_budget.PASS_LIMIT`): call :meth:`receive_data` again, with
         ``b""``, on the next pass of the loop (and read no more from the socket meanwhile)."""
-        return self._splitter.held and not self.closed
+        return self.conn.held and not self.closed
 
     def set_peer(self, history: PeerHistory, peer: Hashable) -> None:
         """Who the client is (see :class:`minigrpc.frame_budget.PeerHistory`), before its first
@@ -287,116 +255,93 @@ class ServerConnection(RequestIntake):
         """Feed bytes read from the socket; return the call events they complete."""
         if self.closed:
             return []
-        self._splitter.allowance = self._frame_budget.available()
-        try:
-            chunks = self._split(data)
-        except http2.AllowanceExceeded as exc:
-            out: List[CallEvent] = []
-            self._flood(out, flood_name(exc.frame_type))
-            return out
-        except http2.FrameError as exc:
-            # Each frame error carries its GOAWAY code: PROTOCOL_ERROR for a bad preface,
-            # FRAME_SIZE_ERROR (RFC 9113 §4.2; a connection error even on a DATA frame, §5.4,
-            # since its body must not be read), ENHANCE_YOUR_CALM for a CONTINUATION flood.
-            return self._fail_connection(exc.error_code, str(exc))
-        out = []
-        flood = self._frame_budget.charge(self._splitter)
+        conn = self.conn
+        conn.allowance = self._frame_budget.available()
+        out: List[CallEvent] = []
+        handlers = _HANDLERS
+        for event in conn.receive_data(data):
+            if handlers[type(event)](self, event, out):
+                return out
+        self.acknowledge_received()
+        flood = self._frame_budget.charge(conn)
         if flood:
             self._flood(out, flood)
             return out
-        for chunk in chunks:
-            try:
-                h2_events = self.conn.receive_data(chunk)
-            except h2.exceptions.ProtocolError as exc:
-                # h2 has queued a GOAWAY; events decoded earlier in this chunk are lost.
-                out.extend(self._connection_failed(f"HTTP/2 protocol error: {exc}"))
-                return out
-            finished = self._handle_h2_events(h2_events, out)
-            self.acknowledge_received()
-            if finished:
-                return out
-        splitter = self._splitter
-        if splitter.pings or splitter.connection_credit:
-            self._answer_connection_frames(splitter, out)
         self._resume_if_under()
         return out
-
-    def _answer_connection_frames(self, splitter: http2.FrameSplitter, out: List[CallEvent]
-                                  ) -> None:
-        """Answer the PINGs and apply the WINDOW_UPDATEs on stream 0 the splitter took out of
-        the read before h2 (:class:`minigrpc.http2.FrameSplitter`, ``take_connection_frames``),
-        as h2 would have: a PING ACK with the same opaque data (RFC 9113 §6.7), and the
-        connection's send window raised, resuming the responses that waited for it (RFC 9113
-        §6.9.1). Both were counted against the frame budget with the other frames of the read."""
-        pings = splitter.pings
-        assert pings is not None
-        credit, splitter.connection_credit = splitter.connection_credit, 0
-        if pings:
-            if len(pings) == 1:
-                self._queue_raw_frame(_PING_ACK_HEADER + pings[0])
-            else:
-                self._queue_raw_frame(b"".join([_PING_ACK_HEADER + ping for ping in pings]))
-            pings.clear()
-        if credit:
-            window = self.conn.outbound_flow_control_window + credit
-            if window > _MAX_WINDOW:
-                # RFC 9113 §6.9.1: a connection window above 2^31-1 is a connection error.
-                out.extend(self._fail_connection(
-                    FLOW_CONTROL_ERROR, "the client's WINDOW_UPDATEs overflow the window"))
-                return
-            self.conn.outbound_flow_control_window = window
-            self._responses.pump_blocked()
 
     def _resume_if_under(self) -> None:
         """Window held back for memory comes back as soon as the account is under budget."""
         if self._held_credit and not self.memory.over_budget:
             self.resume_credit()
 
-    def _handle_h2_events(self, h2_events: List[h2.events.Event], out: List[CallEvent]) -> bool:
-        """Turn one chunk's h2 events into call events; True once the connection is over."""
-        for event in h2_events:
-            if isinstance(event, h2.events.DataReceived):
-                self._on_data(event, out)
-            elif isinstance(event, h2.events.RequestReceived):
-                self._on_request(event, out)
-            elif isinstance(event, h2.events.StreamEnded):
-                self._on_stream_ended(event.stream_id, out)
-            elif isinstance(event, h2.events.TrailersReceived):
-                # gRPC requests have none, but a malformed block still ends the stream.
-                if hdrs.malformed_trailers(event.headers):
-                    self._reset_malformed(event.stream_id, out)
-            elif isinstance(event, h2.events.StreamReset):
-                self._on_stream_reset(event, out)
-            elif isinstance(event, h2.events.WindowUpdated):
-                if event.stream_id:
-                    self._responses.pump(event.stream_id)
-                else:
-                    self._responses.pump_blocked()
-            elif isinstance(event, h2.events.RemoteSettingsChanged):
-                # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated.
-                self.handshake_complete = True
-                if self._responses.any_blocked:
-                    self._responses.pump_blocked()
-            elif isinstance(event, h2.events.PingAckReceived):
-                if (
-                    self._drain_phase is DrainPhase.ANNOUNCED
-                    and event.ping_data == DRAIN_PING_PAYLOAD
-                ):
-                    self.send_final_goaway()
-            # PingReceived (h2 queued the ACK) and PriorityUpdated: counted in receive_data.
-            elif isinstance(event, h2.events.ConnectionTerminated):
-                # A client GOAWAY: it will open nothing new, and h2 is now CLOSED, so the
-                # responses we still owe could not be sent anyway.
-                out.extend(self._connection_failed("the client sent GOAWAY"))
-                return True
-            # SettingsAcknowledged, well-formed TrailersReceived (StreamEnded follows): nothing
-            # to do.
+    # What each event of the HTTP/2 connection does (:data:`_HANDLERS`); True once the
+    # connection is over.
+
+    def _on_data_event(self, event: events_.DataReceived, out: List[CallEvent]) -> bool:
+        self._on_data(event, out)
         return False
+
+    def _on_request_event(self, event: events_.RequestReceived, out: List[CallEvent]) -> bool:
+        self._on_request(event, out)
+        return False
+
+    def _on_stream_ended_event(self, event: events_.StreamEnded, out: List[CallEvent]) -> bool:
+        self._on_stream_ended(event.stream_id, out)
+        return False
+
+    def _on_trailers(self, event: events_.TrailersReceived, out: List[CallEvent]) -> bool:
+        # gRPC requests have none, but a malformed block still ends the stream.
+        if hdrs.malformed_trailers(event.headers):
+            self._reset_malformed(event.stream_id, out)
+        return False
+
+    def _on_reset_event(self, event: events_.StreamReset, out: List[CallEvent]) -> bool:
+        self._on_stream_reset(event, out)
+        return False
+
+    def _on_window_updated(self, event: events_.WindowUpdated, out: List[CallEvent]) -> bool:
+        if event.stream_id:
+            self._responses.pump(event.stream_id)
+        else:
+            self._responses.pump_blocked()
+        return False
+
+    def _on_settings(self, event: events_.SettingsChanged, out: List[CallEvent]) -> bool:
+        # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated.
+        self.handshake_complete = True
+        if self._responses.any_blocked:
+            self._responses.pump_blocked()
+        return False
+
+    def _on_ping_ack(self, event: events_.PingAcknowledged, out: List[CallEvent]) -> bool:
+        if self._drain_phase is DrainPhase.ANNOUNCED and event.data == DRAIN_PING_PAYLOAD:
+            self.send_final_goaway()
+        return False
+
+    def _on_goaway(self, event: events_.ConnectionTerminated, out: List[CallEvent]) -> bool:
+        # A client GOAWAY: the client is closing the connection and opens nothing new; the
+        # calls it still has end as on a lost connection (PROTOCOL-HTTP2.md, Connection
+        # failure).
+        out.extend(self._connection_failed("the client sent GOAWAY"))
+        return True
+
+    def _on_connection_error(
+        self, event: events_.PeerConnectionError, out: List[CallEvent]
+    ) -> bool:
+        # The connection queued its GOAWAY: PROTOCOL_ERROR for a bad preface, FRAME_SIZE_ERROR
+        # (RFC 9113 §4.2; a connection error even on a DATA frame, §5.4, since its body must
+        # not be read), ENHANCE_YOUR_CALM for a CONTINUATION flood or a flood of frames that do
+        # no work (RFC 9113 §10.5), and so on.
+        if event.flood:
+            self._flood(out, flood_name(event.frame_type))
+        else:
+            out.extend(self._connection_failed(event.reason))
+        return True
 
     def _flood(self, out: List[CallEvent], what: str) -> bool:
         """The client exhausted its allowance of frames that do no work: GOAWAY(ENHANCE_YOUR_CALM)
         and close (RFC 9113 §10.5; :mod:`minigrpc.frame_budget`). True: the connection is over."""
-        self.take_h2_output()  # the answers to the frames before it still go out first
         out.extend(self._fail_connection(ENHANCE_YOUR_CALM, f"flood of {what}"))
         if self._peer is not None:
             history, peer = self._peer
@@ -413,7 +358,7 @@ class ServerConnection(RequestIntake):
         return self._terminate_all(StatusCode.CANCELLED, reason)
 
     def _fail_connection(self, error_code: int, reason: str) -> List[CallEvent]:
-        """A connection error we detected before h2: GOAWAY(``error_code``), then close
+        """A connection error: GOAWAY(``error_code``) unless one went out, then close
         (RFC 9113 §5.4.1)."""
         self._close_with(error_code)
         return self._connection_failed(reason)
@@ -643,7 +588,7 @@ class ServerConnection(RequestIntake):
         if call.finished:
             return []
         call.finished = True
-        self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
+        self._reset(stream_id, CANCEL)
         return [CallTerminated(stream_id, StatusCode.CANCELLED, details)]
 
     def abort_all(self, details: str = "the server is shutting down") -> List[CallEvent]:
@@ -666,12 +611,12 @@ class ServerConnection(RequestIntake):
                 self.finish_call(stream_id, StatusCode.UNAVAILABLE, SHUTDOWN_DETAILS)
                 if stream_id not in self._calls:
                     continue  # Trailers-Only: ended (and reset NO_ERROR if its request was open)
-            self._reset(stream_id, h2.errors.ErrorCodes.CANCEL)
+            self._reset(stream_id, CANCEL)
         self._calls.clear()
         self._unanswered.clear()
         self._responses.forget_all()
         self.memory.close()
-        self._queue_raw_frame(http2.goaway_frame(self._highest_stream_id))
+        self.conn.close_connection()
         self.closed = True
         self.close_reason = details
         return events
@@ -682,15 +627,12 @@ class ServerConnection(RequestIntake):
         RFC 9113 §5.4.1: an endpoint that ends a connection on an error sends GOAWAY first,
         with the last stream it processed and the error code, so that the client knows the end
         was an error, not a graceful close, and which of its streams it may retry elsewhere;
-        INTERNAL_ERROR (RFC 9113 §7) is the code for a fault of the implementation. The frame is
-        written past h2 (:func:`minigrpc.http2.goaway_frame`): h2's state may be what broke.
-        The open calls end as on a lost connection (PROTOCOL-HTTP2.md, Connection failure).
+        INTERNAL_ERROR (RFC 9113 §7) is the code for a fault of the implementation.  The open
+        calls end as on a lost connection (PROTOCOL-HTTP2.md, Connection failure).
         """
         if self.closed:
             return []
-        self._queue_raw_frame(
-            http2.goaway_frame(self._highest_stream_id, INTERNAL_ERROR, b"internal error")
-        )
+        self.conn.close_connection(INTERNAL_ERROR, b"internal error")
         return self._connection_failed(details)
 
     def start_drain(self) -> None:
@@ -703,7 +645,7 @@ class ServerConnection(RequestIntake):
         if self.closed or self._drain_phase is not DrainPhase.SERVING:
             return
         self._drain_phase = DrainPhase.ANNOUNCED
-        self._queue_raw_frame(http2.goaway_frame(_MAX_STREAM_ID))
+        self.conn.send_goaway(_MAX_STREAM_ID)
         self.conn.ping(DRAIN_PING_PAYLOAD)
 
     def send_final_goaway(self) -> None:
@@ -711,7 +653,7 @@ class ServerConnection(RequestIntake):
         if self.closed or self._drain_phase is DrainPhase.CLOSED_TO_NEW:
             return
         self._drain_phase = DrainPhase.CLOSED_TO_NEW
-        self._queue_raw_frame(http2.goaway_frame(self._highest_stream_id))
+        self.conn.send_goaway(self._highest_stream_id)
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -719,7 +661,7 @@ class ServerConnection(RequestIntake):
         """Early Server Closure (PROTOCOL-HTTP2.md): END_STREAM while the request is open gets
         RST_STREAM(NO_ERROR)."""
         if not call.request_closed:
-            self._reset(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
+            self._reset(call.stream_id, NO_ERROR)
         self._forget(call)
 
     def _forget(self, call: ServerStream) -> None:
@@ -751,3 +693,18 @@ class ServerConnection(RequestIntake):
         for stream_id, call in self._calls.items():
             if call.inbound.waiting_for_window:
                 call.inbound.return_deferred(self, stream_id)
+
+
+#: What each event of :class:`~minigrpc.server_http2.ServerHTTP2Connection` does, by its class.
+_HANDLERS: Dict[type, Callable[[ServerConnection, Any, List[CallEvent]], bool]] = {
+    events_.DataReceived: ServerConnection._on_data_event,
+    events_.RequestReceived: ServerConnection._on_request_event,
+    events_.StreamEnded: ServerConnection._on_stream_ended_event,
+    events_.TrailersReceived: ServerConnection._on_trailers,
+    events_.StreamReset: ServerConnection._on_reset_event,
+    events_.WindowUpdated: ServerConnection._on_window_updated,
+    events_.SettingsChanged: ServerConnection._on_settings,
+    events_.PingAcknowledged: ServerConnection._on_ping_ack,
+    events_.ConnectionTerminated: ServerConnection._on_goaway,
+    events_.PeerConnectionError: ServerConnection._on_connection_error,
+}

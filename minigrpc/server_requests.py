@@ -2,7 +2,7 @@
 
 :class:`RequestIntake` is the half of :class:`minigrpc.server_protocol.ServerConnection` that
 turns a client's HEADERS, DATA, END_STREAM and RST_STREAM into call events; the connection
-(h2, flow control, responses, drain) is :class:`~minigrpc.server_protocol.ServerConnection`,
+(HTTP/2, flow control, responses, drain) is :class:`~minigrpc.server_protocol.ServerConnection`,
 which builds on it.  It is sans-IO like the rest of the protocol: no socket, no thread, and no
 clock but the connection's.  What it decides (docs/wire-rules.md, "Server-side rejections" and
 "Messages and compression"):
@@ -21,14 +21,12 @@ clock but the connection's.  What it decides (docs/wire-rules.md, "Server-side r
 import enum
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
-import h2.errors
-import h2.events
-
 from . import errors, wire
 from . import headers as hdrs
+from .connection_core import DataReceived, RequestReceived, StreamReset
 from .enums import StatusCode
 from .memory_budget import ConnectionMemory
-from .protocol import PROTOCOL_ERROR, ConnectionProtocol, Outbound
+from .protocol import NO_ERROR, PROTOCOL_ERROR, REFUSED_STREAM, ConnectionProtocol, Outbound
 from .server_events import (
     CallEvent,
     CallStarted,
@@ -42,8 +40,7 @@ from .server_settings import ServerSettings
 from .status import http2_error_name
 
 if TYPE_CHECKING:
-    from .http2 import FrameSplitter
-    from .server_h2 import ServerH2Connection
+    from .server_http2 import ServerHTTP2Connection
 
 __all__ = ["DrainPhase", "RequestIntake"]
 
@@ -65,8 +62,7 @@ class RequestIntake(ConnectionProtocol):
 
     # -- what ServerConnection provides ----------------------------------------------------------
 
-    conn: "ServerH2Connection"
-    _splitter: "FrameSplitter"
+    conn: "ServerHTTP2Connection"
     settings: ServerSettings
     memory: ConnectionMemory
     _clock: Callable[[], float]
@@ -92,7 +88,7 @@ class RequestIntake(ConnectionProtocol):
 
     # -- requests --------------------------------------------------------------------------------
 
-    def _on_request(self, event: h2.events.RequestReceived, out: List[CallEvent]) -> None:
+    def _on_request(self, event: RequestReceived, out: List[CallEvent]) -> None:
         stream_id = event.stream_id
         if stream_id > self._highest_stream_id:
             self._highest_stream_id = stream_id
@@ -103,7 +99,7 @@ class RequestIntake(ConnectionProtocol):
         ):
             # Nothing was processed, so the client may retry elsewhere (PROTOCOL-HTTP2.md, Errors:
             # REFUSED_STREAM is UNAVAILABLE and safe to retry).
-            self._reset(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            self._reset(stream_id, REFUSED_STREAM)
             return
         headers = event.headers
         head = self._last_request.recall(headers)
@@ -116,7 +112,7 @@ class RequestIntake(ConnectionProtocol):
                 headers, self.settings.max_header_list_size, self.settings.enabled_encodings
             )
             self._last_request.remember(headers, head)
-        request_open = event.stream_ended is None
+        request_open = not event.stream_ended
         if isinstance(head, hdrs.Rejection):
             if request_open and head.not_grpc:
                 # Not gRPC at all: answered once the request is complete, so that a framing
@@ -140,11 +136,12 @@ class RequestIntake(ConnectionProtocol):
         self._calls[stream_id] = call
         out.append(CallStarted(stream_id, head.method, head.metadata, deadline, head.authority))
 
-    def _on_data(self, event: h2.events.DataReceived, out: List[CallEvent]) -> None:
+    def _on_data(self, event: DataReceived, out: List[CallEvent]) -> None:
         stream_id = event.stream_id
         call = self._calls.get(stream_id)
         if call is None or call.request_dispatched or call.finished:
-            # Ack at once for calls we no longer read: h2 still credits the connection.
+            # Ack at once for calls we no longer read: the connection's window is spent all the
+            # same (RFC 9113 §6.9).
             if event.flow_controlled_length:
                 self.acknowledge_later(stream_id, event.flow_controlled_length)
             return
@@ -234,7 +231,7 @@ class RequestIntake(ConnectionProtocol):
         self._reset(stream_id, PROTOCOL_ERROR)
         self._end_reset_call(stream_id, "the client sent malformed trailers (PROTOCOL_ERROR)", out)
 
-    def _on_stream_reset(self, event: h2.events.StreamReset, out: List[CallEvent]) -> None:
+    def _on_stream_reset(self, event: StreamReset, out: List[CallEvent]) -> None:
         who = "client" if event.remote_reset else "HTTP/2 layer"
         details = f"the {who} reset the stream ({http2_error_name(event.error_code)})"
         self._end_reset_call(event.stream_id, details, out)
@@ -262,9 +259,9 @@ class RequestIntake(ConnectionProtocol):
             http_status=rejection.http_status,
             extra_headers=rejection.extra_headers,
         )
-        self.conn.send_headers(stream_id, hdrs.sendable(headers), end_stream=True)
+        self.conn.send_headers(stream_id, headers, end_stream=True)
         if request_open:
-            self._reset(stream_id, h2.errors.ErrorCodes.NO_ERROR)
+            self._reset(stream_id, NO_ERROR)
 
     def _fail_call(
         self, call: ServerStream, code: StatusCode, details: str, out: List[CallEvent]
@@ -278,7 +275,8 @@ class RequestIntake(ConnectionProtocol):
 
     def _open_streams(self) -> int:
         """The client's open streams (RFC 9113 §5.1.2): calls, and requests waiting for their
-        rejection; those that h2 has closed since (a stream error of its own) are dropped."""
+        rejection; those the connection has closed since (a stream error of its own) are
+        dropped."""
         if self._unanswered:
             for stream_id in [s for s in self._unanswered if self._stream_closed(s)]:
                 del self._unanswered[stream_id]

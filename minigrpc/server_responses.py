@@ -7,13 +7,13 @@ the connection (PROTOCOL-HTTP2.md, Responses):
 
 * the response headers go out once, first, with the ``grpc-encoding`` the client accepts
   (``doc/compression.md``), or a Trailers-Only block when the call ends before any message;
-* messages are framed (Length-Prefixed-Message), queued, and handed to h2 in chunks of
+* messages are framed (Length-Prefixed-Message), queued, and handed to the connection in chunks of
   ``min(window, max frame, output room)`` (RFC 9113 §5.2, §6.9); a stream that runs out of
   window or room waits in a set and is resumed on WINDOW_UPDATE, a SETTINGS change or more room;
 * the trailers follow the last queued byte, never before it;
 * no header block goes out larger than the client's MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2):
-  h2 does not check the peer's limit when sending, and a client may take an oversized block as
-  a connection error (docs/h2-notes.md, "Header lists"), so such a call ends INTERNAL instead.
+  a client may take an oversized block as a connection error that fails all its calls, so
+  such a call ends INTERNAL instead.
 
 Nothing here reads input, touches a socket or a clock: like the connection, it is a sans-IO
 part, tested through it in ``tests/unit/test_server_protocol.py``.
@@ -80,7 +80,7 @@ class ServerStream:
         self.last_progress = now
         self.headers_sent = False
         self.response_encoding: Optional[str] = None
-        self.outbound = outbound  # response messages not yet handed to h2
+        self.outbound = outbound  # response messages not yet handed to the connection
         self.trailers: Optional[Headers] = None  # trailers to send once ``outbound`` is out
         self.finished = False  # our final frame is queued (or the stream is gone)
         self.oversized = ""  # why initial metadata was not sent (too large for the client)
@@ -90,7 +90,7 @@ class ResponseWriter:
     """Writes the responses of one server connection (see the module docstring).
 
     ``streams`` is the connection's table of open streams, shared; ``stream_closed`` says
-    whether h2 already closed a stream (a later frame of the same read may have);
+    whether the connection already closed a stream (a later frame of the same read may have);
     ``ended`` is called once a stream's END_STREAM is queued, for the connection to forget it.
     """
 
@@ -148,8 +148,8 @@ class ResponseWriter:
         return bool(self._blocked)
 
     def write_unsent(self) -> None:
-        """Hand h2 the messages queued since the last write; queued together, they share DATA
-        frames."""
+        """Hand the connection the messages queued since the last write; queued together, they
+        share DATA frames."""
         if self._unsent:
             unsent, self._unsent = self._unsent, set()
             for stream_id in unsent:
@@ -179,7 +179,7 @@ class ResponseWriter:
         )
         call.headers_sent = True
         if not self._stream_closed(call.stream_id):
-            self._connection.conn.send_headers(call.stream_id, hdrs.sendable(headers))
+            self._connection.conn.send_headers(call.stream_id, headers)
             self.frame_budget.earn()
 
     def queue_message(self, call: ServerStream, message: bytes, compress_message: bool) -> None:
@@ -231,7 +231,7 @@ class ResponseWriter:
 
     def oversized(self, block: Headers, more: Optional[Headers]) -> str:
         """Why a header block exceeds the client's MAX_HEADER_LIST_SIZE, or "" if it fits."""
-        limit = self._connection.conn.remote_settings.max_header_list_size
+        limit = self._connection.conn.peer_max_header_list_size
         if limit is None:
             return ""
         size = hdrs.header_list_size(block) + (hdrs.header_list_size(more) if more else 0) + 64
@@ -251,9 +251,7 @@ class ResponseWriter:
         call.headers_sent = True
         call.finished = True
         if not self._stream_closed(call.stream_id):
-            self._connection.conn.send_headers(
-                call.stream_id, hdrs.sendable(headers), end_stream=True
-            )
+            self._connection.conn.send_headers(call.stream_id, headers, end_stream=True)
         self._ended(call)
 
     def queue_trailers(self, call: ServerStream, trailers: Headers) -> None:
@@ -267,10 +265,10 @@ class ResponseWriter:
             self.pump(stream_id)
 
     def pump(self, stream_id: int) -> None:
-        """Hand h2 as much of the pending response as windows and output room allow."""
+        """Hand the connection as much of the pending response as windows and output room allow."""
         call = self._streams.get(stream_id)
         if call is None or call.finished or self._stream_closed(stream_id):
-            # A stream h2 closed in the read being handled: its StreamReset event ends the call.
+            # A stream closed in the read being handled: its StreamReset event ends the call.
             self._blocked.discard(stream_id)
             return
         outbound = call.outbound
@@ -292,5 +290,5 @@ class ResponseWriter:
         if call.trailers is not None:
             trailers, call.trailers = call.trailers, None
             call.finished = True
-            conn.send_headers(stream_id, hdrs.sendable(trailers), end_stream=True)
+            conn.send_headers(stream_id, trailers, end_stream=True)
             self._ended(call)

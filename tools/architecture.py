@@ -52,9 +52,8 @@ MODULES: Dict[str, Module] = {
                       "configures logging"),
     "headers": Module(1, "every header block of both sides, built, checked and read"),
     "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
-    "header_memo": Module(1, "HPACK coding remembered while the dynamic table is unchanged"),
-    "frames": Module(1, "HTTP/2 frames to and from bytes, for both clients"),
-    "hpack_codec": Module(1, "HPACK header blocks to and from fields, for both clients"),
+    "frames": Module(1, "HTTP/2 frames to and from bytes, for both ends"),
+    "hpack_codec": Module(1, "HPACK header blocks to and from fields, for both ends"),
     "handlers": Module(1, "grpcio's handler types, shared by registration and the servers"),
     "targets": Module(1, "target strings to socket addresses and :authority"),
     "client_outcome": Module(1, "what the server's frames mean for a client call, for both "
@@ -75,8 +74,7 @@ MODULES: Dict[str, Module] = {
     "server_requests": Module(2, "how a server connection takes requests: each request's "
                                  "frames checked, refused or turned into call events"),
     "server_events": Module(2, "the call events the server protocol hands its socket layer"),
-    "server_h2": Module(2, "h2's server connection, adapted so one stream's fault stays "
-                           "its own"),
+    "server_http2": Module(2, "the server's end of an HTTP/2 connection, on connection_core"),
     "server_responses": Module(2, "how a server connection writes responses: headers, "
                                   "messages at the pace of windows and output room, trailers"),
     "server_timers": Module(2, "the timed decisions both servers make: idle connections, stalled "

@@ -45,7 +45,8 @@ def test_protocols_import_no_transport_and_no_socket() -> None:
         "server_settings",
         "server_responses",
         "server_events",
-        "server_h2",
+        "server_http2",
+        "connection_core",
     ):
         inside, outside = architecture.imports_of(module)
         assert not {"transport", "client_connection", "server_loop", "sockets", "tls"} & inside, (

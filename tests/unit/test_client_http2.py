@@ -20,6 +20,7 @@ from minigrpc.client_http2 import (
     ConnectionTerminated,
     DataReceived,
     PeerConnectionError,
+    PingAcknowledged,
     ResponseReceived,
     SettingsChanged,
     StreamEnded,
@@ -441,7 +442,9 @@ def test_ping_is_answered_and_a_ping_ack_is_not() -> None:
     assert peer.send(frames.frame_bytes(frames.PING, 0, 0, b"12345678")) == []
     [ack] = peer.output()
     assert (ack.type, ack.flags, ack.data) == (frames.PING, frames.ACK, b"12345678")
-    assert peer.send(frames.ping_ack(b"12345678")) == [] and peer.output() == []
+    [acknowledged] = peer.send(frames.ping_ack(b"12345678"))
+    assert isinstance(acknowledged, PingAcknowledged) and acknowledged.data == b"12345678"
+    assert peer.output() == []
 
 
 def test_goaway_is_reported_and_streams_below_it_go_on() -> None:
@@ -627,11 +630,21 @@ def test_a_large_frame_over_many_reads_is_read_whole() -> None:
 @pytest.mark.parametrize("increment", [b"\x00\x00\x00\x00", b"\x80\x00\x00\x00"])
 @pytest.mark.parametrize("stream_id", [0, 1])
 def test_a_window_update_of_zero_is_a_protocol_error(increment: bytes, stream_id: int) -> None:
-    """RFC 9113 §6.9 (the reserved bit is not part of the increment, RFC 9113 §4.1)."""
+    """RFC 9113 §6.9: a connection error on stream 0, a stream error on a stream (the
+    reserved bit is not part of the increment, RFC 9113 §4.1)."""
     peer = Peer()
     peer.open()
     events = peer.send(frame_bytes(frames.WINDOW_UPDATE, 0, stream_id, increment))
-    connection_error(events, peer, PROTOCOL_ERROR)
+    if not stream_id:
+        connection_error(events, peer, PROTOCOL_ERROR)
+        return
+    [reset] = events
+    assert isinstance(reset, StreamReset) and (reset.stream_id, reset.error_code) == (
+        1, PROTOCOL_ERROR
+    ) and not reset.remote_reset
+    [frame] = peer.output()
+    assert (frame.type, frame.stream_id) == (frames.RST_STREAM, 1)
+    assert 1 not in peer.client.streams
 
 
 def test_malformed_pings_are_frame_size_or_protocol_errors() -> None:

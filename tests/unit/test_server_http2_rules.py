@@ -7,12 +7,9 @@ RFC 9113 §5.4.1).  They hold whatever runs the connection underneath: the rules
 states (RFC 9113 §5.1), stream identifiers (RFC 9113 §5.1.1), flow control (RFC 9113 §6.9),
 SETTINGS (RFC 9113 §6.5), padding (RFC 9113 §6.1), header blocks (RFC 9113 §6.10), PRIORITY
 (RFC 9113 §5.3.1) and content-length (RFC 9113 §8.1.1), which h2spec checks end to end when its
-binary is at hand (tests/interop/test_h2spec.py).
-
-Where h2, which runs the server's connection today, answers other than RFC 9113 asks, the case
-states the RFC's answer and is marked :data:`H2_DEVIATES` (a strict xfail, so it fails once the
-connection answers as the RFC asks and the mark must go); the docstring says what h2 does.
-h2spec accepts both answers in those cases (a connection error where a stream error is due).
+binary is at hand (tests/interop/test_h2spec.py).  Where the RFC asks for a stream error,
+h2spec accepts a connection error too; these cases do not: ending every call on the connection
+for one stream's fault is what a gRPC server must not do.
 """
 
 from __future__ import annotations
@@ -50,11 +47,6 @@ REQUEST = [
     (b"te", b"trailers"),
 ]
 MESSAGE = wire.encode_message(b"hello")
-
-
-def H2_DEVIATES(what: str) -> pytest.MarkDecorator:
-    """A case where h2 answers other than RFC 9113 asks (see the module docstring)."""
-    return pytest.mark.xfail(strict=True, reason=f"h2 {what}")
 
 
 def _settings(setting: int, value: int) -> bytes:
@@ -174,7 +166,6 @@ def test_headers_on_a_stream_that_ended_both_ways_is_stream_closed() -> None:
     assert answer.goaway == STREAM_CLOSED or answer.resets.get(1) == STREAM_CLOSED
 
 
-@H2_DEVIATES("answers DATA on a stream it reset with RST_STREAM(STREAM_CLOSED)")
 def test_frames_on_a_stream_the_server_reset_are_ignored() -> None:
     """RFC 9113 §5.1, "closed": after we sent RST_STREAM, frames the client sent before it
     read it are ignored."""
@@ -200,7 +191,6 @@ def test_rst_stream_from_the_client_ends_the_call_and_not_the_connection() -> No
 # -- PRIORITY (RFC 9113 §5.3.1, §6.3) ------------------------------------------------------------
 
 
-@H2_DEVIATES("makes it a connection error PROTOCOL_ERROR")
 def test_a_priority_frame_depending_on_its_own_stream_is_a_stream_error() -> None:
     raw = Raw()
     raw.send(_request(raw, 1, end=False))
@@ -209,7 +199,6 @@ def test_a_priority_frame_depending_on_its_own_stream_is_a_stream_error() -> Non
     _still_serving(raw, 3)
 
 
-@H2_DEVIATES("makes it a connection error PROTOCOL_ERROR")
 def test_headers_depending_on_their_own_stream_are_a_stream_error() -> None:
     raw = Raw()
     fields = (1).to_bytes(4, "big") + b"\x10" + raw.block(REQUEST)
@@ -230,7 +219,6 @@ def test_a_priority_frame_of_the_wrong_length_is_a_stream_error() -> None:
 # -- flow control (RFC 9113 §6.9) ----------------------------------------------------------------
 
 
-@H2_DEVIATES("makes it a connection error PROTOCOL_ERROR")
 def test_a_zero_window_update_on_a_stream_is_a_stream_error() -> None:
     """RFC 9113 §6.9: an increment of 0 on a stream is a stream error PROTOCOL_ERROR (on
     stream 0 a connection error, test_server_protocol)."""
@@ -318,7 +306,6 @@ def test_malformed_settings_are_connection_errors(frame: bytes, code: int) -> No
     assert raw.send(frame).goaway == code
 
 
-@H2_DEVIATES("sends GOAWAY(PROTOCOL_ERROR)")
 def test_a_settings_ack_with_a_payload_is_a_frame_size_error() -> None:
     """RFC 9113 §6.5: a SETTINGS frame with ACK set and a payload is a connection error
     FRAME_SIZE_ERROR."""
@@ -405,7 +392,6 @@ def test_anything_but_its_continuation_inside_a_header_block_is_a_connection_err
     assert answer.goaway == PROTOCOL_ERROR
 
 
-@H2_DEVIATES("sends GOAWAY(PROTOCOL_ERROR)")
 def test_a_header_block_that_does_not_decode_is_a_compression_error() -> None:
     """RFC 9113 §4.3: the dynamic table cannot be trusted after a decoding error."""
     raw = Raw()
@@ -459,7 +445,6 @@ def test_trailers_without_end_stream_are_a_protocol_error() -> None:
 
 
 @pytest.mark.parametrize("declared", [len(MESSAGE) + 1, len(MESSAGE) - 1])
-@H2_DEVIATES("makes it a connection error PROTOCOL_ERROR")
 def test_content_length_other_than_the_data_is_a_stream_error(declared: int) -> None:
     """RFC 9113 §8.1.1: a content-length that the DATA frames do not add up to is malformed."""
     raw = Raw()

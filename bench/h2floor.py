@@ -1,11 +1,13 @@
-"""What h2 alone costs per unary call: the floor under every minigrpc call.
+"""What h2 alone costs per unary call: the pure-Python HTTP/2 reference.
 
-minigrpc does its HTTP/2 through h2, hpack and hyperframe, so no minigrpc call can cost less
-than the work those libraries do for it. This measures that work with nothing else around it:
-one h2 client connection and one h2 server connection, configured exactly as minigrpc configures
-them (:func:`minigrpc.http2.client_config`, :func:`minigrpc.http2.start_connection`), pass the
-bytes of the benchmark's echo call to each other in memory, in one thread, with no socket, no
-lock and no gRPC layer. Per call, the client sends minigrpc's request headers
+grpclib, and minigrpc until its own HTTP/2 connection replaced it, do their HTTP/2 through h2,
+hpack and hyperframe, so no call on them can cost less than the work those libraries do for it.
+This measures that work with nothing else around it: one h2 client connection and one h2 server
+connection, configured as minigrpc's tests configure h2 as a peer
+(:func:`tests.support.h2_peer.client_config`, :func:`tests.support.h2_peer.start_connection`:
+minigrpc's SETTINGS values, no header validation or normalisation), pass the bytes of the
+benchmark's echo call to each other in memory, in one thread, with no socket, no lock and no
+gRPC layer. Per call, the client sends minigrpc's request headers
 (:func:`minigrpc.headers.request_headers`) and the length-prefixed message, and takes in
 the response; the server takes in the request and sends response headers, the message and the
 trailers; each side acknowledges the DATA it received, as minigrpc does.
@@ -24,8 +26,8 @@ the client pays h2's price for every frame it receives (see a call in each with
 The result is the time of each side's h2 work per call, in microseconds (median of rounds), for
 each pattern.
 Compare it with a client's or a server's whole CPU per call in the latency and throughput
-sections: when h2's share alone exceeds what the reference library needs for the entire call,
-no change inside minigrpc can meet that target.
+sections: it is what an h2-based library spends on HTTP/2 alone, and the client CPU targets of
+docs/benchmarks.md are divided by it.
 
 Run as ``python -m bench.h2floor [--calls N] [--rounds R]``; it prints one JSON object. With
 ``--options`` it measures instead what each of h2's header options costs (:func:`compare_options`).
@@ -45,8 +47,9 @@ import h2.events
 
 from bench.peers import ECHO_PATH
 from bench.workloads import make_payload
-from minigrpc import headers, http2, wire
+from minigrpc import headers, wire
 from minigrpc.headers import request_headers
+from tests.support.h2_peer import client_config, server_config, start_connection
 
 _TRAILERS = [(b"grpc-status", b"0"), (b"grpc-message", b"")]
 _PING_PAYLOAD = b"\x02\x04\x10\x10\x09\x0e\x07\x07"
@@ -92,10 +95,10 @@ def measure(calls: int, size: int, pattern: ServerPattern = PATTERNS["grpcio"],
     """``calls`` echo calls on a fresh connection pair; µs of client and server h2 work each.
 
     ``changes`` overrides some of minigrpc's h2 options (:data:`H2_OPTIONS`) on both sides."""
-    client = h2.connection.H2Connection(_configured(http2.client_config(), changes))
-    server = h2.connection.H2Connection(_configured(http2.server_config(), changes))
-    http2.start_connection(client)
-    http2.start_connection(server)
+    client = h2.connection.H2Connection(_configured(client_config(), changes))
+    server = h2.connection.H2Connection(_configured(server_config(), changes))
+    start_connection(client)
+    start_connection(server)
     server.receive_data(client.data_to_send())
     client.receive_data(server.data_to_send())
     server.receive_data(client.data_to_send())
@@ -133,8 +136,8 @@ def measure(calls: int, size: int, pattern: ServerPattern = PATTERNS["grpcio"],
     return {"client_us": client_s / calls * 1e6, "server_us": server_s / calls * 1e6}
 
 
-#: h2's header options (``H2Configuration``), each of which minigrpc sets deliberately
-#: (:func:`minigrpc.http2.client_config`).
+#: h2's header options (``H2Configuration``), each of which the peer configuration sets
+#: (:func:`tests.support.h2_peer.client_config`).
 H2_OPTIONS = ("validate_outbound_headers", "normalize_outbound_headers",
               "validate_inbound_headers", "normalize_inbound_headers")
 
@@ -147,12 +150,12 @@ def _configured(config: h2.config.H2Configuration, changes: Optional[Dict[str, b
 
 
 def compare_options(calls: int, rounds: int, size: int) -> Dict[str, Any]:
-    """h2's work per call (grpc-go's pattern) with minigrpc's options, then each one flipped,
-    and what minigrpc's own checks of received blocks cost (they replace h2's inbound
-    validation): the measurements behind docs/h2-notes.md, "Configuration"."""
+    """h2's work per call (grpc-go's pattern) with the peer configuration's options, then each
+    one flipped, and what minigrpc's own checks of received blocks cost (the work h2's inbound
+    validation would do)."""
     pattern = PATTERNS["grpc-go"]
-    ours = http2.client_config()
-    variants: Dict[str, Optional[Dict[str, bool]]] = {"minigrpc's options": None}
+    ours = client_config()
+    variants: Dict[str, Optional[Dict[str, bool]]] = {"the peer's options": None}
     for name in H2_OPTIONS:
         flipped = not getattr(ours, name)
         variants[f"{name}={flipped}"] = {name: flipped}

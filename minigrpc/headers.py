@@ -16,8 +16,9 @@ trailers / Trailers-Only    :func:`status_headers`,        :func:`read_status`
                             :func:`trailers_only`
 ==========================  ============================  ==================================
 
-Header names and values are bytes (h2 is configured with ``header_encoding=None``).  Application
-metadata arrives here already validated and encoded (:func:`minigrpc.wire.encode_metadata`).
+Header names and values are bytes, as the HPACK codec (:mod:`minigrpc.hpack_codec`) decodes
+and encodes them.  Application metadata arrives here already validated and encoded
+(:func:`minigrpc.wire.encode_metadata`).
 """
 
 from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -46,7 +47,7 @@ _TE = (b"te", b"trailers")
 _ACCEPT_ENCODING = (b"grpc-accept-encoding", wire.ACCEPT_ENCODING.encode("ascii"))
 #: The encodings a server accepts in a request's ``grpc-encoding``.
 _DECODABLE_ENCODINGS = frozenset(wire.SUPPORTED_ENCODINGS)
-#: What ``bytes.strip()`` removes, and so what h2's outbound normalisation strips from values.
+#: What ``bytes.strip()`` removes, and so what :func:`outbound_fields` strips from values.
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
 
 
@@ -105,10 +106,9 @@ def malformed_request(headers: Sequence[Header]) -> str:
     """Why a request header block is malformed (RFC 9113 §8.2 and §8.3.1), or "".
 
     A malformed request is a stream error of type PROTOCOL_ERROR (RFC 9113 §8.1.1): the server
-    resets that stream and the connection lives on. These are the checks h2's inbound validation
-    makes; minigrpc makes them itself because h2 turns every failure into a connection error that
-    ends all the connection's calls, and because they cost less here (docs/h2-notes.md,
-    "Configuration"). tests/unit/test_received_headers.py compares the two on generated blocks.
+    resets that stream and the connection lives on. tests/unit/test_received_headers.py compares
+    these verdicts with h2's inbound validation, an independent implementation of the same
+    rules, on generated blocks.
     """
     problem, pseudo, hosts = _field_problem(headers, _REQUEST_PSEUDO)
     if problem:
@@ -140,7 +140,7 @@ def malformed_response(headers: Sequence[Header]) -> str:
     """Why a response header block (or Trailers-Only block) is malformed, or "".
 
     RFC 9113 §8.3.2: ``:status`` is required and is the only pseudo-header. See
-    :func:`malformed_request` for why minigrpc checks this rather than h2.
+    :func:`malformed_request` for what a malformed block costs.
     """
     problem, pseudo, _ = _field_problem(headers, _RESPONSE_PSEUDO)
     if problem:
@@ -153,7 +153,7 @@ def malformed_response(headers: Sequence[Header]) -> str:
 def malformed_trailers(headers: Sequence[Header]) -> str:
     """Why a trailer block is malformed (no pseudo-headers, RFC 9113 §8.1), or "".
 
-    See :func:`malformed_request` for why minigrpc checks this rather than h2.
+    See :func:`malformed_request` for what a malformed block costs.
     """
     return _field_problem(headers, _TRAILER_PSEUDO)[0]
 
@@ -210,18 +210,16 @@ def _shown(name: bytes) -> str:
 def malformed_path(path: str) -> bool:
     """True if ``path`` cannot be a ``:path`` value (RFC 9113 §8.3.1 and §8.2.1).
 
-    The method name is the one request header the application chooses freely, and h2's outbound
-    validation is off (:func:`minigrpc.http2.client_config`): an empty path is a protocol error
-    (h2's normalisation strips surrounding ASCII whitespace first, so a path of only whitespace
-    is empty too), and CR, LF or NUL would make an h2-based server kill the whole connection.
+    The method name is the one request header the application chooses freely, and nothing
+    else checks it before it is sent: an empty path is a protocol error (values go out without
+    surrounding ASCII whitespace, :func:`outbound_fields`, so a path of only whitespace is empty
+    too), and CR, LF or NUL would make an h2-based server kill the whole connection.
     """
     return not path.strip(_ASCII_WHITESPACE) or "\r" in path or "\n" in path or "\0" in path
 
 
 #: Fields never added to an HPACK table, to keep credentials out of it (RFC 7541 §7.1.3).
 SENSITIVE_FIELDS = frozenset((b"authorization", b"proxy-authorization"))
-#: The names :func:`is_sensitive` may say yes to.
-MAYBE_SENSITIVE = SENSITIVE_FIELDS | {b"cookie"}
 
 
 def is_sensitive(name: bytes, value: bytes) -> bool:
@@ -233,39 +231,16 @@ def outbound_fields(block: Sequence[Header]) -> List[Tuple[bytes, bytes, bool]]:
     """A header block as it is sent: each field with whether it is sensitive
     (:func:`is_sensitive`), values without surrounding whitespace (RFC 9113 §8.2.1).
 
-    These are the rules of h2's outbound normalisation, which minigrpc applies itself
-    (:func:`minigrpc.http2.client_config`, :func:`sendable`); the names of every block it
-    sends are lower-case and carry no whitespace already, and no connection-specific field
-    gets in (:func:`minigrpc.wire.is_reserved_key`).
+    Both ends and the one-shot client code every block they send from this; the names of
+    every block minigrpc sends are lower-case and carry no whitespace already, and no
+    connection-specific field gets in (:func:`minigrpc.wire.is_reserved_key`).
+    tests/unit/test_status_and_http2.py compares the result with h2's outbound normalisation.
     """
     fields: List[Tuple[bytes, bytes, bool]] = []
     for name, value in block:
         value = value.strip()
         fields.append((name, value, is_sensitive(name, value)))
     return fields
-
-
-def sendable(block: Sequence[Header]) -> Sequence[Header]:
-    """``block`` as h2's outbound normalisation would send it (:func:`outbound_fields`):
-    sensitive fields as hpack's never-indexed tuples, values stripped of surrounding
-    whitespace (RFC 9113 §8.2.1, RFC 7541 §7.1.3).  h2's own normalisation is off on both
-    sides (:func:`minigrpc.http2.server_config`), because it runs a chain of generators over
-    every field of every block; this returns the block itself when nothing would change, as
-    for the blocks a server sends on almost every call (``:status``, ``content-type``,
-    ``grpc-status``).  Names need nothing: every block minigrpc sends has lower-case names
-    (:func:`minigrpc.wire.validate_metadata`) and no connection-specific field
-    (:func:`minigrpc.wire.is_reserved_key`).
-    """
-    maybe = MAYBE_SENSITIVE
-    for name, value in block:
-        if name in maybe or len(value.strip()) != len(value):
-            from hpack import NeverIndexedHeaderTuple  # only blocks that need it pay for it
-
-            return [
-                NeverIndexedHeaderTuple(name, value) if sensitive else (name, value)
-                for name, value, sensitive in outbound_fields(block)
-            ]
-    return block
 
 
 #: The fixed start of request header blocks, by what it is built from (:func:`request_headers`).

@@ -1,12 +1,12 @@
 """One unary call on an HTTP/2 connection of its own, as a sans-IO state machine.
 
 A process that makes a single call and exits (the CNI plugin, once per pod) pays for every
-module it imports, and h2's connection state machine, built for long-lived connections with
-many streams, is the largest part of that.  This machine runs exactly one stream (id 1) on
-minigrpc's own frame codec (:mod:`minigrpc.frames`) and HPACK codec (:mod:`minigrpc.hpack_codec`),
-with the frame-level rules that :mod:`minigrpc.http2` keeps, and imports neither h2 nor the
-hyperframe and hpack libraries h2 is made of (nor the :mod:`logging` and :mod:`typing` they
-load).  Every gRPC
+module it imports, and the full client's connection (:mod:`minigrpc.connection_core`), built
+for long-lived connections with many streams, is the largest part of that.  This machine runs
+exactly one stream (id 1) on minigrpc's frame codec (:mod:`minigrpc.frames`) and HPACK codec
+(:mod:`minigrpc.hpack_codec`), with the frame-header checks of
+:class:`minigrpc.http2.FrameSplitter`, and imports neither the full connection nor h2 and the
+hyperframe and hpack libraries (nor the :mod:`logging` and :mod:`typing` they load).  Every gRPC
 rule comes from the modules the full client uses: the request headers and the header checks
 (:mod:`minigrpc.headers`), message framing (:mod:`minigrpc.wire`), and what the server's frames
 mean for the call (:mod:`minigrpc.client_outcome`, with the status tables of
@@ -14,11 +14,11 @@ mean for the call (:mod:`minigrpc.client_outcome`, with the status tables of
 
 What it does, from the client's side of RFC 9113:
 
-* the connection preface, our SETTINGS (the values :func:`minigrpc.http2.start_connection`
-  advertises) and the connection WINDOW_UPDATE, then HEADERS (split into CONTINUATION frames
-  when the block exceeds the peer's MAX_FRAME_SIZE, RFC 9113 §6.10) and the request in DATA
-  frames within the peer's windows and frame size (RFC 9113 §6.9), resumed as WINDOW_UPDATEs
-  and SETTINGS arrive; all of it in the first write;
+* the connection preface, our SETTINGS (the values :mod:`minigrpc.http2` holds, which the
+  full client advertises too) and the connection WINDOW_UPDATE, then HEADERS (split into
+  CONTINUATION frames when the block exceeds the peer's MAX_FRAME_SIZE, RFC 9113 §6.10) and
+  the request in DATA frames within the peer's windows and frame size (RFC 9113 §6.9), resumed
+  as WINDOW_UPDATEs and SETTINGS arrive; all of it in the first write;
 * the server's SETTINGS (RFC 9113 §6.5; its first frame, RFC 9113 §3.4) applied and
   acknowledged, PINGs answered (RFC 9113 §6.7); the server's blocks decoded with all of HPACK
   (dynamic table, Huffman coding, RFC 7541), ours sent with Huffman coding and without adding to

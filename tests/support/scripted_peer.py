@@ -75,6 +75,7 @@ from minigrpc import http2, targets, wire
 from minigrpc.client_protocol import ClientCall, ClientConnectionProtocol
 from minigrpc.frames import FRAME_HEADER_LENGTH, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE
 from minigrpc.headers import request_headers
+from tests.support.h2_peer import GoawaySplitter, reopen_after_goaway
 
 Header = Tuple[bytes, bytes]
 HeaderLike = Tuple[Union[str, bytes], Union[str, bytes]]
@@ -1316,8 +1317,6 @@ class ServerConnection:
 
         h2 refuses to send anything after its own GOAWAY, hence the reopen for the PING.
         """
-        from minigrpc.http2 import reopen_after_goaway
-
         with self.lock:
             self.conn.close_connection(error_code=error_code, last_stream_id=last_stream_id)
             reopen_after_goaway(self.conn)
@@ -1487,7 +1486,7 @@ class RawH2Client:
         self.ping_acks: List[bytes] = []
         self.events: List[Any] = []
         self.closed = False
-        self._splitter = http2.FrameSplitter()
+        self._splitter = GoawaySplitter()
         self.flush()
 
     def flush(self) -> None:
@@ -1534,13 +1533,13 @@ class RawH2Client:
             raise ConnectionError("the server closed the connection")
         # One chunk per GOAWAY, and h2 reopened after each, so that a graceful shutdown can be
         # watched to its end like a real client does (h2 stops after a GOAWAY:
-        # minigrpc.http2.reopen_after_goaway).
+        # tests.support.h2_peer.reopen_after_goaway).
         for chunk in self._splitter.feed(data):
             for event in self.conn.receive_data(chunk):
                 self.events.append(event)
                 self._on_event(event)
                 if isinstance(event, h2.events.ConnectionTerminated):
-                    http2.reopen_after_goaway(self.conn)
+                    reopen_after_goaway(self.conn)
         self.flush()
 
     def _on_event(self, event: Any) -> None:

@@ -23,8 +23,8 @@ from minigrpc.client_protocol import (
 )
 from minigrpc.frames import MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE
 from minigrpc.headers import header_list_size, is_grpc_content_type, request_headers
-from minigrpc.http2 import reopen_after_goaway
 from minigrpc.status import StatusCode
+from tests.support.h2_peer import reopen_after_goaway
 from tests.support.scripted_peer import (
     GRPC_RESPONSE_HEADERS,
     INITIAL_WINDOW_SIZE,

@@ -274,18 +274,18 @@ def test_status_tables_total(number: int) -> None:
 
 
 @fuzz(300)
-@given(data=st.binary(max_size=300), cuts=CUTS, preface=st.booleans())
-def test_frame_splitter_keeps_every_byte(data: bytes, cuts: List[int], preface: bool) -> None:
-    splitter = http2.FrameSplitter(expect_preface=preface)
-    stream = (CLIENT_PREFACE if preface else b"") + data
-    out = []
+@given(data=st.binary(max_size=300), cuts=CUTS, settings_first=st.booleans())
+def test_frame_splitter_raises_only_frame_errors(
+    data: bytes, cuts: List[int], settings_first: bool
+) -> None:
+    splitter = http2.FrameSplitter(
+        max_frame_size=64, max_header_block=100, expect_settings_first=settings_first
+    )
     try:
-        for chunk in chunked(stream, cuts):
-            out.extend(splitter.feed(chunk))
-    except http2.PrefaceError:
-        return
-    # The preface itself is passed on too: h2's server side checks it again.
-    assert b"".join(out) == stream
+        for chunk in chunked(data, cuts):
+            splitter.feed(chunk)
+    except http2.FrameError:
+        pass
 
 
 @fuzz(200)

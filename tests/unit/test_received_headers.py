@@ -1,10 +1,11 @@
 """minigrpc's checks of received header blocks make the decisions h2's inbound validation makes.
 
-minigrpc switches h2's inbound validation off (:func:`minigrpc.http2.client_config`) and checks
-received blocks itself (:func:`minigrpc.headers.malformed_request` and its siblings), so that a
-malformed block costs one stream instead of the connection. That is only safe if no block that
-h2 refuses gets through, so these tests generate blocks around valid ones, mutated in every way
-RFC 9113 §8.2-8.3 forbids, and compare the verdicts with h2's own ``validate_headers``.
+minigrpc checks received blocks itself (:func:`minigrpc.headers.malformed_request` and its
+siblings), so that a malformed block costs one stream instead of the connection (RFC 9113
+§8.1.1). h2's inbound validation is an independent implementation of the same rules, and no
+block that it refuses may get through, so these tests generate blocks around valid ones,
+mutated in every way RFC 9113 §8.2-8.3 forbids, and compare the verdicts with h2's own
+``validate_headers``.
 
 One difference is deliberate: a value with whitespace around it is accepted, as grpcio's and
 grpc-go's servers accept it (grpcio's client sends such metadata). h2 is therefore asked about

@@ -1062,8 +1062,7 @@ def test_fuzz_requests_never_raise(
     server.data_to_send()
 
 
-# -- h2's outbound header validation is off (minigrpc.http2._config); prove nothing changes ------
-
+# -- the blocks the server sends are valid as h2's outbound validation judges them ------------
 
 
 def _serve_one_call(
@@ -1401,7 +1400,7 @@ def test_pings_and_window_updates_after_response_data_are_free() -> None:
         assert not pair.server.closed, number
 
 
-# -- PING and WINDOW_UPDATE on stream 0, answered before h2 (FrameSplitter.take_connection_frames)
+# -- PING and WINDOW_UPDATE on stream 0 (RFC 9113 §6.7, §6.9) -----------------------------------
 
 
 def _raw_frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:

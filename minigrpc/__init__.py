@@ -1,4 +1,4 @@
-"""minigrpc: unary gRPC over HTTP/2 in pure Python, on h2 and protobuf only.
+"""minigrpc: unary gRPC over HTTP/2 in pure Python, on its own HTTP/2 and protobuf only.
 
 The public API is a drop-in subset of grpcio's, so ``import minigrpc as grpc`` works for unary
 code::

@@ -2,9 +2,8 @@
 
 :class:`ClientConnection` owns a socket and a
 :class:`~minigrpc.client_protocol.ClientConnectionProtocol` behind one lock (the HTTP/2
-connection is not thread-safe; docs/h2-notes.md, "I/O and threads"). There is no reader thread:
-a thread that needs
-something from the server (a response, send window, a free stream slot) takes the *reader role*
+connection is not thread-safe). There is no reader thread: a thread that needs something
+from the server (a response, send window, a free stream slot) takes the *reader role*
 if nobody holds it, reads the socket without the lock, feeds the bytes to the protocol under the
 lock, flushes what the connection queued (ACKs, WINDOW_UPDATEs, PING replies) and wakes every
 waiter. Other threads wait on a condition variable and take over the role when the reader's
@@ -679,10 +678,7 @@ class ClientConnection:
             for call in list(self.protocol.calls.values()):
                 self.protocol.cancel(call, ending)
             if self.protocol.failure is None:
-                try:
-                    self.protocol.conn.close_connection()
-                except Exception:  # already closed: nothing to say
-                    pass
+                self.protocol.conn.close_connection()  # GOAWAY, unless one went out already
                 data = self.protocol.data_to_send()
                 if data and not self._writing and not self._outbox and self._write_error is None:
                     # Best effort and never blocking: a peer that does not read gets no GOAWAY.

@@ -1,4 +1,5 @@
-"""What a client concludes about one call from what the server sent, free of h2 and of I/O.
+"""What a client concludes about one call from what the server sent, free of any connection
+state and of I/O.
 
 Two clients read server frames: the full client (:mod:`minigrpc.client_protocol`, on its
 HTTP/2 connection, :mod:`minigrpc.client_http2`) and the one-shot unary client

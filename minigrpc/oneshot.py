@@ -2,9 +2,10 @@
 
 :func:`unary_call` dials the target (:func:`minigrpc.sockets.open_socket`, with the full
 client's dial errors), runs :class:`minigrpc.oneshot_protocol.OneShotCall` over the socket and
-returns the status and the response payload.  It loads neither h2's connection state machine
-nor the channel machinery (threads, connectivity, interceptors), which is the point: the CNI
-plugin's cold start is its speed (docs/benchmarks.md).  A long-lived program uses
+returns the status and the response payload.  It loads neither the full client's HTTP/2
+connection (:mod:`minigrpc.connection_core`) nor the channel machinery (threads,
+connectivity, interceptors), which is the point: the CNI plugin's cold start is its speed
+(docs/benchmarks.md).  A long-lived program uses
 ``minigrpc.insecure_channel``; both end a call with the same status for the same server
 behaviour, because they share every rule (:mod:`minigrpc.client_outcome`).
 

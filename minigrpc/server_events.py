@@ -4,7 +4,8 @@
 few gRPC-level events: a call started (its request headers were valid), a unary request is
 complete, streamed request messages wait, the request ended, or a call ended without the
 handler's answer.  Both servers (:mod:`minigrpc.server_loop`, :mod:`minigrpc.aio._server_loop`)
-act on these and nothing else, as h2's own events are the vocabulary between h2 and us.
+act on these and nothing else, as the HTTP/2 connection's events
+(:mod:`minigrpc.connection_core`) are the vocabulary between it and the server protocol.
 """
 
 from typing import Optional, Union

@@ -180,7 +180,7 @@ class ServerLoop(CallHandling):
     # -- cross-thread plumbing -------------------------------------------------------------------
 
     def _post(self, function: Callable[..., None], *args: Any) -> None:
-        """Run ``function(*args)`` on the I/O thread soon (H2Connection is not thread-safe)."""
+        """Run ``function(*args)`` on the I/O thread soon (a connection is not thread-safe)."""
         self._commands.post(function, *args)
 
     def _command_failed(self, args: Tuple[Any, ...]) -> None:

@@ -288,9 +288,9 @@ class _Direction:
 class FrameTracer:
     """Turns the raw byte streams of one connection into log lines, one per frame.
 
-    h2 does not expose frames, so the tracer parses the bytes itself with hyperframe and keeps
-    its own HPACK decoder per direction: HPACK is deterministic, so a second decoder fed the
-    same blocks in the same order mirrors the peer's dynamic table (RFC 7541 §2.2).  Nothing
+    The tracer parses the bytes itself with hyperframe, apart from the connection's own parser,
+    and keeps its own HPACK decoder per direction: HPACK is deterministic, so a second decoder
+    fed the same blocks in the same order mirrors the peer's dynamic table (RFC 7541 §2.2).  Nothing
     here ever raises into the transport: a failure is logged and ends tracing of that direction.
     """
 

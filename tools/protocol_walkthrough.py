@@ -27,9 +27,10 @@ What is normalised, so that two runs render the same text (see ``normalise_entri
   were built), and the ``len=`` of any HEADERS frame carrying them (``len=<n>``: HPACK's
   Huffman code makes the length depend on the exact digits);
 * MAC addresses in the agent's result JSON (``<mac>``);
-* the *interleaving* of the two directions: h2 answers SETTINGS and PING frames by itself, and
-  its ACK leaves with the next write, whose timing depends on how the kernel split the reads.
-  The listing puts every ACK this side sends right after the frame it answers.  The order of
+* the *interleaving* of the two directions: the HTTP/2 connection answers SETTINGS and PING
+  frames by itself, and its ACK leaves with the next write, whose timing depends on how the
+  kernel split the reads. The listing puts every ACK this side sends right after the frame it
+  answers.  The order of
   frames within one direction is never changed.
 
 Everything else, frame lengths, flags, window increments, header values and the first bytes of
@@ -696,8 +697,8 @@ def scenario_goaway(directory: str) -> Dict[str, str]:
         try:
             if not agent.started.wait(STEP_TIMEOUT):
                 raise WalkthroughError("the ADD never reached the agent")
-            # Let the SETTINGS exchange finish first: h2 drops the ACKs it has queued when a
-            # GOAWAY arrives in the same read (it clears its output buffer on GOAWAY).
+            # Let the SETTINGS exchange finish first, so that the listing shows both ACKs
+            # before the GOAWAY whatever reads the frames arrive in.
             capture.wait_until(capture.settings_settled, "the SETTINGS exchange")
             stopped = agent.server.stop(30)
             capture.wait_for(

@@ -287,7 +287,7 @@ class AioConnection(asyncio.BufferedProtocol):
     async def send(
         self, call: ClientCall, framed: Any, last: bool, deadline: Optional[float]
     ) -> bool:
-        """Queue one request message and wait until h2 has taken it; False if the call ended."""
+        """Queue one request message and wait until it is written; False if the call ended."""
         self.protocol.send_message(call, framed, last)
         await self.write_request(call, deadline)
         return not call.done
@@ -333,10 +333,7 @@ class AioConnection(asyncio.BufferedProtocol):
         for call in list(self.protocol.calls.values()):
             events.extend(self.protocol.cancel(call, ending))
         if self.protocol.failure is None:
-            try:
-                self.protocol.conn.close_connection()
-            except Exception:  # h2 already closed (GOAWAY received): nothing to say
-                pass
+            self.protocol.conn.close_connection()  # GOAWAY, unless one went out already
             self._flush()
             self.protocol.failure = "connection closed by the client"
         self._closed = True

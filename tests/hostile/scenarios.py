@@ -716,7 +716,8 @@ def client_scenarios() -> List[ClientScenario]:
             "header_block_over_connection_limit", "frames",
             "a 100 kB response header block (over the advertised MAX_HEADER_LIST_SIZE)",
             rpc_script(_oversized_headers(100_000)), "UNAVAILABLE",
-            "RFC 9113 §6.5.2 (h2 kills the connection); PROTOCOL-HTTP2.md Connection failure",
+            "RFC 9113 §6.5.2 (over the decoder's limit: a connection error); "
+            "PROTOCOL-HTTP2.md Connection failure",
         ),
     ]
     return scenarios

@@ -77,9 +77,10 @@ KNOWN_BUGS: Dict[str, Tuple[str, str]] = {}
 FIXED_BUGS: Dict[str, str] = {
     "oversized_frame_header": (
         "a frame header announcing 16 MiB (> our 1 MiB MAX_FRAME_SIZE) was not rejected: h2"
-        " buffered up to 16 MiB waiting for the body; fixed: http2.FrameSplitter checks each"
-        " frame header's length against the advertised MAX_FRAME_SIZE as soon as its 9 bytes"
-        " arrive, and the server answers GOAWAY(FRAME_SIZE_ERROR) and closes (RFC 9113 §4.2)"
+        " buffered up to 16 MiB waiting for the body; fixed: the frame loop"
+        " (connection_core) checks each frame header's length against the advertised"
+        " MAX_FRAME_SIZE as soon as its 9 bytes arrive, and the server answers"
+        " GOAWAY(FRAME_SIZE_ERROR) and closes (RFC 9113 §4.2)"
     ),
     "random_bytes_after_preface": (
         "random bytes read as a frame header of up to 16 MiB kept the connection open while h2"

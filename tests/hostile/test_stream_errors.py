@@ -1,9 +1,10 @@
 """A stream's error is the stream's, whatever frames share the read that carries it.
 
-h2 decodes a whole read before the server sees its events, so when the request the server
-rejects (or fails) arrives in the same read as frames that close its stream (RST_STREAM, a
-WINDOW_UPDATE overflowing the stream's window past 2^31-1, DATA after END_STREAM), the stream
-is already closed in h2 by the time the server answers it. The answer must then be dropped
+The server's HTTP/2 connection (:mod:`minigrpc.connection_core`) decodes a whole read before
+the server sees its events, so when the request the server rejects (or fails) arrives in the
+same read as frames that close its stream (RST_STREAM, a WINDOW_UPDATE overflowing the stream's
+window past 2^31-1, DATA after END_STREAM), the stream is already closed in the connection by
+the time the server answers it. The answer must then be dropped
 quietly: RFC 9113 §5.4.2 makes each of these a stream error, and §5.1 says a closed stream gets
 nothing more. The connection, and the live bidi call on its stream 1, must go on.
 
@@ -111,7 +112,7 @@ class LiveChat:
 def _expect_answer(kind: str, ordering: Tuple[str, ...]) -> bool:
     """Whether the server owes the stream an answer we can wait for (END_STREAM or RST)."""
     if "rst_stream" in ordering or "window_overflow" in ordering:
-        return False  # the client closed it, or h2 reset it (FLOW_CONTROL_ERROR)
+        return False  # the client closed it, or the connection reset it (FLOW_CONTROL_ERROR)
     # A valid call with half a message and no END_STREAM is still waiting for the rest, and a
     # request that is not gRPC is answered once complete (docs/wire-rules.md).
     return kind == "unknown_grpc_encoding" or "end_stream" in ordering

@@ -51,7 +51,8 @@ MODULES: Dict[str, Module] = {
     "logs": Module(1, "minigrpc's loggers, silent (a NullHandler) until the application "
                       "configures logging"),
     "headers": Module(1, "every header block of both sides, built, checked and read"),
-    "http2": Module(1, "h2 configuration, frame splitting and the h2 workarounds"),
+    "http2": Module(1, "our SETTINGS values, read sizes and buffers, frame-level errors, the "
+                       "one-shot client's frame-header checks"),
     "frames": Module(1, "HTTP/2 frames to and from bytes, for both ends"),
     "hpack_codec": Module(1, "HPACK header blocks to and from fields, for both ends"),
     "handlers": Module(1, "grpcio's handler types, shared by registration and the servers"),
@@ -67,7 +68,7 @@ MODULES: Dict[str, Module] = {
     "client_http2": Module(2, "the client's end of an HTTP/2 connection, on connection_core"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
     "oneshot_protocol": Module(2, "one unary call on its own connection, on minigrpc's own "
-                                  "frame and HPACK codecs, without h2"),
+                                  "frame and HPACK codecs, without connection_core"),
     "attempts": Module(2, "transparent retry and wait-for-ready backoff, for both transports"),
     "server_protocol": Module(2, "the server's calls as a state machine"),
     "server_settings": Module(2, "a server connection's limits and sizes, checked once"),

@@ -356,7 +356,7 @@ def test_checker_rejects_planted_citation(text: str, why: str) -> None:
         f"HPACK (RFC 7541 {_S}2.2).",
         "Trailers (PROTOCOL-HTTP2.md, Responses), cancel (PROTOCOL-HTTP2.md, Client Cancellation).",
         'Compression (`doc/compression.md`); see wire-rules.md, "Messages and compression".',
-        'Which h2 bug (docs/h2-notes.md, "GOAWAY"; python-hyper/h2#1181).',
+        'Which h2 bug (docs/wire-rules.md, "GOAWAY and PING"; python-hyper/h2#1181).',
         "Read [the wire rules](wire-rules.md) and `docs/mapping.md`; regenerate with"
         " `tools/render_docs.py`.",
         "CNI SPEC.md, \"Parameters\": the six variables.",

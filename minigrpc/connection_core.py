@@ -1,11 +1,11 @@
 """The part of an HTTP/2 connection (RFC 9113) both ends keep alike, as a sans-IO state machine.
 
-:class:`ConnectionCore` is what :class:`minigrpc.client_http2.ClientHTTP2Connection` builds on
-(and a server connection is to): bytes in, small event objects and bytes out, on minigrpc's own
-frame codec (:mod:`minigrpc.frames`) and HPACK codec (:mod:`minigrpc.hpack_codec`).  What differs
-by role, who opens streams and with which identifiers (RFC 9113 §5.1.1), what the connection
-preface is (RFC 9113 §3.4) and what a header block means, is its subclasses'; the rules below
-are written once, here:
+:class:`ConnectionCore` is what :class:`minigrpc.client_http2.ClientHTTP2Connection` and
+:class:`minigrpc.server_http2.ServerHTTP2Connection` build on: bytes in, small event objects and
+bytes out, on minigrpc's own frame codec (:mod:`minigrpc.frames`) and HPACK codec
+(:mod:`minigrpc.hpack_codec`).  What differs by role, who opens streams and with which
+identifiers (RFC 9113 §5.1.1), what the connection preface is (RFC 9113 §3.4) and what a header
+block means, is its subclasses'; the rules below are written once, here:
 
 * stream states (RFC 9113 §5.1): open, half-closed either way, closed by END_STREAM both ways or
   by RST_STREAM either way.  A frame on an idle stream (the role says which are idle) is a
@@ -28,10 +28,18 @@ are written once, here:
 * header blocks: HEADERS and CONTINUATION assembled with nothing in between (RFC 9113 §6.10),
   padding and priority fields dropped, decoded in order with one dynamic table (RFC 7541 §2.2)
   and the header-list limit we advertised, then handed to the role.
-* PING answered (RFC 9113 §6.7), GOAWAY reported (RFC 9113 §6.8) without closing anything (the
-  caller decides which calls go on), RST_STREAM both ways (RFC 9113 §6.4), PRIORITY and frames
-  of unknown types ignored (RFC 9113 §5.3.2, §5.5), PUSH_PROMISE a connection error (push is
+* PING answered and its ACK reported (RFC 9113 §6.7), GOAWAY reported (RFC 9113 §6.8) without
+  closing anything (the caller decides which calls go on), RST_STREAM both ways (RFC 9113
+  §6.4), PRIORITY and frames of unknown types ignored (RFC 9113 §5.3.2, §5.5) but a stream that
+  depends on itself a stream error (RFC 9113 §5.3.1), PUSH_PROMISE a connection error (push is
   refused by a client and never sent to a server, RFC 9113 §8.4).
+* stream errors where the RFC names them, so that one stream's fault never fails the other
+  calls on the connection (RFC 9113 §5.4.2): a WINDOW_UPDATE of 0 on a stream (RFC 9113 §6.9),
+  DATA that do not add up to a ``content-length`` (RFC 9113 §8.1.1, the role reads the field).
+* what a flood costs (RFC 9113 §10.5): frames that ask for no work are counted by type as they
+  are read (:attr:`ConnectionCore.control_frames`), a read stops at the first one past an
+  :attr:`~ConnectionCore.allowance`, and one read decodes at most
+  :attr:`~ConnectionCore.pass_limit` frames, for a server that serves many connections.
 
 A connection error (RFC 9113 §5.4.1) is reported as the last event of the read,
 :class:`PeerConnectionError`, after the events of the frames before it; the GOAWAY with its code

@@ -33,9 +33,8 @@ queued already.
 from typing import List, Sequence
 
 from . import frames, hpack_codec, http2, status
-from .connection_core import (
-    CLOSED_STREAMS_KEPT,
-    ConnectionCore,
+from .connection_core import CLOSED_STREAMS_KEPT, ConnectionCore, Stream, _Failure
+from .connection_events import (
     ConnectionTerminated,
     DataReceived,
     Event,
@@ -43,12 +42,10 @@ from .connection_core import (
     PingAcknowledged,
     ResponseReceived,
     SettingsChanged,
-    Stream,
     StreamEnded,
     StreamReset,
     TrailersReceived,
     WindowUpdated,
-    _Failure,
 )
 from .frames import MAX_WINDOW
 from .headers import Header, find_header

@@ -31,16 +31,8 @@ ways, SETTINGS, header-block assembly, PING, GOAWAY, RST_STREAM, the flood count
 from typing import List, Optional, Sequence
 
 from . import frames, http2, status
-from .connection_core import (
-    _RESET_BY_US,
-    ConnectionCore,
-    Event,
-    PeerConnectionError,
-    RequestReceived,
-    Stream,
-    TrailersReceived,
-    _Failure,
-)
+from .connection_core import _RESET_BY_US, ConnectionCore, Stream, _Failure
+from .connection_events import Event, PeerConnectionError, RequestReceived, TrailersReceived
 from .frames import (
     INITIAL_WINDOW_SIZE,
     MAX_CONCURRENT_STREAMS,

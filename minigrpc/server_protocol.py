@@ -68,7 +68,7 @@ from typing import (
     Tuple,
 )
 
-from . import connection_core as events_
+from . import connection_events as events_
 from . import errors, status, wire
 from . import headers as hdrs
 from .enums import StatusCode

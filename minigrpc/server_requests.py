@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from . import errors, wire
 from . import headers as hdrs
-from .connection_core import DataReceived, RequestReceived, StreamReset
+from .connection_events import DataReceived, RequestReceived, StreamReset
 from .enums import StatusCode
 from .memory_budget import ConnectionMemory
 from .protocol import NO_ERROR, PROTOCOL_ERROR, REFUSED_STREAM, ConnectionProtocol, Outbound

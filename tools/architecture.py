@@ -65,6 +65,7 @@ MODULES: Dict[str, Module] = {
                                "real cost"),
     "connection_core": Module(2, "what both ends of an HTTP/2 connection keep alike, on "
                                  "minigrpc's frame and HPACK codecs"),
+    "connection_events": Module(2, "what an HTTP/2 connection reports, one class per event"),
     "client_http2": Module(2, "the client's end of an HTTP/2 connection, on connection_core"),
     "client_protocol": Module(2, "the client's calls as a state machine"),
     "oneshot_protocol": Module(2, "one unary call on its own connection, on minigrpc's own "

@@ -115,9 +115,7 @@ class ClientHTTP2Connection(ConnectionCore):
                 hpack_codec.DEFAULT_TABLE_SIZE,
             )
         )
-        if self._connection_window > frames.INITIAL_WINDOW:
-            increment = self._connection_window - frames.INITIAL_WINDOW
-            self._out.append(frames.window_update_frame(0, increment))
+        self._open_connection_window()
 
     @property
     def open_outbound_streams(self) -> int:

@@ -296,6 +296,13 @@ class ConnectionCore:
         if end_stream:
             self._end_local(stream_id, stream)
 
+    def _open_connection_window(self) -> None:
+        """The WINDOW_UPDATE on stream 0 that follows our SETTINGS in the preface: SETTINGS
+        cannot change the connection window (RFC 9113 §6.9.2), which starts at 65,535."""
+        if self._connection_window > frames.INITIAL_WINDOW:
+            increment = self._connection_window - frames.INITIAL_WINDOW
+            self._out.append(frames.window_update_frame(0, increment))
+
     def ping(self, opaque_data: bytes) -> None:
         """A PING (RFC 9113 §6.7); its ACK is a :class:`PingAcknowledged` event."""
         self._out.append(frames.frame_bytes(PING, 0, 0, opaque_data))

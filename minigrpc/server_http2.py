@@ -97,9 +97,7 @@ class ServerHTTP2Connection(ConnectionCore):
         if self._max_concurrent_streams is not None:
             settings.insert(0, (MAX_CONCURRENT_STREAMS, self._max_concurrent_streams))
         self._out.append(frames.settings_frame(settings))
-        if self._connection_window > frames.INITIAL_WINDOW:
-            increment = self._connection_window - frames.INITIAL_WINDOW
-            self._out.append(frames.window_update_frame(0, increment))
+        self._open_connection_window()
 
     def send_headers(
         self, stream_id: int, headers: Sequence[Header], end_stream: bool = False

@@ -142,8 +142,8 @@ def request(action: str, args: CmdArgs) -> bytes:
 #: agent answers at once; runtimes call STATUS periodically and must not hang on it.
 PROBE_TIMEOUT_SECONDS = 5.0
 
-#: RFC 9113 §3.4.  Written here rather than imported from minigrpc.http2, which loads h2: STATUS
-#: runs often and needs only hyperframe's three frames.
+#: RFC 9113 §3.4.  Written here rather than imported from minigrpc.http2: STATUS runs often and
+#: needs only three frames of minigrpc.frames besides.
 _CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
@@ -178,10 +178,10 @@ def _exchange_preface(sock: "Any", path: str) -> str:
     """Returns "" when the server answered with SETTINGS, else why it is not available."""
     import socket
 
-    from hyperframe.frame import Frame, GoAwayFrame, SettingsFrame
+    from minigrpc import frames
 
     try:
-        sock.sendall(_CLIENT_PREFACE + SettingsFrame(0).serialize())
+        sock.sendall(_CLIENT_PREFACE + frames.settings_frame(()))
         header = _recv_exactly(sock, 9)
     except OSError as exc:
         if isinstance(exc, socket.timeout):  # TimeoutError from Python 3.10 on
@@ -189,14 +189,12 @@ def _exchange_preface(sock: "Any", path: str) -> str:
         return f"HTTP/2 handshake on {path} failed: {_os_error_text(exc)}"
     if len(header) < 9:
         return f"{path} closed the connection during the HTTP/2 handshake"
-    try:
-        frame, _length = Frame.parse_frame_header(memoryview(header))
-    except Exception:  # hyperframe's errors for an unknown or malformed header
-        frame = None
-    if not isinstance(frame, SettingsFrame) or "ACK" in frame.flags or frame.stream_id:
+    # The header alone decides (RFC 9113 §4.1): type SETTINGS, no ACK, on stream 0.
+    stream_id = int.from_bytes(header[5:9], "big") & 0x7FFFFFFF
+    if header[3] != frames.SETTINGS or header[4] & frames.ACK or stream_id:
         return f"{path} did not answer the HTTP/2 handshake with SETTINGS"
     try:
-        sock.sendall(SettingsFrame(0, flags=["ACK"]).serialize() + GoAwayFrame(0).serialize())
+        sock.sendall(frames.settings_ack() + frames.goaway_frame(0))
     except OSError:
         pass  # the answer is in; how the server handles our goodbye does not matter
     return ""

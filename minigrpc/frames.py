@@ -1,9 +1,12 @@
 """HTTP/2 frames to and from bytes (RFC 9113 §4.1, §6), in one small module.
 
-The one-shot client (:mod:`minigrpc.oneshot_protocol`) reads and writes its frames here rather
-than with hyperframe, which a process that makes one call and exits would pay to import (with
-:mod:`typing` and :mod:`enum`-like machinery). Each frame type below names the section of
-RFC 9113 that defines it, so the module can be read beside the RFC.
+Every part of minigrpc that speaks HTTP/2 reads and writes its frames here: both ends'
+connections, the one-shot client (:mod:`minigrpc.oneshot_protocol`), the frame tracer
+(:mod:`minigrpc.trace`, which also names types and settings with :data:`FRAME_TYPE_NAMES` and
+:data:`SETTING_NAMES`) and the CNI plugin's STATUS probe.  The module is small and loads nothing
+beyond :mod:`minigrpc.status`, so a process that makes one call and exits pays little for it.
+Each frame type below names the section of RFC 9113 that defines it, so the module can be read
+beside the RFC.
 
 Every frame starts with the same 9-octet header (RFC 9113 §4.1)::
 
@@ -47,6 +50,28 @@ PING = 0x6
 GOAWAY = 0x7
 WINDOW_UPDATE = 0x8
 CONTINUATION = 0x9
+#: Extension frame types (RFC 9113 §5.5) a trace may meet: RFC 7838 §4, RFC 8336 §2,
+#: RFC 9218 §7.1.  :func:`parse_frame` leaves them, like any type above CONTINUATION, unchecked.
+ALTSVC = 0xA
+ORIGIN = 0xC
+PRIORITY_UPDATE = 0x10
+
+#: Each frame type by its name in the RFC that registers it.
+FRAME_TYPE_NAMES = {
+    DATA: "DATA",
+    HEADERS: "HEADERS",
+    PRIORITY: "PRIORITY",
+    RST_STREAM: "RST_STREAM",
+    SETTINGS: "SETTINGS",
+    PUSH_PROMISE: "PUSH_PROMISE",
+    PING: "PING",
+    GOAWAY: "GOAWAY",
+    WINDOW_UPDATE: "WINDOW_UPDATE",
+    CONTINUATION: "CONTINUATION",
+    ALTSVC: "ALTSVC",
+    ORIGIN: "ORIGIN",
+    PRIORITY_UPDATE: "PRIORITY_UPDATE",
+}
 
 #: Flags (RFC 9113 §6): one bit means different things on different types.
 END_STREAM = 0x1  # DATA, HEADERS
@@ -55,7 +80,8 @@ END_HEADERS = 0x4  # HEADERS, PUSH_PROMISE, CONTINUATION
 PADDED = 0x8  # DATA, HEADERS, PUSH_PROMISE
 PRIORITY_FLAG = 0x20  # HEADERS: the stream dependency and weight of RFC 9113 §5.3 (deprecated)
 
-#: SETTINGS parameters (RFC 9113 §6.5.2; ENABLE_CONNECT_PROTOCOL is RFC 8441 §3).
+#: SETTINGS parameters (RFC 9113 §6.5.2; ENABLE_CONNECT_PROTOCOL is RFC 8441 §3,
+#: NO_RFC7540_PRIORITIES RFC 9218 §2.1, and 0xFE03 grpc core's own "true binary metadata").
 HEADER_TABLE_SIZE = 0x1
 ENABLE_PUSH = 0x2
 MAX_CONCURRENT_STREAMS = 0x3
@@ -63,6 +89,21 @@ INITIAL_WINDOW_SIZE = 0x4
 MAX_FRAME_SIZE = 0x5
 MAX_HEADER_LIST_SIZE = 0x6
 ENABLE_CONNECT_PROTOCOL = 0x8
+NO_RFC7540_PRIORITIES = 0x9
+GRPC_ALLOW_TRUE_BINARY_METADATA = 0xFE03
+
+#: Each SETTINGS parameter by its registered name (without the ``SETTINGS_`` prefix).
+SETTING_NAMES = {
+    HEADER_TABLE_SIZE: "HEADER_TABLE_SIZE",
+    ENABLE_PUSH: "ENABLE_PUSH",
+    MAX_CONCURRENT_STREAMS: "MAX_CONCURRENT_STREAMS",
+    INITIAL_WINDOW_SIZE: "INITIAL_WINDOW_SIZE",
+    MAX_FRAME_SIZE: "MAX_FRAME_SIZE",
+    MAX_HEADER_LIST_SIZE: "MAX_HEADER_LIST_SIZE",
+    ENABLE_CONNECT_PROTOCOL: "ENABLE_CONNECT_PROTOCOL",
+    NO_RFC7540_PRIORITIES: "NO_RFC7540_PRIORITIES",
+    GRPC_ALLOW_TRUE_BINARY_METADATA: "GRPC_ALLOW_TRUE_BINARY_METADATA",
+}
 
 #: Stream identifiers and window increments are 31 bits; the high bit is reserved (RFC 9113 §4.1).
 _STREAM_MASK = 0x7FFFFFFF
@@ -151,10 +192,10 @@ def parse_frame(
     flags = header[4]
     stream_id = int.from_bytes(header[5:9], "big") & _STREAM_MASK  # R ignored (RFC 9113 §4.1)
     length = len(payload)
-    name = _NAMES.get(frame_type)
-    if name is None:
-        # A type this module does not know: ignored (RFC 9113 §5.5).
+    if frame_type > CONTINUATION:
+        # An extension type, known by name or not: ignored (RFC 9113 §5.5).
         return Frame(frame_type, flags, stream_id, bytes(payload))
+    name = FRAME_TYPE_NAMES[frame_type]
     if stream_id == 0 and frame_type in _ON_A_STREAM:
         raise FrameError(f"{name} on stream 0")
     if stream_id and frame_type in _ON_THE_CONNECTION:
@@ -213,29 +254,16 @@ def _fragment(frame_type: int, flags: int, payload: Union[bytes, memoryview]) ->
     if flags & PADDED and frame_type != CONTINUATION:
         if not end:
             raise FrameError(
-                f"padded {_NAMES[frame_type]} without a Pad Length", FRAME_SIZE_ERROR
+                f"padded {FRAME_TYPE_NAMES[frame_type]} without a Pad Length", FRAME_SIZE_ERROR
             )
         start = 1
         end -= payload[0]
     if flags & PRIORITY_FLAG and frame_type == HEADERS:
         start += 5  # Exclusive, Stream Dependency (32) and Weight (8), RFC 9113 §6.2
     if end < start:
-        raise FrameError(f"{_NAMES[frame_type]} padding or priority longer than its payload")
+        name = FRAME_TYPE_NAMES[frame_type]
+        raise FrameError(f"{name} padding or priority longer than its payload")
     return bytes(payload[start:end])
-
-
-_NAMES = {
-    DATA: "DATA",
-    HEADERS: "HEADERS",
-    PRIORITY: "PRIORITY",
-    RST_STREAM: "RST_STREAM",
-    SETTINGS: "SETTINGS",
-    PUSH_PROMISE: "PUSH_PROMISE",
-    PING: "PING",
-    GOAWAY: "GOAWAY",
-    WINDOW_UPDATE: "WINDOW_UPDATE",
-    CONTINUATION: "CONTINUATION",
-}
 
 
 # -- building frames ---------------------------------------------------------------------------

@@ -237,6 +237,25 @@ CANCEL = 0x8
 COMPRESSION_ERROR = 0x9
 ENHANCE_YOUR_CALM = 0xB
 
+#: Every HTTP/2 error code RFC 9113 §7 defines, by its name there (the names grpc-go and h2
+#: print); :func:`http2_error_name` reads them.
+HTTP2_ERROR_NAMES: Mapping[int, str] = {
+    0x0: "NO_ERROR",
+    0x1: "PROTOCOL_ERROR",
+    0x2: "INTERNAL_ERROR",
+    0x3: "FLOW_CONTROL_ERROR",
+    0x4: "SETTINGS_TIMEOUT",
+    0x5: "STREAM_CLOSED",
+    0x6: "FRAME_SIZE_ERROR",
+    0x7: "REFUSED_STREAM",
+    0x8: "CANCEL",
+    0x9: "COMPRESSION_ERROR",
+    0xA: "CONNECT_ERROR",
+    0xB: "ENHANCE_YOUR_CALM",
+    0xC: "INADEQUATE_SECURITY",
+    0xD: "HTTP_1_1_REQUIRED",
+}
+
 #: HTTP/2 RST_STREAM error code (RFC 9113 §7) to gRPC code on the client, as grpc-go maps it
 #: (PROTOCOL-HTTP2.md, "Errors"; docs/wire-rules.md, "RST_STREAM codes on the client"). Unlisted
 #: codes are INTERNAL.
@@ -259,17 +278,10 @@ RST_STREAM_TO_GRPC: Mapping[int, int] = {
 
 
 def http2_error_name(error_code: int) -> str:
-    """``CANCEL`` for 8, ``0x2a`` for a code RFC 9113 §7 does not define (h2's names).
-
-    h2 is imported here, not at the top: :mod:`minigrpc.status` stays free of h2 for what
-    imports it without making calls (the frame tracer, the CNI plugin's error paths).
-    """
-    import h2.errors
-
-    try:
-        return h2.errors.ErrorCodes(error_code).name
-    except ValueError:
-        return f"{error_code:#x}"
+    """``CANCEL`` for 8 (:data:`HTTP2_ERROR_NAMES`), ``0x2a`` for a code RFC 9113 §7 does not
+    define."""
+    name = HTTP2_ERROR_NAMES.get(error_code)
+    return name if name is not None else f"{error_code:#x}"
 
 
 def status_from_rst_stream(error_code: int, past_deadline: bool = False) -> int:
@@ -278,7 +290,7 @@ def status_from_rst_stream(error_code: int, past_deadline: bool = False) -> int:
     A CANCEL that arrives once the call's deadline has passed is DEADLINE_EXCEEDED
     (PROTOCOL-HTTP2.md, "Errors" and "Client Cancellation").
     """
-    if error_code == 0x8 and past_deadline:
+    if error_code == CANCEL and past_deadline:
         return Code.DEADLINE_EXCEEDED
     return RST_STREAM_TO_GRPC.get(error_code, Code.INTERNAL)
 

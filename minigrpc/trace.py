@@ -62,7 +62,6 @@ stop making sense (no preface, a malformed frame), the trace says so once and st
 that direction; the connection itself is never touched.
 """  # noqa: E501
 
-import functools
 import logging
 import os
 import struct
@@ -75,7 +74,8 @@ from .logs import get_logger
 from .status import http2_error_name
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; the real imports are lazy (cheap import)
-    from hpack import Decoder
+    from .frames import Frame
+    from .hpack_codec import Decoder
 
 __all__ = [
     "WIRE_LOGGER",
@@ -93,44 +93,23 @@ _HEX_BYTES_SHOWN = 16
 _VALUE_CHARS_SHOWN = 100
 _MIN_PEER_WIDTH = 15
 _HUGE = 1 << 31  # limits for the mirror HPACK decoder: it must accept whatever the real one did
+_PADDABLE = frozenset((0x0, 0x1, 0x5))  # DATA, HEADERS, PUSH_PROMISE (RFC 9113 §6.1, §6.2, §6.6)
 
-#: Frame types hyperframe does not know, by their registered names (RFC 8336 ORIGIN,
-#: RFC 9218 PRIORITY_UPDATE); hyperframe's classes name the others (see :func:`_frame_names`).
-_EXTRA_FRAME_TYPE_NAMES = {0xC: "ORIGIN", 0x10: "PRIORITY_UPDATE"}
-
-#: Settings h2 does not name: RFC 9218 §2.1, and grpc core's own "true binary metadata".
-_EXTRA_SETTING_NAMES = {0x9: "NO_RFC7540_PRIORITIES", 0xFE03: "GRPC_ALLOW_TRUE_BINARY_METADATA"}
-
-
-@functools.lru_cache(maxsize=None)  # once per process, not per traced connection
-def _frame_names() -> "dict[int, str]":
-    """Frame type code to its RFC name, from hyperframe's frame classes.
-
-    ``RstStreamFrame`` becomes ``RST_STREAM``; the RFCs write two names as one word
-    (RFC 9113 §6.8 ``GOAWAY``, RFC 7838 ``ALTSVC``).
-    """
-    import re
-
-    from hyperframe.frame import FRAMES
-
-    one_word = {"GoAway": "GOAWAY", "AltSvc": "ALTSVC"}
-    names = dict(_EXTRA_FRAME_TYPE_NAMES)
-    for code, frame_class in FRAMES.items():
-        assert code is not None
-        stem = frame_class.__name__[: -len("Frame")]
-        words = re.findall("[A-Z][a-z]*", stem)
-        names[code] = one_word.get(stem) or "_".join(words).upper()
-    return names
-
-
-@functools.lru_cache(maxsize=None)
-def _setting_names() -> "dict[int, str]":
-    """SETTINGS identifier to its RFC name, from h2's ``SettingCodes``."""
-    from h2.settings import SettingCodes
-
-    names = dict(_EXTRA_SETTING_NAMES)
-    names.update((int(code), code.name) for code in SettingCodes)
-    return names
+#: The flags each frame type defines (RFC 9113 §6), in the order a trace line names them.  A
+#: type not listed here is an extension (RFC 9113 §5.5): its flag octet is shown in hex.
+_FLAG_NAMES: Dict[int, Tuple[Tuple[int, str], ...]] = {
+    0x0: ((0x1, "END_STREAM"), (0x8, "PADDED")),  # DATA
+    0x1: ((0x1, "END_STREAM"), (0x4, "END_HEADERS"), (0x8, "PADDED"), (0x20, "PRIORITY")),
+    0x2: (),  # PRIORITY
+    0x3: (),  # RST_STREAM
+    0x4: ((0x1, "ACK"),),  # SETTINGS
+    0x5: ((0x4, "END_HEADERS"), (0x8, "PADDED")),  # PUSH_PROMISE
+    0x6: ((0x1, "ACK"),),  # PING
+    0x7: (),  # GOAWAY
+    0x8: (),  # WINDOW_UPDATE
+    0x9: ((0x4, "END_HEADERS"),),  # CONTINUATION
+    0xA: (),  # ALTSVC (RFC 7838 §4)
+}
 
 
 # PROTOCOL-HTTP2.md, Requests ("Timeout"): grpc-timeout units, in seconds.
@@ -288,19 +267,19 @@ class _Direction:
 class FrameTracer:
     """Turns the raw byte streams of one connection into log lines, one per frame.
 
-    The tracer parses the bytes itself with hyperframe, apart from the connection's own parser,
-    and keeps its own HPACK decoder per direction: HPACK is deterministic, so a second decoder
-    fed the same blocks in the same order mirrors the peer's dynamic table (RFC 7541 §2.2).  Nothing
+    The tracer parses the bytes itself (:func:`minigrpc.frames.parse_frame`), apart from the
+    connection's own reading of them, and keeps its own HPACK decoder per direction
+    (:class:`minigrpc.hpack_codec.Decoder`): HPACK is deterministic, so a second decoder fed the
+    same blocks in the same order mirrors the peer's dynamic table (RFC 7541 §2.2).  Nothing
     here ever raises into the transport: a failure is logged and ends tracing of that direction.
     """
 
     def __init__(self, role: str, peer: str, logger: logging.Logger = WIRE_LOGGER) -> None:
         # Imported here, not at module level, so that importing minigrpc.trace stays cheap.
-        import hpack  # noqa: F401
-        import hyperframe.frame  # noqa: F401
+        from .frames import FRAME_TYPE_NAMES, SETTING_NAMES
 
-        self._frame_type_names = _frame_names()
-        self._setting_names = _setting_names()
+        self._frame_type_names = FRAME_TYPE_NAMES
+        self._setting_names = SETTING_NAMES
         self._logger = logger
         self._lock = threading.Lock()
         known_role = role in ("client", "server")
@@ -398,83 +377,67 @@ class FrameTracer:
 
     def _frame(self, way: _Direction, other: _Direction, raw: bytes) -> None:
         """Parse one complete frame (RFC 9113 §4.1) and log its line."""
-        from hyperframe.frame import (
-            AltSvcFrame,
-            ContinuationFrame,
-            DataFrame,
-            ExtensionFrame,
-            Frame,
-            GoAwayFrame,
-            HeadersFrame,
-            PingFrame,
-            PriorityFrame,
-            PushPromiseFrame,
-            RstStreamFrame,
-            SettingsFrame,
-            WindowUpdateFrame,
-        )
+        from . import frames
 
         length = len(raw) - _FRAME_HEADER_LENGTH
         type_code, flag_byte = raw[3], raw[4]
         type_name = self._frame_type_names.get(type_code, f"0x{type_code:02x}")
         stream_id = int.from_bytes(raw[5:9], "big") & 0x7FFFFFFF
-        view = memoryview(raw)
+        payload = raw[_FRAME_HEADER_LENGTH:]
         try:
-            frame, _ = Frame.parse_frame_header(view[:_FRAME_HEADER_LENGTH])
-            frame.parse_body(view[_FRAME_HEADER_LENGTH:])
+            frame = frames.parse_frame(raw[:_FRAME_HEADER_LENGTH], payload)
+            altsvc = _altsvc(frame) if type_code == frames.ALTSVC else None
         except Exception as exc:
             self._line(way, type_name, stream_id, length, f"0x{flag_byte:02x}", "")
             self._stop(way, f"!! malformed {type_name} frame: {exc}")
             return
 
-        if isinstance(frame, ExtensionFrame):
+        flag_names = _FLAG_NAMES.get(type_code)
+        if flag_names is None:  # an extension frame
             flags = f"0x{flag_byte:02x}" if flag_byte else ""
         else:
-            flags = "|".join(f.name for f in frame.defined_flags if f.name in frame.flags)
+            flags = "|".join(name for bit, name in flag_names if flag_byte & bit)
+        padded = bool(flag_byte & frames.PADDED) and type_code in _PADDABLE
+        pad_length = payload[0] if padded else 0
+        end_stream = bool(flag_byte & frames.END_STREAM)
+        end_headers = bool(flag_byte & frames.END_HEADERS)
         notes: List[str] = []
         if length > way.max_frame_size:
             notes.append(f"!! larger than the receiver's MAX_FRAME_SIZE ({way.max_frame_size})")
         block = way.header_block
-        if block is not None and not isinstance(frame, ContinuationFrame):
+        if block is not None and type_code != frames.CONTINUATION:
             notes.append(f"!! the header block of stream {block.stream_id} was never finished")
             way.header_block = None
             way.hpack_lost = "an earlier header block was never finished"
 
         details = ""
         extra: List[str] = []
-        if isinstance(frame, DataFrame):
+        if type_code == frames.DATA:
             details, extra = self._data(
-                way,
-                frame.stream_id,
-                frame.data,
-                frame.pad_length,
-                "PADDED" in frame.flags,
-                "END_STREAM" in frame.flags,
+                way, stream_id, frame.data, pad_length, padded, end_stream
             )
-        elif isinstance(frame, HeadersFrame):
+        elif type_code == frames.HEADERS:
             parts = []
-            kind = self._block_kind(way, stream_id, "END_STREAM" in frame.flags)
+            kind = self._block_kind(way, stream_id, end_stream)
             parts.append(kind)
-            if "PRIORITY" in frame.flags:
-                parts.append(_priority(frame.depends_on, frame.stream_weight, frame.exclusive))
-            if "PADDED" in frame.flags:
-                parts.append(f"padding={frame.pad_length}")
-            if stream_id not in way.streams and "END_STREAM" not in frame.flags:
+            if flag_byte & frames.PRIORITY_FLAG:
+                parts.append(_priority(payload[1 if padded else 0 :]))
+            if padded:
+                parts.append(f"padding={pad_length}")
+            if stream_id not in way.streams and not end_stream:
                 way.streams[stream_id] = _MessageCursor()
-            extra = self._header_fragment(
-                way, stream_id, kind, frame.data, "END_HEADERS" in frame.flags, parts
-            )
-            if "END_STREAM" in frame.flags:
+            extra = self._header_fragment(way, stream_id, kind, frame.data, end_headers, parts)
+            if end_stream:
                 self._end_stream(way, stream_id, extra)
             details = "  ".join(parts)
-        elif isinstance(frame, ContinuationFrame):
+        elif type_code == frames.CONTINUATION:
             parts = []
             if block is None or block.stream_id != stream_id:
                 parts.append("!! no header block in progress on this stream")
                 way.hpack_lost = "a CONTINUATION frame arrived without its HEADERS"
                 block = way.header_block = _HeaderBlock(stream_id, "headers", b"")
             block.fragments.append(frame.data)
-            if "END_HEADERS" in frame.flags:
+            if end_headers:
                 way.header_block = None
                 fragment_bytes = sum(len(f) for f in block.fragments)
                 parts.append(
@@ -485,57 +448,54 @@ class FrameTracer:
             else:
                 parts.append(f"{block.kind} continue in the next CONTINUATION")
             details = "  ".join(parts)
-        elif isinstance(frame, SettingsFrame):
-            if "ACK" in frame.flags:
+        elif type_code == frames.SETTINGS:
+            # Processed in order (RFC 9113 §6.5.3): of a setting sent twice, the last value holds.
+            settings = dict(frame.settings)
+            if flag_byte & frames.ACK:
                 details = "(acknowledges " + (
                     "the peer's SETTINGS)" if way is self._out else "our SETTINGS)"
                 )
-            elif not frame.settings:
+            elif not settings:
                 details = "(no changes: defaults stand)"
             else:
                 details = " ".join(
-                    f"{self._setting_names.get(k, f'0x{k:04X}')}={v}"
-                    for k, v in frame.settings.items()
+                    f"{self._setting_names.get(k, f'0x{k:04X}')}={v}" for k, v in settings.items()
                 )
-                max_frame = frame.settings.get(0x5)
+                max_frame = settings.get(frames.MAX_FRAME_SIZE)
                 if max_frame is not None:
                     # The sender will accept frames this large: they travel the other way.
                     other.max_frame_size = max(other.max_frame_size, max_frame)
-        elif isinstance(frame, WindowUpdateFrame):
+        elif type_code == frames.WINDOW_UPDATE:
             details = f"increment={frame.window_increment}"
             if stream_id == 0:
                 details += " (connection)"
-        elif isinstance(frame, PingFrame):
-            details = f"payload={frame.opaque_data.hex()}"
-            if "ACK" in frame.flags:
+        elif type_code == frames.PING:
+            details = f"payload={frame.data.hex()}"
+            if flag_byte & frames.ACK:
                 details += " (reply)"
-        elif isinstance(frame, RstStreamFrame):
+        elif type_code == frames.RST_STREAM:
             details = f"error={_error_name(frame.error_code)}"
             for direction in (way, other):
                 direction.streams.pop(stream_id, None)
-        elif isinstance(frame, GoAwayFrame):
+        elif type_code == frames.GOAWAY:
             details = f"last_stream_id={frame.last_stream_id} error={_error_name(frame.error_code)}"
-            if frame.additional_data:
-                details += f" debug={_quote(frame.additional_data)}"
-        elif isinstance(frame, PriorityFrame):
-            details = _priority(frame.depends_on, frame.stream_weight, frame.exclusive)
-        elif isinstance(frame, PushPromiseFrame):
-            parts = [f"promised_stream={frame.promised_stream_id}"]
-            if "PADDED" in frame.flags:
-                parts.append(f"padding={frame.pad_length}")
+            if frame.data:
+                details += f" debug={_quote(frame.data)}"
+        elif type_code == frames.PRIORITY:
+            details = _priority(payload)
+        elif type_code == frames.PUSH_PROMISE:
+            parts = [f"promised_stream={frame.last_stream_id}"]
+            if padded:
+                parts.append(f"padding={pad_length}")
             extra = self._header_fragment(
-                way,
-                stream_id,
-                "promised request headers",
-                frame.data,
-                "END_HEADERS" in frame.flags,
-                parts,
+                way, stream_id, "promised request headers", frame.data, end_headers, parts
             )
             details = "  ".join(parts)
-        elif isinstance(frame, AltSvcFrame):
-            details = f"origin={_quote(frame.origin)} field={_quote(frame.field)}"
-        elif isinstance(frame, ExtensionFrame):
-            details = f"(extension frame) [{_hex_start(frame.body)}]" if frame.body else ""
+        elif altsvc is not None:
+            origin, field = altsvc
+            details = f"origin={_quote(origin)} field={_quote(field)}"
+        elif flag_names is None:
+            details = f"(extension frame) [{_hex_start(frame.data)}]" if frame.data else ""
         if notes:
             details = "  ".join([details, *notes]) if details else "  ".join(notes)
         self._line(way, type_name, stream_id, length, flags, details, tuple(extra))
@@ -612,12 +572,14 @@ class FrameTracer:
         if way.hpack_lost is not None:
             return [f"<undecodable header block: HPACK state lost ({way.hpack_lost})>"]
         if way.decoder is None:
-            from hpack import Decoder
+            from .hpack_codec import DEFAULT_TABLE_SIZE, Decoder
 
-            way.decoder = Decoder(max_header_list_size=_HUGE)
-            way.decoder.max_allowed_table_size = _HUGE
+            # Any size update the peer sends is accepted, but the table starts at the size
+            # both ends assume before one (RFC 7541 §4.2), so evictions mirror the peer's.
+            way.decoder = Decoder(max_table_size=_HUGE)
+            way.decoder.table_size = DEFAULT_TABLE_SIZE
         try:
-            headers = way.decoder.decode(block, raw=True)
+            headers = way.decoder.decode(block)
         except Exception as exc:
             way.hpack_lost = f"{type(exc).__name__} in an earlier block"
             return [f"<undecodable header block: {type(exc).__name__}: {exc}>"]
@@ -675,9 +637,24 @@ def _error_name(code: int) -> str:
     return f"{'unknown' if name.startswith('0x') else name}({code:#x})"
 
 
-def _priority(depends_on: int, weight: int, exclusive: bool) -> str:
-    # RFC 9113 §6.3: the wire carries weight - 1.
-    return f"depends_on={depends_on} weight={weight + 1}" + (" exclusive" if exclusive else "")
+def _priority(fields: bytes) -> str:
+    """The Exclusive bit, Stream Dependency and Weight that start ``fields`` (RFC 9113 §6.3);
+    the wire carries the weight minus one."""
+    dependency = int.from_bytes(fields[:4], "big")
+    exclusive = " exclusive" if dependency >> 31 else ""
+    return f"depends_on={dependency & 0x7FFFFFFF} weight={fields[4] + 1}{exclusive}"
+
+
+def _altsvc(frame: "Frame") -> Tuple[bytes, bytes]:
+    """ALTSVC's Origin and Alt-Svc-Field-Value (RFC 7838 §4); ValueError when the Origin's
+    length runs past the payload."""
+    body = frame.data
+    if len(body) < 2:
+        raise ValueError("ALTSVC without an Origin-Len")
+    origin_length = int.from_bytes(body[:2], "big")
+    if 2 + origin_length > len(body):
+        raise ValueError(f"ALTSVC Origin-Len {origin_length} runs past the payload")
+    return body[2 : 2 + origin_length], body[2 + origin_length :]
 
 
 def _render_header(name: bytes, value: bytes) -> str:

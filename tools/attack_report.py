@@ -57,6 +57,7 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 from robustness_report import ATTACK_BEGIN, ATTACK_END, with_attack_section  # noqa: E402
 
 from bench.pypy import pypy_env, pypy_python_or_reason, pypy_version  # noqa: E402
+from minigrpc.status import HTTP2_ERROR_NAMES  # noqa: E402
 from tests.support.scripted_peer import HostileClient  # noqa: E402
 
 DOC_PATH = REPO_ROOT / "docs" / "robustness.md"
@@ -506,10 +507,6 @@ def server_kinds(names: Sequence[str]) -> Tuple[List[ServerKind], List[str]]:
     return kinds, missing
 
 
-_GOAWAY_NAMES = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR",
-                 3: "FLOW_CONTROL_ERROR", 11: "ENHANCE_YOUR_CALM"}
-
-
 #: What a server should hold to under every attack: legitimate calls all succeed with a p99
 #: under 100 ms, the server answers within a second after the attack, and its peak RSS stays
 #: within 150 MiB (300 MiB on PyPy). A figure past its target is shown in bold.
@@ -559,7 +556,7 @@ def render(results: List[Result], kinds: List[ServerKind], missing: List[str], s
     for name in missing:
         lines.insert(-3, f"Not measured: {name}.")
     for result in results:
-        goaways = ", ".join(f"{count} {_GOAWAY_NAMES.get(code, code)}"
+        goaways = ", ".join(f"{count} {HTTP2_ERROR_NAMES.get(code, code)}"
                             for code, count in sorted(result.goaways.items()))
         attack = result.attack + (f" ({result.note})" if result.note else "")
         rss_target = RSS_TARGET_MIB.get(result.server, RSS_TARGET_DEFAULT_MIB)

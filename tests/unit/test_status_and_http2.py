@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 
 import h2.connection
+import h2.errors
 import h2.events
 import hpack
 import pytest
@@ -91,6 +92,15 @@ def test_rst_stream_mapping_table() -> None:
     assert status.rst_stream_details(2) == (
         "stream terminated by RST_STREAM with error code: INTERNAL_ERROR"
     )
+
+
+def test_http2_error_names_are_h2s() -> None:
+    """RFC 9113 §7's names, as h2 (the reference peer) gives them; any other code in hex."""
+    for code in range(0x0, 0xE):
+        assert status.http2_error_name(code) == h2.errors.ErrorCodes(code).name
+    assert dict(status.HTTP2_ERROR_NAMES) == {int(c): c.name for c in h2.errors.ErrorCodes}
+    assert status.http2_error_name(0x2A) == "0x2a"
+    assert status.http2_error_name(0xE) == "0xe"
 
 
 # ---- targets ----------------------------------------------------------------------------------

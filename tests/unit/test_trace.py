@@ -480,10 +480,35 @@ def test_client_tracer_loads_logging_only_to_trace(value: str | None, expected: 
 
 @pytest.mark.timeout(60)
 def test_importing_trace_is_cheap() -> None:
+    """The frame and HPACK codecs load with the first tracer; h2 and its libraries never."""
     result = run_python(
-        "import sys, minigrpc.trace; print(sorted(m for m in ('hpack', 'hyperframe', 'h2') "
-        "if m in sys.modules))", None)
+        "import sys, minigrpc.trace; print(sorted(m for m in ('hpack', 'hyperframe', 'h2', "
+        "'minigrpc.frames', 'minigrpc.hpack_codec') if m in sys.modules))", None)
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.timeout(60)
+def test_tracing_needs_no_h2() -> None:
+    """A traced connection, headers decoded, with h2, hpack and hyperframe unimportable."""
+    code = (
+        "import sys\n"
+        "for name in ('h2', 'hpack', 'hyperframe'):\n"
+        "    sys.modules[name] = None\n"
+        "from minigrpc import frames, hpack_codec, trace\n"
+        "from minigrpc.http2 import CLIENT_PREFACE\n"
+        "trace.enable_from_environment()\n"
+        "tracer = trace.tracer_for('client', 'unix:/run/x.sock')\n"
+        "block = hpack_codec.Encoder().encode([(b':method', b'POST', False)])\n"
+        "tracer.sent(CLIENT_PREFACE + frames.settings_frame([(4, 65535)])\n"
+        "            + b''.join(frames.header_frames(1, block, 16384))\n"
+        "            + frames.rst_stream_frame(1, 0x2a))\n"
+    )
+    lines = run_python(code, "1").stderr.splitlines()
+    assert len(lines) == 5, lines
+    assert lines[2].split() == ["client", "-->", "unix:/run/x.sock", "HEADERS", "stream=1",
+                                "len=1", "END_HEADERS", "request", "headers"]
+    assert lines[3].strip() == ":method: POST"
+    assert lines[4].endswith("error=unknown(0x2a)")
 
 
 # -- real grpcio traffic ------------------------------------------------------------------------

@@ -5,19 +5,19 @@ exercised here with grpcio on both ends: a ``grpc.server`` serving ``TestService
 through ``add_servicer`` (tests/peers.py), and a ``grpc.insecure_channel`` under ``stub``.
 That checks the descriptor plumbing (paths, serializers, UNIMPLEMENTED for what is not
 registered) and the servicer's gRPC's doc/interop-test-descriptions.md behaviour independently of
-minigrpc's
-transport.  When minigrpc's channel and server exist, the same calls are repeated with them.
+minigrpc's transport.  The last two tests repeat calls on minigrpc's own channel (to a grpcio
+server) and on minigrpc's own server (from a grpcio channel).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from concurrent import futures
 from typing import Any, Dict, Iterator
 
 import pytest
 
+import minigrpc
+import minigrpc.channel
 from cni_client import cni_pb2
 from minigrpc.descriptors import add_servicer, message_class, method_path, streaming_flags, stub
 from tests.interop import empty_pb2, messages_pb2, test_pb2
@@ -322,22 +322,13 @@ def test_grpcio_server_restarts_on_the_same_target(grpcio_server_factory: Any, k
         assert stub(test_pb2.TEST_SERVICE, channel).EmptyCall(empty_pb2.Empty(), timeout=10)
 
 
-# -- the same helpers on minigrpc's own channel and server, once they exist -------------------
-
-
-def _minigrpc_module(name: str) -> Any:
-    """The module ``minigrpc.<name>``; skip while it is not written yet (an import error of an
-    existing module is a failure, not a skip)."""
-    if importlib.util.find_spec(f"minigrpc.{name}") is None:
-        pytest.skip(f"minigrpc.{name} is not available yet")
-    return importlib.import_module(f"minigrpc.{name}")
+# -- the same helpers on minigrpc's own channel and server ------------------------------------
 
 
 @pytest.mark.grpcio_peer
 @pytest.mark.timeout(30)
 def test_stub_on_minigrpc_channel(grpcio_target: str) -> None:
-    channel_module = _minigrpc_module("channel")
-    with channel_module.insecure_channel(grpcio_target) as channel:
+    with minigrpc.channel.insecure_channel(grpcio_target) as channel:
         service_stub = stub(test_pb2.TEST_SERVICE, channel)
         assert service_stub.EmptyCall(empty_pb2.Empty(), timeout=10) == empty_pb2.Empty()
         response = service_stub.UnaryCall(messages_pb2.SimpleRequest(response_size=3), timeout=10)
@@ -346,11 +337,10 @@ def test_stub_on_minigrpc_channel(grpcio_target: str) -> None:
 
 @pytest.mark.timeout(30)
 def test_servicer_on_minigrpc_server(short_tmp_dir: str) -> None:
-    server_module = _minigrpc_module("server")
     from tests.interop.servicer import TestServiceServicer
 
     executor = futures.ThreadPoolExecutor(max_workers=4)
-    server = server_module.server(executor)
+    server = minigrpc.server(executor)
     add_servicer(server, test_pb2.TEST_SERVICE, TestServiceServicer())
     target = f"unix:{short_tmp_dir}/minigrpc.sock"
     server.add_insecure_port(target)

@@ -23,6 +23,7 @@ processed, as :mod:`minigrpc.attempts` decides for both transports.
 """
 
 import asyncio
+import os
 import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -104,6 +105,8 @@ class AioConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self._closed = True
         self._writable.set()
+        if isinstance(exc, OSError):
+            self._read_what_is_left()
         if self.protocol.failure is None:
             # The blocking client's words (grpc-go's where it has some), naming the target.
             details = client_outcome.lost_details(
@@ -116,6 +119,32 @@ class AioConnection(asyncio.BufferedProtocol):
         else:
             self._wake()
         self._on_unusable()
+
+    def _read_what_is_left(self) -> None:
+        """Give the protocol what the peer sent before it closed, after a failed write.
+
+        A write to a peer that has closed fails (EPIPE, ECONNRESET) and asyncio then stops
+        reading the socket at once, though the kernel still holds what the peer sent before it
+        closed: often its last responses and the trailers with the call's status. The blocking
+        client's reader goes on to EOF and reads them; here the socket is still open while
+        ``connection_lost`` runs (the loop closes it afterwards), so it is read to its end now.
+        A TLS connection's bytes would need its session: it is left as it is.
+        """
+        transport = self._transport
+        if transport is None or transport.get_extra_info("sslcontext") is not None:
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return
+        fd = sock.fileno()
+        while fd >= 0 and self.protocol.failure is None:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # nothing more (EAGAIN), or the reset the write saw
+                return
+            if not data:
+                return
+            self.data_received(data)
 
     def pause_writing(self) -> None:
         self._writable.clear()

@@ -41,7 +41,7 @@ OUTPUT_DIR = REPO_ROOT / "tests" / "generated_stubs"
 #: ``grpcio>=1.48``), one before and one with ``_registered_method`` (1.62), the first with the
 #: version check and ``add_registered_method_handlers`` (1.64), and the newest release.  The
 #: newest one decides ``minigrpc.grpc_alias.GRPCIO_VERSION`` (and the grpcio-health-checking
-#: bound in setup.cfg and tox.ini, whose generated code must not be newer).
+#: and grpcio-tools bounds in setup.cfg and tox.ini, whose generated code must not be newer).
 VERSIONS = ("1.48.2", "1.55.3", "1.62.3", "1.64.3", "1.85.1")
 
 #: proto file (relative to ``proto/``) -> the module protoc writes, relative to its output dir.

@@ -270,9 +270,27 @@ def prepare() -> Path:
     if not all((root / proto).is_file() for proto in INTEROP_PROTOS):
         shutil.rmtree(root, ignore_errors=True)
         _unpack(tarball, root)
-    if not (root / LAST_STUB).exists():
+    if not _stubs_current(root):
         _generate_stubs(root)
     return root
+
+
+def _stubs_current(root: Path) -> bool:
+    """The stubs are there, and made by the running grpcio-tools: newer ones check that the grpc
+    they run on is at least their version, which minigrpc's alias (``GRPCIO_VERSION``) may not
+    be, so stubs left by another grpcio-tools in the cache are made again."""
+    import importlib.metadata
+    import re
+
+    stub = root / LAST_STUB
+    if not stub.exists():
+        return False
+    made_by = re.search(r"GRPC_GENERATED_VERSION = '([^']+)'", stub.read_text())
+    try:
+        tools = importlib.metadata.version("grpcio-tools")
+    except importlib.metadata.PackageNotFoundError:
+        return True  # nothing to make them with: _generate_stubs would say so
+    return made_by is None or made_by.group(1) == tools
 
 
 # -- run ----------------------------------------------------------------------------------------

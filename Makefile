@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(PY) -m cni_client.demo
 
 dist: $(STAMP)
-	$(PY) tools/build_dist.py --for-python 3.6 --output dist/antrea
+	$(PY) tools/build_dist.py --output dist/antrea
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'

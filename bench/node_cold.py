@@ -140,7 +140,7 @@ def build_make_dist(repo_root: str, work_dir: str) -> Tuple[Optional[str], List[
     output = os.path.join(work_dir, "antrea")
     try:
         done = subprocess.run([sys.executable, os.path.join(repo_root, "tools", "build_dist.py"),
-                               "--for-python", "3.6", "--output", output],
+                               "--output", output],
                               cwd=repo_root, capture_output=True, timeout=600)
     except subprocess.TimeoutExpired:
         return None, ["tools/build_dist.py did not finish within 600 s"]

@@ -1,7 +1,7 @@
 """Build ``dist/antrea``: the plugin as one self-contained executable file.
 
-The result is a zipapp holding the plugin's modules of cni_client, minigrpc, h2, hpack and
-hyperframe, behind a short POSIX ``sh`` prologue.  ``install -m 755 dist/antrea
+The result is a zipapp holding the plugin's modules of cni_client and minigrpc, and nothing
+else, behind a short POSIX ``sh`` prologue.  ``install -m 755 dist/antrea
 /opt/cni/bin/antrea`` then works on a node that has some Python 3.6 or newer and no pip
 packages: the runtime executes the plugin on the host, in its own environment, so nothing may
 come from the node but the interpreter.
@@ -25,10 +25,9 @@ Choices and why:
   :mod:`runpy`, which imports importlib's Python parts, os, collections and functools first,
   about 8 ms of a 20 ms VERSION on 3.11.  The same entry point is also the archive's
   ``__main__.py``, so ``python dist/antrea`` still works.
-* The vendored h2 4.1.0, hpack 4.0.0 and hyperframe 6.0.1 (``--for-python``, what ``make dist``
-  builds) are the releases that support the oldest interpreter the bundle claims: Python
-  3.6.1; they run unchanged up to 3.13 and on PyPy.  They are pinned, not "the newest that
-  supports X.Y", so the bundle is the same whatever the index holds today.
+* Nothing is vendored: minigrpc speaks HTTP/2 and HPACK with its own codecs
+  (:mod:`minigrpc.frames`, :mod:`minigrpc.hpack_codec`), so h2, hpack and hyperframe are not
+  inside, and the bundle is built from the repository alone, offline, the same on every machine.
 * protobuf is not inside: the plugin encodes and decodes its two messages with
   :mod:`cni_client.messages`.  The modules that need protobuf (the reference agent, the demo and
   every generated ``*_pb2`` module, minigrpc's add-ons' included) are left out too; the plugin
@@ -58,24 +57,19 @@ Choices and why:
   four builds differed), while format 2 writes every object out in full.  The builder needs
   only the Python that runs it (3.6 or newer); the other interpreters are optional workers, and
   the build output says which versions have bytecode and which fall back to source.
-* The vendored packages declare a minimum Python (``Requires-Python``); the entry point
-  checks it first and answers with one CNI error JSON (code 999) instead of a SyntaxError
-  traceback on an older interpreter (the prologue takes the first interpreter it finds).
+* The plugin's modules need Python 3.6 (:data:`OWN_MIN_PYTHON`); the entry point checks it
+  first and answers with one CNI error JSON (code 999) instead of a SyntaxError traceback on an
+  older interpreter (the prologue takes the first interpreter it finds).
 * Members are stored, not deflated: zipimport would inflate every module it loads on every run,
   about 7 ms of a 60 ms start (docs/benchmarks.md), to save about 1.2 MB on disk.
 * The archive is reproducible: sorted entries, fixed timestamps and permissions.
-* The licenses of the vendored distributions go into ``LICENSES/``.
 
-Without ``--for-python`` (or with ``--site-packages``) the build vendors the packages that the
-building interpreter imports, for an offline build; the bundle then needs what they need.
-
-Usage: ``python tools/build_dist.py [--output dist/antrea] [--for-python X.Y |
---site-packages DIR] [--no-compile | --compile-with PYTHON ...]``
+Usage: ``python tools/build_dist.py [--output dist/antrea] [--no-compile | --compile-with
+PYTHON ...]``
 """
 
 import argparse
 import glob
-import importlib.util
 import io
 import os
 import re
@@ -106,8 +100,6 @@ PROTOBUF_SUFFIXES = ("_pb2.py", "_pb2_grpc.py")
 #: nothing on a start: zipimport reads the archive's whole central directory on every run, one
 #: entry per source and per ``.pyc`` of every tree.
 NOT_A_CLIENT = re.compile(r"^minigrpc/(aio/|health/|reflection/|_pb/|server_|servicer_context\.py)")
-#: Vendored packages: (import name, distribution name whose metadata and licenses we read).
-VENDORED = (("h2", "h2"), ("hpack", "hpack"), ("hyperframe", "hyperframe"))
 #: Never copied: caches, compiled extensions, test data.
 SKIPPED_DIRS = frozenset(("__pycache__", "testdata", "tests"))
 COPIED_SUFFIXES = (".py", ".typed")
@@ -141,7 +133,7 @@ import sys
 {locate}
 MIN_PYTHON = {min_python!r}
 if sys.version_info[:2] < MIN_PYTHON:
-    # The vendored packages need a newer Python: say so as one CNI error (code 999).
+    # The plugin needs a newer Python: say so as one CNI error (code 999).
     found = ".".join(str(part) for part in sys.version_info[:3])
     needed = ".".join(str(part) for part in MIN_PYTHON)
     message = ("internal error: this antrea-cni bundle needs Python " + needed
@@ -216,65 +208,6 @@ READ_IN_MAIN = """\
 OFFSET_WIDTH = 10
 
 
-def parse_requires_python(text: str) -> Tuple[int, int]:
-    """The lowest ``>=X.Y`` in a Requires-Python value; (3, 0) when there is none."""
-    versions = [(int(major), int(minor))
-                for major, minor in re.findall(r">=\s*(\d+)\.(\d+)", text)]
-    return max(versions) if versions else (3, 0)
-
-
-def find_distribution_info(site_dir: str, distribution: str) -> Optional[str]:
-    pattern = os.path.join(site_dir, f"{distribution.replace('-', '_')}-*.dist-info")
-    matches = sorted(glob.glob(pattern))
-    return matches[-1] if matches else None
-
-
-def distribution_metadata(dist_info: Optional[str]) -> Dict[str, str]:
-    fields: Dict[str, str] = {}
-    if dist_info is None:
-        return fields
-    path = os.path.join(dist_info, "METADATA")
-    if not os.path.exists(path):
-        return fields
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if line in ("\n", "\r\n"):
-                break  # end of the header block (continuation lines start with spaces)
-            key, sep, value = line.partition(":")
-            if sep and key in ("Name", "Version", "Requires-Python", "License", "Home-page"):
-                fields[key] = value.strip()
-    return fields
-
-
-def license_files(dist_info: Optional[str]) -> List[str]:
-    if dist_info is None:
-        return []
-    found: List[str] = []
-    for pattern in ("LICENSE*", "LICENCE*", "COPYING*", os.path.join("licenses", "*")):
-        found.extend(path for path in glob.glob(os.path.join(dist_info, pattern))
-                     if os.path.isfile(path))
-    return sorted(set(found))
-
-
-def locate_package(import_name: str, site_dir: Optional[str]) -> Tuple[str, str]:
-    """(directory of the package, the site directory it lives in)."""
-    if site_dir is not None:
-        directory = os.path.join(site_dir, *import_name.split("."))
-        if not os.path.isfile(os.path.join(directory, "__init__.py")):
-            raise SystemExit(f"build_dist: {import_name} is not in {site_dir}")
-        return directory, site_dir
-    spec = importlib.util.find_spec(import_name)
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit(f"build_dist: cannot import {import_name}; install it or pass"
-                         " --site-packages")
-    directory = next(iter(spec.submodule_search_locations))
-    depth = import_name.count(".") + 1
-    root = directory
-    for _ in range(depth):
-        root = os.path.dirname(root)
-    return directory, root
-
-
 def package_files(directory: str, archive_prefix: str) -> Iterator[Tuple[str, str]]:
     """(source path, archive name) for every file of a package that the bundle needs."""
     for current, subdirs, files in os.walk(directory):
@@ -287,11 +220,10 @@ def package_files(directory: str, archive_prefix: str) -> Iterator[Tuple[str, st
             yield os.path.join(current, name), "/".join([*parts, name])
 
 
-def collect(site_dir: Optional[str]) -> Tuple[Dict[str, bytes], Tuple[int, int], List[str]]:
+def collect() -> Tuple[Dict[str, bytes], Tuple[int, int], List[str]]:
     """Every archive member (name -> bytes), the minimum Python, and a report."""
     members: Dict[str, bytes] = {}
     report: List[str] = []
-    min_python = OWN_MIN_PYTHON
     for package in OWN_PACKAGES:
         for source, name in package_files(os.path.join(REPO_ROOT, package), package):
             if (name in NOT_IN_BUNDLE or name.endswith(PROTOBUF_SUFFIXES)
@@ -300,31 +232,7 @@ def collect(site_dir: Optional[str]) -> Tuple[Dict[str, bytes], Tuple[int, int],
             with open(source, "rb") as handle:
                 members[name] = handle.read()
         report.append(f"{package}: from the repository")
-    for import_name, distribution in VENDORED:
-        directory, root = locate_package(import_name, site_dir)
-        prefix = import_name.replace(".", "/")
-        for source, name in package_files(directory, prefix):
-            with open(source, "rb") as handle:
-                members[name] = handle.read()
-        dist_info = find_distribution_info(root, distribution)
-        metadata = distribution_metadata(dist_info)
-        needed = parse_requires_python(metadata.get("Requires-Python", ""))
-        min_python = max(min_python, needed)
-        licenses = license_files(dist_info)
-        for path in licenses:
-            with open(path, "rb") as handle:
-                members[f"LICENSES/{distribution}/{os.path.basename(path)}"] = handle.read()
-        if not licenses:
-            # Some older wheels ship no license file; record what the
-            # distribution's metadata declares so the bundle still says what it contains.
-            members[f"LICENSES/{distribution}/NOTICE"] = (
-                f"{distribution} {metadata.get('Version', '?')} ships no license file.\n"
-                f"Its metadata declares: License: {metadata.get('License', 'unknown')}\n"
-                f"Home page: {metadata.get('Home-page', 'unknown')}\n"
-            ).encode()
-        report.append(f"{distribution} {metadata.get('Version', '?')}: {directory}"
-                      f" (Requires-Python {metadata.get('Requires-Python', 'unknown')})")
-    return members, min_python, report
+    return members, OWN_MIN_PYTHON, report
 
 
 #: Where each interpreter's module blob lives in the archive: ``bytecode/<cache tag>.marshal``.
@@ -567,45 +475,10 @@ def write_archive(members: Dict[str, bytes], output: str, min_python: Tuple[int,
     os.replace(partial, output)
 
 
-#: What ``--for-python`` vendors: the releases that support Python 3.6.1 and newer, the oldest
-#: that setup.cfg's ``h2>=4.1,<5`` admits (hpack and hyperframe are h2's own dependencies).
-PINNED = ("h2==4.1.0", "hpack==4.0.0", "hyperframe==6.0.1")
-
-
-def download_site_packages(python_version: str, scratch: str) -> str:
-    """Fetch the :data:`PINNED` pure-Python wheels, checking that they support
-    ``python_version``, and unpack them into a site directory; returns it.  Uses pip, the
-    ordinary client of the configured index."""
-    if python_version.count(".") == 1:
-        # pip compares Requires-Python with a full version and takes X.Y as X.Y.0, which
-        # ">=3.6.1" refuses; X.Y stands for the whole series, so ask for its last patch level.
-        python_version += ".99"
-    wheels = os.path.join(scratch, "wheels")
-    site_dir = os.path.join(scratch, "site-packages")
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-               "--dest", wheels, "--only-binary=:all:", "--python-version", python_version,
-               "--implementation", "py", "--abi", "none", "--platform", "any", *PINNED]
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)  # noqa: UP022 (3.6)
-    if done.returncode != 0:
-        raise SystemExit(f"build_dist: pip could not download wheels for Python"
-                         f" {python_version}:\n{done.stderr.decode(errors='replace').strip()}")
-    for wheel in sorted(glob.glob(os.path.join(wheels, "*.whl"))):
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(site_dir)
-    return site_dir
-
-
-def build(output: str, site_dir: Optional[str] = None,
-          compilers: Optional[Sequence[str]] = None,
-          for_python: Optional[str] = None) -> List[str]:
+def build(output: str, compilers: Optional[Sequence[str]] = None) -> List[str]:
     """Build the bundle; ``compilers`` None means every interpreter found
     (:func:`candidate_compilers`), empty means sources only."""
-    if for_python is not None:
-        with tempfile.TemporaryDirectory(prefix="build-dist-wheels-") as scratch:
-            report = build(output, download_site_packages(for_python, scratch), compilers)
-        return [f"pinned wheels ({', '.join(PINNED)}) downloaded for Python {for_python}",
-                *report]
-    members, min_python, report = collect(site_dir)
+    members, min_python, report = collect()
     if compilers is None:
         compilers = candidate_compilers()
     tags, fallbacks, compiled = add_bytecode(members, compilers, min_python)
@@ -623,13 +496,6 @@ def build(output: str, site_dir: Optional[str] = None,
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Build the antrea-cni zipapp.")
     parser.add_argument("--output", default=os.path.join("dist", "antrea"))
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--site-packages", metavar="DIR",
-                        help="vendor h2/hpack/hyperframe from this directory instead"
-                             " of from where this interpreter imports them")
-    source.add_argument("--for-python", metavar="X.Y",
-                        help="vendor the pinned h2/hpack/hyperframe releases, checked to"
-                             " support Python X.Y (pip download)")
     compiling = parser.add_mutually_exclusive_group()
     compiling.add_argument("--no-compile", action="store_true",
                            help="ship sources only (no bytecode for any interpreter)")
@@ -639,7 +505,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 " versions, python3.X and pypy3 on PATH)")
     options = parser.parse_args(argv)
     compilers = [] if options.no_compile else options.compile_with
-    for line in build(options.output, options.site_packages, compilers, options.for_python):
+    for line in build(options.output, compilers):
         print(line)
     return 0
 

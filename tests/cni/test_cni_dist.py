@@ -1,15 +1,14 @@
 """``dist/antrea``: the one-file plugin built by tools/build_dist.py, run as a node runs it.
 
-The bundle is built into a temporary directory and executed by interpreters that have none of
-its dependencies installed.  The bundle ``make dist`` builds (``--for-python 3.6``: the pinned
-h2 4.1.0, hpack 4.0.0 and hyperframe 6.0.1) must run every CNI command byte for byte like
+The bundle is built into a temporary directory and executed by interpreters that have no
+packages installed.  The bundle ``make dist`` builds (cni_client and minigrpc, nothing vendored)
+must run every CNI command byte for byte like
 ``python -m cni_client`` on CPython 3.6 to 3.13 and on PyPy 3.9: :data:`REQUIRED_INTERPRETERS`,
 each taken from pyenv or PATH and skipped, with the reason, only when it is not installed.
 Each interpreter runs the bundle the way a node does: the file is exec'd and its ``sh``
 prologue finds the interpreter as ``python3`` on a PATH that holds nothing else.
-
-A bundle of the test venv's own packages (``--site-packages``' default) may need a newer Python
-than some of those interpreters; on them it must answer with one CNI error JSON (code 999).
+On an interpreter older than the bundle needs, it must answer with one CNI error JSON
+(code 999).
 """
 
 from __future__ import annotations
@@ -81,35 +80,24 @@ def dirs() -> Iterator[TempDirs]:
 
 def make_bundle(dirs: TempDirs, extra: Tuple[str, ...]) -> Bundle:
     path = os.path.join(dirs.new(), "antrea")
-    try:
-        report, min_python = build_bundle(path, *extra)
-    except subprocess.CalledProcessError as exc:
-        if "--for-python" in extra and b"could not download" in exc.stderr:
-            pytest.skip("the package index is not reachable: " + exc.stderr.decode()[-200:])
-        raise
+    report, min_python = build_bundle(path, *extra)
     return Bundle(path, min_python, report, extra)
 
 
-#: How to vendor: the pinned releases for the oldest Python (``make dist``; pip downloads them
-#: and the tests skip when the index cannot be reached); the test interpreter's own packages;
-#: and ``CNI_DIST_SITE_PACKAGES`` when set.
-MAKE_DIST_ARGS = ("--for-python", "3.6")
-BUILD_VARIANTS = [("make-dist", MAKE_DIST_ARGS), ("own-packages", ())]
-if os.environ.get("CNI_DIST_SITE_PACKAGES"):
-    BUILD_VARIANTS.append(("site-packages",
-                           ("--site-packages", os.environ["CNI_DIST_SITE_PACKAGES"])))
-
-
-@pytest.fixture(scope="module", params=[args for _, args in BUILD_VARIANTS],
-                ids=[name for name, _ in BUILD_VARIANTS])
-def bundle(dirs: TempDirs, request: pytest.FixtureRequest) -> Bundle:
-    return make_bundle(dirs, request.param)
+#: ``make dist``'s arguments to tools/build_dist.py, beyond ``--output``.
+MAKE_DIST_ARGS: Tuple[str, ...] = ()
 
 
 @pytest.fixture(scope="module")
 def dist_bundle(dirs: TempDirs) -> Bundle:
     """The bundle as ``make dist`` builds it."""
     return make_bundle(dirs, MAKE_DIST_ARGS)
+
+
+@pytest.fixture(scope="module")
+def bundle(dist_bundle: Bundle) -> Bundle:
+    """The bundle the tests of every build run on: there is one build, ``make dist``'s."""
+    return dist_bundle
 
 
 def base_interpreter() -> str:
@@ -188,9 +176,11 @@ def test_archive_layout(bundle: Bundle) -> None:
     with zipfile.ZipFile(bundle.path) as archive:
         names = set(archive.namelist())
     for required in ("__main__.py", "cni_client/__main__.py", "cni_client/messages.py",
-                     "minigrpc/__init__.py", "h2/connection.py", "hpack/__init__.py",
-                     "hyperframe/frame.py"):
+                     "minigrpc/__init__.py", "minigrpc/frames.py", "minigrpc/hpack_codec.py"):
         assert required in names, required
+    # Nothing is vendored: minigrpc's own codecs are its HTTP/2 and HPACK.
+    assert not [name for name in names if name.split("/")[0] in ("h2", "hpack", "hyperframe")]
+    assert not [name for name in names if name.startswith("LICENSES/")]
     # The plugin needs no protobuf (cni_client.messages), and nothing that imports it is inside.
     assert not [name for name in names if name.startswith("google/")]
     for left_out in ("cni_client/cni_pb2.py", "cni_client/agent.py", "cni_client/demo.py"):
@@ -202,17 +192,11 @@ def test_archive_layout(bundle: Bundle) -> None:
     assert "minigrpc/channel.py" in names
     assert not [name for name in names if name.endswith((".so", ".pyd"))]
     assert not [name for name in names if "__pycache__" in name or "/tests/" in name]
-    for distribution in ("h2", "hpack", "hyperframe"):
-        assert any(name.startswith(f"LICENSES/{distribution}/") for name in names)
 
 
-def test_make_dist_vendors_the_releases_for_python_3_6(dist_bundle: Bundle) -> None:
+def test_make_dist_needs_python_3_6(dist_bundle: Bundle) -> None:
     assert dist_bundle.min_python == (3, 6)
-    for line in ("h2 4.1.0:", "hpack 4.0.0:", "hyperframe 6.0.1:"):
-        assert line in dist_bundle.report
-    with zipfile.ZipFile(dist_bundle.path) as archive:
-        h2_init = archive.read("h2/__init__.py").decode()
-    assert re.search(r"__version__ = ['\"]4\.1\.0['\"]", h2_init)
+    assert "cni_client: from the repository" in dist_bundle.report
 
 
 def test_build_is_reproducible(bundle: Bundle, dirs: TempDirs) -> None:
@@ -233,7 +217,7 @@ def test_build_is_reproducible(bundle: Bundle, dirs: TempDirs) -> None:
 def test_the_oldest_python_builds_the_same_bundle(dirs: TempDirs) -> None:
     """``make dist`` needs no particular Python: CPython 3.6 runs the builder too, and the
     bundle it writes is the same bytes as the one the test's Python writes from the same
-    inputs (the same wheels and the same compilers)."""
+    inputs (the same sources and the same compilers)."""
     old = required_interpreter("3.6")
     args = (*MAKE_DIST_ARGS, "--compile-with", old, "--compile-with", base_interpreter())
     ours = make_bundle(dirs, args)
@@ -512,7 +496,7 @@ def test_no_interpreter_compiles_or_writes_at_run_time(dist_bundle: Bundle,
                 bundled = set(re.findall(rb"^import '?([\w.]+)'? # <class '__main__\.Bundled'>",
                                          add.stderr, re.MULTILINE))
                 assert {b"cni_client.__main__", b"minigrpc"} <= bundled, (python, tag)
-                ours = set(re.findall(rb"^import '?((?:cni_client|minigrpc|h2|hpack|hyperframe)"
+                ours = set(re.findall(rb"^import '?((?:cni_client|minigrpc)"
                                       rb"(?:\.[\w.]+)?)'? ", add.stderr, re.MULTILINE))
                 assert ours == bundled, (python, ours - bundled)
                 delete = exec_bundle(read_only, path_dir,
@@ -535,9 +519,9 @@ def test_the_archive_also_runs_as_a_python_file(dist_bundle: Bundle) -> None:
         assert (run.returncode, run.stdout, run.stderr) == (0, VERSION_BYTES, b""), python
 
 
-def test_interpreters_too_old_for_the_vendored_packages(bundle: Bundle, dirs: TempDirs) -> None:
+def test_interpreters_too_old_for_the_bundle(bundle: Bundle, dirs: TempDirs) -> None:
     """On every interpreter found: VERSION, or one CNI error JSON (code 999) naming both
-    versions where the vendored packages need a newer Python (the own-packages bundle)."""
+    versions where the bundle needs a newer Python."""
     found = installed_interpreters()
     if not found:
         pytest.skip("none of the required interpreters is installed")
@@ -552,20 +536,6 @@ def test_interpreters_too_old_for_the_vendored_packages(bundle: Bundle, dirs: Te
             assert f"needs Python {needed} or newer, but it runs on Python" in error["msg"]
         else:
             assert (run.returncode, run.stdout, run.stderr) == (0, VERSION_BYTES, b""), python
-
-
-def test_own_packages_bundle_runs_a_pod_lifecycle(dirs: TempDirs) -> None:
-    """The offline build (the test venv's h2) on the test venv's own Python."""
-    own = make_bundle(dirs, ())
-    path_dir = path_with(dirs, {"python3": base_interpreter()})
-    socket_path = os.path.join(dirs.new(), "cni.sock")
-    with AgentProcess(socket_path):
-        for command in ("ADD", "DEL"):
-            env = pod_env(command, container_id="own1")
-            run = exec_bundle(own, path_dir, env, conf("0.3.0"), socket_path)
-            assert (run.returncode, run.stdout) == run_plugin(env, conf("0.3.0"),
-                                                              socket_path=socket_path)[:2]
-            assert run.returncode == 0
 
 
 def test_prologue_tries_the_node_names_in_order(dist_bundle: Bundle) -> None:
@@ -632,7 +602,7 @@ def test_errors_match_the_module_entry_point(bundle: Bundle, dirs: TempDirs) -> 
 
 
 #: Run inside the bundle (its blob finder installed) and from the sources: imports the plugin's
-#: own modules that load no vendored package, says whether typing got loaded, and describes every
+#: own modules, says whether typing got loaded, and describes every
 #: NamedTuple class they define the way code can see one.  The bookkeeping that typing and some
 #: versions' namedtuple add (``_field_defaults``, ``_field_types``, ``_fields_defaults``,
 #: ``_source``) is left out: the bundle's classes are plain tuple classes without it

@@ -457,7 +457,8 @@ def _decoded_fields(frame: bytes) -> list:
 
 
 #: Fields the static table holds whole (RFC 7541 Appendix A), such as ``authorization`` with an
-#: empty value: sent as their index, they add nothing to a table, sensitive or not (§7.1.3).
+#: empty value: sent as their index, they add nothing to a table, sensitive or not
+#: (RFC 7541 §7.1.3).
 #: hpack 4.1 and minigrpc send them so; hpack 4.0 (the oldest h2 admitted, and Python 3.7's)
 #: sends the sensitive ones as never-indexed literals. Their flag is left out of comparisons.
 _WHOLE_IN_STATIC_TABLE = frozenset(hpack.table.HeaderTable.STATIC_TABLE)

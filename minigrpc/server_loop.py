@@ -536,7 +536,7 @@ class ServerLoop(CallHandling):
             connection,
             want_read=len(output) < limit
             and not protocol.closed
-            and not protocol.memory.stop_reading,
+            and not protocol.stop_reading,
         )
 
     def _linger(self, connection: _Connection) -> None:

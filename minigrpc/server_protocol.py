@@ -110,6 +110,8 @@ Headers = List[Tuple[bytes, bytes]]
 DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
 #: "The last stream the sender might process" before the real one is known (RFC 9113 §6.8).
 _MAX_STREAM_ID = 2**31 - 1
+#: A lead allowance with no bound (the receive limit lifted).
+_UNBOUNDED = 2**63
 #: GOAWAY code for a client that floods us (RFC 9113 §10.5).
 ENHANCE_YOUR_CALM = status.ENHANCE_YOUR_CALM
 #: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
@@ -163,9 +165,10 @@ class ServerConnection(RequestIntake):
         self.conn: ServerHTTP2Connection = conn
         #: This connection's account in the server's memory budget (its own when none is given).
         self.memory = (memory or MemoryBudget()).open_connection()
-        self.lead_allowance = (
-            self.settings.max_receive_message_length or wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
-        )
+        # The lead message may go beyond the budget by the largest request message; with the
+        # receive limit lifted (None) by whatever its prefix says, as the application asked.
+        receive_limit = self.settings.max_receive_message_length
+        self.lead_allowance = _UNBOUNDED if receive_limit is None else receive_limit
         self._calls: Dict[int, ServerStream] = {}
         #: Requests that are not gRPC, still open: answered at their END_STREAM (_on_request).
         self._unanswered: Dict[int, hdrs.Rejection] = {}
@@ -233,6 +236,19 @@ class ServerConnection(RequestIntake):
     def starved(self) -> bool:
         """True when a response waits only for output room (see :meth:`set_output_room`)."""
         return self._responses.starved
+
+    @property
+    def stop_reading(self) -> bool:
+        """Read no more from the client for now: what it sent alone is over the connection's
+        limit (:attr:`minigrpc.memory_budget.ConnectionMemory.stop_reading`), and no partial
+        message may still complete.  The lead message (:meth:`~minigrpc.protocol.
+        ConnectionProtocol.may_lead`) is granted window up to :attr:`lead_allowance` beyond the
+        limit, so its bytes must be read: a socket left unread with that window granted would
+        stall the message for good (the client keeps to the window it was given)."""
+        memory = self.memory
+        if not memory.stop_reading:
+            return False
+        return self.lead_stream is None or memory.inbound >= memory.limit + self.lead_allowance
 
     @property
     def pending_input(self) -> bool:

@@ -203,7 +203,7 @@ class AioConnection(asyncio.BufferedProtocol):
         if transport is None or self.closed or self.closing:
             return
         pause = (
-            self._output_full or self.protocol.memory.stop_reading or self.protocol.pending_input
+            self._output_full or self.protocol.stop_reading or self.protocol.pending_input
         )
         if pause != self._reading_paused:
             self._reading_paused = pause

@@ -140,7 +140,7 @@ class ServerHTTP2Connection(ConnectionCore):
         self, stream_id: int, block: List[Header], end_stream: bool, events: List[Event]
     ) -> None:
         """A request's headers on a new stream, or its trailers (RFC 9113 §8.1)."""
-        if stream_id % 2 and stream_id > self.last_peer_stream_id:
+        if self._opens_stream(stream_id):
             stream = self._open(stream_id)
             length = find_header(block, b"content-length")
             if length is not None:
@@ -174,12 +174,17 @@ class ServerHTTP2Connection(ConnectionCore):
     def _on_block_error(self, stream_id: int, error_code: int, events: List[Event]) -> None:
         """A block that is a stream error whatever it says: on a new stream, the stream is
         opened and reset at once (it counts as used, RFC 9113 §5.1.1), without an event."""
-        if stream_id % 2 and stream_id > self.last_peer_stream_id:
+        if self._opens_stream(stream_id):
             self.last_peer_stream_id = stream_id
             self._out.append(frames.rst_stream_frame(stream_id, error_code))
             self._remember_closed(stream_id, _RESET_BY_US)
             return
         super()._on_block_error(stream_id, error_code, events)
+
+    def _opens_stream(self, stream_id: int) -> bool:
+        """A block on ``stream_id`` opens it: odd, above every stream the client opened
+        (RFC 9113 §5.1.1)."""
+        return stream_id % 2 == 1 and stream_id > self.last_peer_stream_id
 
     def _open(self, stream_id: int) -> Stream:
         """The client opens ``stream_id`` (RFC 9113 §5.1.1); lower streams it never used are

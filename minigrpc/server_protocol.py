@@ -276,7 +276,8 @@ class ServerConnection(RequestIntake):
         out: List[CallEvent] = []
         handlers = _HANDLERS
         for event in conn.receive_data(data):
-            if handlers[type(event)](self, event, out):
+            handlers[type(event)](self, event, out)
+            if self.closed:  # a GOAWAY or a connection error: nothing after it counts
                 return out
         self.acknowledge_received()
         flood = self._frame_budget.charge(conn)
@@ -291,60 +292,39 @@ class ServerConnection(RequestIntake):
         if self._held_credit and not self.memory.over_budget:
             self.resume_credit()
 
-    # What each event of the HTTP/2 connection does (:data:`_HANDLERS`); True once the
-    # connection is over.
+    # What each event of the HTTP/2 connection does (:data:`_HANDLERS`; DATA, request headers,
+    # END_STREAM and RST_STREAM are RequestIntake's).
 
-    def _on_data_event(self, event: events_.DataReceived, out: List[CallEvent]) -> bool:
-        self._on_data(event, out)
-        return False
-
-    def _on_request_event(self, event: events_.RequestReceived, out: List[CallEvent]) -> bool:
-        self._on_request(event, out)
-        return False
-
-    def _on_stream_ended_event(self, event: events_.StreamEnded, out: List[CallEvent]) -> bool:
-        self._on_stream_ended(event.stream_id, out)
-        return False
-
-    def _on_trailers(self, event: events_.TrailersReceived, out: List[CallEvent]) -> bool:
+    def _on_trailers(self, event: events_.TrailersReceived, out: List[CallEvent]) -> None:
         # gRPC requests have none, but a malformed block still ends the stream.
         if hdrs.malformed_trailers(event.headers):
             self._reset_malformed(event.stream_id, out)
-        return False
 
-    def _on_reset_event(self, event: events_.StreamReset, out: List[CallEvent]) -> bool:
-        self._on_stream_reset(event, out)
-        return False
-
-    def _on_window_updated(self, event: events_.WindowUpdated, out: List[CallEvent]) -> bool:
+    def _on_window_updated(self, event: events_.WindowUpdated, out: List[CallEvent]) -> None:
         if event.stream_id:
             self._responses.pump(event.stream_id)
         else:
             self._responses.pump_blocked()
-        return False
 
-    def _on_settings(self, event: events_.SettingsChanged, out: List[CallEvent]) -> bool:
+    def _on_settings(self, event: events_.SettingsChanged, out: List[CallEvent]) -> None:
         # INITIAL_WINDOW_SIZE moves every stream window without a WindowUpdated.
         self.handshake_complete = True
         if self._responses.any_blocked:
             self._responses.pump_blocked()
-        return False
 
-    def _on_ping_ack(self, event: events_.PingAcknowledged, out: List[CallEvent]) -> bool:
+    def _on_ping_ack(self, event: events_.PingAcknowledged, out: List[CallEvent]) -> None:
         if self._drain_phase is DrainPhase.ANNOUNCED and event.data == DRAIN_PING_PAYLOAD:
             self.send_final_goaway()
-        return False
 
-    def _on_goaway(self, event: events_.ConnectionTerminated, out: List[CallEvent]) -> bool:
+    def _on_goaway(self, event: events_.ConnectionTerminated, out: List[CallEvent]) -> None:
         # A client GOAWAY: the client is closing the connection and opens nothing new; the
         # calls it still has end as on a lost connection (PROTOCOL-HTTP2.md, Connection
         # failure).
         out.extend(self._connection_failed("the client sent GOAWAY"))
-        return True
 
     def _on_connection_error(
         self, event: events_.PeerConnectionError, out: List[CallEvent]
-    ) -> bool:
+    ) -> None:
         # The connection queued its GOAWAY: PROTOCOL_ERROR for a bad preface, FRAME_SIZE_ERROR
         # (RFC 9113 §4.2; a connection error even on a DATA frame, §5.4, since its body must
         # not be read), ENHANCE_YOUR_CALM for a CONTINUATION flood or a flood of frames that do
@@ -353,7 +333,6 @@ class ServerConnection(RequestIntake):
             self._flood(out, flood_name(event.frame_type))
         else:
             out.extend(self._connection_failed(event.reason))
-        return True
 
     def _flood(self, out: List[CallEvent], what: str) -> bool:
         """The client exhausted its allowance of frames that do no work: GOAWAY(ENHANCE_YOUR_CALM)
@@ -712,12 +691,12 @@ class ServerConnection(RequestIntake):
 
 
 #: What each event of :class:`~minigrpc.server_http2.ServerHTTP2Connection` does, by its class.
-_HANDLERS: Dict[type, Callable[[ServerConnection, Any, List[CallEvent]], bool]] = {
-    events_.DataReceived: ServerConnection._on_data_event,
-    events_.RequestReceived: ServerConnection._on_request_event,
-    events_.StreamEnded: ServerConnection._on_stream_ended_event,
+_HANDLERS: Dict[type, Callable[[ServerConnection, Any, List[CallEvent]], None]] = {
+    events_.DataReceived: ServerConnection._on_data,
+    events_.RequestReceived: ServerConnection._on_request,
+    events_.StreamEnded: ServerConnection._on_stream_ended,
     events_.TrailersReceived: ServerConnection._on_trailers,
-    events_.StreamReset: ServerConnection._on_reset_event,
+    events_.StreamReset: ServerConnection._on_stream_reset,
     events_.WindowUpdated: ServerConnection._on_window_updated,
     events_.SettingsChanged: ServerConnection._on_settings,
     events_.PingAcknowledged: ServerConnection._on_ping_ack,

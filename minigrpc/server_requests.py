@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from . import errors, wire
 from . import headers as hdrs
-from .connection_events import DataReceived, RequestReceived, StreamReset
+from .connection_events import DataReceived, RequestReceived, StreamEnded, StreamReset
 from .enums import StatusCode
 from .memory_budget import ConnectionMemory
 from .protocol import NO_ERROR, PROTOCOL_ERROR, REFUSED_STREAM, ConnectionProtocol, Outbound
@@ -171,7 +171,8 @@ class RequestIntake(ConnectionProtocol):
             out,
         )
 
-    def _on_stream_ended(self, stream_id: int, out: List[CallEvent]) -> None:
+    def _on_stream_ended(self, event: StreamEnded, out: List[CallEvent]) -> None:
+        stream_id = event.stream_id
         call = self._calls.get(stream_id)
         if call is None:
             rejection = self._unanswered.pop(stream_id, None)

@@ -132,7 +132,7 @@ def minigrpc_parts() -> Tuple[bool, bool]:
         except ImportError:
             return False
 
-    return present("minigrpc.channel"), present("minigrpc.server_api")
+    return present("minigrpc.blocking.channel"), present("minigrpc.blocking.server_api")
 
 
 def run_client(mode: Mode, workload: str, client: str, socket_path: str,
@@ -635,7 +635,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         "notes": list(notes),
     }
     if not has_client:
-        results["notes"].append("minigrpc's client (minigrpc.channel) is not available: "
+        results["notes"].append("minigrpc's client (minigrpc.blocking.channel) is not available: "
                                 "no minigrpc client rows.")
     if not has_server:
         results["notes"].append("minigrpc's server (minigrpc.server) is not available: "

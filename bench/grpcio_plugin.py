@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from cni_client.messages import CniCmdResponse
 
 # grpc-go's names for the codes (what ``rpc error: code = <Name>`` prints,
-# docs/cni-plugin-behaviour.md); the real plugin gets them from minigrpc.status, which this baseline
-# must not import.
+# docs/cni-plugin-behaviour.md); the real plugin gets them from minigrpc.protocol.status, which
+# this baseline must not import.
 _GO_CODE_NAMES = {
     "OK": "OK", "CANCELLED": "Canceled", "UNKNOWN": "Unknown",
     "INVALID_ARGUMENT": "InvalidArgument", "DEADLINE_EXCEEDED": "DeadlineExceeded",

@@ -8,7 +8,7 @@ connection, configured as minigrpc's tests configure h2 as a peer
 minigrpc's SETTINGS values, no header validation or normalisation), pass the bytes of the
 benchmark's echo call to each other in memory, in one thread, with no socket, no lock and no
 gRPC layer. Per call, the client sends minigrpc's request headers
-(:func:`minigrpc.headers.request_headers`) and the length-prefixed message, and takes in
+(:func:`minigrpc.protocol.headers.request_headers`) and the length-prefixed message, and takes in
 the response; the server takes in the request and sends response headers, the message and the
 trailers; each side acknowledges the DATA it received, as minigrpc does.
 
@@ -47,8 +47,8 @@ import h2.events
 
 from bench.peers import ECHO_PATH
 from bench.workloads import make_payload
-from minigrpc import headers, wire
-from minigrpc.headers import request_headers
+from minigrpc.protocol import headers, wire
+from minigrpc.protocol.headers import request_headers
 from tests.support.h2_peer import client_config, server_config, start_connection
 
 _TRAILERS = [(b"grpc-status", b"0"), (b"grpc-message", b"")]

@@ -351,7 +351,7 @@ def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str]
     elif impl in ("minigrpc", IO_THREAD_SERVER_IMPL):
         import minigrpc
 
-        importlib.import_module("minigrpc.server_api")  # loaded before profiling starts
+        importlib.import_module("minigrpc.blocking.server_api")  # loaded before profiling starts
         if profiler is not None:
             profiler.start()
         options = IO_THREAD_OPTIONS if impl == IO_THREAD_SERVER_IMPL else ()

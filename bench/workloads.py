@@ -322,7 +322,7 @@ def _aio_latency(client: str, socket_path: str) -> LatencyRun:
     if client == "grpcio-aio":
         from grpc import aio
     else:
-        from minigrpc import aio  # type: ignore[no-redef]
+        from minigrpc import aio
 
     async def measure(payload: bytes, calls: int, warmup: int) -> Tuple[List[float], float]:
         async with aio.insecure_channel("unix:" + socket_path) as channel:

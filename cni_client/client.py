@@ -43,8 +43,8 @@ PLUGIN_NOT_AVAILABLE = 50
 
 #: gRPC failure -> CNI error (Antrea's ``pkg/cni/client.go``; docs/mapping.md).  This is the one
 #: place the mapping is written down; tests and docs read it.  Key: the gRPC status code name
-#: (``minigrpc.status.Code.<name>``), ``None`` for every code not listed.  Value: (CNI code, msg,
-#: details), where ``{error}`` stands for the grpc-go style error text
+#: (``minigrpc.protocol.codes.Code.<name>``), ``None`` for every code not listed.  Value: (CNI
+#: code, msg, details), where ``{error}`` stands for the grpc-go style error text
 #: ``rpc error: code = <Name> desc = <message>``.  A call that succeeds at the gRPC level but
 #: carries ``CniCmdResponse.error`` yields that error's code and message (details dropped).
 RPC_FAILURE_TO_CNI: "Dict[Optional[str], Tuple[int, str, str]]" = {
@@ -123,8 +123,9 @@ def request(action: str, args: CmdArgs) -> bytes:
         response = messages.decode_response(payload)
     except Exception:
         # What a channel reports when the response deserializer raises.
-        from minigrpc.client_outcome import DESERIALIZE_FAILED_DETAILS
-        from minigrpc.status import CallStatus, Code
+        from minigrpc.protocol.client_outcome import DESERIALIZE_FAILED_DETAILS
+        from minigrpc.protocol.codes import Code
+        from minigrpc.protocol.status import CallStatus
 
         failed = CallStatus(Code.INTERNAL, DESERIALIZE_FAILED_DETAILS)
         raise rpc_failure_to_cni(failed.code_name, str(failed)) from None
@@ -142,8 +143,8 @@ def request(action: str, args: CmdArgs) -> bytes:
 #: agent answers at once; runtimes call STATUS periodically and must not hang on it.
 PROBE_TIMEOUT_SECONDS = 5.0
 
-#: RFC 9113 §3.4.  Written here rather than imported from minigrpc.http2: STATUS runs often and
-#: needs only three frames of minigrpc.frames besides.
+#: RFC 9113 §3.4.  Written here rather than imported from minigrpc.http2.settings: STATUS runs
+#: often and needs only three frames of minigrpc.http2.frames besides.
 _CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
@@ -178,7 +179,7 @@ def _exchange_preface(sock: "Any", path: str) -> str:
     """Returns "" when the server answered with SETTINGS, else why it is not available."""
     import socket
 
-    from minigrpc import frames
+    from minigrpc.http2 import frames
 
     try:
         sock.sendall(_CLIENT_PREFACE + frames.settings_frame(()))
@@ -213,9 +214,9 @@ def _recv_exactly(sock: "Any", count: int) -> bytes:
 def _os_error_text(exc: OSError) -> str:
     """``connect: no such file or directory`` style, like Go's syscall errors.
 
-    The rule of :func:`minigrpc.errors.os_error_text`, kept here because importing that module
-    loads ``minigrpc.status`` (about 3 ms) on STATUS, which runtimes call often and which needs
-    no RPC.
+    The rule of :func:`minigrpc.net.sockets.os_error_text`, kept here because importing that
+    module loads ``minigrpc.protocol.status`` (about 3 ms) on STATUS, which runtimes call often and
+    which needs no RPC.
     """
     reason = posix.strerror(exc.errno) if exc.errno else str(exc)
     return reason[:1].lower() + reason[1:]

@@ -1,4 +1,4 @@
-"""minigrpc: unary gRPC over HTTP/2 in pure Python, on its own HTTP/2 and protobuf only.
+"""minigrpc: gRPC over HTTP/2 in pure Python, on its own HTTP/2 and protobuf only.
 
 The public API is a drop-in subset of grpcio's, so ``import minigrpc as grpc`` works for unary
 code::
@@ -18,68 +18,68 @@ one-shot client such as the CNI plugin pays only for the modules it uses.
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _EXPORTS: Dict[str, str] = {
     # client
-    "insecure_channel": "channel",
-    "Channel": "interfaces",
-    "Call": "interfaces",
-    "Future": "interfaces",
-    "CallFuture": "calls",
-    "StreamingCall": "calls",
-    "FutureTimeoutError": "errors",
-    "FutureCancelledError": "errors",
-    "UnaryUnaryMultiCallable": "interfaces",
-    "UnaryStreamMultiCallable": "interfaces",
-    "StreamUnaryMultiCallable": "interfaces",
-    "StreamStreamMultiCallable": "interfaces",
+    "insecure_channel": "blocking.channel",
+    "Channel": "driver.interfaces",
+    "Call": "driver.interfaces",
+    "Future": "driver.interfaces",
+    "CallFuture": "blocking.call",
+    "StreamingCall": "blocking.call",
+    "FutureTimeoutError": "protocol.errors",
+    "FutureCancelledError": "protocol.errors",
+    "UnaryUnaryMultiCallable": "driver.interfaces",
+    "UnaryStreamMultiCallable": "driver.interfaces",
+    "StreamUnaryMultiCallable": "driver.interfaces",
+    "StreamStreamMultiCallable": "driver.interfaces",
     # server
-    "server": "server_api",
-    "Server": "interfaces",
-    "ServicerContext": "interfaces",
+    "server": "blocking.server_api",
+    "Server": "driver.interfaces",
+    "ServicerContext": "driver.interfaces",
     # handlers
-    "unary_unary_rpc_method_handler": "handlers",
-    "ClientCallDetails": "interfaces",
-    "ServerInterceptor": "interfaces",
-    "StreamStreamClientInterceptor": "interfaces",
-    "StreamUnaryClientInterceptor": "interfaces",
-    "UnaryStreamClientInterceptor": "interfaces",
-    "UnaryUnaryClientInterceptor": "interfaces",
-    "intercept_channel": "interceptors",
-    "ChannelCredentials": "tls",
-    "ServerCredentials": "tls",
-    "CallCredentials": "tls",
-    "ssl_channel_credentials": "tls",
-    "ssl_server_credentials": "tls",
-    "metadata_call_credentials": "tls",
-    "access_token_call_credentials": "tls",
-    "composite_call_credentials": "tls",
-    "composite_channel_credentials": "tls",
-    "LocalConnectionType": "tls",
-    "local_channel_credentials": "tls",
-    "local_server_credentials": "tls",
-    "insecure_server_credentials": "tls",
-    "ServerCertificateConfiguration": "tls",
-    "ssl_server_certificate_configuration": "tls",
-    "dynamic_ssl_server_credentials": "tls",
-    "secure_channel": "channel",
-    "ChannelConnectivity": "connectivity",
-    "channel_ready_future": "connectivity",
-    "unary_stream_rpc_method_handler": "handlers",
-    "stream_unary_rpc_method_handler": "handlers",
-    "stream_stream_rpc_method_handler": "handlers",
-    "method_handlers_generic_handler": "handlers",
-    "ServiceRpcHandler": "interfaces",
-    "RpcMethodHandler": "interfaces",
-    "GenericRpcHandler": "interfaces",
-    "HandlerCallDetails": "interfaces",
+    "unary_unary_rpc_method_handler": "driver.handlers",
+    "ClientCallDetails": "driver.interfaces",
+    "ServerInterceptor": "driver.interfaces",
+    "StreamStreamClientInterceptor": "driver.interfaces",
+    "StreamUnaryClientInterceptor": "driver.interfaces",
+    "UnaryStreamClientInterceptor": "driver.interfaces",
+    "UnaryUnaryClientInterceptor": "driver.interfaces",
+    "intercept_channel": "blocking.interceptors",
+    "ChannelCredentials": "net.tls",
+    "ServerCredentials": "net.tls",
+    "CallCredentials": "net.tls",
+    "ssl_channel_credentials": "net.tls",
+    "ssl_server_credentials": "net.tls",
+    "metadata_call_credentials": "net.tls",
+    "access_token_call_credentials": "net.tls",
+    "composite_call_credentials": "net.tls",
+    "composite_channel_credentials": "net.tls",
+    "LocalConnectionType": "net.tls",
+    "local_channel_credentials": "net.tls",
+    "local_server_credentials": "net.tls",
+    "insecure_server_credentials": "net.tls",
+    "ServerCertificateConfiguration": "net.tls",
+    "ssl_server_certificate_configuration": "net.tls",
+    "dynamic_ssl_server_credentials": "net.tls",
+    "secure_channel": "blocking.channel",
+    "ChannelConnectivity": "driver.connectivity",
+    "channel_ready_future": "blocking.connectivity",
+    "unary_stream_rpc_method_handler": "driver.handlers",
+    "stream_unary_rpc_method_handler": "driver.handlers",
+    "stream_stream_rpc_method_handler": "driver.handlers",
+    "method_handlers_generic_handler": "driver.handlers",
+    "ServiceRpcHandler": "driver.interfaces",
+    "RpcMethodHandler": "driver.interfaces",
+    "GenericRpcHandler": "driver.interfaces",
+    "HandlerCallDetails": "driver.interfaces",
     # status
-    "StatusCode": "enums",
-    "Status": "status",
-    "RpcError": "status",
+    "StatusCode": "protocol.enums",
+    "Status": "protocol.status",
+    "RpcError": "protocol.status",
     # codecs
-    "Compression": "enums",
+    "Compression": "protocol.enums",
     # descriptors
     "stub": "descriptors",
     "add_servicer": "descriptors",
@@ -89,10 +89,10 @@ _EXPORTS: Dict[str, str] = {
     # `import grpc` without grpcio
     "install_as_grpc": "grpc_alias",
     # grpcio's abstract interfaces, for code that subclasses them
-    "RpcContext": "interfaces",
-    "AuthMetadataContext": "interfaces",
-    "AuthMetadataPlugin": "interfaces",
-    "AuthMetadataPluginCallback": "interfaces",
+    "RpcContext": "driver.interfaces",
+    "AuthMetadataContext": "driver.interfaces",
+    "AuthMetadataPlugin": "driver.interfaces",
+    "AuthMetadataPluginCallback": "driver.interfaces",
 }
 
 #: Written out, not computed, so that type checkers see it: ``from minigrpc import *`` (and a
@@ -167,22 +167,21 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import experimental
-    from .calls import CallFuture, StreamingCall
-    from .channel import insecure_channel, secure_channel
-    from .connectivity import ChannelConnectivity, channel_ready_future
+    from .blocking.call import CallFuture, StreamingCall
+    from .blocking.channel import insecure_channel, secure_channel
+    from .blocking.connectivity import channel_ready_future
+    from .blocking.interceptors import intercept_channel
+    from .blocking.server_api import server
     from .descriptors import add_servicer, protos, protos_and_services, services, stub
-    from .enums import Compression, StatusCode
-    from .errors import FutureCancelledError, FutureTimeoutError
-    from .grpc_alias import install_as_grpc
-    from .handlers import (
+    from .driver.connectivity import ChannelConnectivity
+    from .driver.handlers import (
         method_handlers_generic_handler,
         stream_stream_rpc_method_handler,
         stream_unary_rpc_method_handler,
         unary_stream_rpc_method_handler,
         unary_unary_rpc_method_handler,
     )
-    from .interceptors import intercept_channel
-    from .interfaces import (
+    from .driver.interfaces import (
         AuthMetadataContext,
         AuthMetadataPlugin,
         AuthMetadataPluginCallback,
@@ -207,9 +206,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryUnaryClientInterceptor,
         UnaryUnaryMultiCallable,
     )
-    from .server_api import server
-    from .status import RpcError, Status
-    from .tls import (
+    from .grpc_alias import install_as_grpc
+    from .net.tls import (
         CallCredentials,
         ChannelCredentials,
         LocalConnectionType,
@@ -227,6 +225,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ssl_server_certificate_configuration,
         ssl_server_credentials,
     )
+    from .protocol.enums import Compression, StatusCode
+    from .protocol.errors import FutureCancelledError, FutureTimeoutError
+    from .protocol.status import RpcError, Status
 
 
 # Hidden from type checkers: a module-level ``__getattr__`` would make every misspelt

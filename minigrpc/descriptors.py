@@ -135,14 +135,14 @@ def add_servicer(server: Any, service_descriptor: Any, servicer: Any) -> "list[s
     """Register ``servicer``'s methods for ``service_descriptor`` on ``server``.
 
     A method is served when ``servicer`` has a callable attribute named like the RPC (e.g.
-    ``CmdAdd``) with the signature of its shape, as with grpcio (see :mod:`minigrpc.handlers`).
-    Methods it lacks stay unregistered, so calls to them end with UNIMPLEMENTED.  Works with
-    any server offering ``add_generic_rpc_handlers`` (minigrpc's and grpcio's): the handler
-    objects come from ``minigrpc.handlers``, whose API is grpcio's.
+    ``CmdAdd``) with the signature of its shape, as with grpcio (see
+    :mod:`minigrpc.driver.handlers`). Methods it lacks stay unregistered, so calls to them end with
+    UNIMPLEMENTED.  Works with any server offering ``add_generic_rpc_handlers`` (minigrpc's and
+    grpcio's): the handler objects come from ``minigrpc.driver.handlers``, whose API is grpcio's.
 
     Returns the names of the registered methods.
     """
-    from minigrpc import handlers
+    from .driver import handlers
 
     method_handlers: Dict[str, Any] = {}
     for method in service_descriptor.methods:

@@ -32,8 +32,8 @@ import os
 import threading
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
-from .channel import Channel, insecure_channel
-from .handlers import RpcMethodHandler
+from .blocking.channel import Channel, insecure_channel
+from .driver.handlers import RpcMethodHandler
 
 __all__ = [
     "ChannelOptions",
@@ -111,8 +111,8 @@ def _secure_channel(
     compression: Optional[int],
 ) -> Channel:
     """A TLS channel; without credentials, grpcio's default: the system's root certificates."""
-    from .channel import secure_channel
-    from .tls import ssl_channel_credentials
+    from .blocking.channel import secure_channel
+    from .net.tls import ssl_channel_credentials
 
     if credentials is None:
         credentials = ssl_channel_credentials()

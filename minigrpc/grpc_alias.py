@@ -566,36 +566,38 @@ _AIO_CALL_CLASSES = ("UnaryUnaryCall", "UnaryStreamCall", "StreamUnaryCall", "St
 
 _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
     "grpc._channel": {
-        "_USER_AGENT": ("channel", "USER_AGENT"),
-        "_InactiveRpcError": ("calls", "InactiveRpcError"),
-        "_MultiThreadedRendezvous": ("calls", "StreamingCall"),
-        "_Rendezvous": ("calls", "StreamingCall"),
-        "Channel": ("channel", "Channel"),
+        "_USER_AGENT": ("blocking.channel", "USER_AGENT"),
+        "_InactiveRpcError": ("blocking.call", "InactiveRpcError"),
+        "_MultiThreadedRendezvous": ("blocking.call", "StreamingCall"),
+        "_Rendezvous": ("blocking.call", "StreamingCall"),
+        "Channel": ("blocking.channel", "Channel"),
     },
     "grpc._grpcio_metadata": {"__version__": (None, GRPCIO_VERSION)},
     "grpc.framework": {},
     "grpc.framework.foundation": {},
     "grpc.framework.foundation.logging_pool": {"pool": (None, _logging_pool)},
-    "grpc.experimental.session_cache": {"ssl_session_cache_lru": ("tls", "ssl_session_cache_lru")},
+    "grpc.experimental.session_cache": {
+        "ssl_session_cache_lru": ("net.tls", "ssl_session_cache_lru")
+    },
     # grpcio's aio package keeps its classes in private modules that code (grpc's own tests
     # among it) imports them from: the metadata class and its type aliases, the error, the
     # calls, and the abstract classes (calls, channel, multi-callables, server, context).
     # (grpc._cython stays absent: its presence says grpcio is loaded.)
-    "grpc.aio._metadata": {"Metadata": ("aio._metadata", "Metadata")},
+    "grpc.aio._metadata": {"Metadata": ("aio.metadata", "Metadata")},
     "grpc.aio._typing": {
-        "MetadataKey": ("aio._metadata", "MetadataKey"),
-        "MetadataValue": ("aio._metadata", "MetadataValue"),
-        "MetadatumType": ("aio._metadata", "Metadatum"),
+        "MetadataKey": ("aio.metadata", "MetadataKey"),
+        "MetadataValue": ("aio.metadata", "MetadataValue"),
+        "MetadatumType": ("aio.metadata", "Metadatum"),
     },
     "grpc.aio._call": {
-        "AioRpcError": ("aio._errors", "AioRpcError"),
-        **{name: ("aio._call", name) for name in _AIO_CALL_CLASSES},
+        "AioRpcError": ("aio.errors", "AioRpcError"),
+        **{name: ("aio.call", name) for name in _AIO_CALL_CLASSES},
     },
     "grpc.aio._base_call": {
-        name: ("aio._interfaces", name) for name in ("RpcContext", "Call", *_AIO_CALL_CLASSES)
+        name: ("aio.interfaces", name) for name in ("RpcContext", "Call", *_AIO_CALL_CLASSES)
     },
     "grpc.aio._base_channel": {
-        name: ("aio._interfaces", name)
+        name: ("aio.interfaces", name)
         for name in (
             "Channel",
             "UnaryUnaryMultiCallable",
@@ -605,7 +607,7 @@ _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
         )
     },
     "grpc.aio._base_server": {
-        name: ("aio._interfaces", name) for name in ("Server", "ServicerContext")
+        name: ("aio.interfaces", name) for name in ("Server", "ServicerContext")
     },
 }
 
@@ -636,7 +638,7 @@ def _private_modules(
         module = _new_module(_LazyModule, name, f"minigrpc's stand-in for grpcio's {name}.")
         parent, _, short = name.rpartition(".")
         # grpc.aio is minigrpc.aio itself: a stand-in never hides one of its own modules
-        # (minigrpc.aio._call is not grpcio's), it is found by its grpc.aio name alone.
+        # (minigrpc.aio.call is not grpcio's), it is found by its grpc.aio name alone.
         own = modules[parent] is aio and importlib.util.find_spec(f"{aio.__name__}.{short}")
         if not own:
             setattr(modules[parent], short, module)

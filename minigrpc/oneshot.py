@@ -1,30 +1,32 @@
 """One unary call on a fresh connection, blocking, for a process that makes one call and exits.
 
-:func:`unary_call` dials the target (:func:`minigrpc.sockets.open_socket`, with the full
-client's dial errors), runs :class:`minigrpc.oneshot_protocol.OneShotCall` over the socket and
-returns the status and the response payload.  It loads neither the full client's HTTP/2
-connection (:mod:`minigrpc.connection_core`) nor the channel machinery (threads,
+:func:`unary_call` dials the target (:func:`minigrpc.net.sockets.open_socket`, with the full
+client's dial errors), runs :class:`minigrpc.protocol.oneshot_protocol.OneShotCall` over the socket
+and returns the status and the response payload.  It loads neither the full client's HTTP/2
+connection (:mod:`minigrpc.http2.connection`) nor the channel machinery (threads,
 connectivity, interceptors), which is the point: the CNI plugin's cold start is its speed
 (docs/benchmarks.md).  A long-lived program uses
 ``minigrpc.insecure_channel``; both end a call with the same status for the same server
-behaviour, because they share every rule (:mod:`minigrpc.client_outcome`).
+behaviour, because they share every rule (:mod:`minigrpc.protocol.client_outcome`).
 
 A call the server provably never processed (REFUSED_STREAM, a GOAWAY below the call, a close
 before the server's SETTINGS) is tried once more on a new connection, by the same
-:class:`minigrpc.attempts.Attempts` policy as the full client's (RFC 9113 §8.7).
+:class:`minigrpc.driver.attempts.Attempts` policy as the full client's (RFC 9113 §8.7).
 """
 
 import _socket  # not socket: its module costs a cold start about 4 ms (enums, selectors)
 import time
 from typing import Any, Optional, Tuple
 
-from . import headers, http2, wire
-from .attempts import RETRY_NOW, Attempts, deadline_status
-from .errors import os_error_text
-from .oneshot_protocol import OneShotCall
-from .sockets import ConnectFailed, DeadlineReached, client_tracer, open_socket
-from .status import CallStatus, Code
-from .targets import parse_target
+from .driver.attempts import RETRY_NOW, Attempts, deadline_status
+from .http2 import settings
+from .net import buffers
+from .net.sockets import ConnectFailed, DeadlineReached, client_tracer, open_socket, os_error_text
+from .protocol import headers, wire
+from .protocol.codes import Code
+from .protocol.oneshot_protocol import OneShotCall
+from .protocol.status import CallStatus
+from .protocol.targets import parse_target
 
 
 def unary_call(
@@ -35,14 +37,14 @@ def unary_call(
     timeout: Optional[float] = None,
     metadata: wire.MetadataLike = (),
     max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
-    stream_window: int = http2.DEFAULT_STREAM_WINDOW,
-    connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
+    stream_window: int = settings.DEFAULT_STREAM_WINDOW,
+    connection_window: int = settings.DEFAULT_CONNECTION_WINDOW,
 ) -> Tuple[CallStatus, Optional[bytes]]:
     """Call ``method`` (``/package.Service/Method``) on ``target`` with one serialized request.
 
     Returns the call's status and, when it is OK, the response payload (decompressed, not
     deserialized).  ``metadata`` is checked and encoded as a channel does it
-    (:func:`minigrpc.wire.encode_metadata`; ValueError when invalid).  ``timeout`` is the
+    (:func:`minigrpc.protocol.wire.encode_metadata`; ValueError when invalid).  ``timeout`` is the
     deadline in seconds (sent as ``grpc-timeout``); None waits as long as the server takes.
     The windows are what the connection advertises (RFC 9113 §6.9.2); the defaults are the
     full client's.
@@ -111,7 +113,7 @@ def _run(sock: _socket.socket, call: OneShotCall, tracer: Any) -> None:
                     write_error = exc  # keep reading (see above)
             if call.status is not None or not _settimeout(sock, call):
                 break
-            data = sock.recv(http2.next_read_size(received))
+            data = sock.recv(buffers.next_read_size(received))
         except _socket.timeout:
             call.expire()
             break

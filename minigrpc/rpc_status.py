@@ -3,7 +3,7 @@
 gRPC's doc/statuscodes.md gives a call a code and a message; the richer error model puts a
 ``google.rpc.Status`` (the same code and message, plus typed details such as
 ``google.rpc.BadRequest``) serialized in the ``grpc-status-details-bin`` trailer
-(:data:`minigrpc.wire.STATUS_DETAILS_KEY`, the one place that names it).  On the server::
+(:data:`minigrpc.protocol.wire.STATUS_DETAILS_KEY`, the one place that names it).  On the server::
 
     context.abort_with_status(rpc_status.to_status(status))
 
@@ -21,9 +21,10 @@ import collections
 import types
 from typing import Any, Optional
 
-from minigrpc import _pb, wire
-from minigrpc.enums import StatusCode
-from minigrpc.status import Status
+from . import _pb
+from .protocol import wire
+from .protocol.enums import StatusCode
+from .protocol.status import Status
 
 __all__ = ["aio", "from_call", "status_pb2", "to_status"]
 

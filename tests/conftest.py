@@ -164,14 +164,14 @@ if not grpcio_in_process() and platform.python_implementation() != "CPython":
 
 @pytest.fixture
 def wire_trace() -> Iterator[List[str]]:
-    """Lines of minigrpc's frame trace (the ``minigrpc.wire`` logger) during the test."""
+    """Lines of minigrpc's frame trace (the ``minigrpc.protocol.wire`` logger) during the test."""
     lines: List[str] = []
 
     class Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             lines.append(record.getMessage())
 
-    logger = logging.getLogger("minigrpc.wire")
+    logger = logging.getLogger("minigrpc.protocol.wire")
     handler = Collect(logging.DEBUG)
     old_level = logger.level
     logger.addHandler(handler)

@@ -26,8 +26,9 @@ Choices and why:
   about 8 ms of a 20 ms VERSION on 3.11.  The same entry point is also the archive's
   ``__main__.py``, so ``python dist/antrea`` still works.
 * Nothing is vendored: minigrpc speaks HTTP/2 and HPACK with its own codecs
-  (:mod:`minigrpc.frames`, :mod:`minigrpc.hpack_codec`), so h2, hpack and hyperframe are not
-  inside, and the bundle is built from the repository alone, offline, the same on every machine.
+  (:mod:`minigrpc.http2.frames`, :mod:`minigrpc.http2.hpack_codec`), so h2, hpack and hyperframe
+  are not inside, and the bundle is built from the repository alone, offline, the same on every
+  machine.
 * protobuf is not inside: the plugin encodes and decodes its two messages with
   :mod:`cni_client.messages`.  The modules that need protobuf (the reference agent, the demo and
   every generated ``*_pb2`` module, minigrpc's add-ons' included) are left out too; the plugin
@@ -99,7 +100,9 @@ PROTOBUF_SUFFIXES = ("_pb2.py", "_pb2_grpc.py")
 #: and asyncio), the asyncio client and the health and reflection add-ons.  Left out, they cost
 #: nothing on a start: zipimport reads the archive's whole central directory on every run, one
 #: entry per source and per ``.pyc`` of every tree.
-NOT_A_CLIENT = re.compile(r"^minigrpc/(aio/|health/|reflection/|_pb/|server_|servicer_context\.py)")
+NOT_A_CLIENT = re.compile(
+    r"^minigrpc/(aio/|health/|reflection/|_pb/|(blocking|protocol|driver)/server_|blocking/servicer_context\.py)"
+)
 #: Never copied: caches, compiled extensions, test data.
 SKIPPED_DIRS = frozenset(("__pycache__", "testdata", "tests"))
 COPIED_SUFFIXES = (".py", ".typed")

@@ -1,6 +1,6 @@
 """Measure what a buffered message costs above its payload, on the interpreter running this.
 
-The constants of ``minigrpc/memory_budget.py`` come from this: each case queues 500,000
+The constants of ``minigrpc/protocol/memory_budget.py`` come from this: each case queues 500,000
 messages the way the server holds them, in a fresh child process, and reads VmRSS before and
 after (``sys.getsizeof`` misses allocator rounding and, on PyPy, means little).
 

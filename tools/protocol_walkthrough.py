@@ -4,8 +4,9 @@ cannot drift from what the code sends.
 Each scenario runs in this process: the reference agent's ``Cni`` servicer served by
 ``minigrpc.server`` on a temporary unix socket, and a client call made the way the antrea-cni
 plugin makes it (``cni_client.client``, or a minigrpc channel with its messages where the plugin
-offers no knob, e.g. a deadline).  The ``minigrpc.wire`` frame trace (``minigrpc.trace``) is
-captured with a logging handler, normalised, and written between markers in the doc::
+offers no knob, e.g. a deadline).  The ``minigrpc.protocol.wire`` frame trace
+(``minigrpc.net.trace``) is captured with a logging handler, normalised, and written between
+markers in the doc::
 
     <!-- trace:add -->
     ...replaced by this script...
@@ -79,7 +80,7 @@ STEP_TIMEOUT = 10.0
 DEADLINE_SECONDS = 0.5
 
 PEER_PLACEHOLDER = "unix:<socket>"
-_PEER_WIDTH = 15  # minigrpc.trace pads the peer column to at least this many characters
+_PEER_WIDTH = 15  # minigrpc.net.trace pads the peer column to at least this many characters
 
 # The invocation every scenario sends: what containerd passes for a Pod "web-0"
 # (docs/cni-plugin-behaviour.md, "Deployment"), with Antrea's network configuration.  Fixed values,
@@ -109,7 +110,8 @@ class WalkthroughError(RuntimeError):
 
 
 class TraceCapture(logging.Handler):
-    """Collects every ``minigrpc.wire`` record and lets a scenario wait for a given line."""
+    """Collects every ``minigrpc.protocol.wire`` record and lets a scenario wait for a given
+    line."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -157,8 +159,9 @@ class TraceCapture(logging.Handler):
 
 @contextlib.contextmanager
 def captured_trace() -> Iterator[TraceCapture]:
-    """Turn the ``minigrpc.wire`` logger on for the block, into a :class:`TraceCapture` only."""
-    logger = logging.getLogger("minigrpc.wire")
+    """Turn the ``minigrpc.protocol.wire`` logger on for the block, into a :class:`TraceCapture`
+    only."""
+    logger = logging.getLogger("minigrpc.protocol.wire")
     capture = TraceCapture()
     saved = (logger.level, logger.propagate)
     logger.addHandler(capture)
@@ -596,7 +599,7 @@ def _stream_zero(frame: bytes) -> bool:
 def scenario_add(directory: str) -> Dict[str, str]:
     """(a) One CNI ADD exactly as the plugin makes it: ``cni_client.client.request``."""
     from cni_client import client, cni_pb2
-    from minigrpc import wire
+    from minigrpc.protocol import wire
 
     args = _cmd_args()
     with plugin_and_agent(directory) as (_, capture):
@@ -723,7 +726,7 @@ def scenario_goaway(directory: str) -> Dict[str, str]:
 def codec_examples(directory: str) -> Dict[str, str]:
     """Not a call: what minigrpc's codecs write for a few values (docs/wire-rules.md,
     "Timeouts" and "Responses and status")."""
-    from minigrpc import wire
+    from minigrpc.protocol import wire
 
     timeouts = ["| timeout | `grpc-timeout` |", "|---|---|"]
     for seconds, label in (

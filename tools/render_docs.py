@@ -6,7 +6,7 @@ Every Markdown file under ``docs/`` (and README.md) may hold generated regions::
     ...replaced by this script...
     <!-- /generated:http-to-grpc -->
 
-``python tools/render_docs.py`` rewrites them from the tables in :mod:`minigrpc.status`,
+``python tools/render_docs.py`` rewrites them from the tables in :mod:`minigrpc.protocol.status`,
 :mod:`minigrpc.grpc_alias` and :mod:`cni_client.client`, and the module graph and table from
 ``tools/architecture.py``; ``--check`` exits 1 (and prints the first difference) when a file is
 stale, which ``tests/docs/test_docs.py`` runs.
@@ -28,7 +28,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import architecture  # noqa: E402  (tools/architecture.py, beside this script)
 
 from cni_client import client as cni_client_module  # noqa: E402
-from minigrpc import grpc_alias, status  # noqa: E402
+from minigrpc import grpc_alias  # noqa: E402
+from minigrpc.http2 import error_codes  # noqa: E402
+from minigrpc.protocol import codes  # noqa: E402
 
 _REGION = re.compile(
     r"(<!-- generated:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)",
@@ -44,29 +46,30 @@ def _table(header: List[str], rows: List[List[str]]) -> str:
 
 def http_to_grpc() -> str:
     rows = [
-        [str(code), f"{status.CODE_NAMES[grpc]} ({grpc})"]
-        for code, grpc in sorted(status.HTTP_TO_GRPC.items())
+        [str(code), f"{codes.CODE_NAMES[grpc]} ({grpc})"]
+        for code, grpc in sorted(codes.HTTP_TO_GRPC.items())
     ]
-    unknown = status.Code.UNKNOWN
-    rows.append(["anything else, 200 included", f"{status.CODE_NAMES[unknown]} ({unknown})"])
+    unknown = codes.Code.UNKNOWN
+    rows.append(["anything else, 200 included", f"{codes.CODE_NAMES[unknown]} ({unknown})"])
     note = (
         "Used only when a response is not gRPC (its `content-type` is not `application/grpc*`)"
-        " and so carries no usable `grpc-status`. Source: `minigrpc.status.HTTP_TO_GRPC`.\n\n"
+        " and so carries no usable `grpc-status`.\n\n"
+        "Source: `minigrpc.protocol.codes.HTTP_TO_GRPC`.\n\n"
     )
     return note + _table(["HTTP `:status`", "gRPC status"], rows)
 
 
 def rst_stream_to_grpc() -> str:
     rows = []
-    for code, grpc in sorted(status.RST_STREAM_TO_GRPC.items()):
-        rows.append([f"{code} {status.http2_error_name(code)}",
-                     f"{status.CODE_NAMES[grpc]} ({grpc})"])
-    internal = status.Code.INTERNAL
-    rows.append(["any other", f"{status.CODE_NAMES[internal]} ({internal})"])
+    for code, grpc in sorted(codes.RST_STREAM_TO_GRPC.items()):
+        rows.append([f"{code} {error_codes.http2_error_name(code)}",
+                     f"{codes.CODE_NAMES[grpc]} ({grpc})"])
+    internal = codes.Code.INTERNAL
+    rows.append(["any other", f"{codes.CODE_NAMES[internal]} ({internal})"])
     note = (
         "Applied when a stream is reset before its trailers arrived. A CANCEL that arrives after"
         " the call's deadline is reported as DEADLINE_EXCEEDED. Source:"
-        " `minigrpc.status.RST_STREAM_TO_GRPC`.\n\n"
+        " `minigrpc.protocol.codes.RST_STREAM_TO_GRPC`.\n\n"
     )
     return note + _table(["RST_STREAM error code", "gRPC status"], rows)
 

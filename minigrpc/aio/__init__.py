@@ -1,9 +1,9 @@
 """minigrpc.aio: grpcio's asyncio API (``grpc.aio``) on minigrpc's sans-IO core.
 
 The asyncio side drives the same protocol state machines as the blocking side
-(:mod:`minigrpc.client_protocol`, :mod:`minigrpc.server_protocol`); only the I/O differs.  Names
-load on first use, as in :mod:`minigrpc`, so importing this package costs nothing until a name
-is used.
+(:mod:`minigrpc.protocol.client_protocol`, :mod:`minigrpc.protocol.server_protocol`); only the I/O
+differs.  Names load on first use, as in :mod:`minigrpc`, so importing this package costs nothing
+until a name is used.
 """
 
 import importlib
@@ -12,50 +12,50 @@ from typing import TYPE_CHECKING, Any, Dict, List
 #: Each public name and the module of this package that defines it.
 _EXPORTS: Dict[str, str] = {
     # errors and markers
-    "AioRpcError": "_errors",
-    "BaseError": "_errors",
-    "UsageError": "_errors",
-    "AbortError": "_errors",
-    "InternalError": "_errors",
-    "EOF": "_errors",
-    "init_grpc_aio": "_errors",
-    "shutdown_grpc_aio": "_errors",
+    "AioRpcError": "errors",
+    "BaseError": "errors",
+    "UsageError": "errors",
+    "AbortError": "errors",
+    "InternalError": "errors",
+    "EOF": "errors",
+    "init_grpc_aio": "errors",
+    "shutdown_grpc_aio": "errors",
     # metadata
-    "Metadata": "_metadata",
+    "Metadata": "metadata",
     # the client
-    "Channel": "_interfaces",
-    "insecure_channel": "_channel",
-    "secure_channel": "_channel",
-    "UnaryUnaryMultiCallable": "_interfaces",
-    "UnaryStreamMultiCallable": "_interfaces",
-    "StreamUnaryMultiCallable": "_interfaces",
-    "StreamStreamMultiCallable": "_interfaces",
-    "Call": "_interfaces",
-    "RpcContext": "_interfaces",
-    "UnaryUnaryCall": "_interfaces",
-    "UnaryStreamCall": "_interfaces",
-    "StreamUnaryCall": "_interfaces",
-    "StreamStreamCall": "_interfaces",
-    "ClientCallDetails": "_interceptors",
-    "ClientInterceptor": "_interceptors",
-    "InterceptedCall": "_interceptors",
-    "InterceptedUnaryUnaryCall": "_interceptors",
-    "UnaryUnaryClientInterceptor": "_interceptors",
-    "UnaryStreamClientInterceptor": "_interceptors",
-    "StreamUnaryClientInterceptor": "_interceptors",
-    "StreamStreamClientInterceptor": "_interceptors",
+    "Channel": "interfaces",
+    "insecure_channel": "channel",
+    "secure_channel": "channel",
+    "UnaryUnaryMultiCallable": "interfaces",
+    "UnaryStreamMultiCallable": "interfaces",
+    "StreamUnaryMultiCallable": "interfaces",
+    "StreamStreamMultiCallable": "interfaces",
+    "Call": "interfaces",
+    "RpcContext": "interfaces",
+    "UnaryUnaryCall": "interfaces",
+    "UnaryStreamCall": "interfaces",
+    "StreamUnaryCall": "interfaces",
+    "StreamStreamCall": "interfaces",
+    "ClientCallDetails": "interceptors",
+    "ClientInterceptor": "interceptors",
+    "InterceptedCall": "interceptors",
+    "InterceptedUnaryUnaryCall": "interceptors",
+    "UnaryUnaryClientInterceptor": "interceptors",
+    "UnaryStreamClientInterceptor": "interceptors",
+    "StreamUnaryClientInterceptor": "interceptors",
+    "StreamStreamClientInterceptor": "interceptors",
     # the server
-    "Server": "_interfaces",
-    "ServerInterceptor": "_server",
-    "server": "_server",
-    "ServicerContext": "_interfaces",
+    "Server": "interfaces",
+    "ServerInterceptor": "server_api",
+    "server": "server_api",
+    "ServicerContext": "interfaces",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from ._channel import insecure_channel, secure_channel
-    from ._errors import (
+    from .channel import insecure_channel, secure_channel
+    from .errors import (
         EOF,
         AbortError,
         AioRpcError,
@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         init_grpc_aio,
         shutdown_grpc_aio,
     )
-    from ._interceptors import (
+    from .interceptors import (
         ClientCallDetails,
         ClientInterceptor,
         InterceptedCall,
@@ -75,7 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryStreamClientInterceptor,
         UnaryUnaryClientInterceptor,
     )
-    from ._interfaces import (
+    from .interfaces import (
         Call,
         Channel,
         RpcContext,
@@ -90,8 +90,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnaryUnaryCall,
         UnaryUnaryMultiCallable,
     )
-    from ._metadata import Metadata
-    from ._server import ServerInterceptor, server
+    from .metadata import Metadata
+    from .server_api import ServerInterceptor, server
 
 
 def __getattr__(name: str) -> Any:

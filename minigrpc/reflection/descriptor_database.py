@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from google.protobuf import descriptor_database as _database
 from google.protobuf import descriptor_pb2
 
-from minigrpc.enums import StatusCode
-from minigrpc.reflection.v1 import reflection_pb2_grpc as v1
-from minigrpc.reflection.v1alpha import reflection_pb2_grpc as v1alpha
+from ..protocol.enums import StatusCode
+from .v1 import reflection_pb2_grpc as v1
+from .v1alpha import reflection_pb2_grpc as v1alpha
 
 __all__ = ["ProtoReflectionDescriptorDatabase"]
 

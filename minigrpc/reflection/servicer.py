@@ -20,8 +20,8 @@ from typing import Any, AsyncIterator, Iterable, Iterator, List, Optional, Set
 
 from google.protobuf import descriptor_pool
 
-from minigrpc import descriptors
-from minigrpc.enums import StatusCode, code_for_context
+from .. import descriptors
+from ..protocol.enums import StatusCode, code_for_context
 
 __all__ = [
     "AsyncReflectionServicer",
@@ -199,7 +199,7 @@ class AsyncReflectionServicer(ReflectionServicer):
 
 def _is_asyncio_server(server: Any) -> bool:
     """True for ``grpc.aio`` servers: minigrpc's, or grpcio's where the application uses it."""
-    from minigrpc import aio
+    from .. import aio
 
     if isinstance(server, aio.Server):
         return True
@@ -217,8 +217,8 @@ def enable_server_reflection(
     ``service_names`` are the services to list; when it names one version's reflection service,
     the other's is listed too, since both are served.
     """
-    from minigrpc.reflection.v1 import reflection as v1
-    from minigrpc.reflection.v1alpha import reflection as v1alpha
+    from .v1 import reflection as v1
+    from .v1alpha import reflection as v1alpha
 
     names = list(service_names)
     versions = (v1, v1alpha)

@@ -9,7 +9,8 @@
   details (metadata the server echoes), and may replace a unary response or wrap a stream.
 * Backpressure: a reader that stops reading a server stream holds the server's handler back,
   so what is in flight stays bounded by the flow-control windows and the client's buffer
-  (RFC 9113 §5.2; minigrpc.protocol.Inbound), and everything arrives once it reads again.
+  (RFC 9113 §5.2; minigrpc.protocol.grpc_connection.Inbound), and everything arrives once it reads
+  again.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any, AsyncIterator, Callable, Iterator, List
 
 import pytest
 
-from minigrpc import ChannelConnectivity, StatusCode, aio, http2, protocol
+from minigrpc import ChannelConnectivity, StatusCode, aio
+from minigrpc.http2 import settings
+from minigrpc.protocol import grpc_connection as protocol
 from tests.aio.async_peers import GrpcioAioServer
 from tests.aio.calls import (
     empty_call,
@@ -329,7 +332,7 @@ def test_a_reader_that_stops_holds_the_server_back(aio_server: GrpcioAioServer) 
     server = GrpcioAioServer(extra_handlers=[handler])
     # What may be in flight: the client's stream window, its buffer of untaken messages, and
     # as much again for grpc-core's own buffers and the socket's.
-    in_flight = 2 * (http2.DEFAULT_STREAM_WINDOW + protocol.DEFAULT_BUFFER_LIMIT)
+    in_flight = 2 * (settings.DEFAULT_STREAM_WINDOW + protocol.DEFAULT_BUFFER_LIMIT)
     bound = in_flight // MESSAGE_SIZE
 
     def produced_past(count: int, timeout: float) -> bool:

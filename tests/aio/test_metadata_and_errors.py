@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from minigrpc import StatusCode
 from minigrpc.aio import EOF, AioRpcError, Metadata
-from minigrpc.status import RpcError
+from minigrpc.protocol.status import RpcError
 
 try:
     from grpc import __version__ as grpcio_version

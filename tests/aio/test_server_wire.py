@@ -76,11 +76,11 @@ def test_rst_stream_cancels_the_handler() -> None:
 
 
 def test_frame_trace_of_the_aio_server(caplog: pytest.LogCaptureFixture) -> None:
-    """With ``minigrpc.wire`` at DEBUG (what ``MINIGRPC_TRACE=1`` sets), the asyncio server
-    traces each connection's frames as the blocking server does (minigrpc/trace.py)."""
+    """With ``minigrpc.protocol.wire`` at DEBUG (what ``MINIGRPC_TRACE=1`` sets), the asyncio server
+    traces each connection's frames as the blocking server does (minigrpc/net/trace.py)."""
     import logging
 
-    from minigrpc.trace import WIRE_LOGGER
+    from minigrpc.net.trace import WIRE_LOGGER
     from tests.aio.test_server import Client
 
     caplog.set_level(logging.DEBUG, logger=WIRE_LOGGER.name)

@@ -37,8 +37,8 @@ pytestmark = pytest.mark.timeout(300)
 
 #: Modules the plugin's one-shot path must not import, each with why it can do without.
 GUARDED: Dict[str, str] = {
-    "enum": "status codes travel as numbers (minigrpc.status.Code); grpcio's enums live in "
-            "minigrpc.enums, for the grpcio API only",
+    "enum": "status codes travel as numbers (minigrpc.protocol.codes.Code); grpcio's enums live in "
+            "minigrpc.protocol.enums, for the grpcio API only",
     "types": "what enum imports (and minigrpc/__init__'s Python 3.6 shim, on type(sys))",
     "functools": "wire caches grpc-accept-encoding values in a dict, not functools.lru_cache",
     "collections": "strip_typing writes a NamedTuple as a plain tuple class, not namedtuple",
@@ -62,9 +62,9 @@ GUARDED: Dict[str, str] = {
     "dataclasses": "CallStatus is a NamedTuple, not a dataclass",
     "base64": "only -bin metadata needs it, and the plugin sends none",
     "zlib": "only compressed messages need it, and the agent sends none",
-    "h2": "not in the bundle: minigrpc.frames and minigrpc.hpack_codec are its HTTP/2",
-    "hyperframe": "not in the bundle: the one-shot call frames with minigrpc.frames",
-    "hpack": "not in the bundle: the one-shot call encodes headers with minigrpc.hpack_codec",
+    "h2": "not in the bundle: minigrpc.http2.frames and minigrpc.http2.hpack_codec are its HTTP/2",
+    "hyperframe": "not in the bundle: the one-shot call frames with minigrpc.http2.frames",
+    "hpack": "not in the bundle: the one-shot call encodes headers with minigrpc.http2.hpack_codec",
     "google.protobuf": "cni_client.messages encodes and decodes the two messages",
     "asyncio": "the call is blocking",
     "threading": "the call runs on the main thread alone",
@@ -73,7 +73,8 @@ GUARDED: Dict[str, str] = {
 #: Modules of the one-shot path the runs must show: proof that the capture sees the plugin's
 #: imports (a broken capture would find no module at all, and every check would pass).
 EXPECTED = frozenset(("cni_client.client", "cni_client.messages", "minigrpc.oneshot",
-                      "minigrpc.oneshot_protocol", "minigrpc.hpack_codec", "_socket"))
+                      "minigrpc.protocol.oneshot_protocol", "minigrpc.http2.hpack_codec",
+                      "_socket"))
 
 _IMPORTED = re.compile(rb"^import '([^']+)'", re.MULTILINE)
 
@@ -156,7 +157,8 @@ def test_one_shot_path_imports_none_of_the_guarded_modules(bundle: Bundle, dirs:
 
 
 def test_the_capture_would_see_a_guarded_import(dirs: TempDirs) -> None:
-    """The same capture, on a start that imports the grpcio API's enums (:mod:`minigrpc.enums`),
+    """The same capture, on a start that imports the grpcio API's enums
+    (:mod:`minigrpc.protocol.enums`),
     finds enum among the guarded modules: the check above can fail."""
     python = base_interpreter()
     bare = subprocess.run([python, "-v", "-I", "-S", "-c", "pass"], capture_output=True,
@@ -165,8 +167,8 @@ def test_the_capture_would_see_a_guarded_import(dirs: TempDirs) -> None:
 
     probe = subprocess.run([python, "-v", "-I", "-S", "-c",
                             f"import sys; sys.path.insert(0, {REPO_ROOT!r});"
-                            " import minigrpc.enums, _socket"],
+                            " import minigrpc.protocol.enums, _socket"],
                            capture_output=True, timeout=60, check=True)
     beyond_start = imported(probe.stderr) - imported(bare.stderr)
     assert "enum" in guarded_in(beyond_start)
-    assert "_socket" in beyond_start and "minigrpc.status" in beyond_start
+    assert "_socket" in beyond_start and "minigrpc.protocol.codes" in beyond_start

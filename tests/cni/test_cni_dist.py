@@ -176,7 +176,8 @@ def test_archive_layout(bundle: Bundle) -> None:
     with zipfile.ZipFile(bundle.path) as archive:
         names = set(archive.namelist())
     for required in ("__main__.py", "cni_client/__main__.py", "cni_client/messages.py",
-                     "minigrpc/__init__.py", "minigrpc/frames.py", "minigrpc/hpack_codec.py"):
+                     "minigrpc/__init__.py", "minigrpc/http2/frames.py",
+                     "minigrpc/http2/hpack_codec.py"):
         assert required in names, required
     # Nothing is vendored: minigrpc's own codecs are its HTTP/2 and HPACK.
     assert not [name for name in names if name.split("/")[0] in ("h2", "hpack", "hyperframe")]
@@ -189,7 +190,7 @@ def test_archive_layout(bundle: Bundle) -> None:
     # The plugin is a blocking client: no server, asyncio or add-on module is inside.
     assert not [name for name in names if re.search(
         r"(^|/)minigrpc/(aio/|health/|reflection/|server_)", name)]
-    assert "minigrpc/channel.py" in names
+    assert "minigrpc/blocking/channel.py" in names
     assert not [name for name in names if name.endswith((".so", ".pyd"))]
     assert not [name for name in names if "__pycache__" in name or "/tests/" in name]
 
@@ -609,7 +610,9 @@ def test_errors_match_the_module_entry_point(bundle: Bundle, dirs: TempDirs) -> 
 #: (tools/strip_typing.py), and nothing reads it.
 NAMED_TUPLE_PROBE = """
 import sys
-from minigrpc import attempts, client_outcome, errors, headers, sockets, status, targets, wire
+from minigrpc.driver import attempts
+from minigrpc.net import sockets
+from minigrpc.protocol import client_outcome, errors, headers, status, targets, wire
 from cni_client import client, go_compat, messages, skel
 print("typing loaded:", "typing" in sys.modules)
 for module in (attempts, client_outcome, errors, headers, sockets, status, targets, wire):
@@ -648,7 +651,7 @@ def test_the_bundle_compiles_its_own_modules_without_typing(dist_bundle: Bundle)
     interpreter, importing them from the blob leaves typing unloaded, and their NamedTuple
     classes behave as those of the sources (fields, defaults, repr, ``_replace``, no
     ``__dict__``, methods and properties)."""
-    assert "bytecode keeps typing in minigrpc/status.py" not in dist_bundle.report
+    assert "bytecode keeps typing in minigrpc/protocol/status.py" not in dist_bundle.report
     found = installed_interpreters()
     if not found:
         pytest.skip("none of the required interpreters is installed")

@@ -2,9 +2,9 @@
 
 The walkthrough (tools/protocol_walkthrough.py) runs real calls: the reference agent's servicer
 on minigrpc's server, the plugin's RPC code as the client, over a unix socket, with the
-``minigrpc.wire`` trace captured.  These tests run it as a subprocess, so its logging setup
+``minigrpc.protocol.wire`` trace captured.  These tests run it as a subprocess, so its logging setup
 cannot leak into other tests, and fail when the doc's listings are stale.  The normalisation
-helpers are tested directly, on trace lines shaped like minigrpc.trace's.
+helpers are tested directly, on trace lines shaped like minigrpc.net.trace's.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ TOOL = ROOT / "tools" / "protocol_walkthrough.py"
 DOC = ROOT / "docs" / "protocol.md"
 
 _NEEDED = (
-    "minigrpc.channel",
-    "minigrpc.server_api",
-    "minigrpc.trace",
+    "minigrpc.blocking.channel",
+    "minigrpc.blocking.server_api",
+    "minigrpc.net.trace",
     "cni_client.agent",
     "cni_client.client",
 )
@@ -114,7 +114,7 @@ def test_prose_quotes_the_bytes_of_the_listing() -> None:
     assert "cni_args (CniCmdArgs), length-delimited, 246 bytes" in region
 
 
-# -- the normalisation, on lines shaped like minigrpc.trace's --------------------------------
+# -- the normalisation, on lines shaped like minigrpc.net.trace's --------------------------------
 
 
 def _record(role: str, arrow: str, peer: str, rest: str, extra: List[str] = ()) -> str:
@@ -193,7 +193,7 @@ def test_acks_are_listed_after_the_frame_they_answer() -> None:
 def test_annotated_message_names_the_protobuf_fields() -> None:
     tool = _load_tool()
     from cni_client import cni_pb2
-    from minigrpc import wire
+    from minigrpc.protocol import wire
 
     request = cni_pb2.CniCmdRequest(cni_args=cni_pb2.CniCmdArgs(container_id="c1", ifname="eth0"))
     dump = tool.annotate_message(
@@ -211,15 +211,18 @@ _CODE_NAME = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
 
 
 def _top_level_names() -> dict:
-    """Every public or private top-level name of the minigrpc and cni_client modules."""
+    """The names a doc may start a dotted name with: every module of minigrpc and cni_client by
+    its path below the package (``protocol.grpc_connection``, ``aio.channel``), by its own name
+    where no other module has it (``grpc_connection``), and the top-level names of the modules
+    directly in each package (``RpcError``)."""
+    import collections
     import importlib
     import pkgutil
 
     names: dict = {}
+    by_last = collections.defaultdict(list)
     for package_name in ("minigrpc", "cni_client"):
         package = importlib.import_module(package_name)
-        # Subpackages too (minigrpc.aio): once their modules are imported, `aio._metadata`
-        # resolves as an attribute of the subpackage, like any module name.
         for info in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
             short = info.name[len(package_name) + 1 :]
             if short.split(".")[-1] == "__main__":
@@ -229,11 +232,16 @@ def _top_level_names() -> dict:
                 # define the same names are not (minigrpc._pb.messages), never imported here.
                 continue
             module = importlib.import_module(info.name)
+            names[info.name] = module
+            names.setdefault(short, module)
+            by_last[short.split(".")[-1]].append(module)
             if "." in short:
                 continue
-            names.setdefault(short, module)
             for name, value in vars(module).items():
                 names.setdefault(name, value)
+    for last, modules in by_last.items():
+        if len(modules) == 1:
+            names.setdefault(last, modules[0])
     return names
 
 
@@ -244,12 +252,18 @@ def test_docs_name_only_code_that_exists(doc: str) -> None:
     names = _top_level_names()
     missing = []
     for dotted in sorted(set(_CODE_NAME.findall((ROOT / "docs" / doc).read_text("utf-8")))):
-        first, *rest = dotted.split(".")
-        if dotted.startswith("minigrpc.") or dotted.startswith("cni_client."):
-            first, *rest = rest
-        if first not in names or dotted.endswith((".py", ".md")):
+        parts = dotted.split(".")
+        # The longest start that names a module of ours (``protocol.grpc_connection``), else a
+        # top-level name.
+        for length in range(len(parts), 0, -1):
+            if ".".join(parts[:length]) in names:
+                break
+        else:
             continue  # not a name of ours (a file name, an h2 attribute, a local variable)
-        obj = names[first]
+        if dotted.endswith((".py", ".md")):
+            continue
+        obj = names[".".join(parts[:length])]
+        rest = parts[length:]
         for attr in rest:
             fields = getattr(getattr(obj, "DESCRIPTOR", None), "fields_by_name", {})
             if attr in fields:  # a protobuf field: not a class attribute on every backend

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from hyperframe.frame import DataFrame, PingFrame, SettingsFrame
 
-from minigrpc.frames import HEADER_TABLE_SIZE, PUSH_PROMISE
+from minigrpc.http2.frames import HEADER_TABLE_SIZE, PUSH_PROMISE
 from tests.support.scripted_peer import (
     DEFAULT_MAX_FRAME,
     DEFAULT_WINDOW,

@@ -3,7 +3,7 @@
 Each attacker connection sends one kind of frame (PING, SETTINGS, WINDOW_UPDATE on stream 0,
 PRIORITY, empty DATA, or HEADERS + RST_STREAM: the rapid reset of CVE-2023-44487) in bursts of
 1,000, as fast as the server takes them. The server must answer each with
-GOAWAY(ENHANCE_YOUR_CALM) and close it (RFC 9113 §10.5; :mod:`minigrpc.frame_budget`), while a
+GOAWAY(ENHANCE_YOUR_CALM) and close it (RFC 9113 §10.5; :mod:`minigrpc.http2.flood`), while a
 well-behaved grpcio client on its own connection keeps getting answers during the attack and
 right after it. Bounded: at most a few seconds per attack.
 """

@@ -21,7 +21,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from minigrpc.status import StatusCode  # noqa: E402
+from minigrpc.protocol.enums import StatusCode  # noqa: E402
 from tests.support.fuzzing import (  # noqa: E402
     EDITS,
     REQUEST_HEADER,
@@ -48,7 +48,7 @@ from tests.support.scripted_peer import (  # noqa: E402
 def _channel_module() -> Any:
     try:
         import minigrpc
-        import minigrpc.channel  # the client; skip until it lands
+        import minigrpc.blocking.channel
     except Exception as exc:
         pytest.skip(f"minigrpc's client is not available: {exc!r}")
     return minigrpc
@@ -86,7 +86,7 @@ def test_client_over_socket(specs: List[Tuple[Any, ...]], edits: List[Any], clos
 def echo_server() -> Iterator[str]:
     try:
         import minigrpc
-        import minigrpc.server_api  # the server; skip until it lands
+        import minigrpc.blocking.server_api
     except Exception as exc:
         pytest.skip(f"minigrpc's server is not available: {exc!r}")
     from tests.support.scripted_peer import short_temp_dir

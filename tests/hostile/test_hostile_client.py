@@ -32,7 +32,7 @@ if CLIENT_IMPL == "grpcio":
 else:
     try:
         import minigrpc
-        import minigrpc.channel  # the client; skip cleanly until it lands
+        import minigrpc.blocking.channel
 
         grpc = minigrpc
         RpcError = minigrpc.RpcError

@@ -28,7 +28,6 @@ from tests.hostile.scenarios import ClientScenario, client_scenarios, record_obs
 from tests.support.scripted_peer import ScriptedServer
 
 try:
-    import minigrpc.channel  # noqa: F401  (the plugin needs the client)
     from cni_client import cni_pb2
     from cni_client.client import RPC_FAILURE_TO_CNI
 except Exception as exc:  # skip cleanly until the client and the plugin land

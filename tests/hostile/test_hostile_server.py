@@ -49,7 +49,7 @@ from tests.support.scripted_peer import (
 )
 
 try:
-    import minigrpc.server_api  # noqa: F401  (the server under test; skip until it lands)
+    pass
 except Exception as exc:
     pytest.skip(f"minigrpc's server is not available yet: {exc!r}", allow_module_level=True)
 

@@ -2,7 +2,7 @@
 
 Each attack makes the server hold data: request messages a handler never reads, large
 requests that never complete, responses the client never reads.  The server runs in its own
-process (its RSS is its own) with the default memory budget (:mod:`minigrpc.memory_budget`:
+process (its RSS is its own) with the default memory budget (:mod:`minigrpc.protocol.memory_budget`:
 64 MiB for all connections, 16 MiB for one), and must hold its charge within that budget
 (the peak it reports, plus at most what flow control had already granted, RFC 9113 §5.2), its
 peak RSS growth within 150 MiB (300 MiB on PyPy), and keep answering a well-behaved grpcio

@@ -1,6 +1,6 @@
 """A stream's error is the stream's, whatever frames share the read that carries it.
 
-The server's HTTP/2 connection (:mod:`minigrpc.connection_core`) decodes a whole read before
+The server's HTTP/2 connection (:mod:`minigrpc.http2.connection`) decodes a whole read before
 the server sees its events, so when the request the server rejects (or fails) arrives in the
 same read as frames that close its stream (RST_STREAM, a WINDOW_UPDATE overflowing the stream's
 window past 2^31-1, DATA after END_STREAM), the stream is already closed in the connection by

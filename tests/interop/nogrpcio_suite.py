@@ -207,7 +207,7 @@ def test_grpcios_other_modules_that_code_imports(caplog: pytest.LogCaptureFixtur
     from grpc.experimental import session_cache
     from grpc.framework.foundation import logging_pool
 
-    from minigrpc.tls import SSLSessionCache, ssl_session_cache_lru
+    from minigrpc.net.tls import SSLSessionCache, ssl_session_cache_lru
 
     assert session_cache.ssl_session_cache_lru is ssl_session_cache_lru
     assert isinstance(session_cache.ssl_session_cache_lru(1), SSLSessionCache)
@@ -446,7 +446,7 @@ def test_server_stream_through_generated_stub_and_static_call_from_an_h2_peer(
 ) -> None:
     """The client half of a server stream alone: a scripted HTTP/2 peer answers
     StreamingOutputCall with the messages the request asks for."""
-    from minigrpc import wire
+    from minigrpc.protocol import wire
     from tests.support.scripted_peer import ScriptedServer
 
     test_grpc, _ = _stubs(package)

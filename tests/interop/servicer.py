@@ -75,9 +75,8 @@ def _api_for_context(context: Any) -> _StatusApi:
     """Pick grpcio's or minigrpc's enums from the module that defined the context's class."""
     top_package = type(context).__module__.partition(".")[0]
     if top_package == "minigrpc":
-        status = importlib.import_module("minigrpc.status")
-        wire = importlib.import_module("minigrpc.wire")
-        return _StatusApi(status.StatusCode, wire.Compression)
+        enums = importlib.import_module("minigrpc.protocol.enums")
+        return _StatusApi(enums.StatusCode, enums.Compression)
     return _StatusApi.from_module(importlib.import_module("grpc"))
 
 

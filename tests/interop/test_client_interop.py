@@ -378,7 +378,7 @@ def test_future_error_is_delivered(channel: minigrpc.Channel) -> None:
 
 
 def test_future_cancel_resets_the_stream(grpcio_interop_server: Any) -> None:
-    from minigrpc.channel import FutureCancelledError
+    from minigrpc.blocking.channel import FutureCancelledError
 
     servicer = grpcio_interop_server.servicer
     with minigrpc.insecure_channel(grpcio_interop_server.target) as chan:

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator
 import pytest
 
 import minigrpc
-import minigrpc.channel
+import minigrpc.blocking.channel
 from cni_client import cni_pb2
 from minigrpc.descriptors import add_servicer, message_class, method_path, streaming_flags, stub
 from tests.interop import empty_pb2, messages_pb2, test_pb2
@@ -328,7 +328,7 @@ def test_grpcio_server_restarts_on_the_same_target(grpcio_server_factory: Any, k
 @pytest.mark.grpcio_peer
 @pytest.mark.timeout(30)
 def test_stub_on_minigrpc_channel(grpcio_target: str) -> None:
-    with minigrpc.channel.insecure_channel(grpcio_target) as channel:
+    with minigrpc.blocking.channel.insecure_channel(grpcio_target) as channel:
         service_stub = stub(test_pb2.TEST_SERVICE, channel)
         assert service_stub.EmptyCall(empty_pb2.Empty(), timeout=10) == empty_pb2.Empty()
         response = service_stub.UnaryCall(messages_pb2.SimpleRequest(response_size=3), timeout=10)

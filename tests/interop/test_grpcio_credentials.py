@@ -263,7 +263,7 @@ def session_cache_of(library: str) -> Any:
         from grpc.experimental import session_cache
 
         return session_cache.ssl_session_cache_lru(1)
-    from minigrpc.tls import ssl_session_cache_lru
+    from minigrpc.net.tls import ssl_session_cache_lru
 
     return ssl_session_cache_lru(1)
 

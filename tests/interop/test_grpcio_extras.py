@@ -116,7 +116,7 @@ def test_abort_with_status_reaches_from_call(rich_error_call: Tuple[Any, Any]) -
 def test_status_details_key_is_still_reserved_in_initial_metadata() -> None:
     """Only trailers may carry it: in request or response headers it stays reserved."""
     with pytest.raises(ValueError, match="reserved"):
-        minigrpc.wire.encode_metadata([("grpc-status-details-bin", b"x")])
+        minigrpc.protocol.wire.encode_metadata([("grpc-status-details-bin", b"x")])
 
 
 # -- grpcio-health-checking -------------------------------------------------------------------

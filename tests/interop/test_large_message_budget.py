@@ -1,9 +1,9 @@
 """A message larger than the server's memory budget, with the message limits lifted.
 
-The budget (:mod:`minigrpc.memory_budget`) withholds window once a connection holds more than
-its share, and the transports stop reading from such a client; but one partial message, the
-lead (:meth:`minigrpc.protocol.ConnectionProtocol.may_lead`), is granted the window it still
-needs, up to the largest request message (without bound once the application lifted the
+The budget (:mod:`minigrpc.protocol.memory_budget`) withholds window once a connection holds more
+than its share, and the transports stop reading from such a client; but one partial message, the
+lead (:meth:`minigrpc.protocol.grpc_connection.GrpcConnection.may_lead`), is granted the window it
+still needs, up to the largest request message (without bound once the application lifted the
 receive limit, as grpcio's server then takes any size).  Its bytes must then be read: a server
 that granted the window and stopped reading would stall the call until its deadline.  Here the
 budget is 1 MiB per connection and the message 8 MiB, beyond budget plus the default 4 MiB

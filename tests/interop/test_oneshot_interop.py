@@ -20,7 +20,8 @@ from typing import Any, Iterator, Tuple
 import pytest
 
 from minigrpc import oneshot
-from minigrpc.status import CallStatus, StatusCode
+from minigrpc.protocol.enums import StatusCode
+from minigrpc.protocol.status import CallStatus
 from tests.interop import messages_pb2
 from tests.interop.servicer import ECHO_INITIAL_KEY, ECHO_TRAILING_KEY, SLEEP_KEY
 from tests.peers import short_temp_dir
@@ -190,7 +191,7 @@ def test_graceful_stop_with_the_call_in_flight() -> None:
             if " <-- " in message and " GOAWAY " in message:
                 goaway_read.set()
 
-    wire_logger = logging.getLogger("minigrpc.wire")
+    wire_logger = logging.getLogger("minigrpc.protocol.wire")
     watch = GoawayWatch(logging.DEBUG)
     previous_level = wire_logger.level
     wire_logger.addHandler(watch)

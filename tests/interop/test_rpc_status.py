@@ -17,7 +17,8 @@ import pytest
 
 import minigrpc
 import minigrpc.aio
-from minigrpc import rpc_status, wire
+from minigrpc import rpc_status
+from minigrpc.protocol import wire
 from tests.peers import listen_address
 
 grpc = pytest.importorskip("grpc")

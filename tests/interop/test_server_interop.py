@@ -30,7 +30,7 @@ pytestmark = pytest.mark.timeout(60)
 
 SPECIAL_MESSAGE = "\t\ntest with whitespace\r\nand Unicode BMP ☺ and non-BMP 😈\t\n"
 
-_HAVE_MINIGRPC_CLIENT = importlib.util.find_spec("minigrpc.channel") is not None
+_HAVE_MINIGRPC_CLIENT = importlib.util.find_spec("minigrpc.blocking.channel") is not None
 CLIENTS = ["grpcio", "minigrpc"] if _HAVE_MINIGRPC_CLIENT else ["grpcio"]
 
 

@@ -98,7 +98,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 
 def _source_version(path: Path) -> str:
-    """``__version__`` of a package's ``__init__.py``, read without importing it."""
+    """``__version__`` as a module assigns it, read without importing the module."""
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
@@ -119,19 +119,20 @@ def _tox_pythons() -> Set[str]:
 
 
 def test_the_version_is_written_once() -> None:
-    """setup.cfg reads minigrpc's ``__version__``; the plugin's package states the same one (its
-    ``__init__`` may import nothing: the plugin's VERSION probe must stay cheap)."""
+    """setup.cfg reads minigrpc's ``__version__`` (minigrpc/_version.py, which the package
+    re-exports); the plugin's package states the same one (its ``__init__`` may import nothing:
+    the plugin's VERSION probe must stay cheap)."""
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg", encoding="utf-8")
-    assert config["metadata"]["version"] == "attr: minigrpc.__version__"
-    version = _source_version(ROOT / "minigrpc" / "__init__.py")
+    assert config["metadata"]["version"] == "attr: minigrpc._version.__version__"
+    version = _source_version(ROOT / "minigrpc" / "_version.py")
     assert re.fullmatch(r"\d+\.\d+\.\d+", version)
     assert _source_version(ROOT / "cni_client" / "__init__.py") == version
     assert f"## {version} " in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
 
 
 def test_the_built_version_is_the_packages(built: Built) -> None:
-    assert built.metadata["Version"] == _source_version(ROOT / "minigrpc" / "__init__.py")
+    assert built.metadata["Version"] == _source_version(ROOT / "minigrpc" / "_version.py")
 
 
 # -- files ---------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from minigrpc import wire  # noqa: E402
+from minigrpc.protocol import wire  # noqa: E402
 from tests.support.scripted_peer import (  # noqa: E402
     CLIENT_PREFACE,
 )

@@ -30,7 +30,8 @@ __all__ = [
 ]
 
 UNARY_PATH = "/grpc.testing.TestService/UnaryCall"
-#: The server option that runs unary-unary handlers on the I/O thread (minigrpc/server_options.py).
+#: The server option that runs unary-unary handlers on the I/O thread
+#: (minigrpc/driver/server_options.py).
 IO_THREAD_OPTION = ("minigrpc.unary_handlers_on_io_thread", 1)
 
 

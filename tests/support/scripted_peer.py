@@ -12,7 +12,7 @@ has one listener and one way to dial, and two engines to speak with:
   that is busy writing never deadlocks against a peer that is busy writing too;
 * the validating engine, h2's ``H2Connection``: it answers the other side as a correct HTTP/2
   peer does and fails on what RFC 9113 forbids, so tests also prove that what minigrpc sends
-  is valid HTTP/2 (:class:`ServerConnection`, :class:`RawH2Client`, :class:`MemoryServer`).
+  is valid HTTP/2 (:class:`ServerGrpcConnection`, :class:`RawH2Client`, :class:`MemoryServer`).
 
 The pieces:
 
@@ -29,7 +29,7 @@ The pieces:
   with h2, for requests gRPC libraries never send (GET, text/plain, bad flags) whose every
   answering frame a test looks at.
 * :class:`MemoryServer`: a server-side ``H2Connection`` wired to a sans-IO
-  :class:`~minigrpc.client_protocol.ClientConnectionProtocol` by plain byte hand-overs, for
+  :class:`~minigrpc.protocol.client_protocol.ClientGrpcConnection` by plain byte hand-overs, for
   unit tests of the client without sockets, threads or timing.
 * :class:`ResourceSnapshot` proves that a scenario leaked no thread and no file descriptor.
 
@@ -71,10 +71,11 @@ from hyperframe.frame import (
     WindowUpdateFrame,
 )
 
-from minigrpc import http2, targets, wire
-from minigrpc.client_protocol import ClientCall, ClientConnectionProtocol
-from minigrpc.frames import FRAME_HEADER_LENGTH, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE
-from minigrpc.headers import request_headers
+from minigrpc.http2 import settings as http2
+from minigrpc.http2.frames import FRAME_HEADER_LENGTH, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE
+from minigrpc.protocol import targets, wire
+from minigrpc.protocol.client_protocol import ClientCall, ClientGrpcConnection
+from minigrpc.protocol.headers import request_headers
 from tests.support.h2_peer import GoawaySplitter, reopen_after_goaway
 
 Header = Tuple[bytes, bytes]
@@ -683,7 +684,7 @@ class ScriptedServer:
 
     ``script(conn)`` gets a :class:`RawConn` (rule-free); a server made by :meth:`h2` instead
     answers every request with ``on_request(ServerRequest)`` on h2 (validating), after
-    ``on_connect(ServerConnection)``, which may return False to close the connection before
+    ``on_connect(ServerGrpcConnection)``, which may return False to close the connection before
     anything is sent (an "EOF before SETTINGS" peer).
 
     ``misbehaving`` starts True; scripts built by :func:`rpc_script` and
@@ -691,7 +692,7 @@ class ScriptedServer:
     well-behaved gRPC server. ``errors`` collects exceptions raised by scripts (a test asserts
     it is empty: a script's AssertionError is how a peer reports a client breaking a rule).
     ``connections`` and ``requests`` hold what the engine made of them: :class:`RawConn` and
-    :class:`StreamRecord`, or :class:`ServerConnection` and :class:`ServerRequest`.
+    :class:`StreamRecord`, or :class:`ServerGrpcConnection` and :class:`ServerRequest`.
     """
 
     def __init__(
@@ -701,7 +702,7 @@ class ScriptedServer:
         tcp: bool = False,
         path: Optional[str] = None,
         on_request: Optional[Callable[[ServerRequest], None]] = None,
-        on_connect: Optional[Callable[[ServerConnection], Any]] = None,
+        on_connect: Optional[Callable[[ServerGrpcConnection], Any]] = None,
         settings: Optional[Dict[int, int]] = None,
         **conn_options: Any,
     ) -> None:
@@ -756,7 +757,7 @@ class ScriptedServer:
         on_request: Callable[[ServerRequest], None],
         *,
         settings: Optional[Dict[int, int]] = None,
-        on_connect: Optional[Callable[[ServerConnection], Any]] = None,
+        on_connect: Optional[Callable[[ServerGrpcConnection], Any]] = None,
         tcp: bool = False,
         path: Optional[str] = None,
     ) -> ScriptedServer:
@@ -784,7 +785,7 @@ class ScriptedServer:
                 index = len(self.connections)
                 conn: Any
                 if self.on_request is not None:
-                    conn = ServerConnection(self, sock, index)
+                    conn = ServerGrpcConnection(self, sock, index)
                     run: Callable[[], None] = conn.serve
                 else:
                     conn = RawConn(sock, "server", index=index, owner=self, **self.conn_options)
@@ -1128,11 +1129,11 @@ class MemoryServer:
 
     def __init__(
         self,
-        client: Optional[ClientConnectionProtocol] = None,
+        client: Optional[ClientGrpcConnection] = None,
         settings: Optional[Dict[int, int]] = None,
         handshake: bool = True,
     ) -> None:
-        self.client = client or ClientConnectionProtocol()
+        self.client = client or ClientGrpcConnection()
         self.client.initiate()
         self.conn = server_connection(settings)
         self.requests: Dict[int, List[Header]] = {}
@@ -1234,7 +1235,7 @@ class ServerRequest:
     """One request as a :class:`ScriptedServer` handler sees it, with ways to answer it."""
 
     def __init__(
-        self, server_conn: ServerConnection, stream_id: int, headers: List[Header], body: bytes
+        self, server_conn: ServerGrpcConnection, stream_id: int, headers: List[Header], body: bytes
     ) -> None:
         self.connection = server_conn
         self.stream_id = stream_id
@@ -1290,7 +1291,7 @@ class ServerRequest:
         self.connection.flush()
 
 
-class ServerConnection:
+class ServerGrpcConnection:
     """The server end of one accepted connection (one thread)."""
 
     def __init__(self, server: ScriptedServer, sock: socket.socket, index: int) -> None:
@@ -1616,7 +1617,7 @@ def fault_server(path: str, fault: str, raw_status: str = "13",
         raise ValueError(f"unknown fault {fault!r}")
     server: Optional[ScriptedServer] = None
 
-    def on_connect(conn: ServerConnection) -> bool:
+    def on_connect(conn: ServerGrpcConnection) -> bool:
         if fault == "garbage":
             conn.sock.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
             return False

@@ -6,7 +6,7 @@ from typing import Iterator, Sequence
 
 from hypothesis import strategies as st
 
-from minigrpc import wire
+from minigrpc.protocol import wire
 
 _ASCII_KEYS = st.from_regex(r"[0-9a-z_.-]{1,12}", fullmatch=True).filter(
     lambda key: not wire.is_reserved_key(key) and not wire.is_binary_key(key)

@@ -17,7 +17,7 @@ import pytest
 
 import minigrpc
 from minigrpc import RpcError, StatusCode
-from minigrpc.frames import MAX_CONCURRENT_STREAMS
+from minigrpc.http2.frames import MAX_CONCURRENT_STREAMS
 from tests.interop import empty_pb2
 from tests.peers import ADDRESS_KINDS, short_temp_dir
 from tests.support.scripted_peer import (
@@ -26,7 +26,7 @@ from tests.support.scripted_peer import (
     ErrorCodes,
     RawConn,
     ScriptedServer,
-    ServerConnection,
+    ServerGrpcConnection,
     ServerRequest,
     echo_response,
 )
@@ -536,7 +536,7 @@ def test_idle_connection_answers_nothing_but_reconnects_after_server_loss() -> N
             call = chan.unary_unary("/a.B/C")
             assert call(b"a", timeout=10) == b"echo:a"
             # The server closes the idle connection (as after a restart or an idle timeout).
-            first: ServerConnection = server.connections[0]
+            first: ServerGrpcConnection = server.connections[0]
             first.goaway(last_stream_id=1)
             first.close()
             assert call(b"b", timeout=10) == b"echo:b"

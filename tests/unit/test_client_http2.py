@@ -1,9 +1,9 @@
-"""Sans-IO tests of the client's HTTP/2 connection (minigrpc.client_http2): bytes in, events
+"""Sans-IO tests of the client's HTTP/2 connection (minigrpc.http2.client): bytes in, events
 and bytes out.
 
-The server's frames are built with :mod:`minigrpc.frames` and its header blocks with the hpack
+The server's frames are built with :mod:`minigrpc.http2.frames` and its header blocks with the hpack
 library (which indexes into the dynamic table, as grpc-go and grpcio do); what the client
-queues is parsed back with :func:`minigrpc.frames.parse_frame`.  Each test names the rule of
+queues is parsed back with :func:`minigrpc.http2.frames.parse_frame`.  Each test names the rule of
 RFC 9113 (or RFC 7541) it checks.
 """
 
@@ -14,8 +14,9 @@ from typing import Any, List, Sequence, Tuple
 import hpack
 import pytest
 
-from minigrpc import frames, http2
-from minigrpc.client_http2 import (
+from minigrpc.http2 import frames
+from minigrpc.http2 import settings as http2
+from minigrpc.http2.client import (
     ClientHTTP2Connection,
     ConnectionTerminated,
     DataReceived,
@@ -29,8 +30,7 @@ from minigrpc.client_http2 import (
     TrailersReceived,
     WindowUpdated,
 )
-from minigrpc.frames import frame_bytes
-from minigrpc.status import (
+from minigrpc.http2.error_codes import (
     CANCEL,
     COMPRESSION_ERROR,
     ENHANCE_YOUR_CALM,
@@ -40,6 +40,7 @@ from minigrpc.status import (
     PROTOCOL_ERROR,
     STREAM_CLOSED,
 )
+from minigrpc.http2.frames import frame_bytes
 
 REQUEST = [
     (b":method", b"POST"),

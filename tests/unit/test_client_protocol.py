@@ -1,4 +1,5 @@
-"""Unit tests of the sans-IO client (minigrpc.client_protocol) against a real h2 server in memory.
+"""Unit tests of the sans-IO client (minigrpc.protocol.client_protocol) against a real h2 server, in
+memory.
 
 Every test drives a real server-side ``H2Connection``
 (:class:`tests.support.scripted_peer.MemoryServer`): the bytes the client produces are what h2
@@ -13,17 +14,16 @@ import zlib
 import h2.errors
 import pytest
 
-from minigrpc import status as status_module
-from minigrpc import wire
-from minigrpc.client_protocol import (
+from minigrpc.http2.frames import MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE
+from minigrpc.protocol import codes, wire
+from minigrpc.protocol.client_protocol import (
     CallFinished,
-    ClientConnectionProtocol,
+    ClientGrpcConnection,
     ConnectionFailed,
     GoAwayReceived,
 )
-from minigrpc.frames import MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE
-from minigrpc.headers import header_list_size, is_grpc_content_type, request_headers
-from minigrpc.status import StatusCode
+from minigrpc.protocol.enums import StatusCode
+from minigrpc.protocol.headers import header_list_size, is_grpc_content_type, request_headers
 from tests.support.h2_peer import reopen_after_goaway
 from tests.support.scripted_peer import (
     GRPC_RESPONSE_HEADERS,
@@ -317,7 +317,7 @@ def test_non_grpc_responses_map_the_http_status(http_status, content_type, expec
     peer.to_client()
     assert call.status is not None
     assert call.status.code is expected
-    assert call.status.code_number == status_module.status_from_http(http_status)
+    assert call.status.code_number == codes.status_from_http(http_status)
     assert f"unexpected HTTP status code received from server: {http_status}" in call.status.details
     # The client stops the stream at once (RST_STREAM CANCEL), like grpc-go.
     peer.to_server()
@@ -357,7 +357,7 @@ def test_is_grpc_content_type() -> None:
 # -- RST_STREAM ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("error_code", [*sorted(status_module.RST_STREAM_TO_GRPC), 42])
+@pytest.mark.parametrize("error_code", [*sorted(codes.RST_STREAM_TO_GRPC), 42])
 def test_rst_stream_mapping_follows_the_status_table(error_code: int) -> None:
     peer = MemoryServer()
     call = make_call()
@@ -367,13 +367,13 @@ def test_rst_stream_mapping_follows_the_status_table(error_code: int) -> None:
     peer.conn.reset_stream(sid, error_code)
     peer.to_client()
     assert call.status is not None
-    assert call.status.code_number == status_module.status_from_rst_stream(error_code, False)
+    assert call.status.code_number == codes.status_from_rst_stream(error_code, False)
     assert call.retryable == (error_code == h2.errors.ErrorCodes.REFUSED_STREAM)
 
 
 def test_cancel_after_the_deadline_is_deadline_exceeded() -> None:
     now = [100.0]
-    peer = MemoryServer(ClientConnectionProtocol(clock=lambda: now[0]))
+    peer = MemoryServer(ClientGrpcConnection(clock=lambda: now[0]))
     call = make_call(deadline=100.5)
     sid = peer.start(call)
     now[0] = 101.0
@@ -417,7 +417,7 @@ def test_padded_data_is_acked_including_padding() -> None:
     # bytes of padding cost 261 bytes
     # of window each. With 65,535-byte windows the server can only finish if every frame is
     # acknowledged in full, padding included.
-    small = ClientConnectionProtocol(stream_window=65535, connection_window=65535)
+    small = ClientGrpcConnection(stream_window=65535, connection_window=65535)
     peer = MemoryServer(small)
     call = make_call()
     sid = peer.start(call)
@@ -443,7 +443,7 @@ def test_padded_data_is_acked_including_padding() -> None:
 def test_messages_before_one_over_the_limit_in_the_same_data_frame_are_delivered() -> None:
     # grpcio's client reads every message under the limit, then fails RESOURCE_EXHAUSTED; a
     # server often writes both in one DATA frame, which must not lose the first.
-    client = ClientConnectionProtocol(max_receive_message_length=1000)
+    client = ClientGrpcConnection(max_receive_message_length=1000)
     peer = MemoryServer(client)
     call = make_call()
     sid = peer.start(call)
@@ -456,7 +456,7 @@ def test_messages_before_one_over_the_limit_in_the_same_data_frame_are_delivered
 
 
 def test_receive_limit_is_checked_on_the_prefix_and_data_keeps_being_acked() -> None:
-    client = ClientConnectionProtocol(
+    client = ClientGrpcConnection(
         max_receive_message_length=1000, stream_window=65535, connection_window=65535
     )
     peer = MemoryServer(client)
@@ -606,7 +606,7 @@ def test_connection_lost_fails_every_call_unavailable() -> None:
     [b"HTTP/1.1 400 Bad Request\r\n\r\n", b"\x00\x00\x00\x01\x04\x00\x00\x00\x01"],
 )
 def test_garbage_from_the_server_fails_the_connection(garbage: bytes) -> None:
-    client = ClientConnectionProtocol()
+    client = ClientGrpcConnection()
     client.initiate()
     call = make_call()
     client.start_call(call)
@@ -665,7 +665,7 @@ def test_response_headers_over_the_per_call_limit_are_internal(where: str) -> No
 
 
 def test_per_call_header_limit_can_be_lifted() -> None:
-    peer = MemoryServer(ClientConnectionProtocol(max_header_list_size=None))
+    peer = MemoryServer(ClientGrpcConnection(max_header_list_size=None))
     call = make_call()
     sid = peer.start(call)
     peer.trailers_only(sid, 5, None, [(b"x-big", b"v" * 30_000)])
@@ -673,7 +673,7 @@ def test_per_call_header_limit_can_be_lifted() -> None:
 
 
 def test_loss_before_the_server_preface_marks_calls_never_started() -> None:
-    client = ClientConnectionProtocol()
+    client = ClientGrpcConnection()
     client.initiate()
     call = make_call()
     client.start_call(call)
@@ -691,7 +691,7 @@ def test_loss_after_the_server_preface_is_not_retryable() -> None:
 
 
 def test_a_non_http2_answer_is_not_retryable() -> None:
-    client = ClientConnectionProtocol()
+    client = ClientGrpcConnection()
     client.initiate()
     call = make_call()
     client.start_call(call)

@@ -216,7 +216,7 @@ def test_a_connection_lost_mid_call_is_named(client: str, tcp: bool) -> None:
 
 def test_the_authority_of_a_target_without_port_is_its_host() -> None:
     """grpcio sends ``:authority: 127.0.0.1`` for the target ``127.0.0.1`` and dials port 443."""
-    from minigrpc.targets import parse_target
+    from minigrpc.protocol.targets import parse_target
 
     for target, authority, display in (
         ("localhost", "localhost", "localhost:443"),

@@ -1,8 +1,8 @@
-"""The allowance of frames that do no work (minigrpc.frame_budget), on a clock set by hand."""
+"""The allowance of frames that do no work (minigrpc.http2.flood), on a clock set by hand."""
 
 from __future__ import annotations
 
-from minigrpc.frame_budget import MAX_EARNED, MIN_START, START, FrameBudget, PeerHistory
+from minigrpc.http2.flood import MAX_EARNED, MIN_START, START, FrameBudget, PeerHistory
 
 
 class Clock:

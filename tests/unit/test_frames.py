@@ -1,4 +1,4 @@
-"""minigrpc.frames, the one-shot client's HTTP/2 frame codec (RFC 9113 §4.1, §6), against the
+"""minigrpc.http2.frames, the one-shot client's HTTP/2 frame codec (RFC 9113 §4.1, §6), against the
 RFC and against hyperframe (the frame codec h2 uses).
 
 * The frames we build are byte for byte what hyperframe serializes for the same frame.
@@ -29,9 +29,8 @@ from hyperframe.frame import (
     WindowUpdateFrame,
 )
 
-from minigrpc import frames
-from minigrpc.frames import FrameError
-from minigrpc.status import FRAME_SIZE_ERROR, PROTOCOL_ERROR
+from minigrpc.http2 import frames
+from minigrpc.http2.error_codes import FRAME_SIZE_ERROR, PROTOCOL_ERROR, FrameError
 
 
 def _header(frame_type: int, flags: int, stream_id: int, length: int) -> bytes:

@@ -1,9 +1,11 @@
 """Hypothesis fuzzing of every byte path a peer controls, without sockets.
 
 * The client's response path: generated and mutated HTTP/2 byte streams fed, in arbitrary
-  chunks, to :class:`minigrpc.client_protocol.ClientConnectionProtocol` (sans-IO).
-* The server's request path: the same for :class:`minigrpc.server_protocol.ServerConnection`.
-* Every codec of :mod:`minigrpc.wire` (and the status/HTTP/2 helpers): on any input they return
+  chunks, to :class:`minigrpc.protocol.client_protocol.ClientGrpcConnection` (sans-IO).
+* The server's request path: the same for
+  :class:`minigrpc.protocol.server_protocol.ServerGrpcConnection`.
+* Every codec of :mod:`minigrpc.protocol.wire` (and the status/HTTP/2 helpers): on any input they
+  return
   or raise only their documented exceptions.
 
 The same generators drive real sockets in tests/hostile/test_fuzz_sockets.py.  The invariants:
@@ -28,8 +30,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from minigrpc import errors, headers, http2, status, wire  # noqa: E402
-from minigrpc.status import StatusCode  # noqa: E402
+from minigrpc.http2 import error_codes, reader  # noqa: E402
+from minigrpc.protocol import codes, errors, headers, status, wire  # noqa: E402
+from minigrpc.protocol.enums import StatusCode  # noqa: E402
 from tests.support.fuzzing import (  # noqa: E402
     CUTS,
     EDITS,
@@ -50,11 +53,11 @@ from tests.support.scripted_peer import (  # noqa: E402
 
 # ============================================================================ client, sans-IO
 
-client_protocol = pytest.importorskip("minigrpc.client_protocol")
+client_protocol = pytest.importorskip("minigrpc.protocol.client_protocol")
 
 
 def _client_with_call() -> Tuple[Any, Any]:
-    proto = client_protocol.ClientConnectionProtocol()
+    proto = client_protocol.ClientGrpcConnection()
     proto.initiate()
     call = client_protocol.ClientCall(
         request=wire.encode_message(b"\x08\x01"),
@@ -116,11 +119,11 @@ def test_client_response_path_mutated_response(
 
 # ============================================================================ server, sans-IO
 
-server_protocol = pytest.importorskip("minigrpc.server_protocol")
+server_protocol = pytest.importorskip("minigrpc.protocol.server_protocol")
 
 
 def _drive_server(stream: bytes, cuts: Sequence[int]) -> None:
-    conn = server_protocol.ServerConnection()
+    conn = server_protocol.ServerGrpcConnection()
     conn.initiate()
     conn.data_to_send()
     for chunk in chunked(stream, cuts):
@@ -259,18 +262,18 @@ def test_decompress_identity_respects_the_limit() -> None:
 def test_header_parsers_never_raise(value: Any) -> None:
     assert isinstance(wire.parse_accept_encoding(value), frozenset)
     code, number = status.parse_grpc_status(value)
-    assert status.CODE_NAMES[code] and StatusCode.from_number(code) is not None
-    assert number is None or (code == status.Code.UNKNOWN and number >= len(status.CODE_NAMES))
+    assert codes.CODE_NAMES[code] and StatusCode.from_number(code) is not None
+    assert number is None or (code == codes.Code.UNKNOWN and number >= len(codes.CODE_NAMES))
 
 
 @fuzz(200)
 @given(number=st.integers(-(2**40), 2**40))
 def test_status_tables_total(number: int) -> None:
-    assert StatusCode.from_number(status.status_from_http(number)) is not None
+    assert StatusCode.from_number(codes.status_from_http(number)) is not None
     if number >= 0:
-        code = status.status_from_rst_stream(number, past_deadline=True)
+        code = codes.status_from_rst_stream(number, past_deadline=True)
         assert StatusCode.from_number(code) is not None
-        assert isinstance(status.http2_error_name(number), str)
+        assert isinstance(error_codes.http2_error_name(number), str)
 
 
 @fuzz(300)
@@ -278,20 +281,20 @@ def test_status_tables_total(number: int) -> None:
 def test_frame_splitter_raises_only_frame_errors(
     data: bytes, cuts: List[int], settings_first: bool
 ) -> None:
-    splitter = http2.FrameSplitter(
+    splitter = reader.FrameSplitter(
         max_frame_size=64, max_header_block=100, expect_settings_first=settings_first
     )
     try:
         for chunk in chunked(data, cuts):
             splitter.feed(chunk)
-    except http2.FrameError:
+    except error_codes.FrameError:
         pass
 
 
 @fuzz(200)
 @given(target=st.text(max_size=40))
 def test_parse_target_raises_only_value_error(target: str) -> None:
-    targets = pytest.importorskip("minigrpc.targets")
+    targets = pytest.importorskip("minigrpc.protocol.targets")
     try:
         targets.parse_target(target)
     except ValueError:

@@ -1,7 +1,7 @@
 """``minigrpc.unary_handlers_on_io_thread``: unary-unary handlers run on the server's I/O thread.
 
-The option exists for speed (minigrpc/server_options.py), so what these tests pin down is that
-it changes where handlers run and nothing a client can see: which thread runs each of the four
+The option exists for speed (minigrpc/driver/server_options.py), so what these tests pin down is
+that it changes where handlers run and nothing a client can see: which thread runs each of the four
 handler shapes, the order of what a handler sends, the outcome of a handler that raises, and
 many concurrent calls over several connections.  Each test runs with grpcio's client and with
 minigrpc's (so that PyPy, where grpcio does not run, tests the option too).  The handler
@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 import minigrpc
-from minigrpc import handlers as mg_handlers
+from minigrpc.driver import handlers as mg_handlers
 from tests.support.minigrpc_server import IO_THREAD_OPTION, MinigrpcServer, echo_from_threads
 from tests.support.scripted_peer import HostileClient, grpc_message, grpc_status_of
 
@@ -37,7 +37,7 @@ def client(request: pytest.FixtureRequest) -> Any:
     """The client library's module: ``insecure_channel``, ``RpcError`` and ``StatusCode``."""
     if request.param == "grpcio":
         return pytest.importorskip("grpc")
-    importlib.import_module("minigrpc.channel")
+    importlib.import_module("minigrpc.blocking.channel")
     return minigrpc
 
 

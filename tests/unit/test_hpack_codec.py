@@ -1,4 +1,4 @@
-"""minigrpc.hpack_codec, the one-shot client's HPACK (RFC 7541), against the RFC and hpack.
+"""minigrpc.http2.hpack_codec, the one-shot client's HPACK (RFC 7541), against the RFC and hpack.
 
 * The examples of RFC 7541 Appendix C, decoded block by block with the dynamic table they
   leave behind, and its Huffman strings encoded.
@@ -20,8 +20,8 @@ import hpack
 import pytest
 from hpack.exceptions import HPACKError, OversizedHeaderListError
 
-from minigrpc import hpack_codec
-from minigrpc.hpack_codec import Decoder, DecodingError, Encoder, HeaderListTooLarge
+from minigrpc.http2 import hpack_codec
+from minigrpc.http2.hpack_codec import Decoder, DecodingError, Encoder, HeaderListTooLarge
 
 Fields = List[Tuple[bytes, bytes]]
 

@@ -1,6 +1,6 @@
-"""The server's memory budget (minigrpc.memory_budget) as the sans-IO server applies it.
+"""The server's memory budget (minigrpc.protocol.memory_budget) as the sans-IO server applies it.
 
-An h2 client and a :class:`ServerConnection` exchange bytes in memory, so what the server
+An h2 client and a :class:`ServerGrpcConnection` exchange bytes in memory, so what the server
 charges, which windows it withholds and which streams it refuses are checked exactly: a client
 that sends as fast as its windows allow to a handler that never reads must be stopped at the
 budget plus what was already granted, whatever the size of its messages, and must get its
@@ -16,23 +16,23 @@ import h2.connection
 import h2.events
 import pytest
 
-from minigrpc import wire
-from minigrpc.memory_budget import (
+from minigrpc.driver.server_options import ServerOptions
+from minigrpc.protocol import wire
+from minigrpc.protocol.enums import StatusCode
+from minigrpc.protocol.grpc_connection import DEFAULT_BUFFER_LIMIT
+from minigrpc.protocol.memory_budget import (
     MESSAGE_OVERHEAD,
     PACKED_OVERHEAD,
     VIEW_OVERHEAD,
     MemoryBudget,
 )
-from minigrpc.protocol import DEFAULT_BUFFER_LIMIT
-from minigrpc.server_options import ServerOptions
-from minigrpc.server_protocol import (
+from minigrpc.protocol.server_protocol import (
     CallStarted,
     CallTerminated,
     RequestReady,
-    ServerConnection,
+    ServerGrpcConnection,
     ServerSettings,
 )
-from minigrpc.status import StatusCode
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -48,11 +48,11 @@ HEADERS = [
 
 
 class Pair:
-    """An h2 client and a ServerConnection back to back, sharing ``budget``."""
+    """An h2 client and a ServerGrpcConnection back to back, sharing ``budget``."""
 
     def __init__(self, budget: MemoryBudget, settings: ServerSettings = SETTINGS) -> None:
         self.budget = budget
-        self.server = ServerConnection(settings, shape_from_handler=True, memory=budget)
+        self.server = ServerGrpcConnection(settings, shape_from_handler=True, memory=budget)
         self.server.initiate()
         self.server.memory.owner = self.server
         self.client = h2.connection.H2Connection(
@@ -69,7 +69,7 @@ class Pair:
         for _ in range(100):
             for account in self.budget.resumable():  # as the server's I/O loop does
                 owner = account.owner
-                assert isinstance(owner, ServerConnection)
+                assert isinstance(owner, ServerGrpcConnection)
                 owner.resume_credit()
             data = self.client.data_to_send()
             if data:
@@ -334,7 +334,7 @@ def test_streamed_response_waits_for_the_budget() -> None:
     goes on once the I/O thread finds the account resumable and pokes the call's credit."""
     import threading
 
-    from minigrpc.server_call import ResponseCredit
+    from minigrpc.blocking.server_call import ResponseCredit
 
     budget = MemoryBudget(4 * MIB, 256 * KIB)
     account = budget.open_connection()
@@ -365,9 +365,9 @@ def test_streamed_response_waits_for_the_budget() -> None:
 def test_request_queue_of_a_streaming_handler_is_charged() -> None:
     """Request messages moved into a handler's queue stay charged to the connection until the
     handler reads them, or the call ends."""
-    from minigrpc.memory_budget import QUEUED_BYTES_OVERHEAD
-    from minigrpc.server_call import RequestStream
-    from minigrpc.server_dispatch import CallEndedError
+    from minigrpc.blocking.server_call import RequestStream
+    from minigrpc.driver.server_dispatch import CallEndedError
+    from minigrpc.protocol.memory_budget import QUEUED_BYTES_OVERHEAD
 
     budget = MemoryBudget()
     account = budget.open_connection()

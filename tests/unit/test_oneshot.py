@@ -24,7 +24,8 @@ import pytest
 from hyperframe.frame import DataFrame, WindowUpdateFrame
 
 from minigrpc import oneshot
-from minigrpc.status import CallStatus, StatusCode
+from minigrpc.protocol.enums import StatusCode
+from minigrpc.protocol.status import CallStatus
 from tests.hostile.scenarios import ClientScenario, client_scenarios
 from tests.support.scripted_peer import (
     RawConn,
@@ -204,11 +205,14 @@ def test_import_leaves_h2_and_the_channel_unloaded() -> None:
         [sys.executable, "-c", code], capture_output=True, check=True, cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": REPO_ROOT},
     ).stdout.decode().split()
-    assert {"minigrpc.oneshot", "minigrpc.frames", "minigrpc.hpack_codec"} <= set(loaded)
+    assert {"minigrpc.oneshot", "minigrpc.http2.frames", "minigrpc.http2.hpack_codec"} <= set(
+        loaded
+    )
     libraries = ("h2", "hyperframe", "hpack", "logging")
     assert not [name for name in loaded if name.split(".")[0] in libraries], loaded
-    for heavy in ("minigrpc.client_protocol", "minigrpc.protocol", "minigrpc.transport",
-                  "minigrpc.channel", "minigrpc.calls", "minigrpc.trace", "zlib", "base64"):
+    for heavy in ("minigrpc.protocol.client_protocol", "minigrpc.protocol.grpc_connection",
+                  "minigrpc.blocking.transport", "minigrpc.blocking.channel",
+                  "minigrpc.blocking.call", "minigrpc.net.trace", "zlib", "base64"):
         assert heavy not in loaded, f"{heavy} is loaded: {loaded}"
 
 
@@ -219,8 +223,9 @@ from hyperframe.frame import SettingsFrame  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from minigrpc import frames, headers, hpack_codec, wire  # noqa: E402
-from minigrpc.oneshot_protocol import OneShotCall  # noqa: E402
+from minigrpc.http2 import frames, hpack_codec  # noqa: E402
+from minigrpc.protocol import headers, wire  # noqa: E402
+from minigrpc.protocol.oneshot_protocol import OneShotCall  # noqa: E402
 from tests.support.fuzzing import (  # noqa: E402
     CUTS,
     EDITS,

@@ -1,4 +1,4 @@
-"""The shared sans-IO parts of minigrpc.protocol, against a real h2 peer."""
+"""The shared sans-IO parts of minigrpc.protocol.grpc_connection, against a real h2 peer."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import h2.events
 import h2.settings
 import pytest
 
-from minigrpc import wire
-from minigrpc.protocol import Outbound
+from minigrpc.protocol import wire
+from minigrpc.protocol.grpc_connection import Outbound
 
 
 @pytest.mark.parametrize("size", [0, 100, 64 * 1024 - 1, 64 * 1024, 300_000])

@@ -1,6 +1,6 @@
 """minigrpc's checks of received header blocks make the decisions h2's inbound validation makes.
 
-minigrpc checks received blocks itself (:func:`minigrpc.headers.malformed_request` and its
+minigrpc checks received blocks itself (:func:`minigrpc.protocol.headers.malformed_request` and its
 siblings), so that a malformed block costs one stream instead of the connection (RFC 9113
 §8.1.1). h2's inbound validation is an independent implementation of the same rules, and no
 block that it refuses may get through, so these tests generate blocks around valid ones,
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minigrpc import headers
+from minigrpc.protocol import headers
 
 Header = Tuple[bytes, bytes]
 

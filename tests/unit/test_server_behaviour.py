@@ -22,7 +22,7 @@ import h2.errors
 import pytest
 
 import minigrpc
-from minigrpc import handlers as mg_handlers
+from minigrpc.driver import handlers as mg_handlers
 from tests.interop import empty_pb2, messages_pb2
 from tests.support.minigrpc_server import (
     ADDRESS_KINDS,
@@ -315,7 +315,7 @@ def test_server_wide_compression_when_client_accepts() -> None:
         response = client.call(headers, b"\0\0\0\0\x05hello")
         assert response.header(b"grpc-encoding") == b"gzip"
         [(flag, payload)] = response.messages()
-        assert flag and minigrpc.wire.decompress("gzip", payload, None) == b"hello"
+        assert flag and minigrpc.protocol.wire.decompress("gzip", payload, None) == b"hello"
         response = client.call(grpc_request_headers("/test.Bytes/Echo"), b"\0\0\0\0\x05hello")
         assert response.header(b"grpc-encoding") is None
         assert response.messages() == [(False, b"hello")]
@@ -343,7 +343,7 @@ def test_handler_set_compression_and_disable_next_message() -> None:
         response = client.call(grpc_request_headers("/test.Bytes/Gzip", extra=accept), b"\0" * 5)
         [(flag, payload)] = response.messages()
         assert response.header(b"grpc-encoding") == b"gzip" and flag
-        assert minigrpc.wire.decompress("gzip", payload, None) == b"g" * 1000
+        assert minigrpc.protocol.wire.decompress("gzip", payload, None) == b"g" * 1000
         response = client.call(grpc_request_headers("/test.Bytes/Plain", extra=accept), b"\0" * 5)
         assert response.messages() == [(False, b"n" * 1000)]
         # The interop server_compressed_unary case, seen on the wire.
@@ -548,7 +548,7 @@ def test_twenty_threads_hundred_calls_each(kind: str) -> None:
 
 
 def test_minigrpc_client_twenty_threads() -> None:
-    pytest.importorskip("minigrpc.channel")
+    pytest.importorskip("minigrpc.blocking.channel")
     with MinigrpcServer("unix", handlers=[_bytes_handlers({"Echo": _echo})]) as server:
         errors = echo_from_threads(
             minigrpc.insecure_channel, server.target, "/test.Bytes/Echo", channels=1,
@@ -659,7 +659,7 @@ def test_pings_do_not_keep_an_idle_connection() -> None:
 def test_idle_and_stall_timeouts_have_protective_defaults() -> None:
     """5 min without calls (grpc-go's MaxConnectionIdle, off by default there) and 30 s without
     request progress; 0 turns either off (grpc-core's ``*_ms`` convention)."""
-    server_module = importlib.import_module("minigrpc.server_options")
+    server_module = importlib.import_module("minigrpc.driver.server_options")
     defaults = server_module.ServerOptions(None)
     assert defaults.max_connection_idle == 300.0
     assert defaults.request_stall_timeout == 30.0
@@ -824,7 +824,7 @@ def test_graceful_stop_with_calls_in_flight(kind: str) -> None:
 
 
 def test_graceful_stop_with_minigrpc_client() -> None:
-    pytest.importorskip("minigrpc.channel")
+    pytest.importorskip("minigrpc.blocking.channel")
     release = threading.Event()
     entered = threading.Semaphore(0)
 

@@ -2,7 +2,7 @@
 
 One read from a socket can hold thousands of requests (256 KiB of HEADERS frames); decoded and
 started all at once, they would make every other connection wait. The protocol hands on at most
-:data:`minigrpc.frame_budget.PASS_LIMIT` frames' worth of a read and keeps the rest for the next
+:data:`minigrpc.http2.flood.PASS_LIMIT` frames' worth of a read and keeps the rest for the next
 pass, after the other connections had their turn. Checked at two levels: the sans-IO protocol
 (what one ``receive_data`` hands on, and that nothing is lost or reordered), and both servers
 over real sockets, where a connection that sent hundreds of calls at once does not delay
@@ -24,10 +24,10 @@ import h2.connection
 import pytest
 from hyperframe.frame import DataFrame, RstStreamFrame
 
-from minigrpc import handlers as mg_handlers
-from minigrpc import wire
-from minigrpc.frame_budget import PASS_LIMIT
-from minigrpc.server_protocol import CallStarted, RequestReady, ServerConnection
+from minigrpc.driver import handlers as mg_handlers
+from minigrpc.http2.flood import PASS_LIMIT
+from minigrpc.protocol import wire
+from minigrpc.protocol.server_protocol import CallStarted, RequestReady, ServerGrpcConnection
 from tests.support.aio_server import AioServer
 from tests.support.minigrpc_server import IO_THREAD_OPTION, MinigrpcServer
 from tests.support.scripted_peer import HostileClient, grpc_message
@@ -71,7 +71,7 @@ def _request(client: h2.connection.H2Connection, body: bytes) -> int:
 
 
 def test_one_receive_hands_on_at_most_a_pass_and_keeps_the_rest_in_order() -> None:
-    server = ServerConnection()
+    server = ServerGrpcConnection()
     server.initiate()
     client = _client()
     server.receive_data(client.data_to_send())
@@ -88,7 +88,7 @@ def test_one_receive_hands_on_at_most_a_pass_and_keeps_the_rest_in_order() -> No
 
 
 def test_held_input_comes_before_what_is_read_after_it() -> None:
-    server = ServerConnection()
+    server = ServerGrpcConnection()
     server.initiate()
     client = _client()
     server.receive_data(client.data_to_send())
@@ -105,7 +105,7 @@ def test_held_input_comes_before_what_is_read_after_it() -> None:
 def test_large_messages_are_cut_by_size_and_arrive_whole() -> None:
     """DATA counts one frame more per KiB: a 512 KiB message (32 frames of 16 KiB) spans
     passes, and arrives whole."""
-    server = ServerConnection()
+    server = ServerGrpcConnection()
     server.initiate()
     client = _client()
     client.update_settings({})

@@ -1,7 +1,7 @@
 """The HTTP/2 rules a server connection keeps (RFC 9113), pinned frame by frame.
 
-Each case writes raw frames into a :class:`~minigrpc.server_protocol.ServerConnection` whose
-handshake is done and reads back what it answers: nothing, an RST_STREAM with a code (a stream
+Each case writes raw frames into a :class:`~minigrpc.protocol.server_protocol.ServerGrpcConnection`
+whose handshake is done and reads back what it answers: nothing, an RST_STREAM with a code (a stream
 error, RFC 9113 §5.4.2; the connection goes on) or a GOAWAY with a code (a connection error,
 RFC 9113 §5.4.1).  They hold whatever runs the connection underneath: the rules of stream
 states (RFC 9113 §5.1), stream identifiers (RFC 9113 §5.1.1), flow control (RFC 9113 §6.9),
@@ -20,9 +20,14 @@ import hpack
 import hyperframe.frame
 import pytest
 
-from minigrpc import wire
-from minigrpc.server_protocol import CallStarted, CallTerminated, RequestReady, ServerSettings
-from minigrpc.status import StatusCode
+from minigrpc.protocol import wire
+from minigrpc.protocol.enums import StatusCode
+from minigrpc.protocol.server_protocol import (
+    CallStarted,
+    CallTerminated,
+    RequestReady,
+    ServerSettings,
+)
 from tests.unit.test_server_protocol import Pair, _parse, _raw_frame
 
 NO_ERROR = 0x0
@@ -72,7 +77,7 @@ class Answer:
 
 
 class Raw:
-    """A ServerConnection past its handshake, fed raw frames (one HPACK encoder for the blocks,
+    """A ServerGrpcConnection past its handshake, fed raw frames (one HPACK encoder for the blocks,
     so the server's dynamic table follows ours, RFC 7541 §2.2)."""
 
     def __init__(self, settings: Optional[ServerSettings] = None) -> None:

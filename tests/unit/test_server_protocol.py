@@ -1,7 +1,8 @@
-"""The sans-IO server state machine (minigrpc.server_protocol) against a real h2 client, in memory.
+"""The sans-IO server state machine (minigrpc.protocol.server_protocol) against a real h2 client,
+in memory.
 
 No sockets and no threads: bytes move between an h2 client connection and a
-:class:`ServerConnection` by hand, so every frame the server sends is checked exactly
+:class:`ServerGrpcConnection` by hand, so every frame the server sends is checked exactly
 (the rules of gRPC's PROTOCOL-HTTP2.md and RFC 9113, and grpc-go's behaviour).
 """
 
@@ -22,18 +23,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minigrpc import wire
-from minigrpc.server_protocol import (
+from minigrpc.protocol import wire
+from minigrpc.protocol.enums import StatusCode
+from minigrpc.protocol.server_protocol import (
     DRAIN_PING_PAYLOAD,
     CallStarted,
     CallTerminated,
     RequestEnded,
     RequestMessage,
     RequestReady,
-    ServerConnection,
+    ServerGrpcConnection,
     ServerSettings,
 )
-from minigrpc.status import StatusCode
 from tests.support.strategies import APPLICATION_METADATA
 
 
@@ -46,7 +47,7 @@ class FakeClock:
 
 
 class Pair:
-    """An h2 client and a ServerConnection wired back to back."""
+    """An h2 client and a ServerGrpcConnection wired back to back."""
 
     def __init__(
         self,
@@ -55,7 +56,7 @@ class Pair:
         shape_from_handler: bool = False,
     ) -> None:
         self.clock = FakeClock()
-        self.server = ServerConnection(
+        self.server = ServerGrpcConnection(
             settings, clock=self.clock, shape_from_handler=shape_from_handler
         )
         self.server.initiate()
@@ -180,7 +181,7 @@ def test_ping_is_answered() -> None:
 
 
 def test_garbage_preface_closes_the_connection() -> None:
-    server = ServerConnection()
+    server = ServerGrpcConnection()
     server.initiate()
     events = server.receive_data(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     assert events == [] and server.closed
@@ -1007,7 +1008,7 @@ _frames = st.builds(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_frames, max_size=8), st.integers(1, 64))
 def test_fuzz_random_frames_never_raise(frames: List[bytes], chunk: int) -> None:
-    server = ServerConnection()
+    server = ServerGrpcConnection()
     server.initiate()
     data = _PREFACE + _SETTINGS + b"".join(frames)
     for start in range(0, len(data), chunk):
@@ -1048,7 +1049,7 @@ _header_values = st.binary(max_size=20).filter(lambda v: b"\0" not in v)
 def test_fuzz_requests_never_raise(
     headers: List[Tuple[bytes, bytes]], body: bytes, end_stream: bool
 ) -> None:
-    server = ServerConnection()
+    server = ServerGrpcConnection()
     server.initiate()
     block = hpack.Encoder().encode(headers)
     flags = 0x4 | (0x1 if end_stream and not body else 0)
@@ -1072,7 +1073,7 @@ def _serve_one_call(
     details: str,
     with_message: bool,
 ) -> List[List[Tuple[bytes, bytes]]]:
-    """Run one call through a ServerConnection; return the header blocks it wrote, decoded."""
+    """Run one call through a ServerGrpcConnection; return the header blocks it wrote, decoded."""
     pair = Pair()
     stream_id = pair.request()
     pair.settle()
@@ -1290,9 +1291,9 @@ def test_blocked_response_of_a_stream_reset_in_the_same_read_is_dropped() -> Non
 def test_floods_of_frames_that_do_no_work_get_enhance_your_calm(
     name: str, frame: Optional[Any]
 ) -> None:
-    """RFC 9113 §10.5: past the allowance (minigrpc.frame_budget.BURST frames at once), the
+    """RFC 9113 §10.5: past the allowance (minigrpc.http2.flood.BURST frames at once), the
     client gets GOAWAY(ENHANCE_YOUR_CALM) and the connection closes; its calls end CANCELLED."""
-    from minigrpc.frame_budget import BURST, START
+    from minigrpc.http2.flood import BURST, START
 
     pair = Pair()
     live = pair.request(end=False)
@@ -1347,7 +1348,7 @@ def test_a_flood_is_cut_short_and_goes_on_the_peers_record() -> None:
     """A new connection opens with frame_budget.START frames that do no work; past them the
     read is a flood at once, without walking the rest of it; the peer's next connection opens
     with less, and another peer's does not."""
-    from minigrpc.frame_budget import START, PeerHistory
+    from minigrpc.http2.flood import START, PeerHistory
 
     clock = FakeClock()
     history = PeerHistory(clock)
@@ -1355,8 +1356,8 @@ def test_a_flood_is_cut_short_and_goes_on_the_peers_record() -> None:
     # A frame header announcing 8 MiB: walked to, it would be a FRAME_SIZE_ERROR.
     oversized = b"\x7f\xff\xff\x00\x00\x00\x00\x00\x01"
 
-    def connect(peer: str) -> ServerConnection:
-        server = ServerConnection(clock=clock)
+    def connect(peer: str) -> ServerGrpcConnection:
+        server = ServerGrpcConnection(clock=clock)
         server.set_peer(history, peer)
         server.initiate()
         client = h2.connection.H2Connection(
@@ -1386,7 +1387,7 @@ def test_a_flood_is_cut_short_and_goes_on_the_peers_record() -> None:
 def test_pings_and_window_updates_after_response_data_are_free() -> None:
     """A client busy receiving sends a PING (BDP probe) and a WINDOW_UPDATE after each burst of
     data: as grpc-go forgives ping strikes when it sends data, they never count as a flood."""
-    from minigrpc.frame_budget import BURST
+    from minigrpc.http2.flood import BURST
 
     pair = Pair()
     live = pair.request(end=False)

@@ -1,4 +1,5 @@
-"""The timed decisions both servers share (minigrpc.server_timers), on a real ServerConnection.
+"""The timed decisions both servers share (minigrpc.driver.server_timers), on a real
+ServerGrpcConnection.
 
 The servers' own tests (tests/unit/test_server_behaviour.py, tests/aio/test_server.py) check
 the same rules end to end with real clients; these pin the decisions themselves, including the
@@ -7,9 +8,9 @@ edges a timer rarely hits (a deadline exactly now, a later stop with a longer gr
 
 import h2.errors
 
-from minigrpc import wire
-from minigrpc.server_timers import cancel_stalled, idle_recheck, stall_due, stop_deadline
-from minigrpc.status import StatusCode
+from minigrpc.driver.server_timers import cancel_stalled, idle_recheck, stall_due, stop_deadline
+from minigrpc.protocol import wire
+from minigrpc.protocol.enums import StatusCode
 from tests.unit.test_server_protocol import Pair
 
 

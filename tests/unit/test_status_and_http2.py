@@ -1,4 +1,5 @@
-"""Status codes, mapping tables, targets, :mod:`minigrpc.http2`, h2 as a peer, and the header
+"""Status codes, mapping tables, targets, :mod:`minigrpc.http2.settings`, h2 as a peer, and the
+header
 blocks both ends send compared with h2's (doc/statuscodes.md, doc/http-grpc-status-mapping.md,
 PROTOCOL-HTTP2.md "Errors")."""
 
@@ -14,9 +15,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from minigrpc import headers, hpack_codec, http2, status, targets, wire
-from minigrpc.enums import StatusCode
-from minigrpc.status import Code
+from minigrpc.http2 import error_codes, hpack_codec, reader
+from minigrpc.http2 import settings as http2
+from minigrpc.net import buffers
+from minigrpc.protocol import codes, headers, status, targets, wire
+from minigrpc.protocol.codes import Code
+from minigrpc.protocol.enums import StatusCode
 from tests.support import h2_peer
 from tests.support.strategies import APPLICATION_METADATA, pieces
 
@@ -41,7 +45,7 @@ def test_go_names() -> None:
 
 
 def test_rpc_error_reads_like_grpc_go() -> None:
-    from minigrpc.calls import InactiveRpcError
+    from minigrpc.blocking.call import InactiveRpcError
 
     err = InactiveRpcError(status.CallStatus(Code.UNAVAILABLE, "connection error"))
     assert isinstance(err, status.RpcError)
@@ -77,19 +81,19 @@ def test_parse_grpc_status(value: object, expected: tuple) -> None:
 
 
 def test_http_mapping_table() -> None:
-    assert status.status_from_http(404) == Code.UNIMPLEMENTED
-    assert status.status_from_http(503) == Code.UNAVAILABLE
-    assert status.status_from_http(200) == Code.UNKNOWN
-    assert status.status_from_http(418) == Code.UNKNOWN
+    assert codes.status_from_http(404) == Code.UNIMPLEMENTED
+    assert codes.status_from_http(503) == Code.UNAVAILABLE
+    assert codes.status_from_http(200) == Code.UNKNOWN
+    assert codes.status_from_http(418) == Code.UNKNOWN
 
 
 def test_rst_stream_mapping_table() -> None:
-    assert status.status_from_rst_stream(8) == Code.CANCELLED
-    assert status.status_from_rst_stream(8, past_deadline=True) == Code.DEADLINE_EXCEEDED
-    assert status.status_from_rst_stream(7) == Code.UNAVAILABLE
-    assert status.status_from_rst_stream(3) == Code.RESOURCE_EXHAUSTED
-    assert status.status_from_rst_stream(0x99) == Code.INTERNAL
-    assert status.rst_stream_details(2) == (
+    assert codes.status_from_rst_stream(8) == Code.CANCELLED
+    assert codes.status_from_rst_stream(8, past_deadline=True) == Code.DEADLINE_EXCEEDED
+    assert codes.status_from_rst_stream(7) == Code.UNAVAILABLE
+    assert codes.status_from_rst_stream(3) == Code.RESOURCE_EXHAUSTED
+    assert codes.status_from_rst_stream(0x99) == Code.INTERNAL
+    assert codes.rst_stream_details(2) == (
         "stream terminated by RST_STREAM with error code: INTERNAL_ERROR"
     )
 
@@ -97,10 +101,10 @@ def test_rst_stream_mapping_table() -> None:
 def test_http2_error_names_are_h2s() -> None:
     """RFC 9113 §7's names, as h2 (the reference peer) gives them; any other code in hex."""
     for code in range(0x0, 0xE):
-        assert status.http2_error_name(code) == h2.errors.ErrorCodes(code).name
-    assert dict(status.HTTP2_ERROR_NAMES) == {int(c): c.name for c in h2.errors.ErrorCodes}
-    assert status.http2_error_name(0x2A) == "0x2a"
-    assert status.http2_error_name(0xE) == "0xe"
+        assert error_codes.http2_error_name(code) == h2.errors.ErrorCodes(code).name
+    assert dict(error_codes.HTTP2_ERROR_NAMES) == {int(c): c.name for c in h2.errors.ErrorCodes}
+    assert error_codes.http2_error_name(0x2A) == "0x2a"
+    assert error_codes.http2_error_name(0xE) == "0xe"
 
 
 # ---- targets ----------------------------------------------------------------------------------
@@ -147,41 +151,41 @@ def _frame_header(length: int, frame_type: int, flags: int = 0, stream_id: int =
 
 def test_frame_splitter_rejects_an_oversized_frame_at_its_header() -> None:
     """RFC 9113 §4.2: the length is known from the header; no body byte is needed to reject."""
-    splitter = http2.FrameSplitter(max_frame_size=16384)
+    splitter = reader.FrameSplitter(max_frame_size=16384)
     splitter.feed(_frame_header(16384, 0x0) + b"\0" * 16384)  # exactly the limit passes
     header = _frame_header(16385, 0x0)
     splitter.feed(header[:5])  # an incomplete header decides nothing
-    with pytest.raises(http2.FrameSizeError) as caught:
+    with pytest.raises(error_codes.FrameSizeError) as caught:
         splitter.feed(header[5:])
     assert (caught.value.length, caught.value.limit) == (16385, 16384)
     assert isinstance(caught.value, ValueError) and "frame too large" in str(caught.value)
 
 
 def test_frame_splitter_without_limits_accepts_any_length() -> None:
-    http2.FrameSplitter().feed(_frame_header(2**24 - 1, 0x0))
+    reader.FrameSplitter().feed(_frame_header(2**24 - 1, 0x0))
 
 
 def test_frame_splitter_skips_bodies_split_over_reads() -> None:
     """A body that ends in a later read is skipped there; the next header is checked."""
-    splitter = http2.FrameSplitter(max_frame_size=100)
+    splitter = reader.FrameSplitter(max_frame_size=100)
     data = _frame_header(100, 0x0) + b"d" * 100 + _frame_header(101, 0x0)
     for piece in (data[:50], data[50:112]):
         splitter.feed(piece)
-    with pytest.raises(http2.FrameSizeError):
+    with pytest.raises(error_codes.FrameSizeError):
         splitter.feed(data[112:])
 
 
 def test_frame_splitter_bounds_a_growing_header_block() -> None:
     """HEADERS + CONTINUATION without END_HEADERS past the limit (CVE-2024-27316)."""
-    splitter = http2.FrameSplitter(max_header_block=250)
+    splitter = reader.FrameSplitter(max_header_block=250)
     splitter.feed(_frame_header(100, 0x1) + b"h" * 100)  # HEADERS without END_HEADERS
     splitter.feed(_frame_header(100, 0x9) + b"c" * 100)  # CONTINUATION: 200 so far
-    with pytest.raises(http2.HeaderBlockTooLarge, match="CONTINUATION"):
+    with pytest.raises(error_codes.HeaderBlockTooLarge, match="CONTINUATION"):
         splitter.feed(_frame_header(100, 0x9))
 
 
 def test_frame_splitter_counts_each_header_block_separately() -> None:
-    splitter = http2.FrameSplitter(max_header_block=250)
+    splitter = reader.FrameSplitter(max_header_block=250)
     for stream_id in (1, 3, 5):
         block = _frame_header(200, 0x1, stream_id=stream_id) + b"h" * 200
         block += _frame_header(50, 0x9, flags=0x4, stream_id=stream_id) + b"c" * 50
@@ -194,13 +198,13 @@ def test_frame_splitter_wants_settings_first() -> None:
     header; later frames of any type pass."""
     settings = b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x03\x00\x00\x00\x64"
     ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
-    splitter = http2.FrameSplitter(expect_settings_first=True)
+    splitter = reader.FrameSplitter(expect_settings_first=True)
     splitter.feed(settings[:4])
     splitter.feed(settings[4:] + ping + settings)
-    with pytest.raises(http2.ServerPrefaceError, match="not a SETTINGS frame"):
-        http2.FrameSplitter(expect_settings_first=True).feed(ping)
-    with pytest.raises(http2.ServerPrefaceError):  # HTTP/1.1 reads as a 4.7 MB frame header
-        http2.FrameSplitter(expect_settings_first=True).feed(b"HTTP/1.1 400 Bad Request\r\n")
+    with pytest.raises(error_codes.ServerPrefaceError, match="not a SETTINGS frame"):
+        reader.FrameSplitter(expect_settings_first=True).feed(ping)
+    with pytest.raises(error_codes.ServerPrefaceError):  # HTTP/1.1 reads as a 4.7 MB frame header
+        reader.FrameSplitter(expect_settings_first=True).feed(b"HTTP/1.1 400 Bad Request\r\n")
 
 
 # ---- h2 as a peer (tests/support/h2_peer.py) ----------------------------------------------------
@@ -270,9 +274,9 @@ def test_goaway_then_ping_in_one_read_keeps_stream_alive() -> None:
 def test_client_error_text_does_not_depend_on_how_the_preface_was_read(same_read: bool) -> None:
     """A connection error just after the server's SETTINGS reads "error reading from server",
     as grpc-go's does, whether or not the two frames came in one ``recv()``."""
-    from minigrpc.client_protocol import ClientConnectionProtocol
+    from minigrpc.protocol.client_protocol import ClientGrpcConnection
 
-    client = ClientConnectionProtocol()
+    client = ClientGrpcConnection()
     client.initiate()
     client.data_to_send()
     server = h2.connection.H2Connection(h2_peer.server_config())
@@ -291,9 +295,9 @@ def test_client_error_text_does_not_depend_on_how_the_preface_was_read(same_read
 
 def test_client_keeps_its_acks_when_goaway_arrives_in_the_same_read() -> None:
     """h2 empties its output buffer on GOAWAY; the SETTINGS ACK queued just before must survive."""
-    from minigrpc.client_protocol import ClientConnectionProtocol
+    from minigrpc.protocol.client_protocol import ClientGrpcConnection
 
-    client = ClientConnectionProtocol()
+    client = ClientGrpcConnection()
     client.initiate()
     client.data_to_send()
     server = h2.connection.H2Connection(h2_peer.server_config())
@@ -304,31 +308,31 @@ def test_client_keeps_its_acks_when_goaway_arrives_in_the_same_read() -> None:
 
 
 def test_read_buffers_follow_the_read_sizes_and_hand_out_copies() -> None:
-    """What an asyncio connection reads into (:class:`minigrpc.http2.ReadBuffers`): the small
+    """What an asyncio connection reads into (:class:`minigrpc.net.buffers.ReadBuffers`): the small
     buffer until a read fills it, then the large one until a read does not; the bytes taken
     are a copy, which the next read into the same buffer leaves alone."""
     reader, writer = socket.socketpair()
     with reader, writer:
-        buffers = http2.ReadBuffers()
+        lent = buffers.ReadBuffers()
 
         def read(payload: bytes) -> bytes:
             writer.sendall(payload)
-            buffer = buffers.get_buffer()
+            buffer = lent.get_buffer()
             received = 0
             while received < len(payload):
                 received += reader.recv_into(buffer[received:], len(payload) - received)
-            return buffers.take(received)
+            return lent.take(received)
 
         first = read(b"a" * 300)
         assert first == b"a" * 300
-        assert len(buffers.get_buffer()) == http2.SMALL_READ
+        assert len(lent.get_buffer()) == buffers.SMALL_READ
         assert read(b"b" * 300) == b"b" * 300
         assert first == b"a" * 300  # not a view of the reused buffer
-        full = bytes(range(256)) * (http2.SMALL_READ // 256)
+        full = bytes(range(256)) * (buffers.SMALL_READ // 256)
         assert read(full) == full
-        assert len(buffers.get_buffer()) == http2.LARGE_READ
+        assert len(lent.get_buffer()) == buffers.LARGE_READ
         assert read(b"c" * 10) == b"c" * 10
-        assert len(buffers.get_buffer()) == http2.SMALL_READ
+        assert len(lent.get_buffer()) == buffers.SMALL_READ
 
 
 # -- the blocks minigrpc sends are the ones a validating, normalising h2 sends ------------------
@@ -405,11 +409,11 @@ _CREDENTIALS = [("authorization", " Bearer token "), ("cookie", "a=b"), ("cookie
 def test_clients_send_request_headers_as_h2_normalises_them(
     path: str, timeout: object, encoding: object, metadata: list
 ) -> None:
-    """A client builds its blocks normalised (:func:`minigrpc.headers.request_headers`,
+    """A client builds its blocks normalised (:func:`minigrpc.protocol.headers.request_headers`,
     ``outbound_fields``) and codes them with its own HPACK encoder: its HEADERS frame decodes to
     the fields h2 sends, normalisation and validation on, for the block as the API was given
     it, each never-indexed exactly where h2's is (RFC 7541 §6.2.3, §7.1.3)."""
-    from minigrpc.client_protocol import ClientCall, ClientConnectionProtocol
+    from minigrpc.protocol.client_protocol import ClientCall, ClientGrpcConnection
 
     encoded = wire.encode_metadata(metadata)
     given_block = [
@@ -434,7 +438,7 @@ def test_clients_send_request_headers_as_h2_normalises_them(
     reference.send_headers(1, given_block)
     expected = reference.data_to_send()
 
-    client = ClientConnectionProtocol()
+    client = ClientGrpcConnection()
     client.initiate()
     client.data_to_send()
     block = headers.request_headers(
@@ -485,8 +489,9 @@ _RESPONSE_METADATA = st.lists(
 @example(metadata=[])
 @given(metadata=_RESPONSE_METADATA)
 def test_servers_send_blocks_as_h2_normalises_them(metadata: list) -> None:
-    """A server codes each block it sends as :func:`minigrpc.headers.outbound_fields` gives it
-    (:meth:`minigrpc.connection_core.ConnectionCore` sends nothing else): the fields decode to
+    """A server codes each block it sends as :func:`minigrpc.http2.hpack_codec.outbound_fields`
+    gives it
+    (:meth:`minigrpc.http2.connection.HTTP2Connection` sends nothing else): the fields decode to
     the ones h2 sends, normalisation and validation on, each never-indexed exactly where h2's
     is (RFC 9113 §8.2.1, RFC 7541 §6.2.3, §7.1.3), for response headers with metadata,
     trailers with a message that has spaces around it, and Trailers-Only."""
@@ -514,7 +519,7 @@ def test_servers_send_blocks_as_h2_normalises_them(metadata: list) -> None:
             theirs.append(_fields(decoder, data[9:end]))
         data = data[end:]
     encoder = hpack_codec.Encoder()
-    ours = [_fields(hpack.Decoder(), encoder.encode(headers.outbound_fields(block)))
+    ours = [_fields(hpack.Decoder(), encoder.encode(hpack_codec.outbound_fields(block)))
             for block in blocks]
     assert ours == theirs
 

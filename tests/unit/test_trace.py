@@ -1,4 +1,4 @@
-"""Tests for minigrpc.trace, the frame trace.
+"""Tests for minigrpc.net.trace, the frame trace.
 
 The bytes come from two real h2 connections (a client and a server) talking to each other in
 memory; the tracer sees them exactly as a transport would hand them over, in any chunking.
@@ -27,8 +27,8 @@ from hyperframe.frame import DataFrame, HeadersFrame, PingFrame, SettingsFrame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minigrpc.http2 import CLIENT_PREFACE
-from minigrpc.trace import WIRE_LOGGER, FrameTracer, tracer_for
+from minigrpc.http2.settings import CLIENT_PREFACE
+from minigrpc.net.trace import WIRE_LOGGER, FrameTracer, tracer_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PEER = "localhost:50051"
@@ -143,7 +143,7 @@ class ListHandler(logging.Handler):
 
 def private_logger(name: str) -> Tuple[logging.Logger, ListHandler]:
     """A logger of the test's own, so hypothesis examples never share state with caplog."""
-    logger = logging.getLogger(f"minigrpc.wire.test.{name}")
+    logger = logging.getLogger(f"minigrpc.protocol.wire.test.{name}")
     logger.handlers = []
     logger.propagate = False
     logger.setLevel(logging.DEBUG)
@@ -432,9 +432,9 @@ def run_python(code: str, trace_env: str | None) -> subprocess.CompletedProcess[
 
 
 TRACE_SCRIPT = """
-import minigrpc.trace as trace
+import minigrpc.net.trace as trace
 from hyperframe.frame import SettingsFrame
-from minigrpc.http2 import CLIENT_PREFACE
+from minigrpc.http2.settings import CLIENT_PREFACE
 trace.enable_from_environment()
 trace.enable_from_environment()  # idempotent: still one line per frame
 tracer = trace.tracer_for('client', 'unix:/run/x.sock')
@@ -465,7 +465,7 @@ def test_no_trace_without_minigrpc_trace(value: str | None) -> None:
 
 CLIENT_TRACER_SCRIPT = """
 import sys
-from minigrpc.sockets import client_tracer
+from minigrpc.net.sockets import client_tracer
 print(client_tracer("unix:/run/x.sock") is not None, "logging" in sys.modules)
 """
 
@@ -482,8 +482,8 @@ def test_client_tracer_loads_logging_only_to_trace(value: str | None, expected: 
 def test_importing_trace_is_cheap() -> None:
     """The frame and HPACK codecs load with the first tracer; h2 and its libraries never."""
     result = run_python(
-        "import sys, minigrpc.trace; print(sorted(m for m in ('hpack', 'hyperframe', 'h2', "
-        "'minigrpc.frames', 'minigrpc.hpack_codec') if m in sys.modules))", None)
+        "import sys, minigrpc.net.trace; print(sorted(m for m in ('hpack', 'hyperframe', 'h2', "
+        "'minigrpc.http2.frames', 'minigrpc.http2.hpack_codec') if m in sys.modules))", None)
     assert result.stdout.strip() == "[]"
 
 
@@ -494,8 +494,9 @@ def test_tracing_needs_no_h2() -> None:
         "import sys\n"
         "for name in ('h2', 'hpack', 'hyperframe'):\n"
         "    sys.modules[name] = None\n"
-        "from minigrpc import frames, hpack_codec, trace\n"
-        "from minigrpc.http2 import CLIENT_PREFACE\n"
+        "from minigrpc.http2 import frames, hpack_codec\n"
+        "from minigrpc.net import trace\n"
+        "from minigrpc.http2.settings import CLIENT_PREFACE\n"
         "trace.enable_from_environment()\n"
         "tracer = trace.tracer_for('client', 'unix:/run/x.sock')\n"
         "block = hpack_codec.Encoder().encode([(b':method', b'POST', False)])\n"

@@ -1,4 +1,5 @@
-"""The pure codecs of minigrpc.wire, with hypothesis round-trips (PROTOCOL-HTTP2.md, "Requests" to
+"""The pure codecs of minigrpc.protocol.wire, with hypothesis round-trips (PROTOCOL-HTTP2.md,
+"Requests" to
 "Responses")."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minigrpc import wire
+from minigrpc.protocol import wire
+from minigrpc.protocol.enums import Compression
 from tests.support.strategies import pieces
 
 # ---- Length-Prefixed-Message ------------------------------------------------------------------
@@ -265,9 +267,9 @@ def test_unknown_encoding() -> None:
 def test_accept_encoding_and_compression_names() -> None:
     assert wire.parse_accept_encoding(b"identity, deflate, gzip") == {"identity", "deflate", "gzip"}
     assert wire.parse_accept_encoding(None) == frozenset()
-    assert wire.compression_name(wire.Compression.Gzip) == "gzip"
-    assert wire.compression_name(wire.Compression.Deflate) == "deflate"
-    assert wire.compression_name(wire.Compression.NoCompression) is None
+    assert wire.compression_name(Compression.Gzip) == "gzip"
+    assert wire.compression_name(Compression.Deflate) == "deflate"
+    assert wire.compression_name(Compression.NoCompression) is None
     assert wire.compression_name(None) is None
-    assert [c.value for c in wire.Compression] == [0, 1, 2]
+    assert [c.value for c in Compression] == [0, 1, 2]
 

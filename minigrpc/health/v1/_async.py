@@ -11,8 +11,8 @@ a message when the status changes, and its stream ends (OK) after
 import asyncio
 from typing import Any, AsyncIterator, Dict, Optional, Set
 
-from minigrpc.enums import StatusCode, code_for_context
-from minigrpc.health.v1 import health_pb2, health_pb2_grpc
+from ...protocol.enums import StatusCode, code_for_context
+from . import health_pb2, health_pb2_grpc
 
 __all__ = ["HealthServicer"]
 

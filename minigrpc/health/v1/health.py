@@ -26,9 +26,9 @@ import threading
 from concurrent.futures import Executor
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from minigrpc.enums import StatusCode, code_for_context
-from minigrpc.health.v1 import _async as aio
-from minigrpc.health.v1 import health_pb2, health_pb2_grpc
+from ...protocol.enums import StatusCode, code_for_context
+from . import _async as aio
+from . import health_pb2, health_pb2_grpc
 
 __all__ = ["OVERALL_HEALTH", "HealthServicer", "aio"]
 

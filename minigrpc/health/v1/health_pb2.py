@@ -8,7 +8,7 @@ and the servicer serves Check and Watch only.
 
 from typing import Any
 
-from minigrpc import _pb
+from ... import _pb
 
 _messages = _pb.messages("grpc_health.v1.health_pb2", "minigrpc._pb.health_pb2")
 

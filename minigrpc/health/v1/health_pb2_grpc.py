@@ -6,9 +6,9 @@ so they work on minigrpc's channels and servers and on grpcio's alike.
 
 from typing import Any
 
-from minigrpc import descriptors
-from minigrpc.enums import StatusCode, code_for_context
-from minigrpc.health.v1 import health_pb2
+from ... import descriptors
+from ...protocol.enums import StatusCode, code_for_context
+from . import health_pb2
 
 __all__ = ["HealthServicer", "HealthStub", "add_HealthServicer_to_server"]
 

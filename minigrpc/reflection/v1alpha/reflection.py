@@ -6,9 +6,9 @@
 
 import types
 
-from minigrpc.reflection import servicer as _servicer
-from minigrpc.reflection.servicer import enable_server_reflection
-from minigrpc.reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from .. import servicer as _servicer
+from ..servicer import enable_server_reflection
+from . import reflection_pb2, reflection_pb2_grpc
 
 __all__ = ["SERVICE_NAME", "ReflectionServicer", "aio", "enable_server_reflection"]
 

@@ -6,7 +6,7 @@ pool holds one definition of each name: see :mod:`minigrpc._pb`), else minigrpc'
 
 from typing import Any
 
-from minigrpc import _pb
+from ... import _pb
 
 _messages = _pb.messages(
     "grpc_reflection.v1alpha.reflection_pb2", "minigrpc._pb.reflection_v1alpha_pb2"

@@ -5,8 +5,8 @@ grpcio's (:mod:`minigrpc.reflection.servicer` has them once for both versions).
 
 from typing import Any
 
-from minigrpc.reflection import servicer as _shared
-from minigrpc.reflection.v1alpha import reflection_pb2
+from .. import servicer as _shared
+from . import reflection_pb2
 
 __all__ = [
     "ServerReflectionServicer",

@@ -30,7 +30,7 @@ from typing import (
 from .. import wire
 from ..enums import StatusCode
 from ..server_dispatch import CallEndedError
-from ..servicer_context import CallState, _Abort
+from ..servicer_context import CallState
 from ..status import Metadata
 from . import _interfaces
 from ._errors import EOF, AbortError, UsageError
@@ -242,7 +242,7 @@ class SyncServicerContext:
 
     def abort(self, code: Any, details: str) -> NoReturn:
         self._context._record_abort(code, details)
-        raise _Abort()
+        raise Exception()  # bare, as the blocking context's abort (and grpcio's)
 
     def abort_with_status(self, status: Any) -> NoReturn:
         self._context.set_trailing_metadata(getattr(status, "trailing_metadata", None) or ())

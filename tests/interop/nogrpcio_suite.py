@@ -24,6 +24,7 @@ import functools
 import importlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1027,3 +1028,277 @@ def test_addons_installed_addon_packages_are_not_shadowed() -> None:
     assert "site-packages" in (grpc_health.v1.health.__file__ or "")
     # One set of message classes in the process: the add-on's own.
     assert health_pb2.HealthCheckRequest.__module__ == "grpc_health.v1.health_pb2"
+
+
+# -- third-party add-ons written for grpcio: OpenTelemetry, grpc-interceptor -----------------
+
+
+def _require(module: str) -> None:
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if not found:
+        _skip_or_fail(f"{module} is not installed")
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def _traced_servicers(test_grpc: Any) -> Tuple[Any, Any]:
+    """(blocking, asyncio) servicers on the generated base class: UnaryCall answers, or aborts
+    with ``response_status.code``; StreamingOutputCall streams the sizes asked for."""
+
+    class Blocking(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        def UnaryCall(self, request: Any, context: Any) -> Any:
+            if request.response_status.code:
+                context.abort(_CODES[request.response_status.code], "asked to fail")
+            return messages_pb2.SimpleResponse()
+
+        def StreamingOutputCall(self, request: Any, context: Any) -> Iterator[Any]:
+            for parameters in request.response_parameters:
+                body = bytes(parameters.size)
+                yield messages_pb2.StreamingOutputCallResponse(
+                    payload=messages_pb2.Payload(body=body)
+                )
+
+    class Async(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        async def UnaryCall(self, request: Any, context: Any) -> Any:
+            if request.response_status.code:
+                await context.abort(_CODES[request.response_status.code], "asked to fail")
+            return messages_pb2.SimpleResponse()
+
+        async def StreamingOutputCall(self, request: Any, context: Any) -> Any:
+            for parameters in request.response_parameters:
+                body = bytes(parameters.size)
+                yield messages_pb2.StreamingOutputCallResponse(
+                    payload=messages_pb2.Payload(body=body)
+                )
+
+    return Blocking(), Async()
+
+
+@functools.lru_cache(maxsize=None)
+def _span_exporter() -> Any:
+    """An in-memory exporter behind the process's tracer provider, which can be set only once
+    (the blocking client instrumentor always uses the global one)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+@pytest.fixture()
+def spans() -> Iterator[Any]:
+    """OpenTelemetry's four gRPC instrumentors on the alias, turned on by the README's own
+    lines, exporting to an in-memory exporter (yielded, empty); turned off afterwards."""
+    _require("opentelemetry.instrumentation.grpc")
+    _require("opentelemetry.sdk")
+    from opentelemetry.instrumentation.grpc import (
+        GrpcAioInstrumentorClient,
+        GrpcAioInstrumentorServer,
+        GrpcInstrumentorClient,
+        GrpcInstrumentorServer,
+    )
+
+    exporter = _span_exporter()
+    exporter.clear()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    (block,) = [b for b in blocks if "skip_dep_check" in b]
+    exec(compile(block, "README.md", "exec"), {})
+    # Each instrumentor class has one instance, the README's.
+    instrumentors = [
+        GrpcInstrumentorClient(),
+        GrpcInstrumentorServer(),
+        GrpcAioInstrumentorClient(),
+        GrpcAioInstrumentorServer(),
+    ]
+    assert all(instrumentor.is_instrumented_by_opentelemetry for instrumentor in instrumentors)
+    try:
+        yield exporter
+    finally:
+        for instrumentor in instrumentors:
+            instrumentor.uninstrument()
+
+
+def _outcomes(exporter: Any) -> Any:
+    """Each finished span as ``(method, kind, span status, rpc.grpc.status_code)``, sorted;
+    and every server span's parent is the client span of its call."""
+    finished = exporter.get_finished_spans()
+    clients = {span.context.span_id: span for span in finished if span.kind.name == "CLIENT"}
+    for span in finished:
+        if span.kind.name == "SERVER":
+            assert span.parent is not None and span.parent.span_id in clients, span.name
+            assert clients[span.parent.span_id].name == span.name
+    return sorted(
+        (
+            span.name.rpartition("/")[2],
+            span.kind.name,
+            span.status.status_code.name,
+            span.attributes.get("rpc.grpc.status_code"),
+        )
+        for span in finished
+    )
+
+
+#: What grpcio gives with the same instrumentors: OK leaves the status unset, UNAVAILABLE (an
+#: error for client and server alike in OpenTelemetry's conventions) is ERROR on both spans.
+TRACED = [
+    ("StreamingOutputCall", "CLIENT", "UNSET", 0),
+    ("StreamingOutputCall", "SERVER", "UNSET", 0),
+    ("UnaryCall", "CLIENT", "ERROR", 14),
+    ("UnaryCall", "CLIENT", "UNSET", 0),
+    ("UnaryCall", "SERVER", "ERROR", 14),
+    ("UnaryCall", "SERVER", "UNSET", 0),
+]
+_FAIL = messages_pb2.SimpleRequest(response_status=messages_pb2.EchoStatus(code=14))
+
+
+def test_opentelemetry_traces_blocking_calls_on_the_alias(spans: Any) -> None:
+    test_grpc, _ = _stubs(VERSIONS[-1])
+    servicer, _ = _traced_servicers(test_grpc)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    test_grpc.add_TestServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = test_grpc.TestServiceStub(channel)
+            stub.UnaryCall(messages_pb2.SimpleRequest(), timeout=10)
+            with pytest.raises(grpc.RpcError) as failed:
+                stub.UnaryCall(_FAIL, timeout=10)
+            assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+            assert _sizes(stub.StreamingOutputCall(_output_request(1, 2), timeout=10)) == [1, 2]
+    finally:
+        server.stop(None).wait(10)
+    assert _outcomes(spans) == TRACED
+    # grpcio's abort raises a bare Exception, which the instrumentor does not record: the
+    # failed server span has the one event the span itself records.
+    (failed_server,) = [
+        span for span in spans.get_finished_spans()
+        if span.kind.name == "SERVER" and span.status.status_code.name == "ERROR"
+    ]
+    assert [event.name for event in failed_server.events] == ["exception"]
+
+
+def test_opentelemetry_traces_asyncio_calls_on_the_alias(spans: Any) -> None:
+    import asyncio
+
+    test_grpc, _ = _stubs(VERSIONS[-1])
+    _, servicer = _traced_servicers(test_grpc)
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        test_grpc.add_TestServiceServicer_to_server(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = test_grpc.TestServiceStub(channel)
+                await stub.UnaryCall(messages_pb2.SimpleRequest(), timeout=10)
+                with pytest.raises(grpc.aio.AioRpcError) as failed:
+                    await stub.UnaryCall(_FAIL, timeout=10)
+                assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+                call = stub.StreamingOutputCall(_output_request(1, 2), timeout=10)
+                assert [len(r.payload.body) async for r in call] == [1, 2]
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())
+    assert _outcomes(spans) == TRACED
+
+
+def test_opentelemetry_without_skip_dep_check_instruments_nothing() -> None:
+    """What the README warns about: no grpcio distribution is installed, so the instrumentor's
+    dependency check fails and it does nothing (it logs that, and nothing else tells)."""
+    _require("opentelemetry.instrumentation.grpc")
+    from opentelemetry.instrumentation.grpc import GrpcInstrumentorClient
+
+    before = grpc.insecure_channel
+    instrumentor = GrpcInstrumentorClient()
+    try:
+        assert instrumentor.instrument() is None
+        assert grpc.insecure_channel is before
+    finally:
+        instrumentor.uninstrument()
+
+
+def test_grpc_interceptor_on_blocking_and_asyncio_servers_and_a_client() -> None:
+    """grpc-interceptor's ExceptionToStatusInterceptor (both servers) turns its exceptions into
+    statuses; its ClientInterceptor changes the call's metadata."""
+    import asyncio
+
+    _require("grpc_interceptor")
+    from grpc_interceptor import (
+        AsyncExceptionToStatusInterceptor,
+        ClientCallDetails,
+        ClientInterceptor,
+        ExceptionToStatusInterceptor,
+    )
+    from grpc_interceptor.exceptions import NotFound
+
+    test_grpc, _ = _stubs(VERSIONS[-1])
+
+    class Caller(ClientInterceptor):  # type: ignore[misc]
+        def intercept(self, method: Any, request: Any, details: Any) -> Any:
+            metadata = [*(details.metadata or ()), ("x-caller", "interceptor")]
+            return method(request, ClientCallDetails(details.method, details.timeout, metadata,
+                                                     details.credentials, details.wait_for_ready,
+                                                     details.compression))
+
+    def reply(request: Any, context: Any) -> Any:
+        if request.response_size:
+            raise NotFound(f"no message of {request.response_size} bytes")
+        caller = dict(context.invocation_metadata()).get("x-caller", "")
+        return messages_pb2.SimpleResponse(username=caller)
+
+    class Blocking(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        def UnaryCall(self, request: Any, context: Any) -> Any:
+            return reply(request, context)
+
+    class Async(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        async def UnaryCall(self, request: Any, context: Any) -> Any:
+            return reply(request, context)
+
+    def check(stub: Any) -> None:
+        assert stub.UnaryCall(messages_pb2.SimpleRequest(), timeout=10).username == "interceptor"
+        with pytest.raises(grpc.RpcError) as missing:
+            stub.UnaryCall(messages_pb2.SimpleRequest(response_size=3), timeout=10)
+        assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+        assert missing.value.details() == "no message of 3 bytes"
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=2), interceptors=[ExceptionToStatusInterceptor()]
+    )
+    test_grpc.add_TestServiceServicer_to_server(Blocking(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.intercept_channel(grpc.insecure_channel(f"127.0.0.1:{port}"), Caller()) as ch:
+            check(test_grpc.TestServiceStub(ch))
+    finally:
+        server.stop(None).wait(10)
+
+    async def main() -> None:
+        server = grpc.aio.server(interceptors=[AsyncExceptionToStatusInterceptor()])
+        test_grpc.add_TestServiceServicer_to_server(Async(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            def blocking_client() -> None:
+                channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+                with grpc.intercept_channel(channel, Caller()) as intercepted:
+                    check(test_grpc.TestServiceStub(intercepted))
+
+            await asyncio.get_running_loop().run_in_executor(None, blocking_client)
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())

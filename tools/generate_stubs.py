@@ -7,7 +7,7 @@ check and ``server.add_registered_method_handlers``), so the tests run the outpu
 releases, committed here so that the suite needs no network:
 
     python tools/generate_stubs.py                 # every version in VERSIONS
-    python tools/generate_stubs.py 1.85.1          # just one
+    python tools/generate_stubs.py 1.85.4          # just one
     python tools/generate_stubs.py --venvs DIR      # keep the venvs in DIR for a next run
 
 For each version the script creates a throwaway venv (``--python`` picks its interpreter:
@@ -39,10 +39,12 @@ OUTPUT_DIR = REPO_ROOT / "tests" / "generated_stubs"
 
 #: grpcio-tools releases whose output is committed: the oldest minigrpc admits (setup.cfg's
 #: ``grpcio>=1.48``), one before and one with ``_registered_method`` (1.62), the first with the
-#: version check and ``add_registered_method_handlers`` (1.64), and the newest release.  The
-#: newest one decides ``minigrpc.grpc_alias.GRPCIO_VERSION`` (and the grpcio-health-checking
-#: and grpcio-tools bounds in setup.cfg and tox.ini, whose generated code must not be newer).
-VERSIONS = ("1.48.2", "1.55.3", "1.62.3", "1.64.3", "1.85.1")
+#: version check and ``add_registered_method_handlers`` (1.64), and the newest release when it
+#: was last updated.  The newest one is ``minigrpc.grpc_alias.GRPCIO_VERSION``: code from a
+#: newer release loads with a warning that names both.  Whatever grpcio-tools is installed when
+#: the suite runs generates a set of its own too (tests/interop/nogrpcio_suite.py, with
+#: :func:`write_stubs`), so that a new template is seen the day it ships.
+VERSIONS = ("1.48.2", "1.55.3", "1.62.3", "1.64.3", "1.85.4")
 
 #: proto file (relative to ``proto/``) -> the module protoc writes, relative to its output dir.
 PROTOS: Dict[str, str] = {
@@ -118,7 +120,12 @@ def _tools_python(version: str, venvs: Path, python: str) -> str:
 def generate(version: str, venvs: Path, python: str) -> List[Path]:
     """Write ``tests/generated_stubs/<package>/`` for one grpcio-tools release."""
     interpreter = _tools_python(version, venvs, python)
-    target = OUTPUT_DIR / package_name(version)
+    return write_stubs(interpreter, OUTPUT_DIR / package_name(version), version)
+
+
+def write_stubs(interpreter: str, target: Path, version: str) -> List[Path]:
+    """Run the protoc of ``interpreter``'s grpcio-tools and write its rewritten modules and an
+    ``__init__.py`` to ``target`` (``version`` names the release in their first lines)."""
     target.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory() as out:

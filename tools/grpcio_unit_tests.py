@@ -276,9 +276,9 @@ def prepare() -> Path:
 
 
 def _stubs_current(root: Path) -> bool:
-    """The stubs are there, and made by the running grpcio-tools: newer ones check that the grpc
-    they run on is at least their version, which minigrpc's alias (``GRPCIO_VERSION``) may not
-    be, so stubs left by another grpcio-tools in the cache are made again."""
+    """The stubs are there, and made by the running grpcio-tools: stubs left in the cache by
+    another grpcio-tools are made again, so that both runs import what the installed release
+    generates (and the minigrpc run meets its template, whatever the release)."""
     import importlib.metadata
     import re
 

@@ -3,7 +3,9 @@
 The asyncio side drives the same protocol state machines as the blocking side
 (:mod:`minigrpc.protocol.client_protocol`, :mod:`minigrpc.protocol.server_protocol`); only the I/O
 differs.  Names load on first use, as in :mod:`minigrpc`, so importing this package costs nothing
-until a name is used.
+until a name is used; as there, type checkers see a written-out ``__all__`` and the imports of
+every name, and not the module ``__getattr__`` (which would make any misspelt ``aio.<name>``
+type-check as Any).
 """
 
 import importlib
@@ -51,7 +53,44 @@ _EXPORTS: Dict[str, str] = {
     "ServicerContext": "interfaces",
 }
 
-__all__ = sorted(_EXPORTS)
+#: Written out, not computed, so that type checkers see it (``mypy --strict`` does not let a
+#: name through that ``__all__`` lacks); a test checks it against ``_EXPORTS``.
+__all__ = [
+    "EOF",
+    "AbortError",
+    "AioRpcError",
+    "BaseError",
+    "Call",
+    "Channel",
+    "ClientCallDetails",
+    "ClientInterceptor",
+    "InterceptedCall",
+    "InterceptedUnaryUnaryCall",
+    "InternalError",
+    "Metadata",
+    "RpcContext",
+    "Server",
+    "ServerInterceptor",
+    "ServicerContext",
+    "StreamStreamCall",
+    "StreamStreamClientInterceptor",
+    "StreamStreamMultiCallable",
+    "StreamUnaryCall",
+    "StreamUnaryClientInterceptor",
+    "StreamUnaryMultiCallable",
+    "UnaryStreamCall",
+    "UnaryStreamClientInterceptor",
+    "UnaryStreamMultiCallable",
+    "UnaryUnaryCall",
+    "UnaryUnaryClientInterceptor",
+    "UnaryUnaryMultiCallable",
+    "UsageError",
+    "init_grpc_aio",
+    "insecure_channel",
+    "secure_channel",
+    "server",
+    "shutdown_grpc_aio",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .channel import insecure_channel, secure_channel
@@ -94,14 +133,16 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .server_api import ServerInterceptor, server
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'minigrpc.aio' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module_name}", __name__), name)
-    globals()[name] = value
-    return value
+# Hidden from type checkers: the ``TYPE_CHECKING`` imports above declare the names.
+if not TYPE_CHECKING:
 
+    def __getattr__(name: str) -> Any:
+        module_name = _EXPORTS.get(name)
+        if module_name is None:
+            raise AttributeError(f"module 'minigrpc.aio' has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+        globals()[name] = value
+        return value
 
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    def __dir__() -> List[str]:
+        return sorted(set(globals()) | set(_EXPORTS))

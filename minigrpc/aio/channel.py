@@ -20,6 +20,7 @@ from typing import (
     Type,
     TypeVar,
     cast,
+    overload,
 )
 
 from ..blocking import channel as blocking
@@ -45,6 +46,8 @@ from .transport import AioTransport
 
 Options = Optional[Sequence[Tuple[str, Any]]]
 MetadataArg = Optional[Iterable[Tuple[str, Any]]]
+#: The response type of a channel's multi-callables: what their deserializer returns, else bytes.
+Response = TypeVar("Response")
 
 
 class _Settings(blocking.Channel):
@@ -178,6 +181,34 @@ class Channel(interfaces.Channel):
 
     # -- multi-callables --------------------------------------------------------------------
 
+    @overload
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: None = None,
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.UnaryUnaryMultiCallable[Any, bytes]": ...
+
+    @overload
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]],
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.UnaryUnaryMultiCallable[Any, Response]": ...
+
+    @overload
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        *,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.UnaryUnaryMultiCallable[Any, Response]": ...
+
     def unary_unary(
         self,
         method: str,
@@ -186,6 +217,34 @@ class Channel(interfaces.Channel):
         _registered_method: Optional[bool] = False,
     ) -> "UnaryUnaryMultiCallable":
         return UnaryUnaryMultiCallable(self, method, request_serializer, response_deserializer)
+
+    @overload
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: None = None,
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.UnaryStreamMultiCallable[Any, bytes]": ...
+
+    @overload
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]],
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.UnaryStreamMultiCallable[Any, Response]": ...
+
+    @overload
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        *,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.UnaryStreamMultiCallable[Any, Response]": ...
 
     def unary_stream(
         self,
@@ -196,6 +255,34 @@ class Channel(interfaces.Channel):
     ) -> "UnaryStreamMultiCallable":
         return UnaryStreamMultiCallable(self, method, request_serializer, response_deserializer)
 
+    @overload
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: None = None,
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.StreamUnaryMultiCallable[Any, bytes]": ...
+
+    @overload
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]],
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.StreamUnaryMultiCallable[Any, Response]": ...
+
+    @overload
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        *,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.StreamUnaryMultiCallable[Any, Response]": ...
+
     def stream_unary(
         self,
         method: str,
@@ -204,6 +291,34 @@ class Channel(interfaces.Channel):
         _registered_method: Optional[bool] = False,
     ) -> "StreamUnaryMultiCallable":
         return StreamUnaryMultiCallable(self, method, request_serializer, response_deserializer)
+
+    @overload
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: None = None,
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.StreamStreamMultiCallable[Any, bytes]": ...
+
+    @overload
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]],
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.StreamStreamMultiCallable[Any, Response]": ...
+
+    @overload
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        *,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> "interfaces.StreamStreamMultiCallable[Any, Response]": ...
 
     def stream_stream(
         self,

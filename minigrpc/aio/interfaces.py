@@ -32,6 +32,7 @@ from typing import (
     Optional,
     Tuple,
     TypeVar,
+    overload,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
@@ -57,6 +58,9 @@ __all__ = [
 
 RequestType = TypeVar("RequestType")
 ResponseType = TypeVar("ResponseType")
+#: What a channel's response deserializer returns: the type its calls' responses have (bytes
+#: without a deserializer), so that ``await channel.unary_unary(...)(request)`` is typed.
+Response = TypeVar("Response")
 
 #: Metadata as callers pass it: an ``aio.Metadata`` or ``(key, value)`` pairs.
 MetadataArg = Optional[Iterable[Tuple[str, Any]]]
@@ -195,14 +199,14 @@ class UnaryUnaryMultiCallable(Generic[RequestType, ResponseType], abc.ABC):
     @abc.abstractmethod
     def __call__(
         self,
-        request: Any,
+        request: RequestType,
         *,
         timeout: Optional[float] = None,
         metadata: MetadataArg = None,
         credentials: Any = None,
         wait_for_ready: Optional[bool] = None,
         compression: Optional[int] = None,
-    ) -> UnaryUnaryCall[Any, Any]:
+    ) -> UnaryUnaryCall[RequestType, ResponseType]:
         """Start a call with ``request``; its outcome is the call's."""
 
 
@@ -214,14 +218,14 @@ class UnaryStreamMultiCallable(Generic[RequestType, ResponseType], abc.ABC):
     @abc.abstractmethod
     def __call__(
         self,
-        request: Any,
+        request: RequestType,
         *,
         timeout: Optional[float] = None,
         metadata: MetadataArg = None,
         credentials: Any = None,
         wait_for_ready: Optional[bool] = None,
         compression: Optional[int] = None,
-    ) -> UnaryStreamCall[Any, Any]:
+    ) -> UnaryStreamCall[RequestType, ResponseType]:
         """Start a call with ``request``; iterate it for the responses."""
 
 
@@ -239,7 +243,7 @@ class StreamUnaryMultiCallable(Generic[RequestType, ResponseType], abc.ABC):
         credentials: Any = None,
         wait_for_ready: Optional[bool] = None,
         compression: Optional[int] = None,
-    ) -> StreamUnaryCall[Any, Any]:
+    ) -> StreamUnaryCall[RequestType, ResponseType]:
         """Start a call sending ``request_iterator``'s messages, or none: then ``write()``."""
 
 
@@ -257,7 +261,7 @@ class StreamStreamMultiCallable(Generic[RequestType, ResponseType], abc.ABC):
         credentials: Any = None,
         wait_for_ready: Optional[bool] = None,
         compression: Optional[int] = None,
-    ) -> StreamStreamCall[Any, Any]:
+    ) -> StreamStreamCall[RequestType, ResponseType]:
         """Start a call sending ``request_iterator``'s messages, or none: then ``write()``."""
 
 
@@ -290,6 +294,34 @@ class Channel(abc.ABC):
     async def channel_ready(self) -> None:
         """Connect if needed; return once the channel is READY."""
 
+    @overload
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Serializer = None,
+        response_deserializer: None = None,
+        _registered_method: Optional[bool] = False,
+    ) -> UnaryUnaryMultiCallable[Any, bytes]: ...
+
+    @overload
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Serializer,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> UnaryUnaryMultiCallable[Any, Response]: ...
+
+    @overload
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Serializer = None,
+        *,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> UnaryUnaryMultiCallable[Any, Response]: ...
+
     @abc.abstractmethod
     def unary_unary(
         self,
@@ -299,6 +331,34 @@ class Channel(abc.ABC):
         _registered_method: Optional[bool] = False,
     ) -> UnaryUnaryMultiCallable[Any, Any]:
         """The multi-callable of a unary method (``/package.Service/Method``)."""
+
+    @overload
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Serializer = None,
+        response_deserializer: None = None,
+        _registered_method: Optional[bool] = False,
+    ) -> UnaryStreamMultiCallable[Any, bytes]: ...
+
+    @overload
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Serializer,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> UnaryStreamMultiCallable[Any, Response]: ...
+
+    @overload
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Serializer = None,
+        *,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> UnaryStreamMultiCallable[Any, Response]: ...
 
     @abc.abstractmethod
     def unary_stream(
@@ -310,6 +370,34 @@ class Channel(abc.ABC):
     ) -> UnaryStreamMultiCallable[Any, Any]:
         """The multi-callable of a server-streaming method."""
 
+    @overload
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Serializer = None,
+        response_deserializer: None = None,
+        _registered_method: Optional[bool] = False,
+    ) -> StreamUnaryMultiCallable[Any, bytes]: ...
+
+    @overload
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Serializer,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> StreamUnaryMultiCallable[Any, Response]: ...
+
+    @overload
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Serializer = None,
+        *,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> StreamUnaryMultiCallable[Any, Response]: ...
+
     @abc.abstractmethod
     def stream_unary(
         self,
@@ -319,6 +407,34 @@ class Channel(abc.ABC):
         _registered_method: Optional[bool] = False,
     ) -> StreamUnaryMultiCallable[Any, Any]:
         """The multi-callable of a client-streaming method."""
+
+    @overload
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Serializer = None,
+        response_deserializer: None = None,
+        _registered_method: Optional[bool] = False,
+    ) -> StreamStreamMultiCallable[Any, bytes]: ...
+
+    @overload
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Serializer,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> StreamStreamMultiCallable[Any, Response]: ...
+
+    @overload
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Serializer = None,
+        *,
+        response_deserializer: Callable[[bytes], Response],
+        _registered_method: Optional[bool] = False,
+    ) -> StreamStreamMultiCallable[Any, Response]: ...
 
     @abc.abstractmethod
     def stream_stream(

@@ -27,7 +27,7 @@ from typing import (
     Tuple,
 )
 
-from ..blocking.servicer_context import CallState, _Abort
+from ..blocking.servicer_context import CallState
 from ..driver.server_dispatch import CallEndedError
 from ..protocol import wire
 from ..protocol.enums import StatusCode
@@ -242,7 +242,7 @@ class SyncServicerContext:
 
     def abort(self, code: Any, details: str) -> NoReturn:
         self._context._record_abort(code, details)
-        raise _Abort()
+        raise Exception()  # bare, as the blocking context's abort (and grpcio's)
 
     def abort_with_status(self, status: Any) -> NoReturn:
         self._context.set_trailing_metadata(getattr(status, "trailing_metadata", None) or ())

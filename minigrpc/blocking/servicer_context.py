@@ -89,7 +89,8 @@ def _text(details: Any) -> Optional[str]:
 
 
 class _Abort(Exception):
-    """Raised by :meth:`ServicerContext.abort`; grpcio raises a bare ``Exception`` likewise."""
+    """Raised into a handler's request iterator when a streamed request does not deserialize
+    (the call is ended as aborted); ``abort()`` itself raises a bare ``Exception``, as grpcio."""
 
 
 #: What ``time_remaining()`` says when the client set no deadline. grpcio documents None but
@@ -392,10 +393,13 @@ class ServicerContext(CallState, interfaces.ServicerContext):
         """End the call with ``code`` and ``details`` by raising an exception (grpcio's contract).
 
         Like grpcio: OK is logged and becomes UNKNOWN with empty details; a value that is not a
-        status code (``abort(42, ...)``) is UNKNOWN with the details given.
+        status code (``abort(42, ...)``) is UNKNOWN with the details given.  What it raises is a
+        bare ``Exception``, as grpcio's is: code that wraps handlers tells an abort from the
+        handler's own error by that (OpenTelemetry's server interceptor records any other
+        exception on the span); the server knows the call aborted from the context.
         """
         self._record_abort(code, details)
-        raise _Abort()
+        raise Exception()  # grpcio's type, which wrappers check
 
     def abort_with_status(self, status: Any) -> NoReturn:
         """``abort`` with a ``grpc.Status``-like object (code, details, trailing_metadata)."""

@@ -18,7 +18,7 @@ stream_stream      ``(request_iterator, context)``             an iterator of re
 =================  ==========================================  ============================
 """
 
-from typing import Any, Callable, Dict, Iterator, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
 from ..protocol.status import Metadata
 from . import interfaces
@@ -39,6 +39,10 @@ __all__ = [
 
 Deserializer = Optional[Callable[[bytes], Any]]
 Serializer = Optional[Callable[[Any], bytes]]
+#: A streaming method's behaviour, on either server: the blocking one's takes a request iterator
+#: and returns an iterator; a ``grpc.aio`` server's takes an async iterator and is an async
+#: generator, or a coroutine (that writes with ``context.write()`` and returns None).
+StreamBehavior = Callable[[Any, Any], Any]
 
 
 class HandlerCallDetails(
@@ -110,7 +114,7 @@ def unary_unary_rpc_method_handler(
 
 
 def unary_stream_rpc_method_handler(
-    behavior: Callable[[Any, Any], Iterator[Any]],
+    behavior: StreamBehavior,
     request_deserializer: Deserializer = None,
     response_serializer: Serializer = None,
 ) -> RpcMethodHandler:
@@ -121,7 +125,7 @@ def unary_stream_rpc_method_handler(
 
 
 def stream_unary_rpc_method_handler(
-    behavior: Callable[[Iterator[Any], Any], Any],
+    behavior: StreamBehavior,
     request_deserializer: Deserializer = None,
     response_serializer: Serializer = None,
 ) -> RpcMethodHandler:
@@ -132,7 +136,7 @@ def stream_unary_rpc_method_handler(
 
 
 def stream_stream_rpc_method_handler(
-    behavior: Callable[[Iterator[Any], Any], Iterator[Any]],
+    behavior: StreamBehavior,
     request_deserializer: Deserializer = None,
     response_serializer: Serializer = None,
 ) -> RpcMethodHandler:

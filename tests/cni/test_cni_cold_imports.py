@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import subprocess
+import zipfile
 from typing import Dict, FrozenSet, Iterator, List, Tuple
 
 import pytest
@@ -31,7 +32,7 @@ from tests.cni.test_cni_dist import (
     interpreter_version,
     make_bundle,
 )
-from tests.support.cni import AgentProcess, TempDirs, conf, pod_env
+from tests.support.cni import AgentProcess, TempDirs, conf, pod_env, run_plugin
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -154,6 +155,36 @@ def test_one_shot_path_imports_none_of_the_guarded_modules(bundle: Bundle, dirs:
         assert EXPECTED <= beyond_start, (command, sorted(EXPECTED - beyond_start))
         found = guarded_in(beyond_start)
         assert not found, (command, {name: GUARDED.get(name, "") for name in found})
+
+
+@pytest.mark.parametrize("python", [python for _, python in interpreters()],
+                         ids=[name for name, _ in interpreters()])
+def test_python_file_path_loads_our_modules_from_the_same_bytecode(bundle: Bundle, dirs: TempDirs,
+                                                                   python: str) -> None:
+    """``python3 dist/antrea`` (a person trying the file; a runtime execs it): Python runs the
+    archive's ``__main__.py`` through runpy and zipimport, and the entry point then puts the
+    same per-interpreter bytecode blob in front: every module of ours is loaded by its finder
+    (``__main__.Bundled``), none from the archive's sources, and nothing guarded is imported
+    beyond what runpy itself brings."""
+    socket_path = os.path.join(dirs.new(), "cni.sock")  # nobody listens: the call fails fast
+    run = run_plugin(pod_env("ADD", container_id="zip1"), conf("1.0.0"), socket_path=socket_path,
+                     command=[python, "-v", "-I", "-S", bundle.path],
+                     cwd=os.path.dirname(bundle.path))
+    assert run.returncode == 1 and json.loads(run.stdout)["code"] == 11, run.stdout
+    loaders = dict(re.findall(rb"^import '((?:cni_client|minigrpc)[^']*)' # (.*)$", run.stderr,
+                              re.MULTILINE))
+    assert {name.decode() for name in loaders} >= EXPECTED - {"_socket"}, sorted(loaders)
+    assert set(loaders.values()) == {b"<class '__main__.Bundled'>"}, loaders
+    # What the interpreter imports anyway to run an archive (runpy and its needs): an archive
+    # whose __main__.py does nothing, run the same way.
+    empty = os.path.join(dirs.new(), "empty.zip")
+    with zipfile.ZipFile(empty, "w") as archive:
+        archive.writestr("__main__.py", "")
+    bare = subprocess.run([python, "-v", "-I", "-S", empty], capture_output=True, timeout=60,
+                          check=True)
+    assert "runpy" in imported(bare.stderr), bare.stderr[-500:]
+    found = guarded_in(imported(run.stderr) - imported(bare.stderr))
+    assert not found, {name: GUARDED.get(name, "") for name in found}
 
 
 def test_the_capture_would_see_a_guarded_import(dirs: TempDirs) -> None:

@@ -8,24 +8,31 @@ Run it explicitly (the name keeps it out of the normal collection, because it mu
 * ``tests/interop/test_grpc_alias.py``, in the normal suite: a subprocess running this file with
   ``-p tests.support.block_grpcio``, which makes grpcio unimportable although it is installed.
 
-For every grpcio-tools release in ``tests/generated_stubs/`` it imports the generated modules,
-builds their stubs on a minigrpc channel, registers their ``add_*Servicer_to_server`` on a
-minigrpc server, and makes real calls, through the stubs and through the generated
-"experimental" static methods.
+For every grpcio-tools release in ``tests/generated_stubs/``, and for the output of the
+grpcio-tools installed when it runs (the newest release, where tox made the venv: ``newest``),
+it imports the generated modules, builds their stubs on a minigrpc channel, registers their
+``add_*Servicer_to_server`` on a minigrpc server, and makes real calls, through the stubs and
+through the generated "experimental" static methods.
 
 All four call shapes run, client and server both minigrpc; the client half of a server stream
 is also checked against a scripted HTTP/2 peer, so that a client fault is told from a server one.
 """
 
+import atexit
 import base64
+import functools
 import importlib
 import importlib.util
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import warnings
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Iterator, List, NamedTuple, Tuple
 
 import pytest
 
@@ -38,20 +45,87 @@ from cni_client import cni_pb2  # noqa: E402
 from tests.interop import empty_pb2, messages_pb2  # noqa: E402
 from tests.interop.servicer import TestServiceServicer  # noqa: E402
 
-STUBS_DIR = Path(__file__).resolve().parents[1] / "generated_stubs"
+ROOT = Path(__file__).resolve().parents[2]
+STUBS_DIR = ROOT / "tests" / "generated_stubs"
 VERSIONS = sorted(
     (path.name for path in STUBS_DIR.iterdir() if (path / "__init__.py").exists()),
     key=lambda name: tuple(int(part) for part in name[1:].split("_")),
 )
+#: The stubs the installed grpcio-tools generates when the suite runs (:func:`_newest`).
+NEWEST = "newest"
+#: Every set of stubs the calls below run through.
+PACKAGES = [*VERSIONS, NEWEST]
 CNI_SERVICE = "antrea_io.antrea.pkg.apis.cni.v1beta1.Cni"
+
+#: Set by the ``nogrpcio`` tox env, where every package the suite can use is installed: a test
+#: that would skip for want of one (grpcio-tools, an add-on) fails instead.
+REQUIRE_ALL = os.environ.get("MINIGRPC_TEST_REQUIRE_ALL") == "1"
+
+
+def _skip_or_fail(reason: str) -> None:
+    if REQUIRE_ALL:
+        pytest.fail(f"{reason} (MINIGRPC_TEST_REQUIRE_ALL=1: it must be installed here)")
+    pytest.skip(reason)
+
+
+class Newest(NamedTuple):
+    """The installed grpcio-tools' output: its package, release, and what importing it warned."""
+
+    package: str
+    version: str
+    caught: List[warnings.WarningMessage]
+
+
+@functools.lru_cache(maxsize=None)
+def _generate_newest() -> Newest:
+    """Run the installed grpcio-tools' protoc (in a child process: this one must not import
+    grpc_tools) on the suite's protos, rewritten as tools/generate_stubs.py rewrites the
+    committed ones, into a temporary package; import it once, recording its warnings."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python 3.7
+        import importlib_metadata as metadata  # type: ignore[no-redef]
+    try:
+        version = metadata.version("grpcio-tools")
+    except metadata.PackageNotFoundError:
+        raise LookupError("grpcio-tools is not installed") from None
+    spec = importlib.util.spec_from_file_location(
+        "generate_stubs", ROOT / "tools" / "generate_stubs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    generate_stubs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate_stubs)
+    where = Path(tempfile.mkdtemp(prefix="minigrpc-newest-stubs-"))
+    atexit.register(shutil.rmtree, where, True)
+    package = "newest_grpcio_tools_stubs"
+    try:
+        generate_stubs.write_stubs(sys.executable, where / package, version)
+    except subprocess.CalledProcessError as exc:
+        raise LookupError(f"grpcio-tools {version}'s protoc failed: {exc}") from None
+    sys.path.insert(0, str(where))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for module in ("test_pb2_grpc", "cni_pb2_grpc"):
+            importlib.import_module(f"{package}.{module}")
+    return Newest(package, version, list(caught))
+
+
+def _newest() -> Newest:
+    try:
+        return _generate_newest()
+    except LookupError as exc:
+        _skip_or_fail(f"no stubs of the installed grpcio-tools: {exc}")
+        raise
 
 
 def _version(package: str) -> str:
+    if package == NEWEST:
+        return _newest().version
     return package[1:].replace("_", ".")
 
 
 def _stubs(package: str) -> Tuple[Any, Any]:
-    base = f"tests.generated_stubs.{package}"
+    base = _newest().package if package == NEWEST else f"tests.generated_stubs.{package}"
     return (
         importlib.import_module(f"{base}.test_pb2_grpc"),
         importlib.import_module(f"{base}.cni_pb2_grpc"),
@@ -71,7 +145,7 @@ class CniServicer:
         return Servicer()
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
+@pytest.fixture(scope="module", params=PACKAGES)
 def served(request: pytest.FixtureRequest) -> Iterator[Tuple[str, Any, Any, str]]:
     """(version, test_pb2_grpc, cni_pb2_grpc, target) with both services on a minigrpc server
     registered by that version's ``add_*Servicer_to_server``."""
@@ -109,11 +183,30 @@ def test_import_grpc_gives_the_alias_not_grpcio() -> None:
     assert minigrpc.install_as_grpc() is imported  # idempotent
 
 
-def test_version_answered_is_the_newest_generated_code_the_suite_runs() -> None:
+def test_version_answered_is_the_newest_generated_code_the_suite_holds() -> None:
     assert grpc.__version__ == grpc_alias.GRPCIO_VERSION == _version(VERSIONS[-1])
+    majors = sorted({int(_version(package).split(".")[0]) for package in VERSIONS})
+    assert list(grpc_alias.GENERATED_CODE_MAJORS) == majors
+
+
+def test_generated_codes_version_check_is_answered_by_what_minigrpc_implements() -> None:
+    """``first_version_is_lower(grpc.__version__, release)``, generated code's question, is
+    False for every release of a major version whose template the suite runs, newer ones
+    included, and True for another major version; other comparisons are grpcio's."""
     from grpc._utilities import first_version_is_lower
 
-    assert first_version_is_lower is grpc_alias.first_version_is_lower
+    for package in VERSIONS:
+        assert first_version_is_lower(grpc.__version__, _version(package)) is False, package
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert first_version_is_lower(grpc.__version__, "1.999.0") is False
+        assert first_version_is_lower(grpc.__version__, "1.999.0") is False
+    assert [w.category for w in caught] == [grpc_alias.NewerGeneratedCodeWarning]
+    assert first_version_is_lower(grpc.__version__, "2.0.0") is True
+    assert first_version_is_lower(grpc.__version__, "0.9.0") is True
+    assert first_version_is_lower(grpc.__version__, "dev") is False  # grpcio: never lower
+    assert first_version_is_lower("1.64.3", "1.85.1") is True
+    assert first_version_is_lower("1.85.1", "1.64.3") is False
 
 
 @pytest.mark.parametrize(
@@ -134,14 +227,83 @@ def test_first_version_is_lower_answers_as_grpcio(first: str, second: str, lower
     assert grpc_alias.first_version_is_lower(first, second) is lower
 
 
-def test_generated_code_from_a_newer_release_is_refused_with_grpcios_message() -> None:
-    source = (STUBS_DIR / VERSIONS[-1] / "cni_pb2_grpc.py").read_text(encoding="utf-8")
-    newer = source.replace(
-        f"GRPC_GENERATED_VERSION = '{grpc.__version__}'", "GRPC_GENERATED_VERSION = '9.0.0'"
+def _generated_as(version: str, module: str = "cni_pb2_grpc.py") -> str:
+    """The newest committed output of ``module`` as if ``version`` had generated it."""
+    source = (STUBS_DIR / VERSIONS[-1] / module).read_text(encoding="utf-8")
+    changed = source.replace(
+        f"GRPC_GENERATED_VERSION = '{grpc.__version__}'", f"GRPC_GENERATED_VERSION = '{version}'"
     )
-    assert newer != source
-    with pytest.raises(RuntimeError, match=r"depends on grpcio>=9\.0\.0"):
-        exec(compile(newer, "cni_pb2_grpc.py", "exec"), {"__name__": "newer_pb2_grpc"})
+    assert changed != source
+    return changed
+
+
+def _load(source: str, name: str) -> Any:
+    module: Any = type(sys)(name)
+    exec(compile(source, f"{name}.py", "exec"), module.__dict__)
+    return module
+
+
+def test_generated_code_from_a_newer_release_loads_with_one_warning_naming_both_versions() -> None:
+    """A grpcio-tools release newer than any the suite holds (the day it ships): its modules
+    load and run, and the first one warns once, naming both releases."""
+    major, minor, _ = grpc.__version__.split(".")
+    newer = f"{major}.{int(minor) + 1}.0"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cni_grpc = _load(_generated_as(newer), "newer_cni_pb2_grpc")
+        _load(_generated_as(newer, "test_pb2_grpc.py"), "newer_test_pb2_grpc")
+    assert [(w.category, w.filename) for w in caught] == [
+        (grpc_alias.NewerGeneratedCodeWarning, "newer_cni_pb2_grpc.py")
+    ]
+    message = str(caught[0].message)
+    assert f"newer_cni_pb2_grpc was generated by grpcio-tools {newer}, newer than " in message
+    assert grpc.__version__ in message
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    cni_grpc.add_CniServicer_to_server(CniServicer.for_module(cni_grpc), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            request = cni_pb2.CniCmdRequest(cni_args=cni_pb2.CniCmdArgs(container_id=newer))
+            reply = cni_grpc.CniStub(channel).CmdAdd(request, timeout=10)
+    finally:
+        server.stop(None).wait(10)
+    assert reply.cni_result == f"added {newer}".encode()
+
+
+def test_newer_generated_code_that_needs_a_name_minigrpc_lacks_fails_naming_it() -> None:
+    source = _generated_as("1.998.0").replace(
+        "grpc.method_handlers_generic_handler(", "grpc.method_handlers_generic_handler_v2("
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", grpc_alias.NewerGeneratedCodeWarning)
+        cni_grpc = _load(source, "needs_more_pb2_grpc")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    with pytest.raises(
+        grpc_alias.UnsupportedError,
+        match=r"^grpc\.method_handlers_generic_handler_v2 is not supported by minigrpc: ",
+    ):
+        cni_grpc.add_CniServicer_to_server(cni_grpc.CniServicer(), server)
+    # Still an AttributeError, for code that asks first.
+    assert not hasattr(grpc, "method_handlers_generic_handler_v2")
+    assert getattr(grpc.experimental, "new_thing", None) is None
+    with pytest.raises(AttributeError, match="__wrapped__"):
+        grpc.__wrapped__  # noqa: B018
+
+
+def test_generated_code_from_another_major_version_is_refused_with_grpcios_message() -> None:
+    with pytest.raises(RuntimeError, match=r"depends on grpcio>=2\.0\.0"):
+        _load(_generated_as("2.0.0"), "next_major_pb2_grpc")
+
+
+def test_the_installed_grpcio_tools_output_warns_only_if_newer_than_the_suites() -> None:
+    newest = _newest()
+    if grpc_alias.first_version_is_lower(grpc.__version__, newest.version):
+        assert [w.category for w in newest.caught] == [grpc_alias.NewerGeneratedCodeWarning]
+        assert newest.version in str(newest.caught[0].message)
+        assert grpc.__version__ in str(newest.caught[0].message)
+    else:
+        assert [str(w.message) for w in newest.caught] == []
 
 
 def test_every_supported_name_is_minigrpcs_and_every_other_raises_naming_itself() -> None:
@@ -385,7 +547,7 @@ def _async_servicers(test_grpc: Any, cni_grpc: Any) -> Tuple[Any, Any]:
     return AsyncTestService(), AsyncCni()
 
 
-@pytest.mark.parametrize("package", VERSIONS)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_async_servicers_on_a_grpc_aio_server(package: str) -> None:
     """Generated ``add_*Servicer_to_server`` on ``grpc.aio.server()`` with ``async def``
     servicer methods, called through the generated stubs on asyncio and blocking channels."""
@@ -440,7 +602,7 @@ def test_async_servicers_on_a_grpc_aio_server(package: str) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("package", VERSIONS)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_server_stream_through_generated_stub_and_static_call_from_an_h2_peer(
     package: str,
 ) -> None:
@@ -605,7 +767,7 @@ def _addon(distribution_module: str, messages_module: str) -> None:
     """Skip when the add-on is not installed, or its *messages* need a newer protobuf (the
     ``oldest`` tox env); the module that imports grpc must then load, whatever happens."""
     if importlib.util.find_spec(distribution_module) is None:
-        pytest.skip(f"{distribution_module} is not installed")
+        _skip_or_fail(f"{distribution_module} is not installed")
     try:
         messages = importlib.import_module(messages_module)
     except ImportError as exc:
@@ -866,3 +1028,277 @@ def test_addons_installed_addon_packages_are_not_shadowed() -> None:
     assert "site-packages" in (grpc_health.v1.health.__file__ or "")
     # One set of message classes in the process: the add-on's own.
     assert health_pb2.HealthCheckRequest.__module__ == "grpc_health.v1.health_pb2"
+
+
+# -- third-party add-ons written for grpcio: OpenTelemetry, grpc-interceptor -----------------
+
+
+def _require(module: str) -> None:
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if not found:
+        _skip_or_fail(f"{module} is not installed")
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def _traced_servicers(test_grpc: Any) -> Tuple[Any, Any]:
+    """(blocking, asyncio) servicers on the generated base class: UnaryCall answers, or aborts
+    with ``response_status.code``; StreamingOutputCall streams the sizes asked for."""
+
+    class Blocking(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        def UnaryCall(self, request: Any, context: Any) -> Any:
+            if request.response_status.code:
+                context.abort(_CODES[request.response_status.code], "asked to fail")
+            return messages_pb2.SimpleResponse()
+
+        def StreamingOutputCall(self, request: Any, context: Any) -> Iterator[Any]:
+            for parameters in request.response_parameters:
+                body = bytes(parameters.size)
+                yield messages_pb2.StreamingOutputCallResponse(
+                    payload=messages_pb2.Payload(body=body)
+                )
+
+    class Async(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        async def UnaryCall(self, request: Any, context: Any) -> Any:
+            if request.response_status.code:
+                await context.abort(_CODES[request.response_status.code], "asked to fail")
+            return messages_pb2.SimpleResponse()
+
+        async def StreamingOutputCall(self, request: Any, context: Any) -> Any:
+            for parameters in request.response_parameters:
+                body = bytes(parameters.size)
+                yield messages_pb2.StreamingOutputCallResponse(
+                    payload=messages_pb2.Payload(body=body)
+                )
+
+    return Blocking(), Async()
+
+
+@functools.lru_cache(maxsize=None)
+def _span_exporter() -> Any:
+    """An in-memory exporter behind the process's tracer provider, which can be set only once
+    (the blocking client instrumentor always uses the global one)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+@pytest.fixture()
+def spans() -> Iterator[Any]:
+    """OpenTelemetry's four gRPC instrumentors on the alias, turned on by the README's own
+    lines, exporting to an in-memory exporter (yielded, empty); turned off afterwards."""
+    _require("opentelemetry.instrumentation.grpc")
+    _require("opentelemetry.sdk")
+    from opentelemetry.instrumentation.grpc import (
+        GrpcAioInstrumentorClient,
+        GrpcAioInstrumentorServer,
+        GrpcInstrumentorClient,
+        GrpcInstrumentorServer,
+    )
+
+    exporter = _span_exporter()
+    exporter.clear()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    (block,) = [b for b in blocks if "skip_dep_check" in b]
+    exec(compile(block, "README.md", "exec"), {})
+    # Each instrumentor class has one instance, the README's.
+    instrumentors = [
+        GrpcInstrumentorClient(),
+        GrpcInstrumentorServer(),
+        GrpcAioInstrumentorClient(),
+        GrpcAioInstrumentorServer(),
+    ]
+    assert all(instrumentor.is_instrumented_by_opentelemetry for instrumentor in instrumentors)
+    try:
+        yield exporter
+    finally:
+        for instrumentor in instrumentors:
+            instrumentor.uninstrument()
+
+
+def _outcomes(exporter: Any) -> Any:
+    """Each finished span as ``(method, kind, span status, rpc.grpc.status_code)``, sorted;
+    and every server span's parent is the client span of its call."""
+    finished = exporter.get_finished_spans()
+    clients = {span.context.span_id: span for span in finished if span.kind.name == "CLIENT"}
+    for span in finished:
+        if span.kind.name == "SERVER":
+            assert span.parent is not None and span.parent.span_id in clients, span.name
+            assert clients[span.parent.span_id].name == span.name
+    return sorted(
+        (
+            span.name.rpartition("/")[2],
+            span.kind.name,
+            span.status.status_code.name,
+            span.attributes.get("rpc.grpc.status_code"),
+        )
+        for span in finished
+    )
+
+
+#: What grpcio gives with the same instrumentors: OK leaves the status unset, UNAVAILABLE (an
+#: error for client and server alike in OpenTelemetry's conventions) is ERROR on both spans.
+TRACED = [
+    ("StreamingOutputCall", "CLIENT", "UNSET", 0),
+    ("StreamingOutputCall", "SERVER", "UNSET", 0),
+    ("UnaryCall", "CLIENT", "ERROR", 14),
+    ("UnaryCall", "CLIENT", "UNSET", 0),
+    ("UnaryCall", "SERVER", "ERROR", 14),
+    ("UnaryCall", "SERVER", "UNSET", 0),
+]
+_FAIL = messages_pb2.SimpleRequest(response_status=messages_pb2.EchoStatus(code=14))
+
+
+def test_opentelemetry_traces_blocking_calls_on_the_alias(spans: Any) -> None:
+    test_grpc, _ = _stubs(VERSIONS[-1])
+    servicer, _ = _traced_servicers(test_grpc)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    test_grpc.add_TestServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = test_grpc.TestServiceStub(channel)
+            stub.UnaryCall(messages_pb2.SimpleRequest(), timeout=10)
+            with pytest.raises(grpc.RpcError) as failed:
+                stub.UnaryCall(_FAIL, timeout=10)
+            assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+            assert _sizes(stub.StreamingOutputCall(_output_request(1, 2), timeout=10)) == [1, 2]
+    finally:
+        server.stop(None).wait(10)
+    assert _outcomes(spans) == TRACED
+    # grpcio's abort raises a bare Exception, which the instrumentor does not record: the
+    # failed server span has the one event the span itself records.
+    (failed_server,) = [
+        span for span in spans.get_finished_spans()
+        if span.kind.name == "SERVER" and span.status.status_code.name == "ERROR"
+    ]
+    assert [event.name for event in failed_server.events] == ["exception"]
+
+
+def test_opentelemetry_traces_asyncio_calls_on_the_alias(spans: Any) -> None:
+    import asyncio
+
+    test_grpc, _ = _stubs(VERSIONS[-1])
+    _, servicer = _traced_servicers(test_grpc)
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        test_grpc.add_TestServiceServicer_to_server(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = test_grpc.TestServiceStub(channel)
+                await stub.UnaryCall(messages_pb2.SimpleRequest(), timeout=10)
+                with pytest.raises(grpc.aio.AioRpcError) as failed:
+                    await stub.UnaryCall(_FAIL, timeout=10)
+                assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+                call = stub.StreamingOutputCall(_output_request(1, 2), timeout=10)
+                assert [len(r.payload.body) async for r in call] == [1, 2]
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())
+    assert _outcomes(spans) == TRACED
+
+
+def test_opentelemetry_without_skip_dep_check_instruments_nothing() -> None:
+    """What the README warns about: no grpcio distribution is installed, so the instrumentor's
+    dependency check fails and it does nothing (it logs that, and nothing else tells)."""
+    _require("opentelemetry.instrumentation.grpc")
+    from opentelemetry.instrumentation.grpc import GrpcInstrumentorClient
+
+    before = grpc.insecure_channel
+    instrumentor = GrpcInstrumentorClient()
+    try:
+        assert instrumentor.instrument() is None
+        assert grpc.insecure_channel is before
+    finally:
+        instrumentor.uninstrument()
+
+
+def test_grpc_interceptor_on_blocking_and_asyncio_servers_and_a_client() -> None:
+    """grpc-interceptor's ExceptionToStatusInterceptor (both servers) turns its exceptions into
+    statuses; its ClientInterceptor changes the call's metadata."""
+    import asyncio
+
+    _require("grpc_interceptor")
+    from grpc_interceptor import (
+        AsyncExceptionToStatusInterceptor,
+        ClientCallDetails,
+        ClientInterceptor,
+        ExceptionToStatusInterceptor,
+    )
+    from grpc_interceptor.exceptions import NotFound
+
+    test_grpc, _ = _stubs(VERSIONS[-1])
+
+    class Caller(ClientInterceptor):  # type: ignore[misc]
+        def intercept(self, method: Any, request: Any, details: Any) -> Any:
+            metadata = [*(details.metadata or ()), ("x-caller", "interceptor")]
+            return method(request, ClientCallDetails(details.method, details.timeout, metadata,
+                                                     details.credentials, details.wait_for_ready,
+                                                     details.compression))
+
+    def reply(request: Any, context: Any) -> Any:
+        if request.response_size:
+            raise NotFound(f"no message of {request.response_size} bytes")
+        caller = dict(context.invocation_metadata()).get("x-caller", "")
+        return messages_pb2.SimpleResponse(username=caller)
+
+    class Blocking(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        def UnaryCall(self, request: Any, context: Any) -> Any:
+            return reply(request, context)
+
+    class Async(test_grpc.TestServiceServicer):  # type: ignore[misc,name-defined]
+        async def UnaryCall(self, request: Any, context: Any) -> Any:
+            return reply(request, context)
+
+    def check(stub: Any) -> None:
+        assert stub.UnaryCall(messages_pb2.SimpleRequest(), timeout=10).username == "interceptor"
+        with pytest.raises(grpc.RpcError) as missing:
+            stub.UnaryCall(messages_pb2.SimpleRequest(response_size=3), timeout=10)
+        assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+        assert missing.value.details() == "no message of 3 bytes"
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=2), interceptors=[ExceptionToStatusInterceptor()]
+    )
+    test_grpc.add_TestServiceServicer_to_server(Blocking(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.intercept_channel(grpc.insecure_channel(f"127.0.0.1:{port}"), Caller()) as ch:
+            check(test_grpc.TestServiceStub(ch))
+    finally:
+        server.stop(None).wait(10)
+
+    async def main() -> None:
+        server = grpc.aio.server(interceptors=[AsyncExceptionToStatusInterceptor()])
+        test_grpc.add_TestServiceServicer_to_server(Async(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            def blocking_client() -> None:
+                channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+                with grpc.intercept_channel(channel, Caller()) as intercepted:
+                    check(test_grpc.TestServiceStub(intercepted))
+
+            await asyncio.get_running_loop().run_in_executor(None, blocking_client)
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())

@@ -361,6 +361,27 @@ def test_abort_codes_as_grpcio(api: Any, code: Any, expected: str) -> None:
     assert caught.value.details() == ("" if code == "OK" else "Abandon ship!")
 
 
+def test_abort_raises_a_bare_exception_as_grpcio(api: Any) -> None:
+    """grpcio's ``abort`` raises ``Exception()`` itself; code that wraps handlers tells an
+    abort from a handler's own error by that (OpenTelemetry's server interceptor records any
+    other exception on the span), so the type is part of the contract."""
+    raised: List[type] = []
+
+    def behaviour(context: Any) -> Optional[bytes]:
+        try:
+            context.abort(api.StatusCode.NOT_FOUND, "gone")
+        except BaseException as exc:
+            raised.append(type(exc))
+            raise
+        return None
+
+    with serving(api, context_service(api, behaviour)) as target:
+        with grpc.insecure_channel(target) as channel, pytest.raises(grpc.RpcError) as caught:
+            channel.unary_unary(f"/{SERVICE}/Do")(b"", timeout=10)
+    assert raised == [Exception]
+    assert caught.value.code() is grpc.StatusCode.NOT_FOUND
+
+
 def test_servicer_context_details_and_code_read_back_as_grpcio(api: Any) -> None:
     read: List[Any] = []
 

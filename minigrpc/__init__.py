@@ -28,8 +28,8 @@ _EXPORTS: Dict[str, str] = {
     "Future": "driver.interfaces",
     "CallFuture": "blocking.call",
     "StreamingCall": "blocking.call",
-    "FutureTimeoutError": "protocol.errors",
-    "FutureCancelledError": "protocol.errors",
+    "FutureTimeoutError": "protocol.status",
+    "FutureCancelledError": "protocol.status",
     "UnaryUnaryMultiCallable": "driver.interfaces",
     "UnaryStreamMultiCallable": "driver.interfaces",
     "StreamUnaryMultiCallable": "driver.interfaces",
@@ -226,8 +226,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ssl_server_credentials,
     )
     from .protocol.enums import Compression, StatusCode
-    from .protocol.errors import FutureCancelledError, FutureTimeoutError
-    from .protocol.status import RpcError, Status
+    from .protocol.status import FutureCancelledError, FutureTimeoutError, RpcError, Status
 
 
 # Hidden from type checkers: a module-level ``__getattr__`` would make every misspelt

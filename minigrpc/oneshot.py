@@ -20,7 +20,7 @@ from typing import Any, Optional, Tuple
 
 from .driver.attempts import RETRY_NOW, Attempts, deadline_status
 from .http2 import settings
-from .net import buffers
+from .net import sockets
 from .net.sockets import ConnectFailed, DeadlineReached, client_tracer, open_socket, os_error_text
 from .protocol import headers, wire
 from .protocol.codes import Code
@@ -113,7 +113,7 @@ def _run(sock: _socket.socket, call: OneShotCall, tracer: Any) -> None:
                     write_error = exc  # keep reading (see above)
             if call.status is not None or not _settimeout(sock, call):
                 break
-            data = sock.recv(buffers.next_read_size(received))
+            data = sock.recv(sockets.next_read_size(received))
         except _socket.timeout:
             call.expire()
             break

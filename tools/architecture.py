@@ -102,9 +102,9 @@ MODULES: Dict[str, str] = {
     # gRPC, sans-IO
     "protocol": "the gRPC sans-IO package: what it holds, in reading order",
     "protocol.codes": "status codes as numbers and every table that maps something to one",
-    "protocol.status": "CallStatus, RpcError, grpcio's Status, the grpc-status value",
+    "protocol.status": "CallStatus, RpcError, grpcio's Status, the grpc-status value, and the "
+                       "failures that carry their own status code",
     "protocol.enums": "grpcio's StatusCode and Compression enums, made from the tables",
-    "protocol.errors": "failures that carry their own status code",
     "protocol.wire": "length-prefixed messages, grpc-timeout, metadata, percent-encoding, "
                      "compression",
     "protocol.headers": "every header block of a call, both sides, built, checked and read",
@@ -134,9 +134,8 @@ MODULES: Dict[str, str] = {
     "driver.logs": "minigrpc's loggers, silent until the application configures logging",
     # the network
     "net": "the network package: what it holds",
-    "net.sockets": "dialling and binding, shared by client and server",
+    "net.sockets": "dialling, binding and reading, shared by client and server",
     "net.tls": "TLS in memory (ssl.MemoryBIO) and grpcio's credentials",
-    "net.buffers": "how much each read asks for, and the buffers asyncio reads into",
     "net.trace": "the frame trace of the bytes a socket carries",
     # blocking
     "blocking": "the blocking package: what it holds",

@@ -33,8 +33,8 @@ from ..driver import server_dispatch as _dispatch
 from ..driver.logs import get_logger
 from ..driver.server_options import ServerOptions
 from ..driver.server_timers import cancel_stalled, stall_due
-from ..protocol import errors
 from ..protocol import server_protocol as _protocol
+from ..protocol import status
 from ..protocol.enums import StatusCode
 from .errors import AbortError
 from .servicer_context import ServicerContext, SyncRequests, SyncServicerContext
@@ -336,7 +336,7 @@ class CallTasks:
                 raise _dispatch.CallEndedError(context._termination_code or StatusCode.CANCELLED)
             try:
                 message = protocol.take_request(context._stream_id)
-            except errors.CallError as exc:
+            except status.CallError as exc:
                 events = protocol.fail_call(context._stream_id, exc.code, str(exc))
                 self._handle_events(connection, events)
                 connection.schedule_flush()

@@ -34,8 +34,7 @@ from ..driver.server_timers import (
     idle_recheck,
     stop_deadline,
 )
-from ..net.buffers import ReadBuffers
-from ..net.sockets import LISTEN_BACKLOG, Listener, peer_identity, peer_name
+from ..net.sockets import LISTEN_BACKLOG, Listener, ReadBuffers, peer_identity, peer_name
 from ..protocol import server_protocol as _protocol
 from ..protocol.enums import StatusCode
 from ..protocol.grpc_connection import DATA_BATCH
@@ -56,9 +55,9 @@ NEW, STARTED, STOPPING, STOPPED = range(4)
 class AioConnection(asyncio.BufferedProtocol):
     """One accepted connection: the protocol state, its transport and its calls.
 
-    The transport reads into the server's :class:`~minigrpc.net.buffers.ReadBuffers` rather than
+    The transport reads into the server's :class:`~minigrpc.net.sockets.ReadBuffers` rather than
     into a new 256 KiB bytes object each time (the mmap, mremap and munmap of
-    :data:`minigrpc.net.buffers.SMALL_READ`, on every read: with a connection per caller, every call
+    :data:`minigrpc.net.sockets.SMALL_READ`, on every read: with a connection per caller, every call
     is a read).  One set serves every connection: the loop finishes each read, its bytes copied
     out, before it starts the next, so the server holds one buffer, not one per client.
     """

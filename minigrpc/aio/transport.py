@@ -31,9 +31,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..blocking.transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
 from ..driver.attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
 from ..driver.connectivity import ChannelConnectivity
-from ..net.buffers import ReadBuffers
 from ..net.sockets import (
     ConnectFailed,
+    ReadBuffers,
     client_tracer,
     dial_error,
     handshake_error,
@@ -55,7 +55,7 @@ class AioConnection(asyncio.BufferedProtocol):
     """One HTTP/2 connection: the loop's transport, the protocol state and the waiters.
 
     A buffered protocol: the loop reads into buffers kept for the connection
-    (:class:`minigrpc.net.buffers.ReadBuffers`) rather than into a new 256 KiB bytes object each
+    (:class:`minigrpc.net.sockets.ReadBuffers`) rather than into a new 256 KiB bytes object each
     time.
     """
 

@@ -34,8 +34,14 @@ from ..protocol.client_outcome import DESERIALIZE_FAILED_DETAILS
 from ..protocol.client_protocol import ClientCall
 from ..protocol.codes import Code
 from ..protocol.enums import StatusCode
-from ..protocol.errors import CallError, FutureCancelledError, FutureTimeoutError
-from ..protocol.status import CallStatus, Metadata, RpcError
+from ..protocol.status import (
+    CallError,
+    CallStatus,
+    FutureCancelledError,
+    FutureTimeoutError,
+    Metadata,
+    RpcError,
+)
 from .client_connection import CANCELLED_DETAILS, BlockingClientConnection
 from .transport import CallHandle
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 from ..driver.attempts import deadline_status
 from ..driver.logs import get_logger
 from ..http2 import settings
-from ..net import buffers
+from ..net import sockets
 from ..net.sockets import Waker, client_tracer, os_error_text
 from ..protocol import client_outcome, wire
 from ..protocol.client_protocol import (
@@ -149,9 +149,9 @@ class BlockingClientConnection:
         #: such a call runs here. ``_poller_wakes``: the poller has its descriptor.
         self._waker: Optional[Waker] = None
         self._poller_wakes = False
-        #: Size of the next ``recv()`` (:func:`minigrpc.net.buffers.next_read_size`); reader role
+        #: Size of the next ``recv()`` (:func:`minigrpc.net.sockets.next_read_size`); reader role
         #: only.
-        self._read_size = buffers.SMALL_READ
+        self._read_size = sockets.SMALL_READ
         #: The call and deadline of the thread inside run(), for deadline-bounded writes.
         self._local = threading.local()
         #: A watch thread reads this connection while it is idle (:meth:`watch`).
@@ -442,7 +442,7 @@ class BlockingClientConnection:
 
     def _recv(self) -> bytes:
         data = self._sock.recv(self._read_size)
-        self._read_size = buffers.next_read_size(len(data))
+        self._read_size = sockets.next_read_size(len(data))
         return data
 
     def _readable(self, timeout: Optional[float]) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Deque, List, Optional, Tuple
 
 from ..driver.connectivity import ChannelConnectivity
 from ..driver.logs import get_logger
-from ..protocol.errors import FutureCancelledError, FutureTimeoutError
+from ..protocol.status import FutureCancelledError, FutureTimeoutError
 
 __all__ = ["ChannelReadyFuture", "ConnectivityWatch"]
 

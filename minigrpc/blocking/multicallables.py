@@ -23,9 +23,8 @@ from ..http2.hpack_codec import Header
 from ..protocol import wire
 from ..protocol.client_protocol import ClientCall
 from ..protocol.enums import StatusCode
-from ..protocol.errors import MessageTooLarge
 from ..protocol.headers import malformed_path, request_headers
-from ..protocol.status import CallStatus
+from ..protocol.status import CallStatus, MessageTooLarge
 from .call import Call, CallFuture, InactiveRpcError, RequestSender, StreamingCall, decode_response
 from .client_connection import BlockingClientConnection
 from .transport import CallHandle

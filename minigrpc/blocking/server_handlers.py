@@ -35,8 +35,8 @@ from ..driver import server_dispatch as _dispatch
 from ..driver.logs import get_logger
 from ..driver.server_options import ServerOptions
 from ..driver.server_timers import cancel_stalled, stall_due
-from ..protocol import errors
 from ..protocol import server_protocol as _protocol
+from ..protocol import status
 from ..protocol.enums import StatusCode
 from .server_call import RequestStream, ResponseCredit
 from .servicer_context import ServicerContext, _Abort
@@ -273,7 +273,7 @@ class CallHandling:
                     requests.put_many(batch)
             if message is None and context._request_closed:
                 requests.end()
-        except errors.CallError as exc:
+        except status.CallError as exc:
             self._handle_events(connection, protocol.fail_call(stream_id, exc.code, str(exc)))
         self._pass_messages = left
         self._dirty.add(connection)  # taking messages may have returned window

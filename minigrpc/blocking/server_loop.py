@@ -21,7 +21,7 @@ Design:
   client and stops handing DATA to the connection, so a client that never reads cannot make us
   buffer without bound.
 * Fairness: a pass of the loop reads each ready connection once, at most
-  :data:`minigrpc.net.buffers.LARGE_READ` bytes, and writes it at most its output room, so a
+  :data:`minigrpc.net.sockets.LARGE_READ` bytes, and writes it at most its output room, so a
   connection's share of the I/O thread per pass is bounded however much it sends; what it
   sent beyond is read in the next passes, after every other ready connection had its turn.
   Frames that do no work are bounded by :mod:`minigrpc.http2.flood`, and what a connection
@@ -53,7 +53,7 @@ from ..driver.server_timers import (
     idle_recheck,
     stop_deadline,
 )
-from ..net import buffers
+from ..net import sockets
 from ..net.sockets import Listener, peer_identity, peer_name
 from ..protocol import server_protocol as _protocol
 from ..protocol.enums import StatusCode
@@ -116,8 +116,8 @@ class BlockingServerConnection:
         self.senders: Set[ServicerContext] = set()
         #: The TLS engine of a connection accepted on a secure port (:mod:`minigrpc.net.tls`).
         self.tls: Any = None
-        #: Size of the next ``recv()`` (:func:`minigrpc.net.buffers.next_read_size`).
-        self.read_size = buffers.SMALL_READ
+        #: Size of the next ``recv()`` (:func:`minigrpc.net.sockets.next_read_size`).
+        self.read_size = sockets.SMALL_READ
         self.reading = True
         self.writing = False
         self.closed = False
@@ -411,7 +411,7 @@ class ServerLoop(CallHandling):
         if not data:
             self._connection_lost(connection, "the client closed the connection")
             return
-        connection.read_size = buffers.next_read_size(len(data))
+        connection.read_size = sockets.next_read_size(len(data))
         if connection.lingering:
             return  # drained and shut for writing: nothing the client says matters any more
         if connection.tls is not None:

@@ -42,7 +42,7 @@ from typing import (
 
 from ..driver import interfaces
 from ..driver.logs import get_logger
-from ..protocol import errors, wire
+from ..protocol import status, wire
 from ..protocol.enums import StatusCode
 from ..protocol.status import Metadata
 from .server_call import RequestStream, ResponseCredit
@@ -282,7 +282,7 @@ class CallState:
 
     def _send_message_on(
         self, protocol: Any, message: bytes, compress: bool
-    ) -> Optional[errors.MessageTooLarge]:
+    ) -> Optional[status.MessageTooLarge]:
         """Queue one streamed response on ``protocol``, compressed with the call's compression
         unless ``compress`` is False (``disable_next_message_compression``); the error that
         ends the call when the message is over ``max_send_message_length``, else None."""
@@ -293,7 +293,7 @@ class CallState:
                 encoding=wire.compression_name(self._compression),
                 compress_message=compress,
             )
-        except errors.MessageTooLarge as exc:
+        except status.MessageTooLarge as exc:
             return exc
         return None
 

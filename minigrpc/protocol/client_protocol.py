@@ -36,12 +36,12 @@ from ..http2 import client as client_http2
 from ..http2 import settings
 from ..http2.client import ClientHTTP2Connection
 from ..http2.hpack_codec import Header
-from . import client_outcome, errors, headers, wire
+from . import client_outcome, headers, wire
 from . import grpc_connection as protocol
 from .codes import Code
 from .grpc_connection import CANCEL, DATA_BATCH, NO_ERROR, Inbound, Message, Outbound, SendState
 from .headers import ResponseHead, header_list_size
-from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, Metadata
+from .status import DEADLINE_EXCEEDED_DETAILS, CallError, CallStatus, CardinalityViolation, Metadata
 from .wire import DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, decode_metadata
 
 
@@ -542,8 +542,8 @@ class ClientGrpcConnection(protocol.GrpcConnection):
                 self, event.stream_id, event.data, event.flow_controlled_length
             )
             if call.unary_response and call.response.received > 1:
-                raise errors.CardinalityViolation(client_outcome.EXTRA_MESSAGE_DETAILS)
-        except errors.CallError as exc:
+                raise CardinalityViolation(client_outcome.EXTRA_MESSAGE_DETAILS)
+        except CallError as exc:
             # The receive limit is checked on the prefix, before the body is buffered; then
             # RST_STREAM(CANCEL).
             events.extend(

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Tuple, Union
 
 from ..http2 import error_codes
 from . import wire
-from .errors import CallError
 from .memory_budget import MESSAGE_OVERHEAD, PACKED_OVERHEAD, VIEW_OVERHEAD, ConnectionMemory
+from .status import CallError
 
 if TYPE_CHECKING:
     from ..http2.connection import HTTP2Connection as HTTP2Connection
@@ -261,7 +261,7 @@ class Inbound:
         """Credit the bytes (now or later, see the module docstring), decode, queue.
 
         Returns how many messages this DATA payload completed.  Raises
-        :class:`~minigrpc.protocol.errors.CallError` when the payload breaks the framing or the
+        :class:`~minigrpc.protocol.status.CallError` when the payload breaks the framing or the
         receive limit; the stream is then ended by the caller.
         """
         memory = connection.memory

@@ -63,9 +63,8 @@ from ..http2.frames import (
 from ..http2.hpack_codec import Header
 from . import client_outcome, headers, wire
 from .codes import Code
-from .errors import CallError, CardinalityViolation
 from .headers import ResponseHead
-from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, Metadata
+from .status import DEADLINE_EXCEEDED_DETAILS, CallError, CallStatus, CardinalityViolation, Metadata
 
 #: The call's stream: the first a client opens (RFC 9113 §5.1.1).
 STREAM_ID = 1

@@ -74,8 +74,8 @@ from ..http2 import error_codes
 from ..http2 import events as events_
 from ..http2.flood import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
 from ..http2.server import ServerHTTP2Connection
-from . import errors, wire
 from . import headers as hdrs
+from . import wire
 from .enums import StatusCode
 from .grpc_connection import CANCEL, INTERNAL_ERROR, NO_ERROR, SendState
 from .memory_budget import OVER_BUDGET_DETAILS, ConnectionMemory, MemoryBudget
@@ -90,7 +90,7 @@ from .server_events import (
 from .server_requests import DrainPhase, RequestIntake
 from .server_responses import ResponseWriter, ServerStream
 from .server_settings import ServerSettings
-from .status import DEADLINE_EXCEEDED_DETAILS
+from .status import DEADLINE_EXCEEDED_DETAILS, MessageTooLarge
 
 __all__ = [
     "PASS_MESSAGES",
@@ -483,7 +483,7 @@ class ServerGrpcConnection(RequestIntake):
 
         Taking a message returns its bytes to the stream's flow-control window once fewer than
         :data:`~minigrpc.protocol.grpc_connection.DEFAULT_BUFFER_LIMIT` bytes wait.  Raises
-        :class:`~minigrpc.protocol.errors.CallError` for a message that cannot be inflated; end the
+        :class:`~minigrpc.protocol.status.CallError` for a message that cannot be inflated; end the
         call with :meth:`fail_call` then.
         """
         call = self._calls.get(stream_id)
@@ -514,7 +514,7 @@ class ServerGrpcConnection(RequestIntake):
         """Queue one message of a streaming response (headers first, if not sent yet).
 
         ``encoding`` as for :meth:`finish_call`; it only counts for the first message, which
-        sends the headers.  Raises :class:`~minigrpc.protocol.errors.MessageTooLarge` above
+        sends the headers.  Raises :class:`~minigrpc.protocol.status.MessageTooLarge` above
         ``max_send_message_length`` (nothing is queued).  Returns False if the call is gone.
         """
         call = self._calls.get(stream_id)
@@ -522,7 +522,7 @@ class ServerGrpcConnection(RequestIntake):
             return False
         limit = self.settings.max_send_message_length
         if limit is not None and len(message) > limit:
-            raise errors.MessageTooLarge(len(message), limit, sending=True)
+            raise MessageTooLarge(len(message), limit, sending=True)
         if not call.headers_sent:
             self._responses.send_headers(call, [], encoding)
         self._responses.queue_streamed_message(call, message, compress_message)

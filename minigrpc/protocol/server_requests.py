@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from ..http2.error_codes import http2_error_name
 from ..http2.events import DataReceived, RequestReceived, StreamEnded, StreamReset
-from . import errors, wire
 from . import headers as hdrs
+from . import wire
 from .enums import StatusCode
 from .grpc_connection import NO_ERROR, PROTOCOL_ERROR, REFUSED_STREAM, GrpcConnection, Outbound
 from .memory_budget import ConnectionMemory
@@ -38,6 +38,7 @@ from .server_events import (
 )
 from .server_responses import ResponseWriter, ServerStream
 from .server_settings import ServerSettings
+from .status import CallError
 
 if TYPE_CHECKING:
     from ..http2.server import ServerHTTP2Connection
@@ -154,7 +155,7 @@ class RequestIntake(GrpcConnection):
             completed = call.inbound.data_received(
                 self, stream_id, event.data, event.flow_controlled_length
             )
-        except errors.CallError as exc:
+        except CallError as exc:
             self._fail_call(call, exc.code, str(exc), out)
             return
         if not completed:
@@ -222,7 +223,7 @@ class RequestIntake(GrpcConnection):
             payload = wire.decode_message(
                 compressed, payload, call.encoding, self.settings.max_receive_message_length
             )
-        except errors.CallError as exc:
+        except CallError as exc:
             self._fail_call(call, exc.code, str(exc), out)
             return
         call.request_dispatched = True

@@ -9,10 +9,18 @@ a call ended with, as numbers), :class:`RpcError` (grpcio's exception), :class:`
 Everything here holds a code as its number.  grpcio's enum member
 (:class:`minigrpc.protocol.enums.StatusCode`) is made only when asked (``CallStatus.code``,
 :func:`enum_member`), so the one-shot CNI plugin's path never loads :mod:`enum`.
+
+The failures that end one call and already know their status code are here too
+(:class:`CallError` and its subclasses).  Both sides meet the same failures while they decode
+what the peer sent: a malformed Length-Prefixed-Message, a message over the receive limit, a
+compressed message they cannot inflate, a second message where the method allows one.  Each is
+an exception class that carries its code, so a protocol layer catches :class:`CallError` once
+and ends the call with ``exc.code_number`` and ``str(exc)``.  The texts are grpc-go's, so logs
+of both implementations read alike.
 """
 
 import abc
-from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .codes import CODE_NAMES, Code, go_code_text
 
@@ -122,3 +130,69 @@ def enum_member(code: int) -> "StatusCode":
     from .enums import StatusCode
 
     return StatusCode.from_number(code) or StatusCode.UNKNOWN
+
+
+class CallError(Exception):
+    """A failure that ends one call with :attr:`code_number` and ``str(self)`` as its details."""
+
+    #: The status code (:class:`minigrpc.protocol.codes.Code`).
+    code_number = Code.INTERNAL
+    #: Whole messages decoded from the same bytes before the failure: they are delivered, then
+    #: the call ends (a reader gets every message before the one over the limit, as in grpcio).
+    completed: Sequence[Tuple[bool, bytes]] = ()
+
+    @property
+    def code(self) -> "StatusCode":
+        """The status code as grpcio's enum member."""
+        return enum_member(self.code_number)
+
+
+class ProtocolViolation(CallError):
+    """The peer broke a gRPC framing rule, e.g. a flag byte that is neither 0 nor 1: INTERNAL."""
+
+
+class CardinalityViolation(CallError):
+    """More or fewer messages than the method's kind allows (PROTOCOL-HTTP2.md): INTERNAL.
+
+    ``doc/statuscodes.md`` lists UNIMPLEMENTED for this, but grpc-go answers INTERNAL, and so do
+    grpcio and minigrpc.
+    """
+
+
+class MessageTooLarge(CallError):
+    """A message exceeds the configured limit: RESOURCE_EXHAUSTED."""
+
+    code_number = Code.RESOURCE_EXHAUSTED
+
+    def __init__(self, length: int, limit: int, sending: bool = False) -> None:
+        self.length = length
+        self.limit = limit
+        self.sending = sending
+        if sending:
+            text = f"grpc: trying to send message larger than max ({length} vs. {limit})"
+        else:
+            text = f"grpc: received message larger than max ({length} vs. {limit})"
+        super().__init__(text)
+
+
+class UnsupportedEncoding(CallError, ValueError):
+    """A ``grpc-encoding`` this side cannot decode (doc/compression.md).
+
+    On a client that is INTERNAL.  A server never gets this far: it rejects the request's
+    headers with UNIMPLEMENTED and its own ``grpc-accept-encoding`` instead.
+    """
+
+
+class DecompressionError(CallError, ValueError):
+    """A compressed message that does not inflate: INTERNAL (doc/compression.md)."""
+
+
+class FutureTimeoutError(Exception):
+    """``result()``/``exception()`` timed out (grpcio's ``grpc.FutureTimeoutError``).
+
+    Not a call failure: the call may still succeed; only the wait ended.
+    """
+
+
+class FutureCancelledError(Exception):
+    """``result()`` of a cancelled future (grpcio's ``grpc.FutureCancelledError``)."""

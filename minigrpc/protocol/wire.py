@@ -28,14 +28,14 @@ from typing import (
 )
 
 from .codes import COMPRESSIONS
-from .errors import (
+from .status import (
     CallError,
     DecompressionError,
     MessageTooLarge,
+    Metadata,
     ProtocolViolation,
     UnsupportedEncoding,
 )
-from .status import Metadata
 
 if TYPE_CHECKING:
     pass
@@ -562,7 +562,7 @@ def decode_message(
 
     The flag needs a ``grpc-encoding`` other than ``identity`` (doc/compression.md, test 6), and
     the inflated size is bounded by ``max_length``.  Raises a
-    :class:`~minigrpc.protocol.errors.CallError`: INTERNAL for a flag without an encoding, an
+    :class:`~minigrpc.protocol.status.CallError`: INTERNAL for a flag without an encoding, an
     encoding this side cannot decode or a corrupt body, RESOURCE_EXHAUSTED beyond the limit.
     """
     if not compressed:

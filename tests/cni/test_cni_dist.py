@@ -612,10 +612,10 @@ NAMED_TUPLE_PROBE = """
 import sys
 from minigrpc.driver import attempts
 from minigrpc.net import sockets
-from minigrpc.protocol import client_outcome, errors, headers, status, targets, wire
+from minigrpc.protocol import client_outcome, headers, status, targets, wire
 from cni_client import client, go_compat, messages, skel
 print("typing loaded:", "typing" in sys.modules)
-for module in (attempts, client_outcome, errors, headers, sockets, status, targets, wire):
+for module in (attempts, client_outcome, headers, sockets, status, targets, wire):
     for name in sorted(vars(module)):
         cls = getattr(module, name)
         if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):

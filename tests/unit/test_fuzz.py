@@ -31,7 +31,7 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from minigrpc.http2 import error_codes, reader  # noqa: E402
-from minigrpc.protocol import codes, errors, headers, status, wire  # noqa: E402
+from minigrpc.protocol import codes, headers, status, wire  # noqa: E402
 from minigrpc.protocol.enums import StatusCode  # noqa: E402
 from tests.support.fuzzing import (  # noqa: E402
     CUTS,
@@ -175,7 +175,7 @@ def test_message_decoder_any_bytes(data: bytes, cuts: List[int], limit: Any) -> 
             for compressed, payload in decoder.feed(chunk):
                 assert isinstance(compressed, bool) and isinstance(payload, bytes)
                 assert limit is None or len(payload) <= limit
-    except (errors.ProtocolViolation, errors.MessageTooLarge):
+    except (status.ProtocolViolation, status.MessageTooLarge):
         pass
     assert decoder.buffered >= 0
 
@@ -246,14 +246,14 @@ def test_percent_round_trip(message: str) -> None:
 def test_decompress_any_input(encoding: str, data: bytes, edits: List[Any], limit: Any) -> None:
     try:
         out = wire.decompress(encoding, mutate(data, edits), limit)
-    except (errors.DecompressionError, errors.MessageTooLarge, errors.UnsupportedEncoding):
+    except (status.DecompressionError, status.MessageTooLarge, status.UnsupportedEncoding):
         return
     assert limit is None or len(out) <= limit
 
 
 def test_decompress_identity_respects_the_limit() -> None:
     """Found by test_decompress_any_input: identity ignored max_length. Fixed in wire.decompress."""
-    with pytest.raises(errors.MessageTooLarge):
+    with pytest.raises(status.MessageTooLarge):
         wire.decompress("identity", b"\x00\x01", 1)
 
 

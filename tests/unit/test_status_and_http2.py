@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from minigrpc.http2 import error_codes, hpack_codec, reader
 from minigrpc.http2 import settings as http2
-from minigrpc.net import buffers
+from minigrpc.net import sockets
 from minigrpc.protocol import codes, headers, status, targets, wire
 from minigrpc.protocol.codes import Code
 from minigrpc.protocol.enums import StatusCode
@@ -308,12 +308,12 @@ def test_client_keeps_its_acks_when_goaway_arrives_in_the_same_read() -> None:
 
 
 def test_read_buffers_follow_the_read_sizes_and_hand_out_copies() -> None:
-    """What an asyncio connection reads into (:class:`minigrpc.net.buffers.ReadBuffers`): the small
+    """What an asyncio connection reads into (:class:`minigrpc.net.sockets.ReadBuffers`): the small
     buffer until a read fills it, then the large one until a read does not; the bytes taken
     are a copy, which the next read into the same buffer leaves alone."""
     reader, writer = socket.socketpair()
     with reader, writer:
-        lent = buffers.ReadBuffers()
+        lent = sockets.ReadBuffers()
 
         def read(payload: bytes) -> bytes:
             writer.sendall(payload)
@@ -325,14 +325,14 @@ def test_read_buffers_follow_the_read_sizes_and_hand_out_copies() -> None:
 
         first = read(b"a" * 300)
         assert first == b"a" * 300
-        assert len(lent.get_buffer()) == buffers.SMALL_READ
+        assert len(lent.get_buffer()) == sockets.SMALL_READ
         assert read(b"b" * 300) == b"b" * 300
         assert first == b"a" * 300  # not a view of the reused buffer
-        full = bytes(range(256)) * (buffers.SMALL_READ // 256)
+        full = bytes(range(256)) * (sockets.SMALL_READ // 256)
         assert read(full) == full
-        assert len(lent.get_buffer()) == buffers.LARGE_READ
+        assert len(lent.get_buffer()) == sockets.LARGE_READ
         assert read(b"c" * 10) == b"c" * 10
-        assert len(lent.get_buffer()) == buffers.SMALL_READ
+        assert len(lent.get_buffer()) == sockets.SMALL_READ
 
 
 # -- the blocks minigrpc sends are the ones a validating, normalising h2 sends ------------------

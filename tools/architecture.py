@@ -220,8 +220,6 @@ KNOWN_CYCLES: List[Tuple[str, ...]] = [
     ("blocking.channel", "blocking.multicallables"),
     ("blocking.server_handlers", "blocking.server_loop", "blocking.servicer_context"),
     ("protocol.server_requests", "protocol.server_responses"),
-    ("reflection.servicer", "reflection.v1.reflection", "reflection.v1.reflection_pb2_grpc",
-     "reflection.v1alpha.reflection", "reflection.v1alpha.reflection_pb2_grpc"),
 ]
 
 

@@ -99,15 +99,18 @@ def add_to_server(messages: Any, servicer: Any, server: Any) -> None:
 
 class ReflectionServicer(ServerReflectionServicer):
     """``ServerReflection`` of one version (a subclass sets :attr:`messages`, that version's
-    ``reflection_pb2``) over ``pool`` (protobuf's default pool if None).
+    ``reflection_pb2``, or the caller passes it) over ``pool`` (protobuf's default pool if
+    None).
 
     ``service_names`` are what ``list_services`` answers (sorted, as grpcio does).
     """
 
     messages: Any
 
-    def __init__(self, service_names: Iterable[str], pool: Optional[Any] = None) -> None:
-        self._messages = self.messages
+    def __init__(
+        self, service_names: Iterable[str], pool: Optional[Any] = None, *, messages: Any = None
+    ) -> None:
+        self._messages = self.messages if messages is None else messages
         self._service_names = tuple(sorted(service_names))
         self._pool = descriptor_pool.Default() if pool is None else pool
 
@@ -217,18 +220,15 @@ def enable_server_reflection(
     ``service_names`` are the services to list; when it names one version's reflection service,
     the other's is listed too, since both are served.
     """
-    from .v1 import reflection as v1
-    from .v1alpha import reflection as v1alpha
+    # The versions' messages, not their ``reflection`` modules: those import this one.
+    from .v1 import reflection_pb2 as v1
+    from .v1alpha import reflection_pb2 as v1alpha
 
     names = list(service_names)
     versions = (v1, v1alpha)
-    if any(version.SERVICE_NAME in names for version in versions):
-        names.extend(v.SERVICE_NAME for v in versions if v.SERVICE_NAME not in names)
-    asyncio_server = _is_asyncio_server(server)
-    for version in versions:
-        servicer = (
-            version.aio.ReflectionServicer(names, pool=pool)
-            if asyncio_server
-            else version.ReflectionServicer(names, pool=pool)
-        )
-        add_to_server(version.reflection_pb2, servicer, server)
+    service_names_of = [version.SERVER_REFLECTION_SERVICE.full_name for version in versions]
+    if any(name in names for name in service_names_of):
+        names.extend(name for name in service_names_of if name not in names)
+    kind = AsyncReflectionServicer if _is_asyncio_server(server) else ReflectionServicer
+    for messages in versions:
+        add_to_server(messages, kind(names, pool=pool, messages=messages), server)

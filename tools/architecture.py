@@ -159,6 +159,25 @@ MODULES: Dict[str, Module] = {
     "reflection.v1alpha.reflection_pb2_grpc": Module(4, "the v1alpha stub, servicer base, "
                                                         "registration"),
     "reflection.v1alpha.reflection": Module(4, "grpcio-reflection's reflection module"),
+    # The command line: python -m minigrpc (list, describe, call, health), on the public API.
+    "__main__": Module(4, "python -m minigrpc: hands over to the command line"),
+    "cli": Module(4, "the command line: list, describe, call and health"),
+    "cli.main": Module(4, "the command line's entry: a command picked and run, every failure "
+                          "made a message and an exit code"),
+    "cli.arguments": Module(4, "the command line's options, grpcurl's names, checked"),
+    "cli.exits": Module(4, "the command line's exit codes and its error"),
+    "cli.connect": Module(4, "the command line's channel: TLS, authority, connect timeout, "
+                             "deadline"),
+    "cli.health": Module(4, "a health probe with grpc_health_probe's exit codes, without "
+                            "protobuf"),
+    "cli.schema": Module(4, "descriptors from server reflection, protosets, *_pb2 modules or "
+                            "the tool's own protos"),
+    "cli.known_protos": Module(4, "the protos the command line carries: CNI, health, "
+                                  "reflection"),
+    "cli.render": Module(4, "descriptors as .proto text, for describe"),
+    "cli.jsoncodec": Module(4, "requests from JSON and responses to JSON (protobuf's "
+                               "json_format)"),
+    "cli.commands": Module(4, "list, describe and call"),
 }
 
 

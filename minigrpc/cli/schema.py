@@ -1,0 +1,296 @@
+"""Where a command's descriptors come from, and finding services, methods and symbols in them.
+
+Three sources, as in grpcurl, each a descriptor database behind a pool of its own:
+
+* **server reflection** (gRPC's doc/server-reflection.md) through
+  :class:`minigrpc.reflection.descriptor_database.ProtoReflectionDescriptorDatabase`, which asks
+  for v1 and falls back to v1alpha when the server answers UNIMPLEMENTED;
+* **local files**: ``--protoset`` FileDescriptorSets and ``--proto-module`` ``*_pb2`` modules,
+  for a server without reflection;
+* **the tool's own protos** (:mod:`minigrpc.cli.known_protos`): Antrea's CNI service, health and
+  reflection, which need no reflection at all.
+
+Reflection servers differ in what they index.  ``file_containing_symbol`` for a method
+(``pkg.Service.Method``) is answered by grpc-go, while grpcio's answers NOT_FOUND; so a symbol
+that is not found is looked for again as a member of its parent (the service that holds the
+method).  Every lookup that reaches the server can fail like any call: the failure becomes a
+:class:`~minigrpc.cli.exits.ToolError` whose exit code is the status code (14 when nothing
+listens), never a traceback.
+"""
+
+import importlib
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+from . import known_protos
+from .exits import NOT_FOUND, UNIMPLEMENTED, ToolError, UsageError, status_line
+
+#: What :meth:`Schema.find_symbol` can answer, with the article grpcurl-style output uses.
+KINDS = {"service": "a service", "method": "a method", "message": "a message", "enum": "an enum"}
+
+#: The status code a reflection answer outside the status codes is reported with (UNKNOWN).
+_UNKNOWN = 2
+
+_T = TypeVar("_T")
+
+
+class Schema:
+    """Descriptors from one source: a pool, and the database that fills it on demand."""
+
+    def __init__(self, pool: Any, source: str) -> None:
+        self.pool = pool
+        #: Named in messages: "the server's reflection", "--protoset x.pb", ...
+        self.source = source
+
+    # -- what a source provides --------------------------------------------------------------
+
+    def service_names(self) -> List[str]:
+        """The services this source lists, sorted."""
+        raise NotImplementedError
+
+    def _ensure(self, symbol: str) -> bool:
+        """Make ``symbol``'s file known to the pool if the source has it; whether it does."""
+        raise NotImplementedError
+
+    # -- lookups, the same for every source ----------------------------------------------------
+
+    def find_service(self, name: str) -> Any:
+        if not self._ensure(name):
+            raise ToolError(f"{self.source} knows no service {name!r}", NOT_FOUND)
+        service = _find(self.pool.FindServiceByName, name)
+        if service is None:
+            raise ToolError(f"{name!r} is not a service ({self.source})", NOT_FOUND)
+        return service
+
+    def find_method(self, service_name: str, method_name: str) -> Any:
+        service = self.find_service(service_name)
+        method = service.methods_by_name.get(method_name)
+        if method is None:
+            methods = ", ".join(m.name for m in service.methods) or "none"
+            raise ToolError(f"service {service_name} has no method {method_name!r} "
+                            f"(its methods: {methods})", NOT_FOUND)
+        return method
+
+    def find_symbol(self, name: str) -> Tuple[str, Any]:
+        """(kind, descriptor) of a service, method, message or enum named ``name``."""
+        if self._ensure(name):
+            found = self._kind_of(name)
+            if found is not None:
+                return found
+        parent, _, member = name.rpartition(".")
+        if parent and self._ensure(parent):  # a method the server does not index by itself
+            service = _find(self.pool.FindServiceByName, parent)
+            if service is not None and member in service.methods_by_name:
+                return "method", service.methods_by_name[member]
+        raise ToolError(f"{self.source} knows no symbol {name!r}", NOT_FOUND)
+
+    def _kind_of(self, name: str) -> Optional[Tuple[str, Any]]:
+        for kind, lookup in (("service", self.pool.FindServiceByName),
+                             ("message", self.pool.FindMessageTypeByName),
+                             ("enum", self.pool.FindEnumTypeByName)):
+            descriptor = _find(lookup, name)
+            if descriptor is not None:
+                return kind, descriptor
+        parent, _, member = name.rpartition(".")
+        service = _find(self.pool.FindServiceByName, parent) if parent else None
+        if service is not None and member in service.methods_by_name:
+            return "method", service.methods_by_name[member]
+        return None
+
+    def load_message_type(self, full_name: str) -> bool:
+        """Make a message type known (the type of an ``Any``, before it is printed)."""
+        return self._ensure(full_name) and _find(self.pool.FindMessageTypeByName,
+                                                 full_name) is not None
+
+
+def _find(lookup: Callable[[str], _T], name: str) -> Optional[_T]:
+    try:
+        return lookup(name)
+    except KeyError:
+        return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Server reflection
+
+
+class ReflectionSchema(Schema):
+    """The server's reflection service; every lookup may be a call (see the module docstring)."""
+
+    def __init__(self, channel: Any, target: str) -> None:
+        from google.protobuf import descriptor_pool
+
+        from minigrpc.reflection.descriptor_database import ProtoReflectionDescriptorDatabase
+
+        self._database = ProtoReflectionDescriptorDatabase(channel)
+        self._target = target
+        self._known: Dict[str, bool] = {}
+        super().__init__(descriptor_pool.DescriptorPool(self._database),
+                         f"the server reflection of {target}")
+
+    def service_names(self) -> List[str]:
+        return sorted(self._ask(self._database.get_services))
+
+    def _ensure(self, symbol: str) -> bool:
+        known = self._known.get(symbol)
+        if known is None:
+            try:
+                self._ask(self._database.FindFileContainingSymbol, symbol)
+                known = True
+            except KeyError:  # the server answered NOT_FOUND
+                known = False
+            self._known[symbol] = known
+        return known
+
+    def _ask(self, function: Callable[..., _T], *args: Any) -> _T:
+        import minigrpc
+
+        try:
+            return function(*args)
+        except minigrpc.RpcError as exc:
+            raise reflection_failure(exc, self._target) from None
+        except ValueError as exc:  # an error_response other than NOT_FOUND
+            raise ToolError(f"{self.source}: {exc}", _UNKNOWN) from None
+
+
+def reflection_failure(error: Any, target: str) -> ToolError:
+    """A reflection call that ended with a status other than OK, as the tool reports it."""
+    code = error.code()
+    number: int = code.value[0]
+    status = status_line(code.name, number, error.details() or "")
+    if number == UNIMPLEMENTED:
+        return ToolError(f"{target} does not offer server reflection (grpc.reflection.v1 nor "
+                         "v1alpha): give the protos with --protoset FILE or --proto-module NAME",
+                         number, status)
+    return ToolError(f"server reflection on {target} failed", number, status)
+
+
+# ------------------------------------------------------------------------------------------------
+# The tool's own protos
+
+
+class KnownSchema(Schema):
+    """The protos the tool carries (:mod:`minigrpc.cli.known_protos`)."""
+
+    def __init__(self) -> None:
+        super().__init__(known_protos.pool(), "the tool's own protos")
+
+    def service_names(self) -> List[str]:  # pragma: no cover - list always asks the server
+        raise NotImplementedError
+
+    def _ensure(self, symbol: str) -> bool:
+        return known_protos.knows(symbol)
+
+
+# ------------------------------------------------------------------------------------------------
+# --protoset and --proto-module
+
+
+class LocalSchema(Schema):
+    """FileDescriptorSets and ``*_pb2`` modules given on the command line."""
+
+    def __init__(self, pool: Any, services: List[str], source: str) -> None:
+        super().__init__(pool, source)
+        self._services = services
+
+    def service_names(self) -> List[str]:
+        return list(self._services)
+
+    def _ensure(self, symbol: str) -> bool:
+        return True  # the pool has all there is; a lookup that fails is a KeyError
+
+
+def local_schema(protosets: Sequence[str], modules: Sequence[str]) -> LocalSchema:
+    """A schema from ``--protoset`` files and ``--proto-module`` modules; UsageError when one
+    cannot be read, is not what it should be, or imports a file that none of them holds."""
+    from google.protobuf import descriptor_database, descriptor_pb2, descriptor_pool
+    from google.protobuf.message import DecodeError
+
+    files: Dict[str, Any] = {}
+    listed: List[Any] = []
+    for path in protosets:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise UsageError(f"--protoset {path}: {exc.strerror or exc}") from None
+        try:
+            file_set = descriptor_pb2.FileDescriptorSet.FromString(data)
+        except DecodeError:
+            file_set = None
+        if file_set is None or not file_set.file or not all(f.name for f in file_set.file):
+            raise UsageError(f"--protoset {path}: not a FileDescriptorSet (protoc "
+                             "--descriptor_set_out=FILE --include_imports)")
+        for file in file_set.file:
+            _add_file(files, file, f"--protoset {path}")
+        listed.extend(file_set.file)
+    for name in modules:
+        module_file = _module_file(name)
+        listed.append(_add_module_files(files, module_file, f"--proto-module {name}"))
+    _add_missing_imports(files)
+    database = descriptor_database.DescriptorDatabase()
+    for file in files.values():
+        database.Add(file)
+    services = sorted({f"{file.package}.{service.name}" if file.package else service.name
+                       for file in listed for service in file.service})
+    source = " and ".join([f"--protoset {path}" for path in protosets]
+                          + [f"--proto-module {name}" for name in modules])
+    return LocalSchema(descriptor_pool.DescriptorPool(database), services, source)
+
+
+def _add_file(files: Dict[str, Any], file: Any, origin: str) -> None:
+    known = files.get(file.name)
+    if known is not None and known != file:
+        raise UsageError(f"{origin}: {file.name} differs from another file of that name")
+    files[file.name] = file
+
+
+def _module_file(name: str) -> Any:
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # ImportError, or whatever the module raised while loading
+        raise UsageError(f"--proto-module {name}: cannot import it: "
+                         f"{type(exc).__name__}: {exc}") from None
+    descriptor = getattr(module, "DESCRIPTOR", None)
+    if descriptor is None or not hasattr(descriptor, "serialized_pb"):
+        raise UsageError(f"--proto-module {name}: not a *_pb2 module (it has no file "
+                         "DESCRIPTOR)")
+    return descriptor
+
+
+def _add_module_files(files: Dict[str, Any], descriptor: Any, origin: str) -> Any:
+    """Add a module's file and, before it, every file it imports; return its proto."""
+    from google.protobuf import descriptor_pb2
+
+    for dependency in descriptor.dependencies:
+        if dependency.name not in files:
+            _add_module_files(files, dependency, origin)
+    file = descriptor_pb2.FileDescriptorProto.FromString(descriptor.serialized_pb)
+    _add_file(files, file, origin)
+    return file
+
+
+def _add_missing_imports(files: Dict[str, Any]) -> None:
+    """protobuf's well-known types may be left out of a set (protoc without
+    ``--include_imports``): the runtime has them.  Any other missing import is an error."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    pending = [dependency for file in list(files.values()) for dependency in file.dependency]
+    while pending:
+        name = pending.pop()
+        if name in files:
+            continue
+        found = None
+        if name.startswith("google/protobuf/") and name.endswith(".proto"):
+            module = "google.protobuf." + name[len("google/protobuf/"):-len(".proto")] + "_pb2"
+            try:
+                importlib.import_module(module)
+                found = descriptor_pool.Default().FindFileByName(name)
+            except (ImportError, KeyError):
+                found = None
+        if found is None:
+            importers = sorted(file.name for file in files.values() if name in file.dependency)
+            raise UsageError(f"{', '.join(importers)} imports {name}, which none of the given "
+                             "files holds (protoc --include_imports puts it in the set)")
+        file = descriptor_pb2.FileDescriptorProto.FromString(found.serialized_pb)
+        files[name] = file
+        pending.extend(file.dependency)

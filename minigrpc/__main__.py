@@ -1,9 +1,7 @@
 """``python -m minigrpc``: the command line of :mod:`minigrpc.cli` (list, describe, call,
 health)."""
 
-import sys
-
-from minigrpc.cli.main import main
+from minigrpc.cli.main import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

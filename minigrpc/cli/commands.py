@@ -12,7 +12,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 from . import known_protos, render
 from .arguments import Options
 from .connect import Deadline, open_channel, wait_for_connection, with_call_defaults
-from .exits import MISSING_DEPENDENCY, OK, ToolError, UsageError, status_line
+from .exits import MISSING_DEPENDENCY, NOT_FOUND, OK, ToolError, UsageError, status_line
 from .jsoncodec import DataError, Requests, any_type_names, to_json
 from .schema import KINDS, KnownSchema, ReflectionSchema, Schema, local_schema
 
@@ -97,10 +97,19 @@ def run_list(session: Session) -> int:
 def run_describe(session: Session) -> int:
     symbol = (session.options.name or "").lstrip(".")
     schema = session.schema(symbol or None)
-    symbols = [symbol] if symbol else schema.service_names()
+    if symbol:
+        kind, descriptor = schema.find_symbol(symbol)
+        _out(render.describe(kind, KINDS[kind], descriptor))
+        return OK
     texts = []
-    for name in symbols:
-        kind, descriptor = schema.find_symbol(name)
+    for name in schema.service_names():  # every service; one the server cannot describe
+        try:                              # (a service without a proto) is named on stderr
+            kind, descriptor = schema.find_symbol(name)
+        except ToolError as exc:
+            if exc.exit_code != NOT_FOUND:
+                raise
+            sys.stderr.write(f"minigrpc: {name} is listed, but {exc.message}\n")
+            continue
         texts.append(render.describe(kind, KINDS[kind], descriptor))
     _out("\n\n".join(texts) if texts else "(no services)")
     return OK
@@ -171,7 +180,7 @@ class _Printer:
 
 def run_call(session: Session) -> int:
     import minigrpc
-    from minigrpc.descriptors import message_class, method_path, streaming_flags
+    from minigrpc.descriptors import message_class, method_path
 
     options = session.options
     service_name, method_name = split_method(options.name or "")
@@ -179,7 +188,8 @@ def run_call(session: Session) -> int:
     requests = Requests(options.data, stdin)  # JSON syntax is checked before anything is dialled
     schema = session.schema(f"{service_name}.{method_name}")
     method = schema.find_method(service_name, method_name)
-    client_streaming, server_streaming = streaming_flags(method)
+    declared = render.declaration("method", method)
+    client_streaming, server_streaming = declared.client_streaming, declared.server_streaming
     request_class = message_class(method.input_type)
     messages = requests.messages(request_class, schema.pool)
     path = method_path(method)

@@ -41,7 +41,7 @@ CNI_FILE = (
     b"5.antrea_io.antrea.pkg.apis.cni.v1beta1.CniCmdResponseB\x09Z\x07v1beta1b\x06proto3"
 )
 
-#: The packages whose symbols :func:`pool` answers for.
+#: The packages of the carried files, the well-known types' aside.
 PACKAGES = (
     "antrea_io.antrea.pkg.apis.cni.v1beta1",
     "grpc.health.v1",
@@ -50,33 +50,45 @@ PACKAGES = (
 )
 
 _pool: Optional[Any] = None
+_packages: List[str] = []
 
 
 def knows(symbol: str) -> bool:
-    """Whether ``symbol`` (a full name) belongs to one of the carried packages."""
-    return any(symbol.startswith(package + ".") for package in PACKAGES)
+    """Whether ``symbol`` (a full name) belongs to one of the files carried here."""
+    pool()
+    return any(symbol.startswith(package + ".") for package in _packages)
 
 
 def serialized_files() -> List[bytes]:
-    """The carried files, each after the files it imports."""
+    """The carried files, each after the files it imports.
+
+    minigrpc's health and reflection modules need Python 3.7 (they are generated with
+    postponed annotations); on 3.6, where the tool runs with protobuf 3.19, only the CNI file
+    is carried, which is the file a node needs."""
     from google.protobuf import any_pb2
 
-    from minigrpc.health.v1 import health_pb2
-    from minigrpc.reflection.v1 import reflection_pb2 as reflection_v1
-    from minigrpc.reflection.v1alpha import reflection_pb2 as reflection_v1alpha
-
-    return [any_pb2.DESCRIPTOR.serialized_pb, CNI_FILE, health_pb2.DESCRIPTOR.serialized_pb,
-            reflection_v1.DESCRIPTOR.serialized_pb, reflection_v1alpha.DESCRIPTOR.serialized_pb]
+    files = [any_pb2.DESCRIPTOR.serialized_pb, CNI_FILE]
+    try:
+        from minigrpc.health.v1 import health_pb2
+        from minigrpc.reflection.v1 import reflection_pb2 as reflection_v1
+        from minigrpc.reflection.v1alpha import reflection_pb2 as reflection_v1alpha
+    except (ImportError, SyntaxError):  # pragma: no cover - Python 3.6
+        return files
+    return [*files, health_pb2.DESCRIPTOR.serialized_pb, reflection_v1.DESCRIPTOR.serialized_pb,
+            reflection_v1alpha.DESCRIPTOR.serialized_pb]
 
 
 def pool() -> Any:
     """A descriptor pool holding the carried files (made once)."""
     global _pool
     if _pool is None:
-        from google.protobuf import descriptor_pool
+        from google.protobuf import descriptor_pb2, descriptor_pool
 
         made = descriptor_pool.DescriptorPool()
         for serialized in serialized_files():
             made.AddSerializedFile(serialized)
+            package = descriptor_pb2.FileDescriptorProto.FromString(serialized).package
+            if package in PACKAGES:
+                _packages.append(package)
         _pool = made
     return _pool

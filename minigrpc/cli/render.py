@@ -23,30 +23,50 @@ _INDENT = "  "
 def describe(kind: str, article: str, descriptor: Any) -> str:
     """``<full name> is <article>:`` and the declaration of ``descriptor``."""
     lines = [f"{descriptor.full_name} is {article}:"]
+    declared = declaration(kind, descriptor)
     if kind == "service":
-        lines += service_lines(_proto(descriptor, "ServiceDescriptorProto"))
+        lines += service_lines(declared)
     elif kind == "method":
-        service = _proto(descriptor.containing_service, "ServiceDescriptorProto")
-        lines += [method_line(method) for method in service.method
-                  if method.name == descriptor.name]
+        lines.append(method_line(declared))
     elif kind == "message":
-        lines += message_lines(_proto(descriptor, "DescriptorProto"), _syntax(descriptor), 0)
+        lines += message_lines(declared, file_proto(descriptor).syntax or "proto2", 0)
     else:
-        lines += enum_lines(_proto(descriptor, "EnumDescriptorProto"), 0)
+        lines += enum_lines(declared, 0)
     return "\n".join(lines)
 
 
-def _proto(descriptor: Any, name: str) -> Any:
+def file_proto(descriptor: Any) -> Any:
+    """The FileDescriptorProto that declares ``descriptor``.
+
+    Read from the file's serialized form, which every protobuf release and backend keeps:
+    ``CopyToProto`` on a descriptor fails on protobuf 3.x's pure-Python backend (the last
+    release for Python 3.6) when the pool built it from a database, and its method descriptors
+    have no ``client_streaming`` until protobuf 4.22."""
     from google.protobuf import descriptor_pb2
 
-    proto = getattr(descriptor_pb2, name)()
-    descriptor.CopyToProto(proto)
-    return proto
+    file = getattr(descriptor, "file", None)  # a method's is its service's
+    if file is None:
+        file = descriptor.containing_service.file
+    return descriptor_pb2.FileDescriptorProto.FromString(file.serialized_pb)
 
 
-def _syntax(descriptor: Any) -> str:
-    """``proto2``, ``proto3`` or ``editions`` (FileDescriptorProto.syntax, empty for proto2)."""
-    return _proto(descriptor.file, "FileDescriptorProto").syntax or "proto2"
+def declaration(kind: str, descriptor: Any) -> Any:
+    """The ``*DescriptorProto`` of a service, method, message or enum, found by its full name in
+    its file's proto (nested messages and enums included)."""
+    file = file_proto(descriptor)
+    name = descriptor.full_name
+    parts = (name[len(file.package) + 1:] if file.package else name).split(".")
+    if kind in ("service", "method"):
+        service = next(item for item in file.service if item.name == parts[0])
+        if kind == "service":
+            return service
+        return next(item for item in service.method if item.name == parts[1])
+    messages, enums = file.message_type, file.enum_type
+    for part in parts[:-1]:
+        outer = next(item for item in messages if item.name == part)
+        messages, enums = outer.nested_type, outer.enum_type
+    return next(item for item in (messages if kind == "message" else enums)
+                if item.name == parts[-1])
 
 
 def service_lines(service: Any) -> List[str]:

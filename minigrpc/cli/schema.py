@@ -22,7 +22,15 @@ import importlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from . import known_protos
-from .exits import NOT_FOUND, UNIMPLEMENTED, ToolError, UsageError, status_line
+from .exits import (
+    MISSING_DEPENDENCY,
+    NOT_FOUND,
+    UNIMPLEMENTED,
+    USAGE,
+    ToolError,
+    UsageError,
+    status_line,
+)
 
 #: What :meth:`Schema.find_symbol` can answer, with the article grpcurl-style output uses.
 KINDS = {"service": "a service", "method": "a method", "message": "a message", "enum": "an enum"}
@@ -35,6 +43,10 @@ _T = TypeVar("_T")
 
 class Schema:
     """Descriptors from one source: a pool, and the database that fills it on demand."""
+
+    #: The exit code when the source's descriptors do not build (a file that names a type it
+    #: does not define, ...): what the server sent is UNKNOWN; a file given is a usage error.
+    broken_exit = _UNKNOWN
 
     def __init__(self, pool: Any, source: str) -> None:
         self.pool = pool
@@ -56,7 +68,7 @@ class Schema:
     def find_service(self, name: str) -> Any:
         if not self._ensure(name):
             raise ToolError(f"{self.source} knows no service {name!r}", NOT_FOUND)
-        service = _find(self.pool.FindServiceByName, name)
+        service = self._find(self.pool.FindServiceByName, name)
         if service is None:
             raise ToolError(f"{name!r} is not a service ({self.source})", NOT_FOUND)
         return service
@@ -78,7 +90,7 @@ class Schema:
                 return found
         parent, _, member = name.rpartition(".")
         if parent and self._ensure(parent):  # a method the server does not index by itself
-            service = _find(self.pool.FindServiceByName, parent)
+            service = self._find(self.pool.FindServiceByName, parent)
             if service is not None and member in service.methods_by_name:
                 return "method", service.methods_by_name[member]
         raise ToolError(f"{self.source} knows no symbol {name!r}", NOT_FOUND)
@@ -87,26 +99,29 @@ class Schema:
         for kind, lookup in (("service", self.pool.FindServiceByName),
                              ("message", self.pool.FindMessageTypeByName),
                              ("enum", self.pool.FindEnumTypeByName)):
-            descriptor = _find(lookup, name)
+            descriptor = self._find(lookup, name)
             if descriptor is not None:
                 return kind, descriptor
         parent, _, member = name.rpartition(".")
-        service = _find(self.pool.FindServiceByName, parent) if parent else None
+        service = self._find(self.pool.FindServiceByName, parent) if parent else None
         if service is not None and member in service.methods_by_name:
             return "method", service.methods_by_name[member]
         return None
 
     def load_message_type(self, full_name: str) -> bool:
         """Make a message type known (the type of an ``Any``, before it is printed)."""
-        return self._ensure(full_name) and _find(self.pool.FindMessageTypeByName,
-                                                 full_name) is not None
+        return self._ensure(full_name) and self._find(self.pool.FindMessageTypeByName,
+                                                      full_name) is not None
 
-
-def _find(lookup: Callable[[str], _T], name: str) -> Optional[_T]:
-    try:
-        return lookup(name)
-    except KeyError:
-        return None
+    def _find(self, lookup: Callable[[str], _T], name: str) -> Optional[_T]:
+        """``lookup(name)``; None when there is no such thing."""
+        try:
+            return lookup(name)
+        except KeyError:
+            return None
+        except TypeError as exc:  # protobuf's word for descriptors that do not build
+            raise ToolError(f"{self.source}: the descriptors do not build: {exc}",
+                            self.broken_exit) from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -119,7 +134,14 @@ class ReflectionSchema(Schema):
     def __init__(self, channel: Any, target: str) -> None:
         from google.protobuf import descriptor_pool
 
-        from minigrpc.reflection.descriptor_database import ProtoReflectionDescriptorDatabase
+        try:
+            from minigrpc.reflection.descriptor_database import (
+                ProtoReflectionDescriptorDatabase,
+            )
+        except SyntaxError:  # pragma: no cover - Python 3.6: the generated messages need 3.7
+            raise ToolError("server reflection needs Python 3.7 or newer here (minigrpc's "
+                            "reflection messages); give the protos with --protoset FILE or "
+                            "--proto-module NAME", MISSING_DEPENDENCY) from None
 
         self._database = ProtoReflectionDescriptorDatabase(channel)
         self._target = target
@@ -187,6 +209,8 @@ class KnownSchema(Schema):
 
 class LocalSchema(Schema):
     """FileDescriptorSets and ``*_pb2`` modules given on the command line."""
+
+    broken_exit = USAGE
 
     def __init__(self, pool: Any, services: List[str], source: str) -> None:
         super().__init__(pool, source)
@@ -272,25 +296,38 @@ def _add_module_files(files: Dict[str, Any], descriptor: Any, origin: str) -> An
 def _add_missing_imports(files: Dict[str, Any]) -> None:
     """protobuf's well-known types may be left out of a set (protoc without
     ``--include_imports``): the runtime has them.  Any other missing import is an error."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf import descriptor_pb2
 
-    pending = [dependency for file in list(files.values()) for dependency in file.dependency]
+    pending = sorted({dependency for file in files.values() for dependency in file.dependency})
+    missing: Dict[str, List[str]] = {}
     while pending:
-        name = pending.pop()
-        if name in files:
+        name = pending.pop(0)
+        if name in files or name in missing:
             continue
-        found = None
-        if name.startswith("google/protobuf/") and name.endswith(".proto"):
-            module = "google.protobuf." + name[len("google/protobuf/"):-len(".proto")] + "_pb2"
-            try:
-                importlib.import_module(module)
-                found = descriptor_pool.Default().FindFileByName(name)
-            except (ImportError, KeyError):
-                found = None
+        found = _well_known_file(name)
         if found is None:
-            importers = sorted(file.name for file in files.values() if name in file.dependency)
-            raise UsageError(f"{', '.join(importers)} imports {name}, which none of the given "
-                             "files holds (protoc --include_imports puts it in the set)")
+            missing[name] = sorted(file.name for file in files.values()
+                                   if name in file.dependency)
+            continue
         file = descriptor_pb2.FileDescriptorProto.FromString(found.serialized_pb)
         files[name] = file
-        pending.extend(file.dependency)
+        pending.extend(sorted(file.dependency))
+    if missing:
+        importers = sorted({importer for names in missing.values() for importer in names})
+        raise UsageError(f"{', '.join(importers)} import {', '.join(sorted(missing))}, which "
+                         "none of the given files holds (protoc --include_imports puts the "
+                         "imports in the set)")
+
+
+def _well_known_file(name: str) -> Any:
+    """The runtime's copy of one of protobuf's own files (``google/protobuf/*.proto``)."""
+    from google.protobuf import descriptor_pool
+
+    if not (name.startswith("google/protobuf/") and name.endswith(".proto")):
+        return None
+    module = "google.protobuf." + name[len("google/protobuf/"):-len(".proto")] + "_pb2"
+    try:
+        importlib.import_module(module)
+        return descriptor_pool.Default().FindFileByName(name)
+    except (ImportError, KeyError):
+        return None

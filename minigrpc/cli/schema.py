@@ -19,7 +19,7 @@ listens), never a traceback.
 """
 
 import importlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from . import known_protos
 from .exits import (
@@ -52,6 +52,8 @@ class Schema:
         self.pool = pool
         #: Named in messages: "the server's reflection", "--protoset x.pb", ...
         self.source = source
+        self._classes: List[Any] = []
+        self._files_held: Set[str] = set()
 
     # -- what a source provides --------------------------------------------------------------
 
@@ -80,7 +82,31 @@ class Schema:
             methods = ", ".join(m.name for m in service.methods) or "none"
             raise ToolError(f"service {service_name} has no method {method_name!r} "
                             f"(its methods: {methods})", NOT_FOUND)
+        self.hold_classes(method.input_type)
+        self.hold_classes(method.output_type)
         return method
+
+    def hold_classes(self, message: Any) -> None:
+        """Make, and keep, the class of every message in ``message``'s file and the files it
+        imports.
+
+        protobuf 4.24's upb backend frees the classes of a pool other than the default one when
+        nothing in Python holds them, and a message whose nested message's class went crashes
+        the interpreter (ParseDict, ListFields); the schema outlives every message it makes."""
+        from minigrpc.descriptors import message_class
+
+        files = [message.file]
+        while files:
+            file = files.pop()
+            if file.name in self._files_held:
+                continue
+            self._files_held.add(file.name)
+            messages = list(file.message_types_by_name.values())
+            while messages:
+                descriptor = messages.pop()
+                self._classes.append(message_class(descriptor))
+                messages.extend(descriptor.nested_types)
+            files.extend(file.dependencies)
 
     def find_symbol(self, name: str) -> Tuple[str, Any]:
         """(kind, descriptor) of a service, method, message or enum named ``name``."""
@@ -110,8 +136,12 @@ class Schema:
 
     def load_message_type(self, full_name: str) -> bool:
         """Make a message type known (the type of an ``Any``, before it is printed)."""
-        return self._ensure(full_name) and self._find(self.pool.FindMessageTypeByName,
-                                                      full_name) is not None
+        message = self._find(self.pool.FindMessageTypeByName, full_name) if self._ensure(
+            full_name) else None
+        if message is None:
+            return False
+        self.hold_classes(message)
+        return True
 
     def _find(self, lookup: Callable[[str], _T], name: str) -> Optional[_T]:
         """``lookup(name)``; None when there is no such thing."""
@@ -258,7 +288,13 @@ def local_schema(protosets: Sequence[str], modules: Sequence[str]) -> LocalSchem
                        for file in listed for service in file.service})
     source = " and ".join([f"--protoset {path}" for path in protosets]
                           + [f"--proto-module {name}" for name in modules])
-    return LocalSchema(descriptor_pool.DescriptorPool(database), services, source)
+    pool = descriptor_pool.DescriptorPool(database)
+    for name in files:  # built now: a file that does not build is said once, whatever is asked
+        try:
+            pool.FindFileByName(name)
+        except (TypeError, KeyError) as exc:  # backends differ in how they say it
+            raise UsageError(f"{source}: the descriptors do not build: {exc}") from None
+    return LocalSchema(pool, services, source)
 
 
 def _add_file(files: Dict[str, Any], file: Any, origin: str) -> None:

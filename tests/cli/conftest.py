@@ -13,7 +13,12 @@ from typing import Dict, Iterator, List, NamedTuple
 
 import pytest
 
-from tests.cli.support import ServerProcess, grpcio_python, python_server
+from tests.cli.support import (
+    ServerProcess,
+    grpcio_addons_refused,
+    grpcio_python,
+    python_server,
+)
 from tests.go_peers import GoPeers, GoServer, GoUnavailable, build_go_peers
 from tests.peers import short_temp_dir
 
@@ -81,8 +86,13 @@ def peer(request: pytest.FixtureRequest, _started: _Started, go_peers_or_none: o
     name = request.param
     if name == "grpc-go" and not isinstance(go_peers_or_none, GoPeers):
         pytest.skip(f"grpc-go peers unavailable: {go_peers_or_none}")
-    if name == "grpcio" and grpcio_python() is None:
-        pytest.skip("no Python with grpcio (PyPy: set MINIGRPC_TEST_GRPCIO_PYTHON)")
+    if name == "grpcio":
+        python = grpcio_python()
+        if python is None:
+            pytest.skip("no Python with grpcio (PyPy: set MINIGRPC_TEST_GRPCIO_PYTHON)")
+        refused = grpcio_addons_refused(python)
+        if refused:
+            pytest.skip(f"grpcio's reflection and health add-ons do not load: {refused}")
     return _started.get(name, go_peers_or_none)
 
 

@@ -66,6 +66,21 @@ def grpcio_python() -> Optional[str]:
     return named if named and os.access(named, os.X_OK) else None
 
 
+_ADDONS_REFUSED: Dict[str, Optional[str]] = {}
+
+
+def grpcio_addons_refused(python: str) -> Optional[str]:
+    """Why grpcio-reflection or grpcio-health-checking does not load in ``python`` (their
+    generated code refuses a protobuf older than the one it was made with: the ``oldest`` env),
+    or None."""
+    if python not in _ADDONS_REFUSED:
+        done = subprocess.run([python, "-c", "import grpc_reflection.v1alpha.reflection, "
+                               "grpc_health.v1.health"], capture_output=True, timeout=120)
+        error = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        _ADDONS_REFUSED[python] = (error[-1] if error else "failed") if done.returncode else None
+    return _ADDONS_REFUSED[python]
+
+
 class ServerProcess:
     """A server in a child process, ready once it printed one READY line per address."""
 

@@ -188,3 +188,23 @@ def test_the_status_is_read_as_protobuf_reads_it(status: int, field: int, unknow
 def test_a_malformed_response_is_refused(payload: bytes) -> None:
     with pytest.raises(ValueError):
         health.decode_status(payload)
+
+
+def test_every_kind_of_target() -> None:
+    """unix-abstract:NAME and dns:///HOST:PORT, besides unix:PATH and HOST:PORT above."""
+    import uuid
+
+    from tests.cli.support import python_server
+
+    server = python_server("minigrpc", [f"unix-abstract:mg-cli-{uuid.uuid4().hex[:12]}",
+                                        "127.0.0.1:0"])
+    try:
+        abstract, tcp = server.targets
+        port = tcp.rpartition(":")[2]
+        for target in (abstract, f"dns:///localhost:{port}"):
+            run = run_tool("health", "--plaintext", target)
+            assert (run.code, run.stdout) == (0, "status: SERVING\n"), (target, run.stderr)
+            run = run_tool("call", "--plaintext", target, "grpc.testing.TestService/EmptyCall")
+            assert (run.code, run.stdout) == (0, "{}\n"), (target, run.stderr)
+    finally:
+        server.stop()

@@ -137,7 +137,7 @@ def test_headers_reach_the_server_and_the_trace_shows_them(peer: Peer) -> None:
     assert sent.count("x-grpc-test-echo-trailing-bin: AAEC") == requests
     assert received.count("x-grpc-test-echo-initial: hello there") == 1
     assert received.count("x-grpc-test-echo-trailing-bin: AAEC") == 1
-    assert "GOAWAY" in run.stderr and "status: OK\n" in run.stderr
+    assert "status: OK\n" in run.stderr
 
 
 def test_a_non_ok_status_is_the_exit_code(peer: Peer) -> None:

@@ -11,9 +11,11 @@ that travels between machines.
 
 The server is grpc-go's interop server with its health service (tests/go/interop_server
 ``-addons``), else minigrpc's (tests/cli/serve.py) where Go is missing: a server that answers at
-once, so that the probe's own start dominates.  Rounds interleave the stages and rotate the
-interpreters, as :mod:`bench.node_cold` does; wall time, CPU time and peak RSS are measured as
-there (:func:`bench.coldstart.run_once`, through tests/go/coldrun where it can be built).
+once, so that the probe's own start dominates.  Each round runs every interpreter's bare start
+and probe back to back (in an order swapped from round to round), so that the two figures of a
+ratio meet the same load from other processes, and rotates the interpreters; wall time, CPU time
+and peak RSS are measured as in :mod:`bench.node_cold` (:func:`bench.coldstart.run_once`,
+through tests/go/coldrun where it can be built).
 
 Target (docs/benchmarks.md): on every interpreter, the probe's median at most
 :data:`WALL_LIMIT` times the bare start's.
@@ -80,8 +82,8 @@ def _samples() -> Dict[str, Any]:
 def measure(interpreters: Sequence[Dict[str, Any]], source: str, socket_path: str,
             work_dir: str, runs: int, progress: Callable[[int, int], None],
             launcher: Optional[str]) -> Dict[str, Dict[str, Dict[str, Any]]]:
-    """``runs`` timed rounds after one untimed round: each stage for every interpreter, in an
-    order rotated from round to round."""
+    """``runs`` timed rounds after one untimed round: both stages of every interpreter, the
+    interpreters in an order rotated from round to round."""
     results = {entry["key"]: {stage: _samples() for stage in STAGES} for entry in interpreters}
     stdin_path = os.path.join(work_dir, "empty")
     with open(stdin_path, "wb"):
@@ -92,8 +94,11 @@ def measure(interpreters: Sequence[Dict[str, Any]], source: str, socket_path: st
     for run in range(-1, runs):
         shift = max(run, 0) % max(len(interpreters), 1)
         order = list(interpreters[shift:]) + list(interpreters[:shift])
-        for stage in STAGES:
-            for entry in order:
+        # Each interpreter's two stages back to back, their order swapped from round to round:
+        # the pair meets the same load from other processes, and the ratio is what is judged.
+        stages = STAGES if run % 2 else STAGES[::-1]
+        for entry in order:
+            for stage in stages:
                 python = entry["path"]
                 command = ([python, "-c", "pass"] if stage == "bare" else
                            [python, "-m", "minigrpc", "health", "unix:" + socket_path])
@@ -226,7 +231,7 @@ def render_section(results: Dict[str, Any]) -> List[str]:
         f"by an untimed first round), against the {section.get('server', 'server')} on a unix "
         "socket, and beside it the same interpreter's bare start, `python -c pass`, with the "
         f"same environment and directory. Medians of {section['runs']} rounds after one "
-        "untimed round, interpreters interleaved within each stage; wall time from fork to "
+        "untimed round, each interpreter's two runs back to back; wall time from fork to "
         f"reaped exit. Measured {measured_at}.", "",
         f"**Target, per interpreter:** the probe's median at most {limit:g}× the bare start's "
         "(a Kubernetes exec probe runs it every few seconds). The CPU and RSS columns are not "

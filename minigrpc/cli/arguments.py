@@ -16,10 +16,13 @@ into a silently insecure call.
 Why not argparse: a health probe's cold start is its cost (docs/benchmarks.md), and argparse
 brings gettext, locale and re, and, from its first ``add_argument``, shutil with bz2 and lzma:
 about 7 ms of a 15 ms interpreter start on CPython 3.13.  The grammar here is small enough to
-parse in a page.
+parse in a page.  For the same reason the annotations evaluated at import time (module level,
+signatures) are strings here and in the other modules ``health`` loads: without postponed
+evaluation (Python 3.6) each ``typing`` subscription is built when the module loads, about a
+millisecond in all on 3.6.
 """
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .exits import UsageError
 
@@ -34,7 +37,7 @@ _SUMMARIES = {
 }
 
 #: Each command's positional arguments: (name, help, required).
-_POSITIONALS: Dict[str, Tuple[Tuple[str, str, bool], ...]] = {
+_POSITIONALS: "Dict[str, Tuple[Tuple[str, str, bool], ...]]" = {
     "list": (("SERVICE", "list this service's methods instead of the services", False),),
     "describe": (("SYMBOL", "pkg.Service, pkg.Service.Method, pkg.Message or pkg.Enum "
                             "(default: every service)", False),),
@@ -49,7 +52,8 @@ HEALTH_CONNECT_TIMEOUT = 1.0
 #: ``health``'s ``--max-time`` unless given: grpc_health_probe's RPC timeout, 1 s.
 HEALTH_MAX_TIME = 1.0
 
-MetadataValue = Union[str, bytes]
+if TYPE_CHECKING:
+    MetadataValue = Union[str, bytes]
 
 
 def _seconds(text: str) -> float:
@@ -62,7 +66,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def header(text: str) -> Tuple[str, MetadataValue]:
+def header(text: str) -> "Tuple[str, MetadataValue]":
     """``-H 'name: value'`` as a metadata pair: the name in lower case (gRPC metadata keys are,
     PROTOCOL-HTTP2.md "Custom-Metadata"), the value without the blanks around it, and the value
     of a ``-bin`` key decoded from base64 (standard or URL-safe alphabet, padding optional),
@@ -91,9 +95,9 @@ def _text(value: str) -> str:
 class _Option:
     """One option: its names, where its value goes, and which commands take it."""
 
-    def __init__(self, names: Tuple[str, ...], dest: str, help_text: str,
-                 convert: Optional[Callable[[str], object]] = None, metavar: str = "",
-                 repeat: bool = False, commands: Sequence[str] = COMMANDS) -> None:
+    def __init__(self, names: "Tuple[str, ...]", dest: str, help_text: str,
+                 convert: "Optional[Callable[[str], object]]" = None, metavar: str = "",
+                 repeat: bool = False, commands: "Sequence[str]" = COMMANDS) -> None:
         self.names = names
         self.dest = dest
         self.help = help_text
@@ -175,12 +179,12 @@ class Options:
         return not self.unix and not self.plaintext
 
 
-def _options_of(command: str) -> Dict[str, _Option]:
+def _options_of(command: str) -> "Dict[str, _Option]":
     return {name: option for option in _OPTIONS if command in option.commands
             for name in option.names}
 
 
-def parse(command: str, argv: Sequence[str]) -> Options:
+def parse(command: str, argv: "Sequence[str]") -> Options:
     """The options of ``command`` from its arguments; :class:`UsageError` when they are wrong,
     :class:`HelpRequested` for ``--help``."""
     known = _options_of(command)
@@ -228,7 +232,7 @@ def parse(command: str, argv: Sequence[str]) -> Options:
     return options
 
 
-def _take_positionals(command: str, options: Options, positionals: List[str]) -> None:
+def _take_positionals(command: str, options: Options, positionals: "List[str]") -> None:
     expected = _POSITIONALS[command]
     if not positionals:
         raise UsageError("the target is missing")

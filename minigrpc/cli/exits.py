@@ -53,7 +53,7 @@ class ToolError(Exception):
     there is one (a reflection lookup that failed), printed under the message.
     """
 
-    def __init__(self, message: str, exit_code: int, status: Optional[str] = None) -> None:
+    def __init__(self, message: str, exit_code: int, status: "Optional[str]" = None) -> None:
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code

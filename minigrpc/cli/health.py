@@ -70,7 +70,7 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _read_varint(data: bytes, position: int) -> Tuple[int, int]:
+def _read_varint(data: bytes, position: int) -> "Tuple[int, int]":
     value = shift = 0
     while True:
         if position >= len(data) or shift > 63:
@@ -129,7 +129,7 @@ def duration(seconds: float) -> str:
 class _Outcome:
     """How the Check call ended, whichever client made it."""
 
-    def __init__(self, code: int, details: str, text: str, payload: Optional[bytes],
+    def __init__(self, code: int, details: str, text: str, payload: "Optional[bytes]",
                  timeout: float, connect_timed_out: bool = False) -> None:
         self.code = code
         self.details = details

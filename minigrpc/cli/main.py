@@ -22,7 +22,7 @@ from .exits import (
 SOFTWARE = 70
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: "Optional[Sequence[str]]" = None) -> int:
     """Run ``minigrpc COMMAND ...`` (``argv`` without the program name); the exit code."""
     args: List[str] = list(sys.argv[1:] if argv is None else argv)
     if not args:

@@ -168,8 +168,8 @@ MODULES: Dict[str, Module] = {
     "cli.exits": Module(4, "the command line's exit codes and its error"),
     "cli.connect": Module(4, "the command line's channel: TLS, authority, connect timeout, "
                              "deadline"),
-    "cli.health": Module(4, "a health probe with grpc_health_probe's exit codes, without "
-                            "protobuf"),
+    "cli.probe": Module(4, "the health probe: grpc_health_probe's exit codes, without "
+                           "protobuf"),
     "cli.schema": Module(4, "descriptors from server reflection, protosets, *_pb2 modules or "
                             "the tool's own protos"),
     "cli.known_protos": Module(4, "the protos the command line carries: CNI, health, "

@@ -14,8 +14,8 @@ Four commands, for an operator poking a service on a node and for a person learn
 One module per concern: :mod:`~minigrpc.cli.main` (dispatch, and the one place an error becomes
 an exit), :mod:`~minigrpc.cli.arguments` (the command line), :mod:`~minigrpc.cli.exits` (exit
 codes and the tool's error), :mod:`~minigrpc.cli.connect` (channels, TLS, the connect timeout),
-:mod:`~minigrpc.cli.health` (the probe, without protobuf), :mod:`~minigrpc.cli.schema` (where
-descriptors come from), :mod:`~minigrpc.cli.known_protos` (the protos the tool carries),
+:mod:`~minigrpc.cli.probe` (the health probe, without protobuf), :mod:`~minigrpc.cli.schema`
+(where descriptors come from), :mod:`~minigrpc.cli.known_protos` (the protos the tool carries),
 :mod:`~minigrpc.cli.render` (descriptors as proto text), :mod:`~minigrpc.cli.jsoncodec`
 (JSON in and out) and :mod:`~minigrpc.cli.commands` (list, describe, call).
 

@@ -53,9 +53,9 @@ def main(argv: "Optional[Sequence[str]]" = None) -> int:
         if options.trace:
             _enable_trace()
         if command == "health":
-            from . import health
+            from . import probe
 
-            return health.run(options)
+            return probe.run(options)
         from . import commands
 
         return commands.run(options)

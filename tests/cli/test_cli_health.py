@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minigrpc.cli import health
+from minigrpc.cli import probe
 from minigrpc.health.v1 import health_pb2
 from tests.cli.conftest import Peer
 from tests.cli.support import assert_no_traceback, run_tool
@@ -159,7 +159,7 @@ def test_what_is_found_bad_while_running_is_a_bad_argument_too() -> None:
 
 @given(st.text())
 def test_the_request_is_protobufs_encoding(service: str) -> None:
-    assert health.encode_request(service) == health_pb2.HealthCheckRequest(
+    assert probe.encode_request(service) == health_pb2.HealthCheckRequest(
         service=service).SerializeToString()
 
 
@@ -180,14 +180,14 @@ def test_the_status_is_read_as_protobuf_reads_it(status: int, field: int, unknow
     extra = _varint(field << 3 | 2) + _varint(len(unknown)) + unknown
     known = health_pb2.HealthCheckResponse(status=status).SerializeToString()  # type: ignore[arg-type]
     payload = extra + known if unknown_first else known + extra
-    assert health.decode_status(payload) == status
+    assert probe.decode_status(payload) == status
     assert health_pb2.HealthCheckResponse.FromString(payload).status == status
 
 
 @pytest.mark.parametrize("payload", [b"\x08", b"\x0a\x05ab", b"\x0b", b"\x00\x01"])
 def test_a_malformed_response_is_refused(payload: bytes) -> None:
     with pytest.raises(ValueError):
-        health.decode_status(payload)
+        probe.decode_status(payload)
 
 
 def test_every_kind_of_target() -> None:

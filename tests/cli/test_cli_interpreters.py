@@ -40,7 +40,7 @@ RUN_ON = [*INTERPRETERS, "this",
 
 #: Modules a plaintext health probe does without, each with why.
 GUARDED: Dict[str, str] = {
-    "google.protobuf": "the two health messages are coded by hand (minigrpc.cli.health)",
+    "google.protobuf": "the two health messages are coded by hand (minigrpc.cli.probe)",
     "json": "no JSON: the probe prints one line",
     "argparse": "minigrpc.cli.arguments parses the command line itself (argparse brings "
                 "gettext, locale and, from its first add_argument, shutil)",
@@ -61,7 +61,7 @@ GUARDED: Dict[str, str] = {
 }
 
 #: What the probe's runs must show: proof that the capture sees its imports.
-EXPECTED = frozenset(("minigrpc.cli.main", "minigrpc.cli.health", "minigrpc.oneshot",
+EXPECTED = frozenset(("minigrpc.cli.main", "minigrpc.cli.probe", "minigrpc.oneshot",
                       "minigrpc.oneshot_protocol", "_socket"))
 
 _IMPORTED = re.compile(r"^import '([^']+)'", re.MULTILINE)

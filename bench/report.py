@@ -350,7 +350,9 @@ def _targets_section(found: Sequence[Target]) -> List[str]:
             "server rows. The client CPU targets divide by `bench/h2floor.py`'s measure of h2 "
             "alone for the same frames as each server sends them. The node rows judge "
             "`dist/antrea` on each interpreter against that interpreter's own bare start "
-            "(section \"Cold start on each node interpreter\").", "",
+            "(section \"Cold start on each node interpreter\"), and the tool rows `python -m "
+            "minigrpc health` the same way (section \"Cold start of the health probe on each "
+            "interpreter\").", "",
             *_table(TARGETS_HEADER, rows)]
 
 

@@ -50,13 +50,20 @@ class Session:
         self.deadline = Deadline(options.max_time)
         self._channel: Any = None
         self._connected = False
+        #: The connection never came: the channel's own dial still holds it, and closing it
+        #: would wait for that dial, which may never end (a TLS handshake nobody answers).
+        self._abandoned = False
 
     def channel(self) -> Any:
         """The channel, connected (or failed to connect) before the first call on it."""
         if self._channel is None:
             self._channel = open_channel(self.options)
         if not self._connected:
-            wait_for_connection(self._channel, self.options, self.deadline)
+            try:
+                wait_for_connection(self._channel, self.options, self.deadline)
+            except ToolError:
+                self._abandoned = True
+                raise
             self._connected = True
         return self._channel
 
@@ -72,7 +79,7 @@ class Session:
         return ReflectionSchema(channel, options.target)
 
     def close(self) -> None:
-        if self._channel is not None:
+        if self._channel is not None and not self._abandoned:
             self._channel.close()
 
 

@@ -23,6 +23,10 @@ import minigrpc
 from .arguments import Options
 from .exits import DEADLINE_EXCEEDED, UNAVAILABLE, ToolError, UsageError
 
+#: Channels whose dial never finished, kept until the process ends: closing one, which its
+#: ``__del__`` would do too, waits for a dial that has no deadline (see wait_for_connection).
+_abandoned: List[Any] = []
+
 
 class Deadline:
     """What is left of ``--max-time``: None when there is no limit."""
@@ -82,7 +86,9 @@ def wait_for_connection(channel: Any, options: Options, deadline: Deadline) -> N
     A failed dial returns at once (see the module docstring); no connection within
     ``--connect-timeout`` is UNAVAILABLE, within what is left of ``--max-time`` the deadline.
     The wait is a connectivity subscription (gRPC's doc/connectivity-semantics-and-api.md):
-    READY or TRANSIENT_FAILURE ends it.
+    READY or TRANSIENT_FAILURE ends it.  After a timeout the channel is left open and kept
+    referenced (never collected, so never closed): its dial, which has no deadline, holds it
+    until the peer answers, and the process is about to end anyway.
     """
     settled = threading.Event()
     ending = (minigrpc.ChannelConnectivity.READY, minigrpc.ChannelConnectivity.TRANSIENT_FAILURE)
@@ -99,6 +105,7 @@ def wait_for_connection(channel: Any, options: Options, deadline: Deadline) -> N
             return
     finally:
         channel.unsubscribe(watch)
+    _abandoned.append(channel)
     if left is not None and left <= options.connect_timeout:
         raise ToolError(f"no connection to {options.target} before the deadline "
                         f"(--max-time {deadline.seconds:g})", DEADLINE_EXCEEDED)

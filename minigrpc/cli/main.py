@@ -91,6 +91,8 @@ def run() -> None:
     import os
 
     code = main()
+    if os.environ.get("MINIGRPC_TRACE"):
+        _let_the_trace_finish()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -99,6 +101,25 @@ def run() -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def _let_the_trace_finish(limit: float = 1.0) -> None:
+    """Wait, at most ``limit`` seconds in all, for the threads still running to end.
+
+    A channel's frames are also written, and traced, by threads of its own (the connection's
+    watch thread, once something waited for it to connect): the last lines of the trace may
+    still be on their way when the command is done.  The channel is closed by then, so they end
+    at once; a dial that never finished is the one that keeps the wait to ``limit``.
+    """
+    threading = sys.modules.get("threading")
+    if threading is None:  # the one-shot client (health on a plaintext target) starts none
+        return
+    import time
+
+    end = time.monotonic() + limit
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and thread.daemon:
+            thread.join(max(0.0, end - time.monotonic()))
 
 
 def _enable_trace() -> None:

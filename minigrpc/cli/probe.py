@@ -166,10 +166,10 @@ def _on_channel(options: Options, request: bytes) -> _Outcome:
 
     channel = open_channel(options)
     try:
-        try:
-            wait_for_connection(channel, options, Deadline(None))
-        except ToolError:
-            return _Outcome(UNAVAILABLE, "", "", None, options.connect_timeout, True)
+        wait_for_connection(channel, options, Deadline(None))
+    except ToolError:  # not closed: its dial holds it (see commands.Session)
+        return _Outcome(UNAVAILABLE, "", "", None, options.connect_timeout, True)
+    try:
         check = channel.unary_unary(CHECK_PATH)
         try:
             payload = check(request, timeout=_max_time(options), metadata=options.headers)

@@ -110,7 +110,7 @@ def silent_socket() -> Iterator[str]:
 
 
 def test_the_deadline_also_bounds_the_reflection_lookup(silent_socket: str) -> None:
-    run = run_tool("list", silent_socket, "--max-time", "0.5")
+    run = run_tool("list", silent_socket, "--max-time", "2")
     assert_no_traceback(run)
     assert (run.code, run.stdout) == (4, "")
     assert run.stderr.startswith(f"minigrpc: server reflection on {silent_socket} failed\n"
@@ -268,3 +268,44 @@ def test_a_closed_stdout_ends_the_output_quietly(minigrpc_peer: Peer) -> None:
     os.close(write_end)
     assert process.returncode == 141
     assert process.stderr == b""
+
+
+@pytest.fixture
+def silent_tcp() -> Iterator[str]:
+    """A TCP port that takes connections (the kernel's backlog) and never answers: a TLS
+    handshake there never completes."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+def test_connect_timeout_bounds_the_wait_for_the_connection(silent_tcp: str) -> None:
+    run = run_tool("call", silent_tcp, UNARY, "--connect-timeout", "0.5")
+    assert_no_traceback(run)
+    assert (run.code, run.stdout) == (14, "")
+    assert run.stderr == (f"minigrpc: no connection to {silent_tcp} within --connect-timeout "
+                          "0.5 s\n")
+    assert run.seconds < 10.0
+    run = run_tool("health", silent_tcp, "--connect-timeout", "0.5")
+    assert (run.code, run.stdout) == (2, "")
+    assert run.stderr == f'timeout: failed to connect service "{silent_tcp}" within 500ms\n'
+
+
+def test_max_time_shorter_than_connect_timeout_is_the_deadline(silent_tcp: str) -> None:
+    run = run_tool("list", silent_tcp, "--max-time", "0.4")
+    assert_no_traceback(run)
+    assert (run.code, run.stdout) == (4, "")
+    assert run.stderr == (f"minigrpc: no connection to {silent_tcp} before the deadline "
+                          "(--max-time 0.4)\n")
+
+
+def test_authority_is_sent(minigrpc_peer: Peer) -> None:
+    run = run_tool("call", minigrpc_peer.unix, "grpc.testing.TestService/EmptyCall",
+                   "--authority", "agent.example", "--trace")
+    assert run.code == 0, run.stderr
+    assert ":authority: agent.example" in run.stderr
+    run = run_tool("health", minigrpc_peer.unix, "--authority", "agent.example", "--trace")
+    assert (run.code, run.stdout) == (0, "status: SERVING\n")
+    assert ":authority: agent.example" in run.stderr

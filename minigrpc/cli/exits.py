@@ -9,7 +9,7 @@ Why these numbers:
 * failures of the tool's own input use the BSD ``sysexits.h`` codes, above every status code:
   64 ``EX_USAGE`` (the command line), 65 ``EX_DATAERR`` (request JSON that does not parse or
   does not fit the request message), 69 ``EX_UNAVAILABLE`` (protobuf, which ``list``,
-  ``describe`` and ``call`` need, is not installed);
+  ``describe`` and ``call`` need, is not installed), 70 ``EX_SOFTWARE`` (a bug);
 * ``health`` keeps grpc_health_probe's codes (0 SERVING, 1 bad arguments, 2 connection failure,
   3 RPC failure, 4 not SERVING), because Kubernetes exec probes and the scripts around them
   were written for that tool.
@@ -27,6 +27,8 @@ USAGE = 64
 DATA = 65
 #: Something the command needs is not installed: protobuf (EX_UNAVAILABLE).
 MISSING_DEPENDENCY = 69
+#: An exception the tool did not foresee: a bug, said in one line (EX_SOFTWARE).
+SOFTWARE = 70
 #: Interrupted (SIGINT), as a shell reports a process killed by it: 128 + 2.
 INTERRUPTED = 130
 #: stdout was closed under us (``| head``): 128 + SIGPIPE, as a shell reports it.

@@ -13,13 +13,11 @@ from .exits import (
     BROKEN_PIPE,
     HEALTH_BAD_ARGUMENTS,
     INTERRUPTED,
+    SOFTWARE,
     USAGE,
     ToolError,
     UsageError,
 )
-
-#: An exception the tool did not foresee is a bug; it exits with EX_SOFTWARE (sysexits.h).
-SOFTWARE = 70
 
 
 def main(argv: "Optional[Sequence[str]]" = None) -> int:

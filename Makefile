@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # bin directories go first on PATH (tox's discovery does not resolve pyenv's shims).
 PYENV_BINS := $(shell command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null); do printf '%s:' "$$(pyenv root)/versions/$$v/bin"; done)
 
-.PHONY: test demo dist bench bench-nodes lint tox regen clean grpcio-unit h2spec robustness-attacks
+.PHONY: test demo dist bench bench-nodes bench-tool lint tox regen clean grpcio-unit h2spec robustness-attacks
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ bench: $(STAMP)
 # replaces that section of docs/benchmarks.md and the README's table, keeps the rest.
 bench-nodes: $(STAMP)
 	$(PY) -m bench --only nodes
+
+# Only the health probe's cold start on each interpreter (bench/tool_cold.py, under a minute):
+# replaces that section of docs/benchmarks.md and the README's table, keeps the rest.
+bench-tool: $(STAMP)
+	$(PY) -m bench --only tool
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -5,6 +5,7 @@ a smoke run by hand) and ``--tiny`` (seconds; what tests/docs/test_bench_smoke.p
 repetition counts differ between modes; every section, peer and code path is the same.
 ``--only nodes`` measures the per-interpreter cold start alone (:mod:`bench.node_cold`, about two
 minutes in full mode) and replaces just its section of docs/benchmarks.md and the README's table;
+``--only tool`` does the same for the health probe's cold start (:mod:`bench.tool_cold`);
 ``--only aio`` does the same for the asyncio clients' latency (:mod:`bench.aio_clients`),
 ``--only aio-server`` for the asyncio servers (:mod:`bench.aio_servers`), and ``--only cold``
 for section 1 (:mod:`bench.splice`).
@@ -31,7 +32,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import aio_clients, aio_servers, coldstart, loadgen, node_cold, pypy
+from bench import aio_clients, aio_servers, coldstart, loadgen, node_cold, pypy, tool_cold
 from bench.peers import GO_SERVER_IMPL, IO_THREAD_SERVER_IMPL, PeerError, PeerProcess, bench_server
 from bench.report import write_report
 from bench.splice import SECTIONS as SPLICEABLE
@@ -40,7 +41,8 @@ from bench.stats import median
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SECTIONS = ("nodes", "cold", "latency", "aio", "large", "throughput", "aio-server", "stream")
+SECTIONS = ("nodes", "tool", "cold", "latency", "aio", "large", "throughput", "aio-server",
+            "stream")
 
 MIB = 1 << 20
 
@@ -60,8 +62,10 @@ class Mode:
                  throughput_connections: Sequence[str], client_timeout_scale: float,
                  profiles: bool, stream_count: int = 10000, stream_reps: int = 5,
                  stream_rounds: int = 3, pypy_warmup: int = pypy.PYPY_WARMUP,
-                 node_runs: int = 15) -> None:
+                 node_runs: int = 15, tool_runs: int = 15) -> None:
         self.name = name
+        #: Rounds of the health probe's cold start (bench/tool_cold.py).
+        self.tool_runs = tool_runs
         #: Rounds of the per-interpreter cold start (bench/node_cold.py).
         self.node_runs = node_runs
         self.profiles = profiles
@@ -99,13 +103,13 @@ MODES: Dict[str, Mode] = {
                   large_rounds=1, throughput_threads=8, throughput_calls=250,
                   throughput_rounds=1, throughput_connections=("shared",),
                   client_timeout_scale=0.4, profiles=True, stream_reps=2, stream_rounds=1,
-                  node_runs=5),
+                  node_runs=5, tool_runs=5),
     "tiny": Mode("tiny", cold_runs=1, importtime_runs=0, latency_calls=20, latency_warmup=5,
                  latency_rounds=1, large_sizes=(4 * MIB,), large_reps=(1,), large_rounds=1,
                  throughput_threads=2, throughput_calls=20, throughput_rounds=1,
                  throughput_connections=("shared",), client_timeout_scale=0.05,
                  profiles=False, stream_count=200, stream_reps=1, stream_rounds=1,
-                 pypy_warmup=20, node_runs=1),
+                 pypy_warmup=20, node_runs=1, tool_runs=1),
 }
 
 #: The request size of the latency and throughput workloads (a CNI request is about 200 bytes).
@@ -642,6 +646,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
                                 "no minigrpc server rows.")
     actions: Dict[str, Callable[[], Any]] = {
         "nodes": lambda: node_cold.run_section(REPO_ROOT, mode.node_runs, log),
+        "tool": lambda: tool_cold.run_section(REPO_ROOT, mode.tool_runs, log),
         "cold": lambda: coldstart.run_section(REPO_ROOT, mode.cold_runs, mode.importtime_runs, log),
         "latency": lambda: latency_section(mode, clients, latency_servers),
         "aio": lambda: aio_section(mode, GO_SERVER_IMPL in latency_servers, bool(PYPY_PYTHON)),
@@ -675,7 +680,7 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         with open(json_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle)
     path = write_report(results, output_dir, chart, log)
-    if "nodes" in results and _is_repository_docs(output_dir):
+    if ("nodes" in results or "tool" in results) and _is_repository_docs(output_dir):
         splice_readme(results, README_PATH)
     log(f"wrote {path} in {results['meta']['duration_s']:.0f} s")
     return path
@@ -718,13 +723,17 @@ def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]
     elif section == "cold":
         results = {"cold": coldstart.run_section(REPO_ROOT, mode.cold_runs,
                                                  mode.importtime_runs, log)}
+    elif section == "tool":
+        results = {"tool": tool_cold.run_section(REPO_ROOT, mode.tool_runs, log)}
+        results["tool"]["date"] = datetime.datetime.now(datetime.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M UTC") + f" ({mode.name} mode)"
     else:
         results = {"nodes": node_cold.run_section(REPO_ROOT, mode.node_runs, log)}
     if json_path:
         with open(json_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle)
     path = splice_report(results, output_dir, section)
-    if section == "nodes" and _is_repository_docs(output_dir):
+    if section in ("nodes", "tool") and _is_repository_docs(output_dir):
         splice_readme(results, README_PATH)
     log(f"wrote the {section} section of {path} in {time.monotonic() - started:.0f} s")
     return path

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import aio_clients, aio_servers, node_cold
+from bench import aio_clients, aio_servers, node_cold, tool_cold
 from bench.node_cold import markdown_table as _table
 from bench.peers import IO_THREAD_SERVER_IMPL
 from bench.stats import median, percentile, ratio
@@ -173,7 +173,7 @@ def node_targets(results: Dict[str, Any]) -> List[Target]:
 
 
 def targets(results: Dict[str, Any]) -> List[Target]:
-    found: List[Target] = node_targets(results)
+    found: List[Target] = node_targets(results) + tool_cold.targets(results)
     installed_wall = cold_median(results, "installed", "wall_ms")
     installed_cpu = cold_median(results, "installed", "cpu_ms")
     found += [
@@ -350,7 +350,9 @@ def _targets_section(found: Sequence[Target]) -> List[str]:
             "server rows. The client CPU targets divide by `bench/h2floor.py`'s measure of h2 "
             "alone for the same frames as each server sends them. The node rows judge "
             "`dist/antrea` on each interpreter against that interpreter's own bare start "
-            "(section \"Cold start on each node interpreter\").", "",
+            "(section \"Cold start on each node interpreter\"), and the tool rows `python -m "
+            "minigrpc health` the same way (section \"Cold start of the health probe on each "
+            "interpreter\").", "",
             *_table(TARGETS_HEADER, rows)]
 
 
@@ -760,7 +762,7 @@ def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
     lines += [*_targets_section(found), ""]
     if chart_name:
         lines += [f"![benchmark chart]({chart_name})", ""]
-    for section in (node_cold.render_section, cold_block,
+    for section in (node_cold.render_section, tool_cold.render_section, cold_block,
                     _latency_section, aio_clients.render_section, _large_section,
                     _throughput_section, aio_servers.render_section, _stream_section,
                     _profiles_section, _method_section,

@@ -4,9 +4,10 @@ A whole benchmark run takes over twenty minutes on two cores; the plugin's cold 
 moves with every import the plugin gains or loses, takes a few.  ``--only`` measures one section
 and replaces, in the existing docs/benchmarks.md, that section's text (between its markers) and
 its rows of the targets table; every other figure, and the chart, stays as the last full run
-wrote it.  ``nodes`` (:mod:`bench.node_cold`) also replaces the README's table; ``aio`` is the
-asyncio clients' latency (:mod:`bench.aio_clients`), ``aio-server`` the asyncio servers'
-calls/s and server-stream messages/s (:mod:`bench.aio_servers`).
+wrote it.  ``nodes`` (:mod:`bench.node_cold`) and ``tool`` (:mod:`bench.tool_cold`) also
+replace their README tables; ``aio`` is the asyncio clients' latency
+(:mod:`bench.aio_clients`), ``aio-server`` the asyncio servers' calls/s and server-stream
+messages/s (:mod:`bench.aio_servers`).
 
 A report written before a section had markers still gets it: ``nodes`` goes in front of section
 1; ``cold`` replaces the text from its heading to section 2's.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
-from bench import aio_clients, aio_servers, node_cold
+from bench import aio_clients, aio_servers, node_cold, tool_cold
 from bench.node_cold import markdown_table
 from bench.report import (
     COLD_BEGIN,
@@ -56,6 +57,8 @@ def _cold_targets(results: Dict[str, Any]) -> List[Target]:
 SECTIONS: Dict[str, Spliced] = {
     "nodes": Spliced("node", node_cold.render_section, node_cold.DOC_BEGIN, node_cold.DOC_END,
                      None, "## 1. ", node_targets),
+    "tool": Spliced("tool", tool_cold.render_section, tool_cold.DOC_BEGIN, tool_cold.DOC_END,
+                    None, "## 1. ", tool_cold.targets),
     "cold": Spliced("cold", cold_block, COLD_BEGIN, COLD_END, "## 1. Cold plugin invocation",
                     "## 2. ", _cold_targets),
     "aio": Spliced("aio", aio_clients.render_section, aio_clients.DOC_BEGIN, aio_clients.DOC_END,
@@ -122,10 +125,15 @@ def splice_report(results: Dict[str, Any], output_dir: str, section: str) -> str
 
 
 def splice_readme(results: Dict[str, Any], readme: str) -> None:
-    """Replace the README's per-interpreter cold-start table with ``results``'."""
+    """Replace the README's per-interpreter cold-start tables with ``results``' (the plugin's
+    for ``nodes``, the health probe's for ``tool``)."""
     with open(readme, encoding="utf-8") as handle:
         text = handle.read()
-    text = splice(text, node_cold.README_BEGIN, node_cold.README_END,
-                  node_cold.render_readme_table(results), "Flatcar, Bottlerocket")
+    if "nodes" in results:
+        text = splice(text, node_cold.README_BEGIN, node_cold.README_END,
+                      node_cold.render_readme_table(results), "Flatcar, Bottlerocket")
+    if "tool" in results:
+        text = splice(text, tool_cold.README_BEGIN, tool_cold.README_END,
+                      tool_cold.render_readme_table(results), "The tool is tested as")
     with open(readme, "w", encoding="utf-8") as handle:
         handle.write(text)

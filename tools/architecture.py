@@ -82,6 +82,11 @@ PACKAGES: Dict[str, Package] = {
         "gRPC's server reflection (grpcio-reflection's layout)",
         ("root", "aio", "protocol", "_pb"),
     ),
+    "cli": Package(
+        8,
+        "python -m minigrpc: grpcurl and a health probe on the public client API",
+        ("root", "reflection", "health", "_pb"),
+    ),
 }
 
 #: Every module of the package and its one concern, by dotted name below ``minigrpc``.
@@ -203,6 +208,20 @@ MODULES: Dict[str, str] = {
     "reflection.v1alpha.reflection_pb2": "the v1alpha messages",
     "reflection.v1alpha.reflection_pb2_grpc": "the v1alpha stub, servicer base, registration",
     "reflection.v1alpha.reflection": "grpcio-reflection's reflection module",
+    # the command line
+    "__main__": "python -m minigrpc: hands over to the command line",
+    "cli": "the command line: list, describe, call and health",
+    "cli.main": "the command line's entry: a command picked and run, every failure an exit code",
+    "cli.arguments": "the command line's options, grpcurl's names, checked",
+    "cli.exits": "the command line's exit codes and its error",
+    "cli.connect": "the command line's channel: TLS, authority, connect timeout, trace",
+    "cli.probe": "the health probe: grpc_health_probe's exit codes, without protobuf",
+    "cli.schema": "descriptors from server reflection, protosets, *_pb2 modules or the known "
+                  "protos",
+    "cli.known_protos": "the protos the command line carries: CNI, health, reflection",
+    "cli.render": "descriptors as .proto text, for describe",
+    "cli.jsoncodec": "requests from JSON and responses to JSON (protobuf's json_format)",
+    "cli.commands": "list, describe and call",
 }
 
 #: At most this many modules sit directly in ``minigrpc/``: the public entry points.
@@ -227,6 +246,8 @@ def package_of(module: str) -> str:
     """The unit of :data:`PACKAGES` a module belongs to."""
     if module in ("_version", "_pb"):
         return module
+    if module == "__main__":
+        return "cli"  # python -m minigrpc is the command line
     if "." in module or (PACKAGE / module).is_dir():
         return module.split(".")[0]
     return "root"

@@ -32,6 +32,7 @@ def test_tiny_run_writes_the_report(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr.decode("utf-8", "replace")[-2000:]
     report = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
     for heading in ("## Performance targets", "## Cold start on each node interpreter",
+                    "## Cold start of the health probe on each interpreter",
                     "## 1. Cold plugin invocation",
                     "## 2. Warm unary latency", "## 3. Large messages",
                     "## 4. Server throughput", "## Machine and versions"):
@@ -49,6 +50,13 @@ def test_tiny_run_writes_the_report(tmp_path: Path) -> None:
     cold = {variant["key"]: variant for variant in results["cold"]["variants"]}
     assert cold["floor"]["wall_ms"], cold["floor"]["failures"]
     assert cold["grpcio"]["wall_ms"], cold["grpcio"]["failures"]
+    # The health probe ran on each interpreter found, beside its bare start.
+    tool = results["tool"]
+    assert tool["interpreters"] and "error" not in tool, tool
+    for interpreter in tool["interpreters"]:
+        for stage in ("bare", "health"):
+            record = tool["measured"][interpreter["key"]][stage]
+            assert record["wall_ms"], (interpreter, stage, record)
     # Every interpreter found ran its bare start and the three commands of the bundle (built
     # as make dist builds it, from the pinned wheels: pip must reach the package index).
     nodes = results["nodes"]
@@ -59,4 +67,3 @@ def test_tiny_run_writes_the_report(tmp_path: Path) -> None:
         for stage in ("bare", "ADD", "CHECK", "DEL"):
             record = nodes["measured"][interpreter["key"]][stage]
             assert record["wall_ms"] and record["rss_mib"], (interpreter, stage, record)
-

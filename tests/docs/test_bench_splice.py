@@ -171,3 +171,46 @@ def test_the_stream_target_is_judged_on_grpc_go_row_when_it_was_measured() -> No
     assert ("| stream messages/s, grpc-go client, 4 streams | minigrpc-aio | 400,000 | "
             "400,000 – 400,000 | 2.0 | 97% / 12% |  |") in section
     assert "| stream messages/s, grpcio client | grpclib | 22,000 |" in section
+
+
+def test_only_tool_replaces_its_section_rows_and_readme_table(tmp_path: Path) -> None:
+    """``--only tool``: the health probe's section, its rows of the targets table and its README
+    table are the spliced run's; the node rows and the plugin's README table stay."""
+    from bench import tool_cold
+    from bench.report import TARGETS_HEADER
+    from bench.splice import splice_readme, splice_report
+
+    measured = {"bare": _samples(10.0, 8.0), "health": _samples(24.0, 11.0)}
+    results = {"tool": {"runs": 1, "limits": {"wall": 3.0}, "date": "now", "server": "server",
+                        "interpreters": [{"key": "3.12", "label": "CPython 3.12.1"},
+                                         {"key": "3.6", "label": "CPython 3.6.15"}],
+                        "measured": {"3.12": measured,
+                                     "3.6": {"bare": _samples(10.0, 8.0),
+                                             "health": _samples(31.0, 9.0)}}}}
+    header = "| " + " | ".join(TARGETS_HEADER) + " |"
+    old = "\n".join(["# Benchmarks", "", "## Performance targets", "", header,
+                     "|" + "|".join("---" for _ in TARGETS_HEADER) + "|",
+                     "| node | kept node row | <= 3× | 2.00× | **met** |  |",
+                     "| tool | stale row | <= 3× | 9.00× | **not met** |  |", "",
+                     "## 1. Cold plugin invocation", "kept", ""])
+    (tmp_path / "benchmarks.md").write_text(old, encoding="utf-8")
+    splice_report(results, str(tmp_path), "tool")
+    text = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
+    assert "stale row" not in text and "kept node row" in text
+    assert [line for line in text.split("\n") if line.startswith("| tool |")] == [
+        "| tool | wall: python -m minigrpc health / bare start, CPython 3.12.1 | <= 3× | 2.40× |"
+        " **met** | 2.40× |",
+        "| tool | wall: python -m minigrpc health / bare start, CPython 3.6.15 | <= 3× | 3.10× |"
+        " **not met** | 3.10× |"]
+    assert text.index(tool_cold.DOC_BEGIN) < text.index("## 1. Cold plugin invocation")
+    assert "| CPython 3.12.1 | 10.0 | 24.0 (2.4×) | 10.0 → 24.0 (2.4×) | 8.0 → 11.0 | **met** |" \
+        in text
+
+    readme = tmp_path / "README.md"
+    readme.write_text("\n".join([node_cold.README_BEGIN, "plugin table", node_cold.README_END,
+                                 "", tool_cold.README_BEGIN, "old", tool_cold.README_END, ""]),
+                      encoding="utf-8")
+    splice_readme(results, str(readme))
+    spliced = readme.read_text(encoding="utf-8")
+    assert "plugin table" in spliced and "\nold\n" not in spliced
+    assert "| CPython 3.6.15 | 10.0 | 31.0 (3.1×) |" in spliced

@@ -14,6 +14,7 @@ import abc
 import asyncio
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Type
 
+from ..driver.invocation import CANCELLED
 from ..protocol.codes import Code
 from ..protocol.enums import StatusCode
 from ..protocol.status import CallStatus
@@ -21,7 +22,6 @@ from .call import FINISHED, HALF_CLOSED
 from .errors import EOF, AioRpcError
 from .interfaces import StreamStreamCall, StreamUnaryCall, UnaryStreamCall, UnaryUnaryCall
 from .metadata import Metadata
-from .transport import CANCELLED
 
 
 class ClientCallDetails:

@@ -37,7 +37,8 @@ backoff (:class:`~minigrpc.driver.attempts.Attempts`):
   application (:meth:`CallSteps.commit`).
 """
 
-from typing import TYPE_CHECKING, Any, Optional
+import time
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..protocol.client_protocol import ClientCall
 from ..protocol.status import CallStatus
@@ -84,9 +85,10 @@ class CallSteps:
         deadline: Optional[float],
         wait_for_ready: bool,
         connect_only: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._subchannel = subchannel
-        self.attempts = options.attempts(deadline, wait_for_ready)
+        self.attempts = options.attempts(deadline, wait_for_ready, clock)
         #: ``START``: the connection to start the call on (then, that of its last attempt).
         self.connection: Any = None
         #: ``FINISH``: the status the call ends with.

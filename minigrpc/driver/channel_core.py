@@ -33,6 +33,7 @@ TLS settings of a connection, whether a target is local enough), so that a plain
 never loads ``ssl``.
 """
 
+import time
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 from ..http2 import settings
@@ -82,7 +83,12 @@ class TransportOptions(NamedTuple):
         protocol.initiate()
         return protocol
 
-    def attempts(self, deadline: Optional[float], wait_for_ready: bool) -> Attempts:
+    def attempts(
+        self,
+        deadline: Optional[float],
+        wait_for_ready: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Attempts:
         """A call's retry budget and backoff, with these backoff settings."""
         return Attempts(
             deadline,
@@ -91,6 +97,7 @@ class TransportOptions(NamedTuple):
             self.max_backoff,
             self.backoff_multiplier,
             self.backoff_jitter,
+            clock,
         )
 
 

@@ -293,6 +293,28 @@ def test_refused_stream_is_retried_once() -> None:
             assert chan.unary_unary("/a.B/C")(b"r", timeout=10) == b"echo:r"
 
 
+def test_refused_response_stream_is_retried_once_and_a_request_stream_is_not() -> None:
+    """The stream was refused after the client had sent all of it: a unary request is sent
+    again (the asyncio client does the same, tests/aio/test_client.py); a request iterator's
+    messages are gone, so that call fails."""
+    refusals: List[int] = []
+
+    def handler(request: ServerRequest) -> None:
+        if len(refusals) < 1 or request.path.endswith("/Once"):
+            refusals.append(request.stream_id)
+            request.reset(ErrorCodes.REFUSED_STREAM)
+        else:
+            echo(request)
+
+    with ScriptedServer.h2(handler) as server:
+        with minigrpc.insecure_channel(server.target) as chan:
+            assert list(chan.unary_stream("/a.B/C")(b"r", timeout=10)) == [b"echo:r"]
+            with pytest.raises(RpcError) as info:
+                chan.stream_unary("/a.B/Once")(iter([b"s"]), timeout=10)
+        assert len(server.requests) == 3
+    assert info.value.code() is StatusCode.UNAVAILABLE
+
+
 def test_refused_twice_is_unavailable() -> None:
     with ScriptedServer.h2(lambda request: request.reset(ErrorCodes.REFUSED_STREAM)) as server:
         with minigrpc.insecure_channel(server.target) as chan:

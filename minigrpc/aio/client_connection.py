@@ -29,7 +29,6 @@ from ..driver.attempts import CHANNEL_CLOSED, deadline_status, passed
 from ..driver.channel_core import TransportOptions
 from ..driver.invocation import CANCELLED
 from ..net.sockets import ReadBuffers, client_tracer, os_error_text
-from ..protocol import client_outcome
 from ..protocol.client_protocol import CallEvent, CallFinished, ClientCall
 from ..protocol.grpc_connection import Message
 from ..protocol.status import CallStatus
@@ -109,14 +108,7 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
         if isinstance(exc, OSError):
             self._read_what_is_left()
         if self.protocol.failure is None:
-            # The blocking client's words (grpc-go's where it has some), naming the target.
-            details = client_outcome.lost_details(
-                None if exc is None else os_error_text(exc),
-                self.protocol.bytes_received,
-                self.protocol.settings_received,
-                self.protocol.peer,
-            )
-            self._settle(self.protocol.connection_lost(details))
+            self._settle(self.protocol.socket_lost(None if exc is None else os_error_text(exc)))
         else:
             self._wake()
         self._on_unusable()

@@ -146,6 +146,12 @@ class _WrittenRequests:
     async def put(self, request: Any) -> None:
         await self._queue.put(request)
 
+    async def close(self) -> None:
+        """``done_writing()``: the requests end after those written (once)."""
+        if not self.closed:
+            self.closed = True
+            await self._queue.put(_END_OF_REQUESTS)
+
     def end(self, _call: Any = None) -> None:
         """Release a writer waiting for room that the ended call will never make."""
         self.ended = True
@@ -292,9 +298,7 @@ class InterceptedCall:
             await (await self._real_call()).done_writing()
             return
         await self._call_to_write(requests)
-        if not requests.closed:
-            requests.closed = True
-            await requests.put(_END_OF_REQUESTS)
+        await requests.close()
 
     async def wait_for_connection(self) -> None:
         await (await self._real_call()).wait_for_connection()

@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from ..driver import interfaces
+from ..driver.attempts import finished
 from ..driver.call_steps import CallSteps
 from ..driver.invocation import CANCELLED, REQUESTS_FAILED, CallFailed
 from ..driver.logs import get_logger
@@ -510,7 +511,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         if self._connection is not None:
             self._connection.cancel(call, CANCELLED)
         else:  # pragma: no cover - a call without a connection has always ended
-            call.status = CANCELLED
+            finished(call, CANCELLED)
         self._on_end()
         return True
 

@@ -38,7 +38,7 @@ from ..driver.invocation import CANCELLED
 from ..driver.logs import get_logger
 from ..net import sockets
 from ..net.sockets import Waker, client_tracer, os_error_text
-from ..protocol import client_outcome, wire
+from ..protocol import wire
 from ..protocol.client_protocol import (
     CallEvent,
     ClientCall,
@@ -476,13 +476,12 @@ class BlockingClientConnection:
     def _absorb(self, data: Optional[bytes], error: Optional[BaseException]) -> None:
         """Feed one read result to the protocol (lock held), flush, and wake every waiter."""
         if error is not None:
-            self._settle(self.protocol.connection_lost(self._lost_details(error)))
+            self._settle(self.protocol.socket_lost(os_error_text(error)))
         elif data == b"":
             # After a TCP reset the kernel reports ECONNRESET once: to a write, if one came first.
-            reset = (
-                self._write_error if isinstance(self._write_error, ConnectionResetError) else None
-            )
-            self._settle(self.protocol.connection_lost(self._lost_details(reset)))
+            reset = self._write_error
+            text = os_error_text(reset) if isinstance(reset, ConnectionResetError) else None
+            self._settle(self.protocol.socket_lost(text))
         elif data is not None:
             if self._tracer is not None:
                 self._tracer.received(data)
@@ -491,15 +490,6 @@ class BlockingClientConnection:
             self._shutdown_locked()
         self._release_socket_if_closed()
         self._changed.notify_all()
-
-    def _lost_details(self, error: Optional[BaseException]) -> str:
-        """Why the connection ended, in the words grpc-go uses where it has some."""
-        return client_outcome.lost_details(
-            None if error is None else os_error_text(error),
-            self.protocol.bytes_received,
-            self.protocol.settings_received,
-            self.protocol.peer,
-        )
 
     def _settle(self, events: Sequence[CallEvent]) -> None:
         """After protocol work (lock held): queue the connection's output and act on the

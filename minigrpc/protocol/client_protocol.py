@@ -437,6 +437,16 @@ class ClientGrpcConnection(protocol.GrpcConnection):
             self.acknowledge_received()
         return events
 
+    def socket_lost(self, error: Optional[str]) -> List[CallEvent]:
+        """The socket ended: EOF, or ``error`` (the OS's words for it).  Every running call
+        ends UNAVAILABLE in grpc-go's words (:func:`client_outcome.lost_details`), which both
+        client transports report alike."""
+        return self.connection_lost(
+            client_outcome.lost_details(
+                error, self.bytes_received, self.settings_received, self.peer
+            )
+        )
+
     def connection_lost(self, details: str, protocol_error: bool = False) -> List[CallEvent]:
         """The socket closed or failed: every running call ends UNAVAILABLE.
 

@@ -35,6 +35,13 @@ backoff (:class:`~minigrpc.driver.attempts.Attempts`):
   a call waiting for ready whose server closed before saying anything backs off and tries again;
 * a call is tried again only while it can be sent again in full and nothing of it reached the
   application (:meth:`CallSteps.commit`).
+
+What a channel would add goes here too, once for both transports: retry policies (gRPC A6) are
+another verdict of :meth:`CallSteps.attempt_ended` (a status the policy names, its own backoff
+as a ``SLEEP``, the attempt count for ``grpc-previous-rpc-attempts``); several subchannels
+(pick_first, round_robin) are a picker in place of the one subchannel :meth:`CallSteps.next`
+asks, the channel's state made from theirs; keepalive pings (A8) are a subchannel's timer that
+the transports already have a clock for.
 """
 
 import time

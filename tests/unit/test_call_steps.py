@@ -37,14 +37,6 @@ OPTIONS = TransportOptions(
 )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Connection:
     """A transport's connection as the subchannel sees it, around the real protocol state."""
 
@@ -71,13 +63,14 @@ class Channel:
     def __init__(self) -> None:
         self.states: List[ChannelConnectivity] = []
         self.subchannel: Subchannel[Connection] = Subchannel(self.states.append)
-        self.clock = Clock()
+        #: The fake clock's time.
+        self.now = 100.0
 
     def steps(
         self, deadline: Optional[float] = None, wait_for_ready: bool = False, **kwargs: bool
     ) -> CallSteps:
         return CallSteps(
-            self.subchannel, OPTIONS, deadline, wait_for_ready, clock=self.clock, **kwargs
+            self.subchannel, OPTIONS, deadline, wait_for_ready, clock=lambda: self.now, **kwargs
         )
 
     def connected(self) -> Connection:
@@ -143,7 +136,7 @@ def test_a_failed_dial_fails_the_call_unavailable_with_its_error() -> None:
 
 def test_waiting_for_ready_backs_off_exponentially_up_to_the_cap_and_the_deadline() -> None:
     channel = Channel()
-    steps = channel.steps(deadline=channel.clock.now + 10.0, wait_for_ready=True)
+    steps = channel.steps(deadline=channel.now + 10.0, wait_for_ready=True)
     delays = []
     while True:
         step = steps.next()
@@ -151,7 +144,7 @@ def test_waiting_for_ready_backs_off_exponentially_up_to_the_cap_and_the_deadlin
             steps.dial_failed("connection refused")
         elif step is SLEEP:
             delays.append(steps.delay)
-            channel.clock.now += steps.delay
+            channel.now += steps.delay
         else:
             break
     # 1, 2, 4, then capped at 5 but cut at the deadline (3 s left).
@@ -162,7 +155,7 @@ def test_waiting_for_ready_backs_off_exponentially_up_to_the_cap_and_the_deadlin
 
 def test_a_dial_cut_by_the_deadline_is_deadline_exceeded_and_the_channel_idle() -> None:
     channel = Channel()
-    steps = channel.steps(deadline=channel.clock.now + 1.0)
+    steps = channel.steps(deadline=channel.now + 1.0)
     steps.next()
     steps.dial_timed_out()
     assert steps.next() is FINISH and steps.status is not None

@@ -56,9 +56,11 @@ class BlockingTransport:
         self._lock = threading.Lock()
         self._dial_ended = threading.Condition(self._lock)
 
-    def steps(self, deadline: Optional[float], wait_for_ready: bool) -> CallSteps:
+    def steps(
+        self, deadline: Optional[float], wait_for_ready: bool, connect_only: bool = False
+    ) -> CallSteps:
         """A new call's steps, with this channel's backoff settings."""
-        return CallSteps(self.subchannel, self.options, deadline, wait_for_ready)
+        return CallSteps(self.subchannel, self.options, deadline, wait_for_ready, connect_only)
 
     def run(
         self,
@@ -88,8 +90,7 @@ class BlockingTransport:
 
     def connect_until_ready(self) -> None:
         """``try_to_connect``: dial, backing off between failures, until READY or closed."""
-        steps = CallSteps(self.subchannel, self.options, None, True, connect_only=True)
-        self._carry_out(steps, None, None, False)
+        self._carry_out(self.steps(None, True, connect_only=True), None, None, False)
 
     def _carry_out(
         self,

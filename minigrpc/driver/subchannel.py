@@ -101,13 +101,13 @@ class Subchannel(Generic[Connection]):
         return WAIT if self.dialling else DIAL
 
     def begin_dial(self) -> Optional[Connection]:
-        """A call dials for the channel: CONNECTING.  Returns the connection it replaces when no
-        call runs there any more, for the transport to close now."""
+        """A call dials for the channel: CONNECTING.  The connection it replaces is the
+        channel's no more (calls still running there finish, and it closes itself); it is
+        returned when no call runs there, for the transport to close now."""
         self.dialling = True
         self._set(_CONNECTING)
-        replaced = self.connection
+        replaced, self.connection = self.connection, None
         if replaced is not None and replaced.protocol.idle:
-            self.connection = None
             return replaced
         return None
 

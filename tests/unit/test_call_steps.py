@@ -325,3 +325,17 @@ def test_compression_only_with_what_the_server_accepts(
     connection = channel.connected()
     connection.protocol.peer_accept_encodings = None if accepted is None else frozenset(accepted)
     assert channel.subchannel.peer_accepts("gzip") is expected
+
+
+def test_the_replaced_connection_no_longer_moves_the_channels_state() -> None:
+    """Its last call ends while the new connection is dialled: the channel stays CONNECTING."""
+    channel = Channel()
+    old = channel.connected()
+    old.protocol.calls[1] = ClientCall()
+    old.usable = False
+    channel.subchannel.connection_unusable(old)
+    steps = channel.steps()
+    assert steps.next() is DIAL
+    channel.subchannel.connection_unusable(old)
+    assert channel.subchannel.state is CONNECTING
+    assert channel.states == [CONNECTING, READY, IDLE, CONNECTING]

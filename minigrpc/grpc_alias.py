@@ -651,7 +651,7 @@ _AIO_CALL_CLASSES = ("UnaryUnaryCall", "UnaryStreamCall", "StreamUnaryCall", "St
 
 _PRIVATE_MODULES: Dict[str, Dict[str, Tuple[Optional[str], Any]]] = {
     "grpc._channel": {
-        "_USER_AGENT": ("blocking.channel", "USER_AGENT"),
+        "_USER_AGENT": ("protocol.headers", "USER_AGENT"),
         "_InactiveRpcError": ("blocking.call", "InactiveRpcError"),
         "_MultiThreadedRendezvous": ("blocking.call", "StreamingCall"),
         "_Rendezvous": ("blocking.call", "StreamingCall"),

@@ -20,17 +20,17 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 
-from ..blocking.call import decode_response
-from ..blocking.multicallables import _Invocation
-from ..driver.attempts import DONE, Attempts, finished
+from ..driver.attempts import finished
+from ..driver.call_steps import START, CallSteps
+from ..driver.invocation import CANCELLED, REQUESTS_FAILED, CallFailed, Invocation
 from ..protocol.client_protocol import ClientCall
-from ..protocol.codes import Code
 from ..protocol.enums import StatusCode
-from ..protocol.status import CallStatus, RpcError
+from ..protocol.status import CallStatus
 from . import interfaces as _interfaces
+from .client_connection import AsyncClientConnection
 from .errors import EOF, AioRpcError, UsageError
 from .metadata import Metadata
-from .transport import CANCELLED, AioConnection, AioTransport
+from .transport import AsyncTransport
 
 #: A stream is taken either by iteration or by ``read()``/``write()``, never both (UsageError,
 #: as in grpcio); and nothing is written after ``done_writing()``.
@@ -39,23 +39,14 @@ HALF_CLOSED = 'RPC is half closed after calling "done_writing".'
 FINISHED = "RPC already finished."
 
 
-class Invocation:
-    """What a call needs from its channel: the blocking API's start-up of it (framing, header
-    factory, deadline; :class:`minigrpc.blocking.multicallables._Invocation`) and the transport."""
-
-    def __init__(self, transport: AioTransport, start: _Invocation, wait_for_ready: bool) -> None:
-        self.transport = transport
-        self.make_call: Callable[[Any, bool], ClientCall] = start.new_call
-        self.frame: Callable[[Any], Any] = start.frame
-        self.deadline = start.deadline
-        self.deserializer = start.method.deserializer
-        self.max_receive = start.method.channel.config.max_receive
-        self.wait_for_ready = wait_for_ready
-
-
 class Call(_interfaces.Call):
     """What every asyncio call of minigrpc is: the implementation of ``grpc.aio.Call``
-    (:class:`minigrpc.aio.interfaces.Call`) that the four kinds below share."""
+    (:class:`minigrpc.aio.interfaces.Call`) that the four kinds below share.
+
+    ``invocation`` is the call's start-up, shared with the blocking API
+    (:class:`minigrpc.driver.invocation.Invocation`), ``transport`` the channel's; a call that
+    failed before it could start has neither, only its ``failure``.
+    """
 
     _unary_response = True
     #: The request is a stream (an iterator, or ``write()``/``done_writing()``).
@@ -63,21 +54,27 @@ class Call(_interfaces.Call):
 
     def __init__(
         self,
+        transport: Optional[AsyncTransport],
         invocation: Optional[Invocation],
         request: Any = None,
         request_iterator: Any = None,
         failure: Optional[CallStatus] = None,
     ) -> None:
         loop = asyncio.get_running_loop()
+        self._transport = transport
         self._invocation = invocation
         self._request = request
         self._request_iterator = request_iterator
         self._failure = failure
-        self._connection: Optional[AioConnection] = None
+        #: The call's attempts (:mod:`minigrpc.driver.call_steps`), once it started.
+        self._steps: Optional[CallSteps] = None
+        self._connection: Optional[AsyncClientConnection] = None
         self._call: Optional[ClientCall] = None
         self._status: Optional[CallStatus] = None
         self._opened: asyncio.Future[None] = loop.create_future()
         self._finished: asyncio.Future[None] = loop.create_future()
+        #: Resolved when the call moves to its next attempt, or ends (None: nobody waits).
+        self._attempt_changed: Optional[asyncio.Future[None]] = None
         self._callbacks: List[Callable[[Any], None]] = []
         self._sender: Optional[asyncio.Task[None]] = None
         #: How the responses are taken: "iterator" (``async for``) or "read" (``read()``).
@@ -102,29 +99,30 @@ class Call(_interfaces.Call):
         """Start a unary-request, unary-response call on the ready connection, without a task;
         False when it must wait for something (a connection, a stream slot, the write buffer,
         readiness) or failed before it could start: the task does those, as for any call."""
-        invocation = self._invocation
+        invocation, transport = self._invocation, self._transport
         if (
             invocation is None
+            or transport is None
             or self._failure is not None
             or not self._unary_response
             or self._streaming_request
             or invocation.wait_for_ready
         ):
             return False
-        transport = invocation.transport
-        connection = transport.ready_connection()
-        if connection is None:
+        if transport.ready_connection() is None:
             return False
-        attempts = transport.attempts(invocation.deadline, False)
-        if attempts.before_attempt(transport.closed) is not None:
+        steps = transport.steps(invocation.deadline, False)
+        if steps.next() is not START:  # closed, or past its deadline: the task ends it
             return False
+        connection: AsyncClientConnection = steps.connection
         try:
-            call = invocation.make_call(invocation.frame(self._request), True)
+            call = invocation.new_call(invocation.frame(self._request), True)
         except Exception:  # the task raises it again and reports it
             return False
+        self._steps = steps
         self._connection, self._call = connection, call
         self._opened.set_result(None)
-        connection.when_finished(call, lambda: self._ended(attempts))
+        connection.when_finished(call, self._ended)
         deadline = invocation.deadline
         if deadline is not None:
             self._timer = loop.call_later(deadline - time.monotonic(), connection.expire, call)
@@ -134,20 +132,16 @@ class Call(_interfaces.Call):
             self._sender.add_done_callback(_retrieve)
         return True
 
-    def _ended(self, attempts: Attempts) -> None:
+    def _ended(self) -> None:
         """A call started by ``_start_now`` has its status: tried again (by the task) if the
-        server never processed it (:mod:`minigrpc.driver.attempts`), else its outcome is known."""
+        steps say so (the server never processed it), else its outcome is known."""
         if self._timer is not None:
             self._timer.cancel()
-        connection, call, invocation = self._connection, self._call, self._invocation
-        assert connection is not None and call is not None and invocation is not None
-        if not self._locally_cancelled:
-            verdict = attempts.after_attempt(
-                call, connection.protocol.bytes_received, invocation.transport.closed
-            )
-            if verdict != DONE:
-                self._start_task(asyncio.get_running_loop(), attempts)
-                return
+        call, steps = self._call, self._steps
+        assert call is not None and steps is not None
+        if not self._locally_cancelled and not steps.attempt_ended(call):
+            self._start_task(asyncio.get_running_loop())
+            return
         outcome = self._outcome
         assert outcome is not None and call.status is not None
         if self._locally_cancelled:
@@ -163,10 +157,8 @@ class Call(_interfaces.Call):
 
     # -- the task ---------------------------------------------------------------------------
 
-    def _start_task(
-        self, loop: asyncio.AbstractEventLoop, attempts: Optional[Attempts] = None
-    ) -> None:
-        self._task = loop.create_task(self._run(attempts))
+    def _start_task(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._task = loop.create_task(self._run())
         self._task.add_done_callback(self._task_done)
 
     def _task_done(self, task: "asyncio.Task[Any]") -> None:
@@ -180,15 +172,14 @@ class Call(_interfaces.Call):
         if self._outcome is not None:
             _resolve(self._outcome, task.result() if error is None else None, error)
 
-    async def _run(self, attempts: Optional[Attempts] = None) -> Any:
+    async def _run(self) -> Any:
         try:
-            return await self._run_call(attempts)
+            return await self._run_call()
         except AioRpcError:
             raise
-        except RpcError as exc:  # the request did not serialize, or metadata was refused
-            status = failed_status(exc)
-            self._cancel_locally(status)
-            raise AioRpcError.from_status(status) from None
+        except CallFailed as exc:  # the request did not serialize
+            self._cancel_locally(exc.status)
+            raise AioRpcError.from_status(exc.status) from None
         except asyncio.CancelledError:
             self._locally_cancelled = True
             self._cancel_locally(CANCELLED)
@@ -201,41 +192,49 @@ class Call(_interfaces.Call):
                 status = call.status if call is not None and call.status is not None else CANCELLED
                 self._finish(status)
 
-    async def _run_call(self, attempts: Optional[Attempts]) -> Any:
+    async def _run_call(self) -> Any:
         if self._failure is not None:
             self._finish(self._failure)
             raise AioRpcError.from_status(self._failure)
-        invocation = self._invocation
-        assert invocation is not None
+        invocation, transport = self._invocation, self._transport
+        assert invocation is not None and transport is not None
         framed = None
         if self._request_iterator is None and not self._streaming_request:
             framed = invocation.frame(self._request)
-        unary = self._unary_response and not self._streaming_request
-        connection, call = await invocation.transport.attempt(
-            lambda: invocation.make_call(framed, self._unary_response),
-            invocation.deadline,
-            invocation.wait_for_ready,
-            unary,
-            self._on_open,
-            attempts,
-        )
-        self._connection, self._call = connection, call
-        if not self._opened.done():
-            self._opened.set_result(None)
-        if connection is not None and not call.done:
-            if self._request_iterator is not None:
-                self._sender = asyncio.get_running_loop().create_task(
-                    self._send_all(connection, call, self._request_iterator)
-                )
+        unary_response = self._unary_response
+
+        def make_call() -> ClientCall:
+            return invocation.new_call(framed, unary_response)
+
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = transport.steps(invocation.deadline, invocation.wait_for_ready)
+        unary = unary_response and not self._streaming_request
+        while True:
+            connection, call = await transport.attempt(steps, make_call, unary, self._on_open)
+            if call is None:
+                assert steps.status is not None
+                call = finished(make_call(), steps.status)
+            self._on_open(connection, call)
+            if connection is None or call.done:
+                break
+            if self._streaming_request:
+                steps.commit()  # the request stream is sent once: no attempt after this one
+                if self._request_iterator is not None:
+                    self._sender = asyncio.get_running_loop().create_task(
+                        self._send_all(connection, call, self._request_iterator)
+                    )
             await connection.wait_done(call, invocation.deadline)
+            if steps.attempt_ended(call):
+                break
         assert call.status is not None
-        if not self._unary_response:
+        if not unary_response:
             self._finish(await self._responses_read(connection, call, call.status))
             return None
         return self._unary_result(call)
 
     async def _responses_read(
-        self, connection: Optional[AioConnection], call: ClientCall, status: CallStatus
+        self, connection: Optional[AsyncClientConnection], call: ClientCall, status: CallStatus
     ) -> CallStatus:
         """The status of a stream the server ended, once the application may have it.
 
@@ -248,8 +247,8 @@ class Call(_interfaces.Call):
         if connection is None or status.code is not StatusCode.OK or not call.messages_waiting:
             return status
         await connection.wait_read(call)
-        invocation = self._invocation
-        if call.messages_waiting and invocation is not None and invocation.transport.closed:
+        transport = self._transport
+        if call.messages_waiting and transport is not None and transport.subchannel.closed:
             self._locally_cancelled = True
             return CANCELLED
         return status
@@ -258,33 +257,51 @@ class Call(_interfaces.Call):
         """What is done once the call is: its task, or (started without one) its end."""
         return self._task if self._task is not None else self._finished
 
-    def _on_open(self, connection: AioConnection, call: ClientCall) -> None:
-        """The call has a stream (an attempt of it; a retry replaces it)."""
-        self._connection, self._call = connection, call
+    def _on_open(self, connection: Optional[AsyncClientConnection], call: ClientCall) -> None:
+        """The call has an attempt (a retry replaces it), with a stream unless ``connection``
+        is None."""
+        if call is not self._call:
+            self._connection, self._call = connection, call
+            self._attempt_moved()
         if not self._opened.done():
             self._opened.set_result(None)
+
+    def _attempt_moved(self) -> None:
+        """Wake the readers waiting for the call's next attempt (:meth:`_next_attempt`)."""
+        changed, self._attempt_changed = self._attempt_changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    async def _next_attempt(self, call: ClientCall) -> bool:
+        """``call``, the attempt a reader read, ended: True once the call runs its next attempt
+        (the server never processed this one, :mod:`minigrpc.driver.call_steps`), False if the
+        call ends with it."""
+        steps = self._steps
+        if steps is None or self._connection is None or steps.attempt_ended(call):
+            return False
+        while self._call is call and self._status is None:
+            if self._attempt_changed is None:
+                self._attempt_changed = asyncio.get_running_loop().create_future()
+            await self._attempt_changed
+        return self._call is not call
 
     def _unary_result(self, call: ClientCall) -> Any:
         status = call.status
         assert status is not None and self._invocation is not None
         if status.code is StatusCode.OK:
             try:
-                response = decode_response(
-                    call.messages[0],
-                    call.response_encoding,
-                    self._invocation.max_receive,
-                    self._invocation.deserializer,
-                    call,
-                )
-            except RpcError as exc:
-                status = exc.status  # type: ignore[attr-defined]
+                response = self._invocation.decode(call.messages[0], call)
+            except CallFailed as exc:
+                status = exc.status
             else:
                 self._finish(status)
                 return response
         self._finish(status)
         raise AioRpcError.from_status(status)
 
-    async def _send_all(self, connection: AioConnection, call: ClientCall, requests: Any) -> None:
+    async def _send_all(
+        self, connection: AsyncClientConnection, call: ClientCall, requests: Any
+    ) -> None:
         """Send a request iterator's messages (sync or async), then END_STREAM.
 
         An exception from the iterator ends the call UNKNOWN, as in the blocking API.
@@ -301,18 +318,22 @@ class Call(_interfaces.Call):
                 for request in requests:
                     if not await self._send_one(connection, call, request, deadline):
                         return
-        except RpcError as exc:
-            connection.cancel(call, failed_status(exc))
+        except CallFailed as exc:
+            connection.cancel(call, exc.status)
             return
         except asyncio.CancelledError:
             raise
         except Exception:
-            connection.cancel(call, CallStatus(Code.UNKNOWN, "Exception iterating requests!"))
+            connection.cancel(call, REQUESTS_FAILED)
             return
         await connection.close_request(call, deadline)
 
     async def _send_one(
-        self, connection: AioConnection, call: ClientCall, request: Any, deadline: Optional[float]
+        self,
+        connection: AsyncClientConnection,
+        call: ClientCall,
+        request: Any,
+        deadline: Optional[float],
     ) -> bool:
         assert self._invocation is not None
         return await connection.send(call, self._invocation.frame(request), False, deadline)
@@ -323,6 +344,7 @@ class Call(_interfaces.Call):
         self._status = status
         if not self._finished.done():
             self._finished.set_result(None)
+        self._attempt_moved()
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             try:
@@ -497,11 +519,14 @@ class _StreamResponseMixin(Call):
         if self._locally_cancelled:  # responses still buffered are not for the application
             raise asyncio.CancelledError()
         try:
-            await asyncio.shield(self._opened)
-            connection, call, invocation = self._connection, self._call, self._invocation
-            message = None
-            if connection is not None and call is not None and invocation is not None:
-                message = await connection.receive(call, invocation.deadline)
+            while True:
+                await asyncio.shield(self._opened)
+                connection, call, invocation = self._connection, self._call, self._invocation
+                message = None
+                if connection is not None and call is not None and invocation is not None:
+                    message = await connection.receive(call, invocation.deadline)
+                if message is not None or call is None or not await self._next_attempt(call):
+                    break
         except asyncio.CancelledError:  # the reading task was cancelled: so is the call
             self.cancel()
             raise
@@ -509,18 +534,13 @@ class _StreamResponseMixin(Call):
             self._raise_for_status(await self._wait_finished())
             return EOF
         assert call is not None and invocation is not None
+        if self._steps is not None:
+            self._steps.commit()  # the application has a response: no retry now
         try:
-            return decode_response(
-                message,
-                call.response_encoding,
-                invocation.max_receive,
-                invocation.deserializer,
-                call,
-            )
-        except RpcError as exc:
-            status = exc.status  # type: ignore[attr-defined]
-            self._cancel_locally(status)
-            raise AioRpcError.from_status(status) from None
+            return invocation.decode(message, call)
+        except CallFailed as exc:
+            self._cancel_locally(exc.status)
+            raise AioRpcError.from_status(exc.status) from None
 
 
 class _StreamRequestMixin(Call):
@@ -540,9 +560,9 @@ class _StreamRequestMixin(Call):
         assert connection is not None and call is not None and self._invocation is not None
         try:
             framed = self._invocation.frame(request)
-        except RpcError as exc:
-            connection.cancel(call, exc.status)  # type: ignore[attr-defined]
-            raise AioRpcError.from_status(exc.status) from None  # type: ignore[attr-defined]
+        except CallFailed as exc:
+            connection.cancel(call, exc.status)
+            raise AioRpcError.from_status(exc.status) from None
         try:
             sent = await connection.send(call, framed, False, self._invocation.deadline)
         except asyncio.CancelledError:
@@ -594,14 +614,6 @@ class StreamUnaryCall(_StreamRequestMixin, _UnaryResponseMixin, _interfaces.Stre
 class StreamStreamCall(_StreamRequestMixin, _StreamResponseMixin, _interfaces.StreamStreamCall):
     """Both directions stream: ``write()``/``done_writing()`` and ``read()``/``async for``."""
 
-
-
-def failed_status(exc: RpcError) -> CallStatus:
-    """The status a blocking-API error carries (raised before a call could start)."""
-    status = getattr(exc, "status", None)
-    if isinstance(status, CallStatus):
-        return status
-    return CallStatus(Code.UNKNOWN, str(exc))
 
 
 __all__: Tuple[str, ...] = (

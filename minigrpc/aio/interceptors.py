@@ -14,6 +14,7 @@ import abc
 import asyncio
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Type
 
+from ..driver.invocation import CANCELLED
 from ..protocol.codes import Code
 from ..protocol.enums import StatusCode
 from ..protocol.status import CallStatus
@@ -21,7 +22,6 @@ from .call import FINISHED, HALF_CLOSED
 from .errors import EOF, AioRpcError
 from .interfaces import StreamStreamCall, StreamUnaryCall, UnaryStreamCall, UnaryUnaryCall
 from .metadata import Metadata
-from .transport import CANCELLED
 
 
 class ClientCallDetails:
@@ -145,6 +145,12 @@ class _WrittenRequests:
 
     async def put(self, request: Any) -> None:
         await self._queue.put(request)
+
+    async def close(self) -> None:
+        """``done_writing()``: the requests end after those written (once)."""
+        if not self.closed:
+            self.closed = True
+            await self._queue.put(_END_OF_REQUESTS)
 
     def end(self, _call: Any = None) -> None:
         """Release a writer waiting for room that the ended call will never make."""
@@ -292,9 +298,7 @@ class InterceptedCall:
             await (await self._real_call()).done_writing()
             return
         await self._call_to_write(requests)
-        if not requests.closed:
-            requests.closed = True
-            await requests.put(_END_OF_REQUESTS)
+        await requests.close()
 
     async def wait_for_connection(self) -> None:
         await (await self._real_call()).wait_for_connection()

@@ -1,458 +1,147 @@
-"""The asyncio client transport: one HTTP/2 connection per channel, driven by the event loop.
+"""The asyncio client transport: a channel's connections, dialled, waited for and retried on
+from the event loop.
 
-:class:`AioConnection` is an :class:`asyncio.Protocol` around the same sans-IO
-:class:`~minigrpc.protocol.client_protocol.ClientGrpcConnection` that the blocking transport drives:
-bytes from the loop go into it, the bytes it queues go out, and every coroutine waiting on a
-call (for a response, send window or a stream slot) is woken after each chunk and checks its
-own condition again.  No gRPC rule lives here; this module only waits.
+:class:`AsyncTransport` carries out a call's steps (:mod:`minigrpc.driver.call_steps`): dial,
+wait for another task's dial, start the call, back off, end it.  The decisions (when to dial,
+which backoff, when a call is retried transparently, the channel's connectivity state) are the
+steps' and the subchannel's, shared with the blocking transport; here is only how the event loop
+does them: ``loop.create_connection`` (with asyncio's TLS), a future the calls waiting for a dial
+await, ``asyncio.sleep`` for the backoff.
 
-A unary call on a connection that is ready needs no waiting coroutine at all: it is started at
-once (:meth:`AioConnection.start_now`) and told of its end by a callback run straight from
-``data_received`` (:meth:`AioConnection.when_finished`), so that the response reaches the
-coroutine awaiting it one event-loop turn after it was read.
-
-Memory stays bounded both ways: a writer waits for flow-control window and for the loop's write
-buffer to drain (``pause_writing``), and a reader that stops taking messages stops the protocol
-from returning window to the server (:class:`minigrpc.protocol.grpc_connection.Inbound`), which
-holds the server's sender back (RFC 9113 §5.2).
-
-:class:`AioTransport` is the channel's view: a lazy connect, a new connection after a GOAWAY or
-a failure, gRPC's connection backoff while a ``wait_for_ready`` call waits
-(``doc/connection-backoff.md``), and one transparent retry of a call the server provably never
-processed, as :mod:`minigrpc.driver.attempts` decides for both transports.
+Each connection is an :class:`~minigrpc.aio.client_connection.AsyncClientConnection`.
 """
 
 import asyncio
-import os
 import socket
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
-from ..blocking.transport import CANCELLED_DETAILS, ClientTLS, TransportOptions
-from ..driver.attempts import BACK_OFF, RETRY_NOW, Attempts, deadline_status, finished
-from ..driver.connectivity import ChannelConnectivity
-from ..net.sockets import (
-    ConnectFailed,
-    ReadBuffers,
-    client_tracer,
-    dial_error,
-    handshake_error,
-    lookup_error,
-    os_error_text,
-)
-from ..protocol import client_outcome
-from ..protocol.client_protocol import CallEvent, CallFinished, ClientCall
-from ..protocol.codes import Code
-from ..protocol.grpc_connection import Message
-from ..protocol.status import CallStatus
+from ..driver.call_steps import DIAL, FINISH, SLEEP, START, WAIT, CallSteps
+from ..driver.channel_core import TransportOptions
+from ..driver.subchannel import Subchannel, reusable
+from ..net.sockets import ConnectFailed, dial_error, handshake_error, lookup_error
+from ..protocol.client_protocol import ClientCall
 from ..protocol.targets import Target
+from .client_connection import AsyncClientConnection
 
-#: What a call cut short by ``cancel()`` or a cancelled task reports (grpcio's words).
-CANCELLED = CallStatus(Code.CANCELLED, CANCELLED_DETAILS)
+if TYPE_CHECKING:  # pragma: no cover
+    from ..net.tls import ClientTLS
 
+__all__ = ["AsyncTransport"]
 
-class AioConnection(asyncio.BufferedProtocol):
-    """One HTTP/2 connection: the loop's transport, the protocol state and the waiters.
-
-    A buffered protocol: the loop reads into buffers kept for the connection
-    (:class:`minigrpc.net.sockets.ReadBuffers`) rather than into a new 256 KiB bytes object each
-    time.
-    """
-
-    def __init__(
-        self, options: TransportOptions, on_unusable: Callable[[], None], peer: str = ""
-    ) -> None:
-        self.protocol = options.new_protocol(peer)
-        self._on_unusable = on_unusable
-        self._transport: Optional[asyncio.Transport] = None
-        self._loop = asyncio.get_running_loop()
-        #: Futures of the coroutines waiting for the state to change; resolved by ``_wake``.
-        self._waiters: List[asyncio.Future[None]] = []
-        self._writable = asyncio.Event()
-        self._writable.set()
-        self._closed = False
-        #: What to run when a call ends (:meth:`when_finished`), by call.
-        self._on_finished: Dict[ClientCall, Callable[[], None]] = {}
-        #: The frame trace (``MINIGRPC_TRACE=1`` or the ``minigrpc.protocol.wire`` logger), as the
-        #: blocking transport writes it; None when tracing is off.
-        self._tracer = client_tracer(peer)
-        #: Puts the TLS session in the channel's ``grpc.ssl_session_cache`` once it carries a
-        #: ticket; True once done (None: nothing to keep).
-        self._session_keeper: Optional[Callable[[], bool]] = None
-        self._reads = ReadBuffers()
-        #: What a read made the protocol queue, written at the loop's next turn (or with the
-        #: next write, whichever comes first; :meth:`_settle`).
-        self._unsent: List[bytes] = []
-
-    def keep_session(self, keeper: Callable[[], bool]) -> None:
-        """Run ``keeper`` now and as data arrives, until it has kept the session."""
-        self._session_keeper = None if keeper() else keeper
-
-    # -- asyncio.Protocol -----------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._reads.get_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(self._reads.take(nbytes))
-
-    def data_received(self, data: bytes) -> None:
-        if self._tracer is not None:
-            self._tracer.received(data)
-        if self._session_keeper is not None and self._session_keeper():
-            self._session_keeper = None
-        self._settle(self.protocol.receive_data(data), flush_soon=True)
-
-    def eof_received(self) -> Optional[bool]:
-        return False  # close our side too: HTTP/2 has no half-closed connection
-
-    def connection_lost(self, exc: Optional[Exception]) -> None:
-        self._closed = True
-        self._writable.set()
-        if isinstance(exc, OSError):
-            self._read_what_is_left()
-        if self.protocol.failure is None:
-            # The blocking client's words (grpc-go's where it has some), naming the target.
-            details = client_outcome.lost_details(
-                None if exc is None else os_error_text(exc),
-                self.protocol.bytes_received,
-                self.protocol.settings_received,
-                self.protocol.peer,
-            )
-            self._settle(self.protocol.connection_lost(details))
-        else:
-            self._wake()
-        self._on_unusable()
-
-    def _read_what_is_left(self) -> None:
-        """Give the protocol what the peer sent before it closed, after a failed write.
-
-        A write to a peer that has closed fails (EPIPE, ECONNRESET) and asyncio then stops
-        reading the socket at once, though the kernel still holds what the peer sent before it
-        closed: often its last responses and the trailers with the call's status. The blocking
-        client's reader goes on to EOF and reads them; here the socket is still open while
-        ``connection_lost`` runs (the loop closes it afterwards), so it is read to its end now.
-        A TLS connection's bytes would need its session: it is left as it is.
-        """
-        transport = self._transport
-        if transport is None or transport.get_extra_info("sslcontext") is not None:
-            return
-        sock = transport.get_extra_info("socket")
-        if sock is None:
-            return
-        fd = sock.fileno()
-        while fd >= 0 and self.protocol.failure is None:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:  # nothing more (EAGAIN), or the reset the write saw
-                return
-            if not data:
-                return
-            self.data_received(data)
-
-    def pause_writing(self) -> None:
-        self._writable.clear()
-
-    def resume_writing(self) -> None:
-        self._writable.set()
-        self._wake()
-
-    # -- state ----------------------------------------------------------------------------
-
-    @property
-    def usable(self) -> bool:
-        """New calls may go here (no GOAWAY, no failure, not closed)."""
-        return not self._closed and not self.protocol.draining
-
-    @property
-    def peer_accept_encodings(self) -> Optional[frozenset]:
-        return self.protocol.peer_accept_encodings
-
-    def _settle(self, events: List[CallEvent], flush_soon: bool = False) -> None:
-        """Write what the protocol queued, tell the calls that ended, and wake every waiter to
-        look again.
-
-        ``flush_soon`` (after a read): what the read made the protocol queue (a PING ACK, a
-        WINDOW_UPDATE) is written at the loop's next turn instead of now, after the coroutines
-        this read woke have run.  A coroutine that starts its next call then sends it in the
-        same write, and the one waiting for the response is not kept waiting for a write it
-        does not need (grpc-go's servers ping with every response they send).  A connection
-        that became unusable writes at once: its GOAWAY must leave before it closes.
-        """
-        soon = flush_soon and self.usable
-        if not soon:
-            self._flush()
-        if self._on_finished:
-            self._tell_finished(events)
-        if not self.usable:
-            self._on_unusable()
-            if self.protocol.idle:
-                self.close()
-        self._wake()
-        if soon:
-            self._flush_soon()  # after the wake-ups this read scheduled
-
-    def _tell_finished(self, events: List[CallEvent]) -> None:
-        for event in events:
-            if type(event) is CallFinished:
-                on_finished = self._on_finished.pop(event.call, None)
-                if on_finished is not None:
-                    on_finished()
-
-    def _flush_soon(self) -> None:
-        """Write what the protocol queued at the loop's next turn, or with the next write."""
-        data = self.protocol.data_to_send()
-        if data:
-            self._unsent.append(data)
-            if len(self._unsent) == 1:
-                self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        data = self.protocol.data_to_send()
-        if self._unsent:
-            self._unsent.append(data)
-            data = b"".join(self._unsent)
-            self._unsent.clear()
-        if data and self._transport is not None and not self._closed:
-            if self._tracer is not None:
-                self._tracer.sent(data)
-            self._transport.write(data)
-
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def _wait(
-        self, ready: Callable[[], bool], deadline: Optional[float], call: Optional[ClientCall]
-    ) -> None:
-        """Wait until ``ready()``; at ``deadline`` the call (if given) ends DEADLINE_EXCEEDED.
-
-        A cancelled waiter (``task.cancel()``) cancels its call: RST_STREAM(CANCEL) goes out
-        before the CancelledError travels on (PROTOCOL-HTTP2.md, Errors).
-        """
-        try:
-            while not ready():
-                waiter = self._loop.create_future()
-                timer = None
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        if call is not None:
-                            self._settle(self.protocol.expire(call))
-                        return
-                    timer = self._loop.call_later(left, _resolve, waiter)
-                self._waiters.append(waiter)
-                try:
-                    await waiter
-                finally:
-                    if timer is not None:
-                        timer.cancel()
-        except BaseException:
-            if call is not None and not call.done:
-                self._settle(self.protocol.cancel(call, CANCELLED))
-            raise
-
-    # -- the call -------------------------------------------------------------------------
-
-    async def open(self, call: ClientCall, deadline: Optional[float]) -> bool:
-        """Start ``call`` here and write what its request queued; False if it cannot start.
-
-        A call that could not start never reached the server; the transport moves it to a new
-        connection.  Above the peer's MAX_CONCURRENT_STREAMS it waits for a slot.
-        """
-        protocol = self.protocol
-        await self._wait(
-            lambda: call.done or protocol.can_start_call() or not self.usable, deadline, None
-        )
-        if call.done:
-            return True
-        if not protocol.can_start_call():
-            if self.usable and deadline is not None and time.monotonic() >= deadline:
-                self._settle(protocol.abandon(call, deadline_status()))
-                return True
-            return False
-        # HEADERS and the request's DATA go out in one write (one wake-up of the server).
-        events = protocol.start_call(call)
-        await self.write_request(call, deadline)
-        if call.done:  # refused before it started (a header block too large, say)
-            self._settle(events)
-        return True
-
-    def can_start_now(self) -> bool:
-        """A call may start here without waiting: usable, a stream slot free, and the loop's
-        write buffer below its high-water mark."""
-        return self.usable and self._writable.is_set() and self.protocol.can_start_call()
-
-    def start_now(self, call: ClientCall) -> bool:
-        """Start ``call`` (:meth:`can_start_now` was checked) and write as much of its request
-        as the windows allow, without waiting; True if all of it went out.
-
-        The caller registers :meth:`when_finished` first: a call refused before it started
-        (a header block too large, say) ends here.
-        """
-        events = self.protocol.start_call(call)
-        self._settle(events)
-        # A unary request's last message carries END_STREAM: it is all out once that is.
-        return (call.done or call.request_complete) and self._writable.is_set()
-
-    def when_finished(self, call: ClientCall, on_finished: Callable[[], None]) -> None:
-        """Run ``on_finished()`` once ``call`` has its status, from whatever ended it (a read,
-        a reset, the deadline, a cancel, the connection's loss or close)."""
-        self._on_finished[call] = on_finished
-
-    def expire(self, call: ClientCall) -> None:
-        """The call's deadline passed: RST_STREAM(CANCEL) and DEADLINE_EXCEEDED."""
-        if not call.done:
-            self._settle(self.protocol.expire(call))
-
-    async def write_request(self, call: ClientCall, deadline: Optional[float]) -> None:
-        """Write the call's queued request, waiting for window and for the write buffer."""
-        protocol = self.protocol
-        while not call.done and not protocol.write_request(call):
-            self._flush()
-            await self._wait(lambda: call.done or protocol.window_available(call), deadline, call)
-        self._flush()
-        if not self._writable.is_set():
-            await self._wait(self._writable.is_set, deadline, call)
-
-    async def send(
-        self, call: ClientCall, framed: Any, last: bool, deadline: Optional[float]
-    ) -> bool:
-        """Queue one request message and wait until it is written; False if the call ended."""
-        self.protocol.send_message(call, framed, last)
-        await self.write_request(call, deadline)
-        return not call.done
-
-    async def close_request(self, call: ClientCall, deadline: Optional[float]) -> None:
-        """End the request stream (END_STREAM) after the messages already sent."""
-        self.protocol.close_request(call)
-        await self.write_request(call, deadline)
-
-    async def receive(self, call: ClientCall, deadline: Optional[float]) -> Optional[Message]:
-        """The next response message, waiting for it; None once the call has ended."""
-        await self._wait(lambda: call.done or call.messages_waiting, deadline, call)
-        message = self.protocol.take_message(call)
-        self._settle([])
-        return message
-
-    async def wait_for_headers(self, call: ClientCall, deadline: Optional[float]) -> None:
-        await self._wait(lambda: call.done or call.response_head is not None, deadline, call)
-
-    async def wait_done(self, call: ClientCall, deadline: Optional[float]) -> None:
-        await self._wait(lambda: call.done, deadline, call)
-        self._settle([])
-
-    async def wait_read(self, call: ClientCall) -> None:
-        """Wait until the application has taken every response of the ended ``call``, or the
-        connection has closed."""
-        await self._wait(lambda: not call.messages_waiting or self._closed, None, None)
-
-    def cancel(self, call: ClientCall, status: CallStatus) -> None:
-        """End ``call`` now with ``status``: RST_STREAM(CANCEL) if it has a stream."""
-        if not call.done:
-            self._settle(self.protocol.abandon(call, status))
-
-    def close(self, status: Optional[CallStatus] = None) -> None:
-        """Close the connection; calls still running end with ``status`` ("Channel closed!").
-
-        A GOAWAY(NO_ERROR) goes out first when the connection still works.
-        """
-        if self._closed and self._transport is None:
-            return
-        ending = status or CallStatus(Code.CANCELLED, "Channel closed!")
-        events: List[CallEvent] = []
-        for call in list(self.protocol.calls.values()):
-            events.extend(self.protocol.cancel(call, ending))
-        if self.protocol.failure is None:
-            self.protocol.conn.close_connection()  # GOAWAY, unless one went out already
-            self._flush()
-            self.protocol.failure = "connection closed by the client"
-        self._closed = True
-        transport, self._transport = self._transport, None
-        if transport is not None:
-            transport.close()
-        self._tell_finished(events)
-        self._wake()
+Attempt = Tuple[Optional[AsyncClientConnection], Optional[ClientCall]]
 
 
-class AioTransport:
-    """The channel's connection manager: lazy connect, reconnect, transparent retry."""
-
-    #: The blocking channel's connectivity watch; the asyncio channel keeps its state itself
-    #: (``on_state``), so its settings object has none.
-    connectivity: Any = None
+class AsyncTransport:
+    """The channel's connections: lazy connect, reconnect, wait-for-ready, transparent retry."""
 
     def __init__(
         self,
         target: Target,
         options: TransportOptions,
-        tls: Optional[ClientTLS],
-        on_state: Callable[[ChannelConnectivity], None],
+        tls: "Optional[ClientTLS]",
+        subchannel: "Subchannel[AsyncClientConnection]",
     ) -> None:
         self.target = target
         self.options = options
         self.tls = tls
-        self._on_state = on_state
-        self._lock: Optional[asyncio.Lock] = None
-        self._connection: Optional[AioConnection] = None
-        self.closed = False
+        self.subchannel = subchannel
+        #: Resolved when the dial that runs ends (None: no dial runs).
+        self._dial_ended: Optional[asyncio.Future[None]] = None
 
-    def peer_accepts(self, encoding: str) -> bool:
-        """False only when the server listed its encodings and ``encoding`` is not one of them
-        (``doc/compression.md``)."""
-        connection = self._connection
-        accepted = connection.peer_accept_encodings if connection is not None else None
-        return accepted is None or encoding in accepted
+    def steps(
+        self, deadline: Optional[float], wait_for_ready: bool, connect_only: bool = False
+    ) -> CallSteps:
+        """A new call's steps, with this channel's backoff settings."""
+        return CallSteps(self.subchannel, self.options, deadline, wait_for_ready, connect_only)
 
-    async def connection(self, deadline: Optional[float]) -> AioConnection:
-        """The current usable connection, or a new one; raises ConnectFailed or TimeoutError."""
-        connection = self._connection
-        if connection is not None and connection.usable and not self.closed:
-            return connection  # the common case, without the lock
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self.closed:
-                raise ConnectFailed("Channel closed!")
-            connection = self._connection
-            if connection is not None and connection.usable:
-                return connection
-            if connection is not None and connection.protocol.idle:
+    def ready_connection(self) -> Optional[AsyncClientConnection]:
+        """The channel's connection if a call can start on it without waiting, else None (no
+        connection yet, draining, stale, at the stream limit, or its write buffer is full)."""
+        connection = self.subchannel.connection
+        if connection is None or not reusable(connection) or not connection.can_start_now():
+            return None
+        return connection
+
+    async def attempt(
+        self,
+        steps: CallSteps,
+        make_call: Callable[[], ClientCall],
+        to_the_end: bool,
+        opened: Optional[Callable[[AsyncClientConnection, ClientCall], None]] = None,
+    ) -> Attempt:
+        """Do the steps until the call has an attempt that is its outcome: open (``to_the_end``:
+        ended), or the call None when it ends without a stream (``steps.status``).  ``opened``
+        hears of each attempt that got a stream."""
+        while True:
+            step = steps.next()
+            if step is START:
+                connection: AsyncClientConnection = steps.connection
+                call = make_call()
+                if not await connection.open(call, steps.deadline):
+                    continue  # never started here: the connection was draining
+                if opened is not None:
+                    opened(connection, call)
+                if to_the_end:
+                    await connection.wait_done(call, steps.deadline)
+                if steps.attempt_ended(call):
+                    return connection, call
+            elif step is DIAL:
+                await self._dial(steps)
+            elif step is WAIT:
+                await self._wait_for_dial(steps.deadline)
+            elif step is SLEEP:
+                await asyncio.sleep(steps.delay)
+            elif step is FINISH:
+                return None, None
+            else:  # DONE: connected
+                return steps.connection, None
+
+    async def connect_until_ready(self) -> None:
+        """``try_to_connect``: dial, backing off between failures, until READY or closed."""
+        await self.attempt(self.steps(None, True, connect_only=True), _no_call, False)
+
+    async def _dial(self, steps: CallSteps) -> None:
+        """Dial for the channel and report how it went to the steps (and the waiting calls)."""
+        if steps.retired is not None:
+            steps.retired.close()
+        self._dial_ended = ended = asyncio.get_running_loop().create_future()
+        try:
+            connection = await self._connect(steps.deadline)
+        except ConnectFailed as exc:
+            steps.dial_failed(exc.details)
+        except asyncio.TimeoutError:
+            steps.dial_timed_out()
+        except BaseException:
+            steps.dial_abandoned()
+            raise
+        else:
+            if not steps.dialled(connection):
                 connection.close()
-            self._on_state(ChannelConnectivity.CONNECTING)
-            try:
-                connection = await self._dial(deadline)
-            except ConnectFailed:
-                self._on_state(ChannelConnectivity.TRANSIENT_FAILURE)
-                raise
-            except asyncio.TimeoutError:
-                self._on_state(ChannelConnectivity.IDLE)
-                raise
-            if self.closed:
-                connection.close()
-                raise ConnectFailed("Channel closed!")
-            self._connection = connection
-            self._on_state(ChannelConnectivity.READY)
-            return connection
+        finally:
+            self._dial_ended = None
+            ended.set_result(None)
 
-    async def _dial(self, deadline: Optional[float]) -> AioConnection:
+    async def _wait_for_dial(self, deadline: Optional[float]) -> None:
+        """Wait until the dial another task runs has ended, or ``deadline``."""
+        ended = self._dial_ended
+        if ended is not None:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.wait((ended,), timeout=timeout)
+
+    async def _connect(self, deadline: Optional[float]) -> AsyncClientConnection:
+        """A new connection, its preface written; raises ConnectFailed or TimeoutError."""
         loop = asyncio.get_running_loop()
         target, tls = self.target, self.tls
+        subchannel = self.subchannel
 
         def unusable() -> None:
-            if self._connection is connection and not self.closed:
-                self._on_state(ChannelConnectivity.IDLE)
+            subchannel.connection_unusable(connection)
 
-        connection = AioConnection(self.options, unusable, target.display)
+        connection = AsyncClientConnection(self.options, unusable, target.display)
         ssl_args: dict = {}
         if tls is not None:
-            context = tls.context
+            context: Any = tls.context
             cache = tls.session_cache
             session = cache.get(tls.server_hostname) if cache is not None else None
             # asyncio's own loops build the TLS object through the context's wrap_bio();
@@ -483,118 +172,33 @@ class AioTransport:
                 raise lookup_error(target.address[0], exc) from None
             raise dial_error(target, exc) from None
         if tls is not None:
-            selected = (
-                connection._transport.get_extra_info("ssl_object")
-                if connection._transport
-                else None
-            )
-            protocol = selected.selected_alpn_protocol() if selected is not None else None
-            if protocol not in (None, "h2"):
-                connection.close()
-                raise handshake_error(
-                    target, f"the server chose ALPN protocol {protocol!r}, not h2"
-                )
-            cache = tls.session_cache
-            if cache is not None and selected is not None:
-                name, ssl_object = tls.server_hostname, selected
-                connection.keep_session(lambda: cache.keep(name, ssl_object.session))
-        connection._flush()
+            self._check_tls(connection, tls)
+        connection.flush()
         return connection
 
-    async def attempt(
-        self,
-        make_call: Callable[[], ClientCall],
-        deadline: Optional[float],
-        wait_for_ready: bool,
-        to_the_end: bool,
-        opened: Optional[Callable[[AioConnection, ClientCall], None]] = None,
-        attempts: Optional[Attempts] = None,
-    ) -> Tuple[Optional[AioConnection], ClientCall]:
-        """Find a connection and start (``to_the_end``: run) a call on it, retrying when safe.
+    def _check_tls(self, connection: AsyncClientConnection, tls: "ClientTLS") -> None:
+        """The server must have chosen h2 (RFC 9113 §3.2); keep the session to resume."""
+        from ..net.tls import alpn_refusal
 
-        The same policy as the blocking transport's: a call that provably never reached the
-        server is retried once on a new connection; with ``wait_for_ready`` a failed connect (or
-        a server that closed before saying anything) waits with gRPC's connection backoff until
-        the deadline.  ``attempts`` continues the budget of a call already tried once
-        (:meth:`start_now`).
-        """
-        if attempts is None:
-            attempts = self.attempts(deadline, wait_for_ready)
-        while True:
-            ending = attempts.before_attempt(self.closed)
-            if ending is not None:
-                return None, finished(make_call(), ending)
-            try:
-                connection = await self.connection(deadline)
-            except asyncio.TimeoutError:
-                return None, finished(make_call(), deadline_status())
-            except ConnectFailed as exc:
-                ending = attempts.after_connect_failure(exc.details, self.closed)
-                if ending is not None:
-                    return None, finished(make_call(), ending)
-                await self._back_off(attempts)
-                continue
-            call = make_call()
-            if not await connection.open(call, deadline):
-                continue  # never started here: the connection was draining
-            if opened is not None:
-                opened(connection, call)
-            if to_the_end:
-                await connection.wait_done(call, deadline)
-            if not call.done:
-                return connection, call
-            verdict = attempts.after_attempt(call, connection.protocol.bytes_received, self.closed)
-            if verdict == RETRY_NOW:
-                continue
-            if verdict == BACK_OFF:  # the server closed before saying anything
-                await self._back_off(attempts)
-                continue
-            return connection, call
-
-    def attempts(self, deadline: Optional[float], wait_for_ready: bool) -> Attempts:
-        """A new call's retry budget, backoff and deadline (:mod:`minigrpc.driver.attempts`)."""
-        return Attempts(
-            deadline,
-            wait_for_ready,
-            self.options.initial_backoff,
-            self.options.max_backoff,
-            self.options.backoff_multiplier,
-            self.options.backoff_jitter,
-        )
-
-    def ready_connection(self) -> Optional[AioConnection]:
-        """The current connection if a call can start on it without waiting, else None (no
-        connection yet, draining, at the stream limit, or its write buffer is full)."""
-        connection = self._connection
-        if connection is None or self.closed or not connection.can_start_now():
-            return None
-        return connection
-
-    @staticmethod
-    async def _back_off(attempts: Attempts) -> None:
-        """Sleep one backoff step; the deadline ends it."""
-        delay = attempts.next_delay()
-        if delay is not None:
-            await asyncio.sleep(delay)
+        selected = connection.tls_object()
+        refusal = alpn_refusal(selected.selected_alpn_protocol() if selected else None)
+        if refusal is not None:
+            connection.close()
+            raise handshake_error(self.target, refusal)
+        cache = tls.session_cache
+        if cache is not None and selected is not None:
+            name, ssl_object = tls.server_hostname, selected
+            connection.keep_session(lambda: cache.keep(name, ssl_object.session))
 
     def close(self) -> None:
         """Close the connection; running calls end CANCELLED ("Channel closed!")."""
-        self.closed = True
-        connection, self._connection = self._connection, None
+        connection = self.subchannel.close()
         if connection is not None:
             connection.close()
-        self._on_state(ChannelConnectivity.SHUTDOWN)
-
-    @property
-    def idle(self) -> bool:
-        connection = self._connection
-        return connection is None or connection.protocol.idle
 
 
-def _resolve(waiter: "asyncio.Future[None]") -> None:
-    """Wake one waiter (its deadline came) unless something woke it first."""
-    if not waiter.done():
-        waiter.set_result(None)
+def _no_call() -> ClientCall:  # pragma: no cover - connect_only steps never start a call
+    raise AssertionError("no call to start")
 
 
 class _ResumingContext:

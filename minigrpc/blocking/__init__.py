@@ -2,8 +2,9 @@
 
 The client: the channel and its multi-callables (:mod:`.channel`, :mod:`.multicallables`), the
 call objects (:mod:`.call`), interceptors (:mod:`.interceptors`), connectivity callbacks
-(:mod:`.connectivity`), and under them the transport (:mod:`.transport`, a channel's connections)
-and one connection's reader and writer (:mod:`.client_connection`).  The server:
+(:mod:`.connectivity`), and under them the transport (:mod:`.transport`, which carries out the
+steps of :mod:`minigrpc.driver.call_steps`) and one connection's reader and writer
+(:mod:`.client_connection`).  The server:
 :mod:`.server_api` (grpcio's ``server()``), its I/O thread (:mod:`.server_loop`,
 :mod:`.server_commands`), the handlers on the executor (:mod:`.server_handlers`,
 :mod:`.server_call`) and their context (:mod:`.servicer_context`).  :mod:`minigrpc.aio` is the

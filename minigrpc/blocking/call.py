@@ -28,24 +28,29 @@ from types import TracebackType
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from ..driver import interfaces
+from ..driver.attempts import finished
+from ..driver.call_steps import CallSteps
+from ..driver.invocation import CANCELLED, REQUESTS_FAILED, CallFailed
 from ..driver.logs import get_logger
 from ..protocol import wire
-from ..protocol.client_outcome import DESERIALIZE_FAILED_DETAILS
 from ..protocol.client_protocol import ClientCall
 from ..protocol.codes import Code
 from ..protocol.enums import StatusCode
+from ..protocol.grpc_connection import Message
 from ..protocol.status import (
-    CallError,
     CallStatus,
     FutureCancelledError,
     FutureTimeoutError,
     Metadata,
     RpcError,
 )
-from .client_connection import CANCELLED_DETAILS, BlockingClientConnection
+from .client_connection import BlockingClientConnection
 from .transport import CallHandle
 
-Deserializer = Optional[Callable[[bytes], Any]]
+#: Decodes one response message of a call (:meth:`minigrpc.driver.invocation.Invocation.decode`).
+Decode = Callable[[Message, ClientCall], Any]
+#: Opens the call's next attempt (:meth:`minigrpc.blocking.transport.BlockingTransport.open`).
+Reopen = Callable[[], Tuple[Optional[BlockingClientConnection], ClientCall]]
 
 _LOGGER = get_logger(__name__)
 
@@ -173,33 +178,6 @@ class InactiveRpcError(RpcError, FinishedCall):
 
     def __repr__(self) -> str:
         return f"<RpcError code={self.status.code.name} details={self.status.details!r}>"
-
-
-def decode_response(
-    message: Tuple[bool, bytes],
-    encoding: Optional[str],
-    max_length: Optional[int],
-    deserializer: Deserializer,
-    call: ClientCall,
-) -> Any:
-    """Inflate and deserialize one response message; a failure is an :class:`RpcError`."""
-    compressed, payload = message
-    try:
-        payload = wire.decode_message(compressed, payload, encoding, max_length)
-    except CallError as exc:
-        raise _error(exc.code, str(exc), call) from None
-    if deserializer is None:
-        return payload
-    try:
-        return deserializer(payload)
-    except Exception:
-        raise _error(StatusCode.INTERNAL, DESERIALIZE_FAILED_DETAILS, call) from None
-
-
-def _error(code: StatusCode, details: str, call: Optional[ClientCall] = None) -> InactiveRpcError:
-    initial: Metadata = call.initial_metadata if call is not None else ()
-    trailing: Metadata = call.trailing_metadata if call is not None else ()
-    return InactiveRpcError(CallStatus(code.number, details, initial, trailing))
 
 
 class CallFuture(interfaces.Call, interfaces.Future):
@@ -343,37 +321,37 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
     returns the one response of a ``stream_unary`` call (None for a response stream).
     ``cancel()`` sends RST_STREAM(CANCEL) and ends the call CANCELLED.
 
-    ``reopen`` (given for a unary request, whose only message is known) lets the call start
-    again, once, on a new connection when the server provably never processed it.
+    An attempt that ends before the server processed it is tried again when the call's
+    ``steps`` say so (:mod:`minigrpc.driver.call_steps`): ``reopen`` opens the next attempt.
     """
 
     def __init__(
         self,
         connection: Optional[BlockingClientConnection],
         call: ClientCall,
-        deserializer: Deserializer,
-        max_receive: Optional[int],
+        decode: Decode,
         unary_response: bool = False,
-        reopen: Optional[
-            Callable[[], Tuple[Optional[BlockingClientConnection], ClientCall]]
-        ] = None,
+        steps: Optional[CallSteps] = None,
+        reopen: Optional[Reopen] = None,
     ) -> None:
         self._connection = connection
         self._call = call
-        self._deserializer = deserializer
-        self._max_receive = max_receive
+        self._decode = decode
         self._unary_response = unary_response
+        self._steps = steps
         self._reopen = reopen
         Exception.__init__(self, "running")
         self._lock = threading.Lock()
+        #: Held while an ended attempt is judged and the next one opened.
+        self._reopening = threading.Lock()
         #: Held while the end is recorded; re-entrant, for a callback that asks for the result.
         self._ending = threading.RLock()
         self._callbacks: List[Callable[[], None]] = []
         self._cancelled = False
         self._finished = False
         self._response: Any = None
-        self._decode_error: Optional[InactiveRpcError] = None
-        self._received_any = False
+        #: The status of a response the call could not use.
+        self._decode_error: Optional[CallStatus] = None
         self.status = call.status or CallStatus(Code.OK)
         if call.done:
             self._complete()
@@ -389,7 +367,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
             if status is None:
                 return
             if self._decode_error is not None:
-                status = self._decode_error.status
+                status = self._decode_error
             self._finished = True
             self.status = status
             self.args = (str(status),)
@@ -403,14 +381,20 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         if self._unary_response and not self._finished:
             threading.Thread(target=self._wait_done, name="minigrpc-future", daemon=True).start()
 
-    def _retry_if_never_processed(self) -> bool:
-        """Start again on a new connection if the server provably never saw the call."""
-        call = self._call
-        if self._reopen is None or not call.retryable or self._received_any:
+    def _tried_again(self, call: ClientCall) -> bool:
+        """The attempt ``call`` ended: True once the next attempt is open, if the steps try the
+        call again (the server never processed it); whichever thread saw the end first opens it.
+        """
+        steps, reopen = self._steps, self._reopen
+        if steps is None or reopen is None or self._connection is None:
             return False
-        reopen, self._reopen = self._reopen, None
-        self._connection, self._call = reopen()
-        self.status = self._call.status or CallStatus(Code.OK)
+        with self._reopening:
+            if self._call is not call:
+                return True
+            if steps.attempt_ended(call):
+                return False
+            self._connection, self._call = reopen()
+            self.status = self._call.status or CallStatus(Code.OK)
         return True
 
     def _wait_done(self, timeout: Optional[float] = None) -> bool:
@@ -419,7 +403,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
             connection, call = self._connection, self._call
             if not call.done and connection is not None:
                 connection.wait_done(call, call.deadline, timeout)
-            if call.done and self._retry_if_never_processed():
+            if call.done and self._tried_again(call):
                 continue
             break
         if call.done:
@@ -443,11 +427,9 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         if message is None:
             return
         try:
-            self._response = decode_response(
-                message, call.response_encoding, self._max_receive, self._deserializer, call
-            )
-        except InactiveRpcError as exc:
-            self._decode_error = exc
+            self._response = self._decode(message, call)
+        except CallFailed as exc:
+            self._decode_error = exc.status
 
     # -- iterator ------------------------------------------------------------------------------
 
@@ -461,23 +443,18 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
             if connection is not None:
                 message = connection.receive(call, call.deadline)
             if message is not None:
-                self._received_any = True
+                if self._steps is not None:
+                    self._steps.commit()  # the application has a response: no retry now
                 try:
-                    return decode_response(
-                        message,
-                        call.response_encoding,
-                        self._max_receive,
-                        self._deserializer,
-                        call,
-                    )
-                except InactiveRpcError as exc:
+                    return self._decode(message, call)
+                except CallFailed as exc:
                     # The response was unusable: the call fails with that status.
-                    self._decode_error = exc
+                    self._decode_error = exc.status
                     if connection is not None:
                         connection.cancel(call, exc.status)
                     self._on_end()
                     raise self from None
-            if call.done and self._retry_if_never_processed():
+            if call.done and self._tried_again(call):
                 continue
             self._on_end()
             if self.status.code is StatusCode.OK:
@@ -531,11 +508,10 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         if call.done:
             return False
         self._cancelled = True
-        status = CallStatus(Code.CANCELLED, CANCELLED_DETAILS)
         if self._connection is not None:
-            self._connection.cancel(call, status)
+            self._connection.cancel(call, CANCELLED)
         else:  # pragma: no cover - a call without a connection has always ended
-            call.status = status
+            finished(call, CANCELLED)
         self._on_end()
         return True
 
@@ -631,7 +607,7 @@ class RequestSender:
         try:
             iterator = iter(self._requests)
         except Exception:
-            self._fail(StatusCode.UNKNOWN, "Exception iterating requests!")
+            connection.cancel(call, REQUESTS_FAILED)
             return
         while not call.done:
             try:
@@ -640,16 +616,12 @@ class RequestSender:
                 connection.close_request(call, call.deadline)
                 return
             except Exception:
-                self._fail(StatusCode.UNKNOWN, "Exception iterating requests!")
+                connection.cancel(call, REQUESTS_FAILED)
                 return
             try:
                 framed = self._frame(request)
-            except RpcError as exc:
-                self._fail(exc.code(), exc.details())
+            except CallFailed as exc:
+                connection.cancel(call, exc.status)
                 return
             if not connection.send(call, framed, False, call.deadline):
                 return
-
-    def _fail(self, code: StatusCode, details: str) -> None:
-        # value[0]: the number, in grpcio's enum too (an iterator may raise grpc's RpcError).
-        self._connection.cancel(self._call, CallStatus(code.value[0], details))

@@ -21,7 +21,8 @@ written by whichever thread holds the *writer role*, without the lock. A thread 
 is what keeps two peers that are both blocked on writing from deadlocking (docs/wire-rules.md,
 "Flow control and sizes").
 
-:class:`minigrpc.blocking.transport.Transport` creates and replaces these connections for a channel.
+:class:`minigrpc.blocking.transport.BlockingTransport` creates and replaces these connections for
+a channel.
 """
 
 import math
@@ -29,67 +30,31 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
-from ..driver.attempts import deadline_status
+from ..driver.attempts import CHANNEL_CLOSED, deadline_status, passed
+from ..driver.channel_core import TransportOptions
+from ..driver.invocation import CANCELLED
 from ..driver.logs import get_logger
-from ..http2 import settings
 from ..net import sockets
 from ..net.sockets import Waker, client_tracer, os_error_text
-from ..protocol import client_outcome, wire
+from ..protocol import wire
 from ..protocol.client_protocol import (
     CallEvent,
     ClientCall,
-    ClientGrpcConnection,
     ConnectionFailed,
     GoAwayReceived,
 )
-from ..protocol.codes import Code
 from ..protocol.grpc_connection import Message
 from ..protocol.status import CallStatus
 from ..protocol.targets import Target
 
-__all__ = ["CANCELLED_DETAILS", "BlockingClientConnection", "TransportOptions", "expired"]
+__all__ = ["BlockingClientConnection"]
 
 _LOG = get_logger("minigrpc.blocking.transport")
 
 #: How often a connection's watch thread checks that someone still watches the channel.
 WATCH_INTERVAL = 1.0
-
-#: What a call cancelled on the client reports, in grpcio's words.
-CANCELLED_DETAILS = "Locally cancelled by application!"
-
-
-class TransportOptions(NamedTuple):
-    """What a channel's options mean for its connections (see :mod:`minigrpc.blocking.channel`)."""
-
-    max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
-    stream_window: int = settings.DEFAULT_STREAM_WINDOW
-    connection_window: int = settings.DEFAULT_CONNECTION_WINDOW
-    max_frame_size: int = settings.DEFAULT_MAX_FRAME_SIZE
-    #: Largest response header block / trailers per call (docs/wire-rules.md, "Flow control and
-    #: sizes"); None: no limit.
-    max_header_list_size: Optional[int] = settings.CALL_MAX_HEADER_LIST_SIZE
-    #: gRPC connection backoff (connection-backoff.md): used only while wait_for_ready waits.
-    initial_backoff: float = 1.0
-    max_backoff: float = 120.0
-    backoff_multiplier: float = 1.6
-    backoff_jitter: float = 0.2
-
-    def new_protocol(self, peer: str) -> ClientGrpcConnection:
-        """A connection's sans-IO protocol state with these limits, its preface queued (both
-        transports, blocking and asyncio, start a connection this way); ``peer`` is the target
-        as the user gave it, which its connection errors name."""
-        protocol = ClientGrpcConnection(
-            max_receive_message_length=self.max_receive_message_length,
-            stream_window=self.stream_window,
-            connection_window=self.connection_window,
-            max_frame_size=self.max_frame_size,
-            max_header_list_size=self.max_header_list_size,
-            peer=peer,
-        )
-        protocol.initiate()
-        return protocol
 
 
 #: Non-blocking flag for one ``send()`` on a blocking socket (Linux, macOS); 0 where missing.
@@ -104,11 +69,6 @@ class _WriteTimeout(OSError):
         self.unsent = unsent
 
 
-def expired(deadline: Optional[float]) -> bool:
-    """True once ``deadline`` (``time.monotonic()``, None: never) has passed."""
-    return deadline is not None and time.monotonic() >= deadline
-
-
 class BlockingClientConnection:
     """One HTTP/2 connection: a socket, its protocol state, a lock and the reader/writer roles."""
 
@@ -117,11 +77,11 @@ class BlockingClientConnection:
         target: Target,
         sock: socket.socket,
         options: TransportOptions,
-        watcher: Optional[Callable[[str], None]] = None,
+        on_unusable: Optional[Callable[[], None]] = None,
     ) -> None:
         self.target = target
-        #: Told "goaway" or "failed" when this connection can take no new calls.
-        self._watcher = watcher
+        #: Told when this connection can take no new calls (a GOAWAY, a failure).
+        self._on_unusable = on_unusable
         self._sock: Any = sock  # a socket, or a TLSSocket on a secure channel
         #: ``send()`` flag for writes that must not block; TLS writes go through ``sendall``.
         self._dontwait = _MSG_DONTWAIT if isinstance(sock, socket.socket) else 0
@@ -165,14 +125,10 @@ class BlockingClientConnection:
         return not self._closed and not self.protocol.draining and self._write_error is None
 
     @property
-    def stale(self) -> bool:
-        """Used, now idle, and the server never sent its SETTINGS: do not reuse it.
-
-        A call on it already waited for the handshake in vain (a server that accepts but never
-        speaks HTTP/2); grpc-go would not have used such a connection at all, so the next call
-        starts afresh. Calls that start together on a new connection still share it.
-        """
-        return self._started and self.protocol.idle and not self.protocol.settings_received
+    def started(self) -> bool:
+        """A call has been started here (set once the protocol registered it; calls that start
+        together on a new connection share it, stale or not: :mod:`minigrpc.driver.subchannel`)."""
+        return self._started
 
     @property
     def peer_accept_encodings(self) -> Optional[frozenset]:
@@ -293,8 +249,7 @@ class BlockingClientConnection:
                     result = operation(call, deadline)
                 except BaseException:
                     if not call.done:
-                        cancelled = CallStatus(Code.CANCELLED, CANCELLED_DETAILS)
-                        self._settle(self.protocol.cancel(call, cancelled))
+                        self._settle(self.protocol.cancel(call, CANCELLED))
                     raise
             self._drain_outbox()
         finally:
@@ -311,7 +266,7 @@ class BlockingClientConnection:
         if call.done:  # cancelled while it waited for a stream slot
             return True
         if not self.protocol.can_start_call():
-            if self.usable and expired(deadline):
+            if self.usable and passed(deadline):
                 self._settle(self.protocol.abandon(call, deadline_status()))
                 return True
             return False
@@ -339,7 +294,7 @@ class BlockingClientConnection:
         """
         while not call.done and not self.protocol.write_request(call):
             self._settle([])
-            if expired(deadline):
+            if passed(deadline):
                 self._settle(self.protocol.expire(call))
                 break
             self._wait(lambda: call.done or self.protocol.window_available(call), deadline, call)
@@ -375,7 +330,7 @@ class BlockingClientConnection:
 
     def expire_if_overdue(self, call: ClientCall) -> None:
         """End ``call`` DEADLINE_EXCEEDED now if its deadline passed and nobody noticed yet."""
-        if call.done or not expired(call.deadline):
+        if call.done or not passed(call.deadline):
             return
         with self._lock:
             if not call.done:
@@ -521,13 +476,12 @@ class BlockingClientConnection:
     def _absorb(self, data: Optional[bytes], error: Optional[BaseException]) -> None:
         """Feed one read result to the protocol (lock held), flush, and wake every waiter."""
         if error is not None:
-            self._settle(self.protocol.connection_lost(self._lost_details(error)))
+            self._settle(self.protocol.socket_lost(os_error_text(error)))
         elif data == b"":
             # After a TCP reset the kernel reports ECONNRESET once: to a write, if one came first.
-            reset = (
-                self._write_error if isinstance(self._write_error, ConnectionResetError) else None
-            )
-            self._settle(self.protocol.connection_lost(self._lost_details(reset)))
+            reset = self._write_error
+            text = os_error_text(reset) if isinstance(reset, ConnectionResetError) else None
+            self._settle(self.protocol.socket_lost(text))
         elif data is not None:
             if self._tracer is not None:
                 self._tracer.received(data)
@@ -536,15 +490,6 @@ class BlockingClientConnection:
             self._shutdown_locked()
         self._release_socket_if_closed()
         self._changed.notify_all()
-
-    def _lost_details(self, error: Optional[BaseException]) -> str:
-        """Why the connection ended, in the words grpc-go uses where it has some."""
-        return client_outcome.lost_details(
-            None if error is None else os_error_text(error),
-            self.protocol.bytes_received,
-            self.protocol.settings_received,
-            self.protocol.peer,
-        )
 
     def _settle(self, events: Sequence[CallEvent]) -> None:
         """After protocol work (lock held): queue the connection's output and act on the
@@ -561,18 +506,18 @@ class BlockingClientConnection:
             for event in events:
                 if isinstance(event, ConnectionFailed):
                     self._shutdown_locked()
-                    self._report("failed")
+                    self._report_unusable()
                 elif isinstance(event, GoAwayReceived):
                     _LOG.debug("%s sent GOAWAY %s", self.target.display, event)
-                    self._report("goaway")
+                    self._report_unusable()
             self._changed.notify_all()
         if self._outbox and not self._writing:
             # Write now; the lock is released during the send (writer role).
             self._write_locked()
 
-    def _report(self, what: str) -> None:
-        if self._watcher is not None:
-            self._watcher(what)
+    def _report_unusable(self) -> None:
+        if self._on_unusable is not None:
+            self._on_unusable()
 
     def _write_locked(self) -> None:
         """Write the outbox with the lock released, keeping frame order (writer role)."""
@@ -677,19 +622,14 @@ class BlockingClientConnection:
         with self._lock:
             if self._closed:
                 return
-            ending = status or CallStatus(Code.CANCELLED, "Channel closed!")
-            for call in list(self.protocol.calls.values()):
-                self.protocol.cancel(call, ending)
-            if self.protocol.failure is None:
-                self.protocol.conn.close_connection()  # GOAWAY, unless one went out already
-                data = self.protocol.data_to_send()
-                if data and not self._writing and not self._outbox and self._write_error is None:
-                    # Best effort and never blocking: a peer that does not read gets no GOAWAY.
-                    try:
-                        sent = self._sock.send(data, self._dontwait) if self._dontwait else 0
-                        self._trace_sent(data[:sent])
-                    except OSError:
-                        pass
-                self.protocol.failure = "connection closed by the client"
+            self.protocol.close(status or CHANNEL_CLOSED)
+            data = self.protocol.data_to_send()  # the GOAWAY, unless one went out already
+            if data and not self._writing and not self._outbox and self._write_error is None:
+                # Best effort and never blocking: a peer that does not read gets no GOAWAY.
+                try:
+                    sent = self._sock.send(data, self._dontwait) if self._dontwait else 0
+                    self._trace_sent(data[:sent])
+                except OSError:
+                    pass
             self._shutdown_locked()
             self._changed.notify_all()

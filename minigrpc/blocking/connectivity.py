@@ -1,12 +1,13 @@
 """Channel connectivity on the blocking API: ``Channel.subscribe`` and ``channel_ready_future``.
 
-The states and what they mean are :mod:`minigrpc.driver.connectivity`'s.  Callbacks run on one
-thread per channel, in the order the changes happened, as in grpcio; a new subscriber is told
-the current state first.  minigrpc reads a connection while calls run on it, and, while anyone is
-subscribed, also while it is idle (the transport's watch thread): a server that goes away (EOF,
-a reset, a GOAWAY) is then reported at once, as by grpcio.  Without subscribers nobody reads an
-idle connection, so a one-shot client starts no thread; a loss is then noticed when the next
-call uses the connection.
+The states, and when the channel is in which, are the subchannel's
+(:mod:`minigrpc.driver.subchannel`); this module tells them to the subscribers.  Callbacks run
+on one thread per channel, in the order the changes happened, as in grpcio; a new subscriber is
+told the current state first.  minigrpc reads a connection while calls run on it, and, while
+anyone is subscribed, also while it is idle (the transport's watch thread): a server that goes
+away (EOF, a reset, a GOAWAY) is then reported at once, as by grpcio.  Without subscribers
+nobody reads an idle connection, so a one-shot client starts no thread; a loss is then noticed
+when the next call uses the connection.
 """
 
 import collections
@@ -25,18 +26,19 @@ Callback = Callable[["ChannelConnectivity"], None]
 
 
 class ConnectivityWatch:
-    """The state of one channel and the callbacks subscribed to it.
+    """The callbacks subscribed to one channel's state, and the states they are still to hear.
 
-    ``connect`` is called (on a thread of its own) when a subscriber asks ``try_to_connect``
-    while the channel is IDLE or in TRANSIENT_FAILURE; the transport dials and reports back.
+    The channel's subchannel reports each change (:meth:`deliver`).  ``connect`` is called (on
+    a thread of its own) when a subscriber asks ``try_to_connect`` while the channel is IDLE or
+    in TRANSIENT_FAILURE; ``watch`` when the first subscriber arrives, so that the transport
+    reads its idle connection.
     """
 
-    def __init__(self, connect: Callable[[], None]) -> None:
+    def __init__(self, connect: Callable[[], None], watch: Callable[[], None]) -> None:
         self._connect = connect
-        #: Called (without the lock) when the first subscriber arrives: the transport starts
-        #: watching its idle connection.
-        self.on_watched: Optional[Callable[[], None]] = None
+        self._watch = watch
         self._lock = threading.Lock()
+        #: The last state delivered, which a new subscriber hears first.
         self._state = ChannelConnectivity.IDLE
         self._subscribers: List[Callback] = []
         self._pending: Deque[Tuple[List[Callback], ChannelConnectivity]] = collections.deque()
@@ -44,19 +46,13 @@ class ConnectivityWatch:
         self._connecting = False
 
     @property
-    def state(self) -> ChannelConnectivity:
-        return self._state
-
-    @property
     def watched(self) -> bool:
         """Someone is subscribed."""
         return bool(self._subscribers)
 
-    def set(self, state: ChannelConnectivity) -> None:
-        """Record a new state (SHUTDOWN is final) and tell the subscribers."""
+    def deliver(self, state: ChannelConnectivity) -> None:
+        """The channel is now in ``state``: tell the subscribers."""
         with self._lock:
-            if state is self._state or self._state is ChannelConnectivity.SHUTDOWN:
-                return
             self._state = state
             if self._subscribers:
                 self._pending.append((list(self._subscribers), state))
@@ -72,8 +68,8 @@ class ConnectivityWatch:
                 ChannelConnectivity.IDLE,
                 ChannelConnectivity.TRANSIENT_FAILURE,
             )
-        if first and self.on_watched is not None:
-            self.on_watched()
+        if first:
+            self._watch()
         if connect:
             self.try_to_connect()
 

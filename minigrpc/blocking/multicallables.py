@@ -10,165 +10,82 @@ stream-stream         a request iterator / an iterator    (the iterator is a Cal
 ====================  =================================  ======================================
 
 Every outcome other than OK raises :class:`minigrpc.RpcError`.  What all four do before a call
-starts lives in :class:`_Method`: validate the metadata (before anything is sent), build the
-header block for the time left, choose the compression, serialize and frame each message.
+starts is :class:`minigrpc.driver.invocation.Invocation`'s, shared with the asyncio API: validate
+the metadata (before anything is sent), build the header block for the time left, choose the
+compression, serialize and frame each message; the transport runs the call's steps.
 """
 
 import threading
-import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
 from ..driver import interfaces
-from ..http2.hpack_codec import Header
+from ..driver.invocation import CallFailed, Invocation, Method
 from ..protocol import wire
 from ..protocol.client_protocol import ClientCall
 from ..protocol.enums import StatusCode
-from ..protocol.headers import malformed_path, request_headers
-from ..protocol.status import CallStatus, MessageTooLarge
-from .call import Call, CallFuture, InactiveRpcError, RequestSender, StreamingCall, decode_response
+from .call import Call, CallFuture, InactiveRpcError, RequestSender, StreamingCall
 from .client_connection import BlockingClientConnection
-from .transport import CallHandle
+from .transport import BlockingTransport, CallHandle
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .channel import Channel
-
-Serializer = Optional[Callable[[Any], bytes]]
-Deserializer = Optional[Callable[[bytes], Any]]
 MetadataArg = Optional[Iterable[Tuple[str, Any]]]
 
 
-def _error(code: StatusCode, details: str) -> InactiveRpcError:
-    return InactiveRpcError(CallStatus(code.number, details))
+class _MultiCallable:
+    """What the four share: the method and the channel's transport (None: the channel has no
+    target, and its calls fail UNAVAILABLE)."""
 
+    def __init__(self, method: Method, transport: Optional[BlockingTransport]) -> None:
+        self._method = method
+        self._transport = transport
 
-class _Invocation:
-    """One call about to start: its deadline, header factory, compression and framing."""
-
-    __slots__ = ("deadline", "encoding", "make_headers", "method")
-
-    def __init__(self, method: "_Method", timeout: Optional[float], metadata: MetadataArg,
-                 credentials: Any, compression: Optional[int]) -> None:
-        channel = method.channel
-        if channel.closed:
-            raise ValueError("Cannot invoke RPC on closed channel!")
-        if malformed_path(method.path):
-            raise _error(StatusCode.INTERNAL, f"malformed method name: {method.path!r}")
-        # Metadata is validated before anything is sent. As in grpcio, metadata of the wrong
-        # shape or type raises TypeError; well-typed metadata the wire cannot carry (an upper-case
-        # key, a non-ASCII value) ends the call INTERNAL "Invalid metadata", with the reason.
-        try:
-            metadata_headers = wire.encode_metadata(metadata)
-        except wire.MetadataTypeError:
-            raise
-        except ValueError as exc:
-            raise _error(StatusCode.INTERNAL, f"Invalid metadata: {exc}") from None
-        metadata_headers.extend(
-            channel.call_credentials_headers(credentials, method.path, timeout)
-        )
-        self.method = method
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.encoding = channel.request_encoding(compression)
-        config = channel.config
-        path, encoding, scheme = method.path, self.encoding, channel.scheme
-
-        # String annotations: a nested def evaluates its annotations on every call otherwise.
-        def make_headers(time_left: "Optional[float]") -> "List[Header]":
-            return request_headers(
-                path=path,
-                authority=config.authority,
-                user_agent=config.user_agent,
-                timeout=time_left,
-                encoding=encoding,
-                metadata=metadata_headers,
-                scheme=scheme,
-            )
-
-        self.make_headers = make_headers
-
-    def frame(self, request: Any) -> wire.Framed:
-        """Serialize, compress (when chosen) and length-prefix one request message."""
-        method = self.method
-        try:
-            payload = method.serializer(request) if method.serializer is not None else request
-            if not isinstance(payload, (bytes, bytearray, memoryview)):
-                raise TypeError(f"serialized request must be bytes, not {type(payload).__name__}")
-            payload = bytes(payload)
-        except Exception:
-            # grpcio's words; the request object is the caller's bug, not the server's.
-            raise _error(StatusCode.INTERNAL, "Exception serializing request!") from None
-        compressed = self.encoding is not None
-        if self.encoding is not None:
-            payload = wire.compress(self.encoding, payload)
-        limit = method.channel.config.max_send
-        if limit is not None and len(payload) > limit:
-            raise _error(
-                StatusCode.RESOURCE_EXHAUSTED, str(MessageTooLarge(len(payload), limit, True))
-            )
-        return wire.frame_message(payload, compressed)
-
-    def new_call(self, request: Optional[wire.Framed], unary_response: bool) -> ClientCall:
-        return ClientCall(
-            deadline=self.deadline,
-            header_factory=self.make_headers,
-            request=request,
-            unary_response=unary_response,
-        )
-
-
-class _Method:
-    """What the four multi-callables share: the channel, the path and the (de)serializers."""
-
-    def __init__(
+    def _invocation(
         self,
-        channel: "Channel",
-        method: Any,
-        request_serializer: Serializer,
-        response_deserializer: Deserializer,
-    ) -> None:
-        self.channel = channel
-        self.path: str = method.decode("ascii") if isinstance(method, bytes) else method
-        self.serializer = request_serializer
-        self.deserializer = response_deserializer
-
-    def raise_if_no_target(self) -> None:
-        """UNAVAILABLE when the channel's target did not parse or resolve (the error it saw)."""
-        if self.channel.transport is None:
-            raise _error(StatusCode.UNAVAILABLE, self.channel.target_error)
+        timeout: Optional[float],
+        metadata: MetadataArg,
+        credentials: Any,
+        wait_for_ready: Optional[bool],
+        compression: Optional[int],
+        request: Any = None,
+        framed: bool = False,
+    ) -> Tuple[Invocation, BlockingTransport, Optional[wire.Framed]]:
+        """Start-up of a call: its invocation, the transport and (``framed``) its request
+        framed; an :class:`InactiveRpcError` when it fails before it can start."""
+        try:
+            invocation = Invocation(
+                self._method, timeout, metadata, credentials, compression, wait_for_ready
+            )
+            message = invocation.frame(request) if framed else None
+            self._method.raise_if_no_target()
+        except CallFailed as exc:
+            raise InactiveRpcError(exc.status) from None
+        assert self._transport is not None
+        return invocation, self._transport, message
 
     def _stream(
         self,
-        invocation: _Invocation,
+        invocation: Invocation,
+        transport: BlockingTransport,
         request: Optional[wire.Framed],
         requests: Any,
         unary_response: bool,
-        wait_for_ready: Optional[bool],
     ) -> StreamingCall:
         """Open a call whose request or response streams, and start sending its requests."""
-        transport = self.channel.transport
-        assert transport is not None
+        steps = transport.steps(invocation.deadline, invocation.wait_for_ready)
 
         def open_call() -> Tuple[Optional[BlockingClientConnection], ClientCall]:
-            return transport.open_stream(
-                lambda: invocation.new_call(request, unary_response),
-                invocation.deadline,
-                bool(wait_for_ready),
-            )
+            return transport.open(steps, lambda: invocation.new_call(request, unary_response))
 
         connection, call = open_call()
         streaming = StreamingCall(
-            connection,
-            call,
-            self.deserializer,
-            self.channel.config.max_receive,
-            unary_response=unary_response,
-            reopen=open_call if request is not None else None,
+            connection, call, invocation.decode, unary_response, steps, open_call
         )
         if requests is not None and connection is not None and not call.done:
+            steps.commit()  # the request stream is read once: no attempt after this one
             RequestSender(connection, call, requests, invocation.frame).start()
         return streaming
 
 
-class UnaryUnaryMultiCallable(_Method, interfaces.UnaryUnaryMultiCallable):
+class UnaryUnaryMultiCallable(_MultiCallable, interfaces.UnaryUnaryMultiCallable):
     """Invokes one unary method; what ``Channel.unary_unary`` returns."""
 
     def __call__(
@@ -236,29 +153,23 @@ class UnaryUnaryMultiCallable(_Method, interfaces.UnaryUnaryMultiCallable):
         compression: Optional[int],
         handle: Optional[CallHandle] = None,
     ) -> Tuple[Any, Call]:
-        invocation = _Invocation(self, timeout, metadata, credentials, compression)
-        message = invocation.frame(request)
-        self.raise_if_no_target()
-        transport = self.channel.transport
-        assert transport is not None
-        call = transport.call(
-            message, invocation.make_headers, invocation.deadline, bool(wait_for_ready), handle
+        invocation, transport, message = self._invocation(
+            timeout, metadata, credentials, wait_for_ready, compression, request, True
         )
+        steps = transport.steps(invocation.deadline, invocation.wait_for_ready)
+        call = transport.run(steps, lambda: invocation.new_call(message, True), handle)
         status = call.status
         assert status is not None
         if status.code is not StatusCode.OK:
             raise InactiveRpcError(status)
-        response = decode_response(
-            call.messages[0],
-            call.response_encoding,
-            self.channel.config.max_receive,
-            self.deserializer,
-            call,
-        )
+        try:
+            response = invocation.decode(call.messages[0], call)
+        except CallFailed as exc:
+            raise InactiveRpcError(exc.status) from None
         return response, Call(status, response)
 
 
-class UnaryStreamMultiCallable(_Method, interfaces.UnaryStreamMultiCallable):
+class UnaryStreamMultiCallable(_MultiCallable, interfaces.UnaryStreamMultiCallable):
     """Invokes a server-streaming method; what ``Channel.unary_stream`` returns."""
 
     def __call__(
@@ -271,13 +182,13 @@ class UnaryStreamMultiCallable(_Method, interfaces.UnaryStreamMultiCallable):
         compression: Optional[int] = None,
     ) -> StreamingCall:
         """Start the call; iterate the result for the responses (it is also a Call)."""
-        invocation = _Invocation(self, timeout, metadata, credentials, compression)
-        message = invocation.frame(request)
-        self.raise_if_no_target()
-        return self._stream(invocation, message, None, False, wait_for_ready)
+        invocation, transport, message = self._invocation(
+            timeout, metadata, credentials, wait_for_ready, compression, request, True
+        )
+        return self._stream(invocation, transport, message, None, False)
 
 
-class StreamUnaryMultiCallable(_Method, interfaces.StreamUnaryMultiCallable):
+class StreamUnaryMultiCallable(_MultiCallable, interfaces.StreamUnaryMultiCallable):
     """Invokes a client-streaming method; what ``Channel.stream_unary`` returns."""
 
     def __call__(
@@ -339,12 +250,13 @@ class StreamUnaryMultiCallable(_Method, interfaces.StreamUnaryMultiCallable):
         wait_for_ready: Optional[bool],
         compression: Optional[int],
     ) -> StreamingCall:
-        invocation = _Invocation(self, timeout, metadata, credentials, compression)
-        self.raise_if_no_target()
-        return self._stream(invocation, None, request_iterator, True, wait_for_ready)
+        invocation, transport, _ = self._invocation(
+            timeout, metadata, credentials, wait_for_ready, compression
+        )
+        return self._stream(invocation, transport, None, request_iterator, True)
 
 
-class StreamStreamMultiCallable(_Method, interfaces.StreamStreamMultiCallable):
+class StreamStreamMultiCallable(_MultiCallable, interfaces.StreamStreamMultiCallable):
     """Invokes a bidirectional-streaming method; what ``Channel.stream_stream`` returns."""
 
     def __call__(
@@ -357,6 +269,7 @@ class StreamStreamMultiCallable(_Method, interfaces.StreamStreamMultiCallable):
         compression: Optional[int] = None,
     ) -> StreamingCall:
         """Start the call; a thread sends the requests while you iterate the responses."""
-        invocation = _Invocation(self, timeout, metadata, credentials, compression)
-        self.raise_if_no_target()
-        return self._stream(invocation, None, request_iterator, False, wait_for_ready)
+        invocation, transport, _ = self._invocation(
+            timeout, metadata, credentials, wait_for_ready, compression
+        )
+        return self._stream(invocation, transport, None, request_iterator, False)

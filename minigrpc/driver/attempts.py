@@ -1,17 +1,19 @@
-"""When a client call is tried again, without I/O: what both client transports decide alike.
+"""One client call's attempts, without I/O: its retry budget, deadline and backoff, and the
+verdict after each attempt.
 
 * **Transparent retry**: a call the server provably never processed — the connection was
   draining before the call got a stream, RST_STREAM(REFUSED_STREAM), or a stream above a
   GOAWAY's last-stream-id (RFC 9113 §8.7, "Request Reliability") — is retried once on a new
   connection, without the application seeing it.
 * **Wait for ready**: a failed connect, or a server that closed before sending anything, fails
-  the call UNAVAILABLE at once, unless the call waits for the channel to be ready; then the
-  transport sleeps with gRPC's connection backoff (``doc/connection-backoff.md``: exponential,
+  the call UNAVAILABLE at once, unless the call waits for the channel to be ready; then it
+  backs off with gRPC's connection backoff (``doc/connection-backoff.md``: exponential,
   jittered, capped) and tries again until the deadline.
 
-:class:`Attempts` keeps that state for one call; the blocking transport
-(:mod:`minigrpc.blocking.transport`) and the asyncio one (:mod:`minigrpc.aio.transport`) do the
-connecting, the sending and the sleeping.
+:class:`Attempts` keeps that state for one call.  The channel's calls take their steps from it
+(:mod:`minigrpc.driver.call_steps`, for both transports); the one-shot call
+(:mod:`minigrpc.oneshot`) asks it directly, and so this module stays light: nothing it imports
+at run time loads ``enum``, ``collections`` or ``threading``.
 """
 
 import time
@@ -29,8 +31,13 @@ DONE = "done"
 RETRY_NOW = "retry now"
 BACK_OFF = "back off"
 
-#: A call on a channel that was closed.
-CHANNEL_CLOSED = "Channel closed!"
+#: How a call on a channel that was closed ends (grpcio's words).
+CHANNEL_CLOSED = CallStatus(Code.CANCELLED, "Channel closed!")
+
+
+def passed(deadline: Optional[float]) -> bool:
+    """True once ``deadline`` (``time.monotonic()``; None: never) has passed."""
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def deadline_status() -> CallStatus:
@@ -87,7 +94,7 @@ class Attempts:
     def before_attempt(self, channel_closed: bool) -> Optional[CallStatus]:
         """The status to end the call with before trying (closed channel, deadline), or None."""
         if channel_closed:
-            return CallStatus(Code.CANCELLED, CHANNEL_CLOSED)
+            return CHANNEL_CLOSED
         if self.expired:
             return deadline_status()
         return None

@@ -34,13 +34,15 @@ import ssl
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..driver.logs import get_logger
+from ..protocol.targets import Target
 
 __all__ = [
     "CallCredentials",
     "ChannelCredentials",
+    "ClientTLS",
     "LocalConnectionType",
     "SSLSessionCache",
     "ServerCertificateConfiguration",
@@ -69,8 +71,27 @@ ALPN_H2 = "h2"
 _RAW_READ = 65536
 
 
+def alpn_refusal(protocol: Optional[str]) -> Optional[str]:
+    """Why a TLS peer's choice of application protocol is not gRPC's (RFC 9113 §3.2), or None
+    for ``h2``, or for no choice at all (a peer without ALPN is taken at its word)."""
+    if protocol is None or protocol == ALPN_H2:
+        return None
+    return f"the peer chose ALPN protocol {protocol!r}, not {ALPN_H2!r}"
+
+
 class TLSFailure(OSError):
     """The TLS handshake failed or the peer is not a gRPC (``h2``) server; the text says why."""
+
+
+class ClientTLS(NamedTuple):
+    """TLS settings of a secure channel's connections, as both client transports dial them."""
+
+    context: ssl.SSLContext
+    #: The name the server's certificate must carry (SNI too): the target's host, or
+    #: ``grpc.ssl_target_name_override``.
+    server_hostname: str
+    #: ``grpc.ssl_session_cache``: where sessions are kept to resume (an :class:`SSLSessionCache`).
+    session_cache: Any = None
 
 
 def _load_chain(context: ssl.SSLContext, certificate_chain: bytes, private_key: bytes) -> None:
@@ -114,18 +135,30 @@ class CallCredentials:
         self.plugins = tuple(plugins)
 
     def metadata(self, service_url: str, method_name: str, timeout: Optional[float]) -> list:
-        """Ask every plugin, in order; an error or a plugin that never answers raises."""
+        """Ask every plugin, in order.  An error the plugin reports, or a plugin that never
+        answers, ends the call UNAVAILABLE (:class:`minigrpc.driver.invocation.CallFailed`);
+        an exception it raises goes on to the caller."""
         collected: list = []
         for plugin, context in self.plugins:
             answer = _PluginAnswer()
             # A copy per call: one Context cannot be entered by two threads at once.
             context.copy().run(plugin, _AuthContext(service_url, method_name), answer)
             if not answer.answered.wait(timeout):
-                raise TLSFailure("a call credentials plugin did not answer in time")
+                raise _plugin_failure("a call credentials plugin did not answer in time")
             if answer.error is not None:
-                raise TLSFailure(f"getting metadata from plugin failed with error: {answer.error}")
+                raise _plugin_failure(
+                    f"getting metadata from plugin failed with error: {answer.error}"
+                )
             collected.extend(answer.metadata or ())
         return collected
+
+
+def _plugin_failure(details: str) -> Exception:
+    from ..driver.invocation import CallFailed
+    from ..protocol.codes import Code
+    from ..protocol.status import CallStatus
+
+    return CallFailed(CallStatus(Code.UNAVAILABLE, details))
 
 
 class _PluginAnswer:
@@ -203,6 +236,32 @@ class ChannelCredentials:
             combined,
             self.local,
         )
+
+    def client_tls(
+        self, target: Target, name_override: Optional[str], session_cache: Any
+    ) -> "Optional[ClientTLS]":
+        """The TLS settings of a channel's connections to ``target``: None for local
+        credentials (plaintext).  The name to verify (and send as SNI) is
+        ``grpc.ssl_target_name_override`` if given, else the target's host; a unix socket has
+        none, and grpc uses ``localhost`` there."""
+        context = self.client_context()
+        if context is None:
+            return None
+        if name_override is not None:
+            hostname = name_override
+        elif isinstance(target.address, tuple):
+            hostname = str(target.address[0])
+        else:
+            hostname = "localhost"
+        return ClientTLS(context, hostname, session_cache)
+
+    def target_refusal(self, target: Target) -> str:
+        """Why these credentials refuse ``target`` ("" if they take it): only local credentials
+        refuse, a target that is not local (:func:`local_target_error`)."""
+        if self.local is None:
+            return ""
+        host = str(target.address[0]) if isinstance(target.address, tuple) else None
+        return local_target_error(self.local, target.is_unix, host)
 
     def client_context(self) -> Optional[ssl.SSLContext]:
         """The ``SSLContext`` (built once): verify the server, offer ALPN h2, TLS 1.2+; None
@@ -509,9 +568,9 @@ class TLSEngine:
             return False
         except ssl.SSLError as exc:
             raise TLSFailure(_ssl_error_text(exc)) from None
-        protocol = self.tls.selected_alpn_protocol()
-        if protocol is not None and protocol != ALPN_H2:
-            raise TLSFailure(f"the peer chose ALPN protocol {protocol!r}, not {ALPN_H2!r}")
+        refusal = alpn_refusal(self.tls.selected_alpn_protocol())
+        if refusal is not None:
+            raise TLSFailure(refusal)
         self.established = True
         return True
 

@@ -405,6 +405,18 @@ class ClientGrpcConnection(protocol.GrpcConnection):
         call.phase = CallPhase.ENDED
         return [CallFinished(call)]
 
+    def close(self, status: CallStatus) -> List[CallEvent]:
+        """The client closes the connection: every call still running ends with ``status``
+        (RST_STREAM(CANCEL)), a GOAWAY(NO_ERROR) is queued unless the connection failed already
+        (RFC 9113 §6.8), and no call starts here any more."""
+        events: List[CallEvent] = []
+        for call in list(self.calls.values()):
+            events.extend(self.cancel(call, status))
+        if self.failure is None:
+            self.conn.close_connection()
+            self.failure = "connection closed by the client"
+        return events
+
     # -- receiving ----------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> List[CallEvent]:
@@ -424,6 +436,16 @@ class ClientGrpcConnection(protocol.GrpcConnection):
         if self.failure is None:
             self.acknowledge_received()
         return events
+
+    def socket_lost(self, error: Optional[str]) -> List[CallEvent]:
+        """The socket ended: EOF, or ``error`` (the OS's words for it).  Every running call
+        ends UNAVAILABLE in grpc-go's words (:func:`client_outcome.lost_details`), which both
+        client transports report alike."""
+        return self.connection_lost(
+            client_outcome.lost_details(
+                error, self.bytes_received, self.settings_received, self.peer
+            )
+        )
 
     def connection_lost(self, details: str, protocol_error: bool = False) -> List[CallEvent]:
         """The socket closed or failed: every running call ends UNAVAILABLE.

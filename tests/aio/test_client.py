@@ -1,5 +1,6 @@
 """minigrpc.aio's client: its channel's own behaviour (state, done callbacks, closing, a target
-that does not answer).  gRPC's interop cases against every peer are in test_client_interop.py.
+that does not answer, a call tried again).  gRPC's interop cases against every peer are in
+test_client_interop.py.
 
 Each test body is a coroutine run with plain ``asyncio.run``.
 """
@@ -7,7 +8,7 @@ Each test body is a coroutine run with plain ``asyncio.run``.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator, List
+from typing import Any, Callable, Iterator, List
 
 import pytest
 
@@ -17,6 +18,7 @@ from tests.interop import empty_pb2
 from tests.interop.servicer import SLEEP_KEY
 from tests.peers import ADDRESS_KINDS
 from tests.support.minigrpc_server import MinigrpcServer
+from tests.support.scripted_peer import ErrorCodes, ScriptedServer, ServerRequest
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -87,3 +89,71 @@ def test_unavailable_target(short_tmp_dir: str) -> None:
             assert caught.value.code() is StatusCode.UNAVAILABLE
 
     asyncio.run(main())
+
+
+# -- a call the server never processed -------------------------------------------------------
+
+
+def _refuse_first(count: int) -> Callable[[ServerRequest], None]:
+    """A handler that resets the first ``count`` requests with REFUSED_STREAM ("not processed",
+    RFC 9113 §8.7), after the client sent them in full, and echoes the others."""
+    refused: List[int] = []
+
+    def handler(request: ServerRequest) -> None:
+        if len(refused) < count:
+            refused.append(request.stream_id)
+            request.reset(ErrorCodes.REFUSED_STREAM)
+        else:
+            request.respond(b"echo:" + request.message)
+
+    return handler
+
+
+@pytest.mark.parametrize("reading", ["async for", "read"])
+def test_a_response_stream_never_processed_is_tried_again_once(reading: str) -> None:
+    """As on the blocking API: the stream's reader sees only the second attempt."""
+
+    async def body(channel: aio.Channel) -> None:
+        call = channel.unary_stream("/a.B/C")(b"r", timeout=10)
+        if reading == "async for":
+            responses = [response async for response in call]
+        else:
+            responses = []
+            response = await call.read()
+            while response is not aio.EOF:
+                responses.append(response)
+                response = await call.read()
+        assert responses == [b"echo:r"]
+        assert await call.code() is StatusCode.OK
+
+    with ScriptedServer.h2(_refuse_first(1)) as server:
+        run(server.target, body)
+        assert len(server.requests) == 2
+
+
+def test_a_response_stream_refused_twice_is_unavailable() -> None:
+    async def body(channel: aio.Channel) -> None:
+        call = channel.unary_stream("/a.B/C")(b"r", timeout=10)
+        with pytest.raises(aio.AioRpcError) as caught:
+            async for _ in call:
+                pass
+        assert caught.value.code() is StatusCode.UNAVAILABLE
+        assert "REFUSED_STREAM" in caught.value.details()
+
+    with ScriptedServer.h2(_refuse_first(3)) as server:
+        run(server.target, body)
+        assert len(server.requests) == 2
+
+
+def test_a_request_stream_is_not_sent_twice() -> None:
+    """Messages a request iterator gave are gone: a refused stream-unary call fails."""
+
+    async def body(channel: aio.Channel) -> None:
+        call = channel.stream_unary("/a.B/C")(iter([b"one"]), timeout=10)
+        with pytest.raises(aio.AioRpcError) as caught:
+            await call
+        assert caught.value.code() is StatusCode.UNAVAILABLE
+
+    with ScriptedServer.h2(_refuse_first(1)) as server:
+        run(server.target, body)
+        assert len(server.requests) == 1

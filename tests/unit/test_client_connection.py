@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import threading
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional, Set
 
 import pytest
 
@@ -279,11 +279,14 @@ def test_goaway_covering_the_call_lets_it_finish_then_reconnects() -> None:
 
 
 def test_refused_stream_is_retried_once() -> None:
-    refusals = []
+    """A stream refused after the client sent all of it was never processed (RFC 9113 §8.7): a
+    unary request is sent again, whether the response streams or not (as on the asyncio API,
+    tests/aio/test_client.py); a request iterator's messages are gone, so that call fails."""
+    refused: Set[str] = set()
 
     def handler(request: ServerRequest) -> None:
-        if len(refusals) < 1:
-            refusals.append(request.stream_id)
+        if request.path not in refused or request.path.endswith("/Once"):
+            refused.add(request.path)
             request.reset(ErrorCodes.REFUSED_STREAM)
         else:
             echo(request)
@@ -291,6 +294,11 @@ def test_refused_stream_is_retried_once() -> None:
     with ScriptedServer.h2(handler) as server:
         with minigrpc.insecure_channel(server.target) as chan:
             assert chan.unary_unary("/a.B/C")(b"r", timeout=10) == b"echo:r"
+            assert list(chan.unary_stream("/a.B/D")(b"s", timeout=10)) == [b"echo:s"]
+            with pytest.raises(RpcError) as info:
+                chan.stream_unary("/a.B/Once")(iter([b"t"]), timeout=10)
+        assert len(server.requests) == 5
+    assert info.value.code() is StatusCode.UNAVAILABLE
 
 
 def test_refused_twice_is_unavailable() -> None:

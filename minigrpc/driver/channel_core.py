@@ -1,0 +1,251 @@
+"""What a channel is without I/O, once for the blocking and the asyncio API: its target, its
+parsed options, what its credentials and compression mean for a call, and its subchannel.
+
+Channel options (``options=[(name, value), ...]``), the same for both APIs; unknown names are
+ignored, as in grpcio:
+
+* ``grpc.max_receive_message_length``: largest response message in bytes; default 4 MiB,
+  -1 for no limit. Larger: RESOURCE_EXHAUSTED, decided on the length prefix.
+* ``grpc.max_send_message_length``: largest request message; default -1 (no limit).
+* ``grpc.max_metadata_size``: largest response header block (or trailers) of one call, bytes
+  as HTTP/2 counts them; default 16 KiB, -1 for none. Larger: INTERNAL.
+* ``grpc.default_authority``: the ``:authority`` to send instead of the target's.
+* ``grpc.primary_user_agent`` / ``grpc.secondary_user_agent``: put before / after minigrpc's
+  product token in ``user-agent`` (``<primary> grpc-python-minigrpc/<v> <secondary>``), as
+  grpcio places them.
+* ``grpc.initial_reconnect_backoff_ms`` / ``grpc.max_reconnect_backoff_ms``: the waits between
+  connection attempts of a ``wait_for_ready`` call (defaults 1 s and 120 s,
+  ``doc/connection-backoff.md``).
+* ``minigrpc.initial_window_size``: per-stream receive window we advertise; default 4 MiB.
+* ``minigrpc.connection_window_size``: connection receive window; default 16 MiB.
+* ``minigrpc.max_frame_size``: largest frame we accept (16 KiB to 16 MiB); default 1 MiB.
+
+A secure channel adds ``grpc.ssl_target_name_override``, the name the server's certificate must
+carry (and the ``:authority``, unless ``grpc.default_authority`` is set), and
+``grpc.ssl_session_cache``, a ``grpc.experimental.session_cache.ssl_session_cache_lru()`` that
+new connections resume their TLS sessions from.
+
+The windows are large because every DATA frame is acknowledged as soon as it is read, and Python
+pays per frame (docs/wire-rules.md, "Flow control and sizes").
+
+The credentials are :mod:`minigrpc.net.tls`'s; this module only asks them what they decide (the
+TLS settings of a connection, whether a target is local enough), so that a plaintext channel
+never loads ``ssl``.
+"""
+
+import time
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
+
+from ..http2 import settings
+from ..protocol import headers, wire
+from ..protocol.client_protocol import ClientGrpcConnection
+from ..protocol.targets import Target, parse_target
+from .attempts import Attempts
+from .connectivity import ChannelConnectivity
+from .subchannel import Subchannel
+
+__all__ = ["ChannelConfig", "ChannelCore", "TransportOptions"]
+
+Options = Optional[Sequence[Tuple[str, Any]]]
+
+_MAX_WINDOW = 2**31 - 1
+_MIN_FRAME, _MAX_FRAME = 16384, 2**24 - 1
+
+
+class TransportOptions(NamedTuple):
+    """What a channel's options mean for its connections."""
+
+    max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
+    stream_window: int = settings.DEFAULT_STREAM_WINDOW
+    connection_window: int = settings.DEFAULT_CONNECTION_WINDOW
+    max_frame_size: int = settings.DEFAULT_MAX_FRAME_SIZE
+    #: Largest response header block / trailers per call (docs/wire-rules.md, "Flow control and
+    #: sizes"); None: no limit.
+    max_header_list_size: Optional[int] = settings.CALL_MAX_HEADER_LIST_SIZE
+    #: gRPC connection backoff (connection-backoff.md): used only while wait_for_ready waits.
+    initial_backoff: float = 1.0
+    max_backoff: float = 120.0
+    backoff_multiplier: float = 1.6
+    backoff_jitter: float = 0.2
+
+    def new_protocol(self, peer: str) -> ClientGrpcConnection:
+        """A connection's sans-IO protocol state with these limits, its preface queued (both
+        transports start a connection this way); ``peer`` is the target as the user gave it,
+        which its connection errors name."""
+        protocol = ClientGrpcConnection(
+            max_receive_message_length=self.max_receive_message_length,
+            stream_window=self.stream_window,
+            connection_window=self.connection_window,
+            max_frame_size=self.max_frame_size,
+            max_header_list_size=self.max_header_list_size,
+            peer=peer,
+        )
+        protocol.initiate()
+        return protocol
+
+    def attempts(
+        self,
+        deadline: Optional[float],
+        wait_for_ready: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Attempts:
+        """A call's retry budget and backoff, with these backoff settings."""
+        return Attempts(
+            deadline,
+            wait_for_ready,
+            self.initial_backoff,
+            self.max_backoff,
+            self.backoff_multiplier,
+            self.backoff_jitter,
+            clock,
+        )
+
+
+def _limit_option(value: Any) -> Optional[int]:
+    """grpcio's message-size options: a negative value means no limit."""
+    number = int(value)
+    return None if number < 0 else number
+
+
+def _ranged_option(value: Any, name: str, low: int, high: int) -> int:
+    number = int(value)
+    if not low <= number <= high:
+        raise ValueError(f"channel option {name!r} must be between {low} and {high}, got {number}")
+    return number
+
+
+class ChannelConfig:
+    """The parsed ``options`` of one channel (module docstring)."""
+
+    __slots__ = (
+        "authority",
+        "max_receive",
+        "max_send",
+        "name_override",
+        "session_cache",
+        "transport",
+        "user_agent",
+    )
+
+    def __init__(self, target: Optional[Target], options: Options, secure: bool) -> None:
+        self.max_receive: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
+        self.max_send: Optional[int] = None
+        #: ``grpc.ssl_target_name_override`` and ``grpc.ssl_session_cache`` (secure channels).
+        self.name_override: Optional[str] = None
+        self.session_cache: Any = None
+        authority: Optional[str] = None
+        primary_agent = secondary_agent = ""
+        transport: dict = {}
+        for item in options or ():
+            name, value = item
+            if name == "grpc.max_receive_message_length":
+                self.max_receive = _limit_option(value)
+            elif name == "grpc.max_send_message_length":
+                self.max_send = _limit_option(value)
+            elif name == "grpc.default_authority":
+                authority = str(value)
+            elif name == "grpc.primary_user_agent":
+                primary_agent = str(value)
+            elif name == "grpc.secondary_user_agent":
+                secondary_agent = str(value)
+            elif name == "grpc.max_metadata_size":
+                transport["max_header_list_size"] = _limit_option(value)
+            elif name == "grpc.initial_reconnect_backoff_ms":
+                transport["initial_backoff"] = max(0.0, float(value) / 1000.0)
+            elif name == "grpc.max_reconnect_backoff_ms":
+                transport["max_backoff"] = max(0.0, float(value) / 1000.0)
+            elif name == "minigrpc.initial_window_size":
+                transport["stream_window"] = _ranged_option(value, name, 1, _MAX_WINDOW)
+            elif name == "minigrpc.connection_window_size":
+                transport["connection_window"] = _ranged_option(value, name, 65535, _MAX_WINDOW)
+            elif name == "minigrpc.max_frame_size":
+                transport["max_frame_size"] = _ranged_option(value, name, _MIN_FRAME, _MAX_FRAME)
+            elif name == "grpc.ssl_target_name_override" and secure:
+                self.name_override = str(value)
+            elif name == "grpc.ssl_session_cache" and secure:
+                self.session_cache = value
+            # Anything else (grpc.keepalive_time_ms, grpc.enable_retries, ...) is ignored, as
+            # grpcio ignores arguments it does not know.
+        if authority is None:
+            authority = self.name_override
+        if authority is None:
+            authority = target.authority if target is not None else "localhost"
+        self.authority = authority
+        self.user_agent = " ".join(
+            part for part in (primary_agent, headers.USER_AGENT, secondary_agent) if part
+        )
+        self.transport = TransportOptions(max_receive_message_length=self.max_receive, **transport)
+
+
+class ChannelCore:
+    """A channel as both APIs share it: target, options, credentials, compression, whether it
+    still takes calls, and its :class:`~minigrpc.driver.subchannel.Subchannel` (whose state
+    changes ``on_state`` hears).
+
+    ``credentials`` (None: plaintext) are :mod:`minigrpc.net.tls`'s channel credentials.  A
+    target that does not parse, or that local credentials refuse, gives the channel no target:
+    grpcio accepts any target and fails each call UNAVAILABLE with :attr:`target_error`, and so
+    does minigrpc; such a channel is in TRANSIENT_FAILURE from the start.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        options: Options,
+        compression: Optional[int],
+        credentials: Any,
+        on_state: Callable[[ChannelConnectivity], None],
+    ) -> None:
+        if credentials is not None and not callable(getattr(credentials, "client_context", None)):
+            raise TypeError(
+                "secure_channel() needs minigrpc channel credentials, e.g. "
+                f"minigrpc.ssl_channel_credentials(), not {type(credentials).__name__}"
+            )
+        self.credentials = credentials
+        #: ``:scheme``: ``https`` over TLS; local credentials speak plaintext.
+        self.scheme = (
+            "https" if credentials is not None and credentials.local is None else "http"
+        )
+        self.target: Optional[Target] = None
+        #: Why calls fail UNAVAILABLE when the channel has no target.
+        self.target_error = ""
+        try:
+            self.target = parse_target(target)
+        except ValueError as exc:
+            self.target_error = f"failed to parse target {target!r}: {exc}"
+        if self.target is not None and credentials is not None:
+            self.target_error = credentials.target_refusal(self.target)
+            if self.target_error:
+                self.target = None
+        self.config = ChannelConfig(self.target, options, credentials is not None)
+        self.compression = compression
+        #: Set by :meth:`close`: no new call starts (calls already running may finish).
+        self.closed = False
+        self.subchannel: Subchannel[Any] = Subchannel(
+            on_state,
+            ChannelConnectivity.IDLE
+            if self.target is not None
+            else ChannelConnectivity.TRANSIENT_FAILURE,
+        )
+
+    def client_tls(self) -> Any:
+        """The TLS settings of the channel's connections (``minigrpc.net.tls.ClientTLS``), or
+        None for plaintext; the transports of both APIs dial with them."""
+        if self.credentials is None or self.target is None:
+            return None
+        config = self.config
+        return self.credentials.client_tls(self.target, config.name_override, config.session_cache)
+
+    def request_encoding(self, compression: Optional[int]) -> Optional[str]:
+        """The compression for a call's requests, if any: the call's choice, else the channel's,
+        and only when the server has not left it out of its ``grpc-accept-encoding``
+        (doc/compression.md)."""
+        choice = compression if compression is not None else self.compression
+        name = wire.compression_name(choice)
+        if name is not None and self.subchannel.peer_accepts(name):
+            return name
+        return None
+
+    def close(self) -> None:
+        """No new call starts from now on; the transport closes the connection."""
+        self.closed = True

@@ -132,6 +132,8 @@ MODULES: Dict[str, str] = {
                          "isinstance against",
     "driver.connectivity": "grpcio's channel connectivity states",
     "driver.logs": "minigrpc's loggers, silent until the application configures logging",
+    "driver.service_config": "grpc.service_config read and validated as grpcio does, and the "
+                             "lookup of a method's config",
     # the network
     "net": "the network package: what it holds",
     "net.sockets": "dialling, binding and reading, shared by client and server",

@@ -138,6 +138,8 @@ MODULES: Dict[str, str] = {
     "driver.retries": "when a call is tried again: retry policy, transparent retries, throttling, "
                       "the retry buffer",
     "driver.hedging": "hedged calls: several attempts in flight, the first answer wins",
+    "driver.keepalive": "keepalive PINGs, dead connections, and the server's limits on a "
+                        "client's PINGs",
     "driver.channel_args": "every channel and server argument, what minigrpc does with it, and "
                            "which to warn about",
     # the network

@@ -140,6 +140,8 @@ MODULES: Dict[str, str] = {
     "driver.hedging": "hedged calls: several attempts in flight, the first answer wins",
     "driver.keepalive": "keepalive PINGs, dead connections, and the server's limits on a "
                         "client's PINGs",
+    "driver.balancing": "pick_first and round_robin: which address a call goes to, and the "
+                        "channel's state",
     "driver.channel_args": "every channel and server argument, what minigrpc does with it, and "
                            "which to warn about",
     # the network

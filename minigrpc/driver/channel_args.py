@@ -178,8 +178,8 @@ ARGUMENTS: Tuple[Argument, ...] = (
              "transparent and configured retries; 0 turns both off"),
     _decided("grpc.per_rpc_retry_buffer_size", CLIENT, "driver.retries",
              "request bytes a call buffers for retries (256 KiB)"),
-    _decided("grpc.experimental.enable_hedging", CLIENT, "driver.retries",
-             "hedge as the service config's hedgingPolicy says (driver.hedging)"),
+    _decided("grpc.experimental.enable_hedging", CLIENT, "driver.service_config",
+             "read the service config's hedgingPolicy (carried out by driver.hedging)"),
     _decided("minigrpc.retry_buffer_size", CLIENT, "driver.retries",
              "request bytes all calls of the channel buffer for retries (16 MiB)"),
     # -- service config, naming, load balancing

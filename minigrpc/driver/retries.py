@@ -93,8 +93,6 @@ class RetryOptions(NamedTuple):
     per_call_buffer: int = DEFAULT_PER_CALL_BUFFER
     #: ``minigrpc.retry_buffer_size``: request bytes all calls of the channel may buffer.
     channel_buffer: int = DEFAULT_CHANNEL_BUFFER
-    #: ``grpc.experimental.enable_hedging``: the service config's hedging policies apply.
-    hedging: bool = False
 
     @classmethod
     def from_options(cls, options: Optional[Iterable[Tuple[Any, Any]]]) -> "RetryOptions":
@@ -109,7 +107,6 @@ class RetryOptions(NamedTuple):
             enabled=bool(number("grpc.enable_retries", 1)),
             per_call_buffer=number("grpc.per_rpc_retry_buffer_size", DEFAULT_PER_CALL_BUFFER),
             channel_buffer=number("minigrpc.retry_buffer_size", DEFAULT_CHANNEL_BUFFER),
-            hedging=bool(number("grpc.experimental.enable_hedging", 0)),
         )
 
 

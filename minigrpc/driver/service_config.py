@@ -51,6 +51,7 @@ import re
 from typing import Any, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from ..protocol.codes import CODE_NAMES
+from .channel_args import integer, option_value
 
 __all__ = [
     "MAX_ATTEMPTS_LIMIT",
@@ -63,6 +64,7 @@ __all__ = [
     "ServiceConfig",
     "ServiceConfigError",
     "parse_service_config",
+    "service_config_option",
 ]
 
 #: The most attempts a retry or hedging policy may make: a larger ``maxAttempts`` counts as this
@@ -518,3 +520,17 @@ def parse_service_config(text: str, enable_hedging: bool = False) -> ServiceConf
     if reader.problems or config is None:
         raise ServiceConfigError(reader.problems)
     return config
+
+
+def service_config_option(options: Optional[Iterable[Tuple[Any, Any]]]) -> Optional[ServiceConfig]:
+    """The channel's ``grpc.service_config``, read with its ``grpc.experimental.enable_hedging``;
+    None without one.  Raises :class:`ServiceConfigError` (a ValueError) for a bad config."""
+    items = list(options or ())
+    text = option_value(items, "grpc.service_config")
+    if text is None:
+        return None
+    hedging = option_value(items, "grpc.experimental.enable_hedging")
+    enable = hedging is not None and bool(integer(hedging, "grpc.experimental.enable_hedging"))
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return parse_service_config(str(text), enable_hedging=enable)

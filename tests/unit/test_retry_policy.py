@@ -227,12 +227,11 @@ def test_a_full_channel_buffer_commits_the_call_that_does_not_fit() -> None:
 
 def test_retry_options_come_from_the_channel_options() -> None:
     assert RetryOptions.from_options(None) == RetryOptions(
-        True, DEFAULT_PER_CALL_BUFFER, DEFAULT_CHANNEL_BUFFER, False)
+        True, DEFAULT_PER_CALL_BUFFER, DEFAULT_CHANNEL_BUFFER)
     assert RetryOptions.from_options([
         ("grpc.enable_retries", 0), ("grpc.per_rpc_retry_buffer_size", "1024"),
-        ("minigrpc.retry_buffer_size", 4096), ("grpc.experimental.enable_hedging", 1),
-        ("grpc.per_rpc_retry_buffer_size", -5),
-    ]) == RetryOptions(False, 0, 4096, True)
+        ("minigrpc.retry_buffer_size", 4096), ("grpc.per_rpc_retry_buffer_size", -5),
+    ]) == RetryOptions(False, 0, 4096)
     with pytest.raises(ValueError, match=r"grpc\.enable_retries"):
         RetryOptions.from_options([("grpc.enable_retries", "yes")])
 

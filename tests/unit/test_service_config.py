@@ -21,6 +21,7 @@ from minigrpc.driver.service_config import (
     RetryThrottling,
     ServiceConfigError,
     parse_service_config,
+    service_config_option,
 )
 from minigrpc.protocol.codes import Code
 from tests.peers import grpcio_in_process
@@ -347,3 +348,16 @@ def test_a_method_has_a_retry_policy_or_a_hedging_policy_not_both() -> None:
     config = method(hedgingPolicy={"maxAttempts": 3}, retryPolicy=RETRY)
     with pytest.raises(ServiceConfigError, match="both a retryPolicy and a hedgingPolicy"):
         parse_service_config(config, enable_hedging=True)
+
+
+def test_the_channel_options_give_the_config_and_the_hedging_switch() -> None:
+    hedged = method(hedgingPolicy={"maxAttempts": 2})
+    assert service_config_option(None) is None
+    assert service_config_option([("grpc.service_config", hedged)]).for_method(
+        "/pkg.S/M").hedging_policy is None
+    config = service_config_option([("grpc.service_config", hedged.encode()),
+                                    ("grpc.experimental.enable_hedging", 1)])
+    assert config is not None
+    assert config.for_method("/pkg.S/M").hedging_policy == HedgingPolicy(2, 0.0, frozenset())
+    with pytest.raises(ServiceConfigError):
+        service_config_option([("grpc.service_config", "{")])

@@ -201,49 +201,49 @@ class _Reader:
     def fail(self, field: str, why: str) -> None:
         self.problems.append((field, why))
 
-    # -- scalars, each None when absent (null) or wrong (a problem is recorded) ---------------
+    # -- values, each None when absent (null) or wrong (a problem is recorded) ----------------
+
+    def _typed(self, value: Any, field: str, kind: type, what: str) -> Any:
+        """``value`` if it is of ``kind`` (a JSON string is ``str`` itself: a number kept as
+        written, :class:`_Number`, is not one)."""
+        if value is None:
+            return None
+        if type(value) is not kind if kind is str else not isinstance(value, kind):
+            self.fail(field, f"is not {what}")
+            return None
+        return value
 
     def object(self, value: Any, field: str) -> Optional[Dict[str, Any]]:
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            self.fail(field, "is not an object")
-            return None
-        return value
+        found: Optional[Dict[str, Any]] = self._typed(value, field, dict, "an object")
+        return found
 
-    def array(self, value: Any, field: str, null_is_absent: bool = True) -> Optional[List[Any]]:
-        if value is None and null_is_absent:
-            return None
-        if not isinstance(value, list):
-            self.fail(field, "is not an array")
-            return None
-        return value
+    def array(self, value: Any, field: str) -> Optional[List[Any]]:
+        found: Optional[List[Any]] = self._typed(value, field, list, "an array")
+        return found
 
     def string(self, value: Any, field: str) -> Optional[str]:
-        if value is None:
-            return None
-        if type(value) is not str:  # a _Number is a str too
-            self.fail(field, "is not a string")
-            return None
-        return value
+        found: Optional[str] = self._typed(value, field, str, "a string")
+        return found
 
     def boolean(self, value: Any, field: str) -> Optional[bool]:
-        if value is None:
-            return None
-        if not isinstance(value, bool):
-            self.fail(field, "is not a boolean")
-            return None
-        return value
+        found: Optional[bool] = self._typed(value, field, bool, "a boolean")
+        return found
 
-    def integer(self, value: Any, field: str, unsigned: bool = False) -> Optional[int]:
-        """An integer field: a JSON number or a string of digits (absl's SimpleAtoi: surrounding
-        whitespace and a sign are allowed), within 32 bits."""
+    def _number_text(self, value: Any, field: str) -> Optional[str]:
+        """A number's text, as written or in a string, without the spaces around it."""
         if value is None:
             return None
         if not isinstance(value, str):
             self.fail(field, "is not a number")
             return None
-        text = value.strip(_SPACE)
+        return value.strip(_SPACE)
+
+    def integer(self, value: Any, field: str, unsigned: bool = False) -> Optional[int]:
+        """An integer field: a JSON number or a string of digits (absl's SimpleAtoi: surrounding
+        whitespace and a sign are allowed), within 32 bits."""
+        text = self._number_text(value, field)
+        if text is None:
+            return None
         low, high = _UINT32 if unsigned else _INT32
         if _INTEGER.match(text) and low <= int(text) <= high:
             return int(text)
@@ -251,12 +251,9 @@ class _Reader:
         return None
 
     def decimal(self, value: Any, field: str) -> Optional[float]:
-        if value is None:
+        text = self._number_text(value, field)
+        if text is None:
             return None
-        if not isinstance(value, str):
-            self.fail(field, "is not a number")
-            return None
-        text = value.strip(_SPACE)
         if not _DECIMAL.match(text):
             self.fail(field, "is not a number")
             return None
@@ -327,9 +324,9 @@ class _Reader:
             service_name = self.string(health_check.get("serviceName"),
                                        "healthCheckConfig.serviceName")
         methods: Dict[str, MethodConfig] = {}
-        entries: Optional[List[Any]] = None
-        if "methodConfig" in document:  # grpc core reads this list even when it is null
-            entries = self.array(document["methodConfig"], "methodConfig", null_is_absent=False)
+        entries = self.array(document.get("methodConfig"), "methodConfig")
+        if "methodConfig" in document and document["methodConfig"] is None:
+            self.fail("methodConfig", "is not an array")  # grpc core reads it even when null
         for index, entry in enumerate(entries or ()):
             field = f"methodConfig[{index}]"
             method = self.object(entry, field)

@@ -281,10 +281,11 @@ def parse_target(target: str, default_port: int = DEFAULT_PORT) -> Target:
     A DNS name comes back as one :class:`Target` of family ``AF_UNSPEC`` holding the name and
     port, which the transports resolve when they dial.
     """
-    if isinstance(target, str) and target.startswith("unix"):
-        scheme, rest = _scheme(target)
-        if scheme in ("unix", "unix-abstract"):
-            return _unix(scheme, rest, target)  # the plugin's one target: no detour
+    # The plugin's one target takes no detour.
+    if isinstance(target, str) and target.startswith("unix:"):
+        return _unix("unix", target[5:], target)
+    if isinstance(target, str) and target.startswith("unix-abstract:"):
+        return _unix("unix-abstract", target[14:], target)
     parsed = parse_target_addresses(target, default_port)
     if len(parsed.addresses) > 1:
         raise ValueError(

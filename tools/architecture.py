@@ -145,6 +145,18 @@ MODULES: Dict[str, str] = {
                          "isinstance against",
     "driver.connectivity": "grpcio's channel connectivity states",
     "driver.logs": "minigrpc's loggers, silent until the application configures logging",
+    "driver.service_config": "grpc.service_config read and validated as grpcio does, and the "
+                             "lookup of a method's config",
+    "driver.backoff": "exponential backoff with jitter, for retries and reconnections",
+    "driver.retries": "when a call is tried again: retry policy, transparent retries, throttling, "
+                      "the retry buffer",
+    "driver.hedging": "hedged calls: several attempts in flight, the first answer wins",
+    "driver.keepalive": "keepalive PINGs, dead connections, and the server's limits on a "
+                        "client's PINGs",
+    "driver.balancing": "pick_first and round_robin: which address a call goes to, and the "
+                        "channel's state",
+    "driver.channel_args": "every channel and server argument, what minigrpc does with it, and "
+                           "which to warn about",
     # the network
     "net": "the network package: what it holds",
     "net.sockets": "dialling, binding and reading, shared by client and server",

@@ -10,5 +10,10 @@ grpcio's abstract classes and handler types (:mod:`.interfaces`, :mod:`.handlers
 connectivity states (:mod:`.connectivity`), and minigrpc's loggers (:mod:`.logs`).  Nothing
 here opens a socket, starts a thread or awaits.
 
+The decisions of channels that live for days (docs/long-lived-channels.md): the service config
+(:mod:`.service_config`), retries and hedging (:mod:`.retries`, :mod:`.hedging`,
+:mod:`.backoff`), keepalive (:mod:`.keepalive`), connection age (:mod:`.server_timers`), load
+balancing (:mod:`.balancing`), and the table of every grpc argument (:mod:`.channel_args`).
+
 It may import: :mod:`minigrpc.protocol` and :mod:`minigrpc.http2`.
 """

@@ -16,19 +16,50 @@ different ways, but decide alike when a wait is over:
   ``stop()`` may shorten the grace, never lengthen it, which is grpcio's rule
   (:func:`stop_deadline`);
 * how long a drain waits for its PING's ACK, a failed connection for its GOAWAY to be written,
-  and a drained one for the client to close its end (the ``*_TIMEOUT`` constants).
+  and a drained one for the client to close its end (the ``*_TIMEOUT`` constants);
+* ``grpc.max_connection_age_ms`` and ``grpc.max_connection_age_grace_ms`` (gRFC A9): a
+  connection older than its max age, spread by ±10% per connection so that connections opened
+  together are not all closed together, is drained with the two-GOAWAY sequence the servers
+  already use for ``stop()`` (:meth:`ServerGrpcConnection.start_drain`, then
+  :meth:`ServerGrpcConnection.send_final_goaway` when the PING is answered), each GOAWAY
+  NO_ERROR with debug data ``max_age``; the calls still running a grace later are cut: they end
+  UNAVAILABLE "max connection age" and the connection closes (:class:`ConnectionAge`).  That is
+  what grpcio 1.85 sends, measured: GOAWAY(2^31-1, NO_ERROR, "max_age") and a PING, the final
+  GOAWAY(NO_ERROR, "max_age") on the ACK, and at the end of the grace (counted from the first
+  GOAWAY, as grpc core counts it; gRFC A9 prefers the second, an RTT later) trailers
+  UNAVAILABLE "max connection age" and RST_STREAM(NO_ERROR) for each call.  Both options default
+  to never, as in grpcio.
+
+The idle drain's GOAWAYs carry ``max_idle`` (:data:`MAX_IDLE_DEBUG_DATA`, gRFC A9).  grpcio
+1.85 instead ends an idle connection at once with GOAWAY(INTERNAL_ERROR, "connection idle"), and
+spreads its idle time by the same ±10% (:func:`jittered` gives the spread, should the idle check
+want it too).
 """
 
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, Iterable, List, NamedTuple, Optional, Tuple
 
 from ..protocol.server_protocol import CallEvent, ServerGrpcConnection
+from .channel_args import duration, option_value
+
+if TYPE_CHECKING:
+    import random
 
 __all__ = [
     "CLOSE_FLUSH_TIMEOUT",
+    "CUT",
+    "DRAIN",
     "DRAIN_PING_TIMEOUT",
     "LINGER_TIMEOUT",
+    "MAX_AGE_DEBUG_DATA",
+    "MAX_AGE_DETAILS",
+    "MAX_AGE_JITTER",
+    "MAX_IDLE_DEBUG_DATA",
+    "NOTHING",
+    "ConnectionAge",
+    "ConnectionAgeOptions",
     "cancel_stalled",
     "idle_recheck",
+    "jittered",
     "stall_due",
     "stop_deadline",
 ]
@@ -78,3 +109,81 @@ def stop_deadline(current: Optional[float], now: float, grace: Optional[float]) 
     if current is not None and deadline >= current:
         return None
     return deadline
+
+
+#: The debug data of the GOAWAYs that drain a connection for its age (gRFC A9; grpc core's).
+MAX_AGE_DEBUG_DATA = b"max_age"
+#: The debug data of the GOAWAYs that drain an idle connection (gRFC A9).
+MAX_IDLE_DEBUG_DATA = b"max_idle"
+#: The details of the calls still running when the grace after the max age ends (grpcio's).
+MAX_AGE_DETAILS = "max connection age"
+#: The spread of each connection's max age: ±10% (gRFC A9).
+MAX_AGE_JITTER = 0.1
+
+#: What :meth:`ConnectionAge.poll` answers.
+NOTHING = "nothing"
+DRAIN = "drain"
+CUT = "cut"
+
+
+def jittered(seconds: float, rng: "random.Random") -> float:
+    """``seconds`` spread by ±:data:`MAX_AGE_JITTER`, once per connection."""
+    return seconds * rng.uniform(1.0 - MAX_AGE_JITTER, 1.0 + MAX_AGE_JITTER)
+
+
+class ConnectionAgeOptions(NamedTuple):
+    """``grpc.max_connection_age_ms`` and ``grpc.max_connection_age_grace_ms``, in seconds;
+    None is never (the default of both, and what 0, negative values and INT_MAX mean)."""
+
+    max_age: Optional[float] = None
+    grace: Optional[float] = None
+
+    @classmethod
+    def from_options(cls, options: Optional[Iterable[Tuple[Any, Any]]]) -> "ConnectionAgeOptions":
+        """Read them from a server's options; ValueError naming one that is not an integer."""
+        items = list(options or ())
+
+        def read(name: str) -> Optional[float]:
+            value = option_value(items, name)
+            return None if value is None else duration(value, name)
+
+        return cls(read("grpc.max_connection_age_ms"), read("grpc.max_connection_age_grace_ms"))
+
+
+class ConnectionAge:
+    """When one connection is drained for its age, and when its remaining calls are cut.
+
+    :meth:`poll` at :meth:`next_wakeup` says :data:`DRAIN` once (start the graceful drain with
+    :data:`MAX_AGE_DEBUG_DATA`), then :data:`CUT` once when the grace is over (end the calls
+    still running UNAVAILABLE :data:`MAX_AGE_DETAILS`, send the final GOAWAY if the drain has
+    not, and close); a connection that closes sooner simply stops asking.
+    """
+
+    __slots__ = ("cut_at", "drain_at", "grace")
+
+    def __init__(self, options: ConnectionAgeOptions, accepted_at: float,
+                 rng: "random.Random") -> None:
+        self.grace = options.grace
+        #: When the drain starts; None once it has, or when the connection has no max age.
+        self.drain_at: Optional[float] = None
+        if options.max_age is not None:
+            self.drain_at = accepted_at + jittered(options.max_age, rng)
+        #: When the remaining calls are cut; set when the drain starts, None without a grace.
+        self.cut_at: Optional[float] = None
+
+    def next_wakeup(self) -> Optional[float]:
+        return self.drain_at if self.drain_at is not None else self.cut_at
+
+    def poll(self, now: float) -> str:
+        """:data:`DRAIN`, :data:`CUT` or :data:`NOTHING`."""
+        if self.drain_at is not None:
+            if now < self.drain_at:
+                return NOTHING
+            self.drain_at = None
+            if self.grace is not None:
+                self.cut_at = now + self.grace
+            return DRAIN
+        if self.cut_at is not None and now >= self.cut_at:
+            self.cut_at = None
+            return CUT
+        return NOTHING

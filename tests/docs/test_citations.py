@@ -56,6 +56,8 @@ PUBLIC_DOCS = frozenset(
         "keepalive.md",
         "http-grpc-status-mapping.md",
         "connectivity-semantics-and-api.md",
+        "service_config.md",
+        "load-balancing.md",
         "negative-http2-interop-test-descriptions.md",
         "health-checking.md",
         "server-reflection.md",

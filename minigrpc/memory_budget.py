@@ -59,6 +59,7 @@ __all__ = [
     "VIEW_OVERHEAD",
     "ConnectionMemory",
     "MemoryBudget",
+    "response_cost",
 ]
 
 #: Defaults sized for a node agent: all connections together, and any one of them.
@@ -78,6 +79,22 @@ PACKED_OVERHEAD = 12
 OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
 #: The smallest fair share of the server's total a connection may always hold.
 _MIN_FAIR_SHARE = 256 * 1024
+#: The 5-byte prefix of a Length-Prefixed-Message (PROTOCOL-HTTP2.md).
+_PREFIX = 5
+
+
+def response_cost(length: int) -> int:
+    """What one streamed response message of ``length`` payload bytes costs from the moment
+    its handler hands it over until it is queued on the connection: its framed size plus a
+    per-message overhead (a ``(payload, flag)`` pair, :data:`MESSAGE_OVERHEAD`).
+
+    Counting payload bytes alone let a handler yielding empty messages hand over millions of
+    them against a budget that never moved; counted this way, every message spends at least
+    :data:`MESSAGE_OVERHEAD`, so a call's unsent responses are bounded in number as well as in
+    bytes, whatever their size.  Once queued, a message costs what
+    :class:`minigrpc.protocol.Outbound` charges (packed small messages less).
+    """
+    return length + _PREFIX + MESSAGE_OVERHEAD
 
 
 class MemoryBudget:

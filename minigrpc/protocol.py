@@ -87,15 +87,43 @@ class SendState(enum.Enum):
 
 
 class Outbound:
-    """The messages one side still has to write on one stream."""
+    """The messages one side still has to write on one stream.
 
-    __slots__ = ("_offset", "_queue", "memory", "queued_bytes", "state")
+    With ``pack_small`` (a server's responses), a message framed in fewer than
+    :data:`_PACK_BELOW` bytes is appended to a shared ``bytearray`` of up to
+    :data:`_PACKED_RUN` bytes rather than queued as an object of its own: a handler that
+    yields empty messages then queues five bytes each, not a ``memoryview`` of some four
+    hundred (:mod:`minigrpc.memory_budget`), and they go out as the one DATA frame they share
+    anyway (PROTOCOL-HTTP2.md: messages need not align with frames).  Only the last array
+    grows; once :meth:`write` starts on it, it is sealed and the next message starts another.
+    """
 
-    def __init__(self, memory: Optional[ConnectionMemory] = None) -> None:
-        self._queue: Deque[memoryview] = collections.deque()
+    __slots__ = (
+        "_offset",
+        "_overheads",
+        "_queue",
+        "_tail",
+        "memory",
+        "pack_below",
+        "queued_bytes",
+        "queued_cost",
+        "state",
+    )
+
+    def __init__(self, memory: Optional[ConnectionMemory] = None, pack_small: bool = False) -> None:
+        self._queue: Deque[Union[memoryview, bytearray]] = collections.deque()
+        #: What each queued piece costs beyond its bytes (a view's overhead, or a packed
+        #: array's per-message overheads), released when the piece is written.
+        self._overheads: Deque[int] = collections.deque()
+        #: The packed array still taking messages (the last in the queue), or None.
+        self._tail: Optional[bytearray] = None
         self._offset = 0
         #: Framed bytes queued and not yet handed to the connection.
         self.queued_bytes = 0
+        #: What is queued costs in memory: its bytes and each piece's or message's overhead
+        #: (what is charged to :attr:`memory`, counted the same without one).
+        self.queued_cost = 0
+        self.pack_below = _PACK_BELOW if pack_small else 0
         self.state = SendState.OPEN
         #: The account charged for what is queued (a server's), or None.
         self.memory = memory
@@ -110,12 +138,30 @@ class Outbound:
         A large message comes as its prefix and payload apart (:func:`minigrpc.wire.frame_message`)
         and is queued as two pieces: only the DATA frame that carries the prefix joins them.
         """
-        for piece in framed if isinstance(framed, tuple) else (framed,):
-            if piece:
-                self._queue.append(memoryview(piece))
-                self.queued_bytes += len(piece)
-                if self.memory is not None:
-                    self.memory.charge_outbound(len(piece) + VIEW_OVERHEAD)
+        if type(framed) is bytes and len(framed) < self.pack_below:
+            tail = self._tail
+            if tail is None or len(tail) >= _PACKED_RUN:
+                tail = self._tail = bytearray()
+                self._queue.append(tail)
+                self._overheads.append(0)
+            tail += framed
+            self._overheads[-1] += PACKED_OVERHEAD
+            cost = len(framed) + PACKED_OVERHEAD
+            self.queued_bytes += len(framed)
+            self.queued_cost += cost
+            if self.memory is not None:
+                self.memory.charge_outbound(cost)
+        else:
+            self._tail = None
+            for piece in framed if isinstance(framed, tuple) else (framed,):
+                if piece:
+                    self._queue.append(memoryview(piece))
+                    self._overheads.append(VIEW_OVERHEAD)
+                    cost = len(piece) + VIEW_OVERHEAD
+                    self.queued_bytes += len(piece)
+                    self.queued_cost += cost
+                    if self.memory is not None:
+                        self.memory.charge_outbound(cost)
         if last:
             self.state = SendState.CLOSING
 
@@ -126,11 +172,14 @@ class Outbound:
 
     def discard(self) -> None:
         """Drop what is queued; the stream is ending another way (reset, early trailers)."""
-        if self.memory is not None and self._queue:
-            self.memory.release_outbound(self.queued_bytes + VIEW_OVERHEAD * len(self._queue))
+        if self.memory is not None and self.queued_cost:
+            self.memory.release_outbound(self.queued_cost)
         self._queue.clear()
+        self._overheads.clear()
+        self._tail = None
         self._offset = 0
         self.queued_bytes = 0
+        self.queued_cost = 0
         self.state = SendState.CLOSED
 
     def write(
@@ -152,7 +201,7 @@ class Outbound:
         the DATA serializer (:func:`minigrpc.frames.data_frame`) copies each byte once.
         """
         written = 0
-        pieces_done = 0
+        released = 0
         queue = self._queue
         while queue:
             size = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size)
@@ -164,13 +213,18 @@ class Outbound:
             taken = 0
             while queue and taken < size:
                 head = queue[0]
+                if not isinstance(head, memoryview):
+                    if head is self._tail:
+                        self._tail = None  # sealed: a view of it must not see it grow
+                    head = memoryview(head)
+                    queue[0] = head
                 take = min(len(head) - self._offset, size - taken)
                 end = self._offset + take
                 pieces.append(head[self._offset : end])
                 taken += take
                 if end == len(head):
                     queue.popleft()
-                    pieces_done += 1
+                    released += self._overheads.popleft()
                     self._offset = 0
                 else:
                     self._offset = end
@@ -178,11 +232,14 @@ class Outbound:
             payload = pieces[0] if len(pieces) == 1 else b"".join(pieces)
             conn.send_data(stream_id, payload, end_stream=end_stream)
             written += taken
-            self.queued_bytes -= taken
             if end_stream:
                 self.state = SendState.CLOSED
-        if self.memory is not None and written:
-            self.memory.release_outbound(written + VIEW_OVERHEAD * pieces_done)
+        if written:
+            self.queued_bytes -= written
+            released += written
+            self.queued_cost -= released
+            if self.memory is not None:
+                self.memory.release_outbound(released)
         return written
 
     def can_write(self, conn: "HTTP2Connection", stream_id: int) -> bool:

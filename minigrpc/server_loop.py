@@ -508,7 +508,7 @@ class ServerLoop(CallHandling):
         for context in connection.senders:
             credit = context._response_credit
             if credit is not None:
-                credit.written(protocol.queued_response_bytes(context._stream_id))
+                credit.written(protocol.queued_response_cost(context._stream_id))
         unsent = len(output)
         if unsent != connection.charged_output:
             protocol.memory.charge_outbound(unsent - connection.charged_output)

@@ -524,10 +524,12 @@ class ServerConnection(RequestIntake):
         self._responses.queue_streamed_message(call, message, compress_message)
         return True
 
-    def queued_response_bytes(self, stream_id: int) -> int:
-        """Response bytes of the call still waiting for window or output room (0 when gone)."""
+    def queued_response_cost(self, stream_id: int) -> int:
+        """What the call's responses still waiting for window or output room cost in memory:
+        their framed bytes and each message's overhead (:mod:`minigrpc.memory_budget`), so
+        that empty messages count too; 0 when the call is gone."""
         call = self._calls.get(stream_id)
-        return 0 if call is None else call.outbound.queued_bytes
+        return 0 if call is None else call.outbound.queued_cost
 
     def fail_call(self, stream_id: int, code: StatusCode, details: str) -> List[CallEvent]:
         """End a started call with an error status (trailers); its :class:`CallTerminated`."""

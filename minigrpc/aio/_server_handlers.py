@@ -12,9 +12,12 @@ ends a call) and :mod:`minigrpc.server_timers`, and differ only in how they wait
   ``async def`` handlers and async generators run on the loop; plain functions and generators
   run on the executor, as grpcio runs them.
 * A streamed request is taken from the protocol only when the handler reads, so unread messages
-  hold the client's window back (RFC 9113 §5.2); a handler's ``write()`` waits while
-  :data:`~minigrpc.server_call.RESPONSE_HIGH_WATER` bytes of its responses wait for the
-  client's window.
+  hold the client's window back (RFC 9113 §5.2); a handler's ``write()`` (or ``yield``) waits
+  while its responses waiting for the client's window cost
+  :data:`~minigrpc.server_call.RESPONSE_HIGH_WATER` (each counted with its per-message
+  overhead, so empty messages count too) or its connection is over its memory budget, and
+  after :data:`~minigrpc.server_call.RESPONSES_PER_TURN` messages in a row it lets the event
+  loop run, so that a handler yielding tiny messages never keeps the loop from its sockets.
 * A call that ends without the handler's answer (RST_STREAM from the client, its deadline, the
   connection lost, the server stopped) cancels the handler's task, as grpcio's asyncio server
   does.
@@ -32,7 +35,7 @@ from .. import handlers as _handlers
 from .. import server_dispatch as _dispatch
 from .. import server_protocol as _protocol
 from ..logs import get_logger
-from ..server_call import RESPONSE_HIGH_WATER
+from ..server_call import RESPONSE_HIGH_WATER, RESPONSES_PER_TURN
 from ..server_options import ServerOptions
 from ..server_timers import cancel_stalled, stall_due
 from ..status import StatusCode
@@ -357,19 +360,27 @@ class CallTasks:
             raise AbortError() from None
 
     async def _send_response(self, context: ServicerContext, response: Any) -> None:
-        """Queue one streamed response, after waiting while too much of the call's output waits
-        for the client's window; raises CallEndedError once the call is over."""
+        """Queue one streamed response, after waiting while the call's unsent responses cost
+        too much or its connection is over budget (the blocking server's rule,
+        :class:`minigrpc.server_call.ResponseCredit`); raises CallEndedError once the call is
+        over."""
         serialized = _dispatch.serialize_response(context._method, context._handler, response)
         if serialized is None:
             self._finish(context, *_dispatch.outcome_without_response(context))
             raise _dispatch.CallEndedError(StatusCode.INTERNAL)
         connection = context._connection
         protocol = connection.protocol
-        while (
-            not context._terminated
-            and protocol.queued_response_bytes(context._stream_id) >= RESPONSE_HIGH_WATER
-        ):
-            await context._wait()
+        stream_id = context._stream_id
+        while not context._terminated:
+            if protocol.queued_response_cost(stream_id) >= RESPONSE_HIGH_WATER:
+                await context._wait()  # woken by the flush that writes some of it
+            elif protocol.memory.over_budget:
+                # Reported by MemoryBudget.resumable() once under budget: the flush that finds
+                # it so wakes this connection's calls (AioServerLoop._resume_held_back).
+                protocol.memory.holding_back()
+                await context._wait()
+            else:
+                break
         if context._terminated:
             raise _dispatch.CallEndedError(context._termination_code or StatusCode.CANCELLED)
         compress = context._compress_next
@@ -380,6 +391,13 @@ class CallTasks:
             raise _dispatch.CallEndedError(too_large.code)
         context._initial_metadata_sent = True  # the first message sent the response headers
         connection.schedule_flush()
+        context._sent_in_turn += 1
+        if context._sent_in_turn >= RESPONSES_PER_TURN:
+            # A handler that never awaits anything else would otherwise run until the high
+            # water in one step of its task, while the loop polls no socket and answers no
+            # PING (RFC 9113 §6.7).
+            context._sent_in_turn = 0
+            await asyncio.sleep(0)
 
     def _send_initial_metadata(
         self, context: ServicerContext, headers: List[Tuple[bytes, bytes]], encoding: Optional[str]

@@ -48,6 +48,7 @@ from . import server_protocol as _protocol
 from .enums import StatusCode
 from .logs import get_logger
 from .protocol import DATA_BATCH
+from .server_accept import ACCEPTS_PER_WAKEUP, AcceptBackoff
 from .server_commands import CommandQueue
 from .server_handlers import CallHandling
 from .server_options import ServerOptions
@@ -71,8 +72,6 @@ __all__ = ["ServerLoop"]
 #: The server's logger (handler exceptions, dropped connections); named after the public API.
 _LOGGER = get_logger("minigrpc.server")
 
-#: Connections accepted per readiness event, so a connection storm cannot starve the others.
-_ACCEPTS_PER_WAKEUP = 64
 #: Deadline timers kept before the heap is checked for timers of finished calls.
 _TIMER_COMPACT_MIN = 1024
 #: Server states.
@@ -157,6 +156,8 @@ class ServerLoop(CallHandling):
         #: Floods by peer: a peer sent away for one opens its next connections with less.
         self._peers = _protocol.PeerHistory(time.monotonic)
         self._listeners: List[Listener] = []
+        #: Each listener's episodes of running out of descriptors (:mod:`minigrpc.server_accept`).
+        self._accept_backoff: Dict[Listener, AcceptBackoff] = {}
         self._connections: Set[_Connection] = set()
         self._state = _NEW
         self._state_lock = threading.Lock()
@@ -325,14 +326,28 @@ class ServerLoop(CallHandling):
                 self._internal_error(_connection_of(args))
 
     def _accept(self, listener: Listener) -> None:
-        for _ in range(_ACCEPTS_PER_WAKEUP):
+        """Accept what the listener has, at most :data:`~minigrpc.server_accept.
+        ACCEPTS_PER_WAKEUP`; out of descriptors or buffers, rest it (unregistered: the
+        selector is level-triggered, and the connection that could not be taken keeps it
+        readable) and arm it again from a timer (:mod:`minigrpc.server_accept`)."""
+        backoff = self._accept_backoff.get(listener)
+        if backoff is None:
+            backoff = self._accept_backoff[listener] = AcceptBackoff(listener.display)
+        for _ in range(ACCEPTS_PER_WAKEUP):
             try:
                 sock, _address = listener.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                _LOGGER.warning("accept() on %s failed: %s", listener.display, exc)
+                delay = backoff.failed(exc)
+                if delay is not None and self._selector is not None:
+                    try:
+                        self._selector.unregister(listener.sock)
+                    except (KeyError, ValueError):
+                        return
+                    self._add_timer(time.monotonic() + delay, self._rearm_listener, listener)
                 return
+            backoff.accepted()
             sock.setblocking(False)
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -359,6 +374,11 @@ class ServerLoop(CallHandling):
             idle = self._options.max_connection_idle
             if idle is not None:
                 self._add_timer(now + idle, self._check_idle, connection)
+
+    def _rearm_listener(self, listener: Listener) -> None:
+        """A listener's rest is over: watch it again, unless the server stopped meanwhile."""
+        if listener in self._listeners and self._selector is not None:
+            self._selector.register(listener.sock, selectors.EVENT_READ, listener)
 
     def _check_handshake(self, connection: _Connection) -> None:
         """Close a connection whose client never completed the preface and SETTINGS.

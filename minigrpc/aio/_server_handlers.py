@@ -101,7 +101,14 @@ class CallTasks:
                 if context is not None:
                     context._request = event.message
                     context._request_encoding = event.encoding
-                    context._wake()
+                    if context._stall_timer is not None:
+                        context._stall_timer.cancel()
+                        context._stall_timer = None
+                    if context._task is None and context._counted:
+                        # Admitted while its request was incomplete: its task starts now.
+                        self._spawn(context, self._run_call(context))
+                    else:
+                        context._wake()
             elif isinstance(event, _protocol.CallStarted):
                 self._start_call(connection, event)
             elif isinstance(event, _protocol.CallTerminated):
@@ -140,8 +147,56 @@ class CallTasks:
         except Exception as exc:
             self._reject(context, _dispatch.lookup_failed(event.method, exc))
             return
-        if self._admit(context, handler):
+        if not self._admit(context, handler) or context._task is not None:
+            return  # rejected, or its whole request came with the admission: started
+        if context._handler.request_streaming:
             self._spawn(context, self._run_call(context))
+            return
+        # A unary request still arriving: the task starts with its RequestReady.  Until then
+        # the call is its context and, against slowloris, a timer: no task, no event, as on
+        # the blocking server (a pending call costs what it costs there).
+        self._watch_stall(context)
+
+    def _watch_stall(self, context: ServicerContext) -> None:
+        """Arm the ``minigrpc.request_stall_timeout_ms`` check of a call whose unary request
+        is incomplete (:func:`~minigrpc.server_timers.stall_due`)."""
+        stall = self._options.request_stall_timeout
+        if stall is None or context._request is not None:
+            return
+        due = stall_due(context._connection.protocol, context._stream_id, stall)
+        if due is not None:
+            context._stall_timer = self._loop.call_later(
+                max(0.0, due - time.monotonic()), self._check_stall, context
+            )
+
+    def _check_stall(self, context: ServicerContext) -> None:
+        """The request may have stalled: cancel the call if it made no progress for the
+        stall timeout (:func:`~minigrpc.server_timers.cancel_stalled`), else look again when
+        it would have."""
+        context._stall_timer = None
+        connection = context._connection
+        stall = self._options.request_stall_timeout
+        if (
+            stall is None
+            or context._request is not None
+            or connection.calls.get(context._stream_id) is not context
+        ):
+            return
+        due = stall_due(connection.protocol, context._stream_id, stall)
+        if due is None:
+            return
+        if time.monotonic() < due:
+            self._watch_stall(context)
+            return
+        _LOGGER.debug(
+            "cancelling stream %d from %s: its request made no progress for %.1f s",
+            context._stream_id,
+            connection.peer,
+            stall,
+        )
+        events = cancel_stalled(connection.protocol, context._stream_id, stall)
+        self._handle_events(connection, events)
+        connection.schedule_flush()
 
     def _spawn(self, context: ServicerContext, coroutine: Any) -> None:
         task = self._loop.create_task(coroutine)
@@ -303,28 +358,15 @@ class CallTasks:
                 self._loop.run_in_executor(self._executor, _close_quietly, close)
 
     async def _unary_request(self, context: ServicerContext) -> Optional[bytes]:
-        """The whole unary request; None if the call ended first.  A request that makes no
-        progress for ``minigrpc.request_stall_timeout_ms`` is cancelled, as the blocking server
-        does (:mod:`minigrpc.server_timers`)."""
-        stall = self._options.request_stall_timeout
-        protocol = context._connection.protocol
+        """The whole unary request; None if the call ended first.  Only a call looked up
+        through interceptors starts before its request is whole; its stall is watched by
+        the same timer (:meth:`_watch_stall`)."""
+        if context._request is None and context._stall_timer is None:
+            self._watch_stall(context)
         while context._request is None:
             if context._terminated:
                 return None
-            due = stall_due(protocol, context._stream_id, stall) if stall else None
-            if due is None or stall is None:
-                await context._wait()
-                continue
-            remaining = due - time.monotonic()
-            if remaining <= 0:
-                events = cancel_stalled(protocol, context._stream_id, stall)
-                self._handle_events(context._connection, events)
-                context._connection.schedule_flush()
-                return None
-            try:
-                await asyncio.wait_for(context._wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
+            await context._wait()
         return context._request
 
     async def _read_request(self, context: ServicerContext) -> Optional[bytes]:
@@ -451,6 +493,9 @@ class CallTasks:
             connection.idle_since = time.monotonic()
         if context._timer is not None:
             context._timer.cancel()
+        if context._stall_timer is not None:
+            context._stall_timer.cancel()
+            context._stall_timer = None
         context._terminated = True
         context._termination_code = code
         context._wake()

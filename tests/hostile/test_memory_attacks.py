@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
+from hyperframe.frame import DataFrame
 
 from tests.hostile.scenarios import record_observation
 from tests.hostile.test_hostile_server import ServerProcess, good_call, grpc, request_headers
@@ -86,7 +87,8 @@ def tiny(request, context):
 
 def stats(request, context):
     budget = server._memory
-    return json.dumps({"used": budget.total, "peak": budget.peak}).encode()
+    return json.dumps({"used": budget.total, "peak": budget.peak,
+                       "active": server._active_rpcs - 1}).encode()
 
 handlers = [
     minigrpc.method_handlers_generic_handler("hostile.Echo", {
@@ -151,7 +153,8 @@ async def tiny(request, context):
 
 async def stats(request, context):
     budget = server._memory
-    return json.dumps({"used": budget.total, "peak": budget.peak}).encode()
+    return json.dumps({"used": budget.total, "peak": budget.peak,
+                       "active": server._active_rpcs - 1}).encode()
 
 handlers = [
     minigrpc.method_handlers_generic_handler("hostile.Echo", {
@@ -432,8 +435,6 @@ def test_streams_never_read(
 
 
 def grpc_data_frame(stream_id: int, payload: bytes) -> bytes:
-    from hyperframe.frame import DataFrame
-
     return DataFrame(stream_id, payload, flags=["END_STREAM"]).serialize()
 
 
@@ -550,3 +551,47 @@ def test_tiny_responses_to_a_reader_that_returns_no_window(
     # One message per stream may be on its way past the check (MIB is plenty for 100).
     assert held["peak"] <= CONNECTION_BUDGET + MIB, held
     assert max(ping_delays) < 0.5, ping_delays
+
+
+#: Pending unary calls in the slowloris test (connections x streams), and what each may cost
+#: the server (peak RSS growth per call, in bytes): tracemalloc puts the blocking server at
+#: about 3 KB a call (its context, stream state and stall timer).
+PENDING_CONNECTIONS = 30
+PENDING_CALLS_PER_CONNECTION = 100
+PENDING_CALL_BOUND = 4608
+
+
+@pytest.mark.timeout(120)
+def test_pending_unary_calls_cost_little(server: MemoryServer) -> None:
+    """Unary calls whose request never completes (slowloris on streams: HEADERS, then one
+    byte of a 10-byte message): until the request is whole a call has nothing to run, so it
+    must cost no more on the asyncio server than on the blocking one: no task, no event."""
+    rss_before, _ = server.rss_kib()
+    clients: List[HostileClient] = []
+    calls = PENDING_CONNECTIONS * PENDING_CALLS_PER_CONNECTION
+    try:
+        for _ in range(PENDING_CONNECTIONS):
+            client = _attacker(server)
+            clients.append(client)
+            client.send_preface()
+            frames = []
+            for _ in range(PENDING_CALLS_PER_CONNECTION):
+                stream_id = client.next_stream_id()
+                frames.append(client.header_frames(stream_id, request_headers(UNARY)))
+                frames.append(DataFrame(stream_id, grpc_message(b"x", length=10)).serialize())
+            client.send(b"".join(frames))
+        ticker = threading.Event()
+        for _ in range(200):  # until the server holds them all (bounded: 10 s)
+            if server.budget()["active"] >= calls:
+                break
+            ticker.wait(0.05)
+        active = server.budget()["active"]
+        good_call(server.target)
+        rss_after, _ = server.rss_kib()
+    finally:
+        for client in clients:
+            client.close()
+    per_call = (rss_after - rss_before) * 1024 / calls
+    print(f"{server.kind}: {active} pending calls, {per_call:,.0f} bytes each")
+    assert active == calls
+    assert per_call < PENDING_CALL_BOUND, f"{per_call:,.0f} bytes per pending call"

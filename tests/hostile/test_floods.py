@@ -80,9 +80,10 @@ FLOODS: Dict[str, Callable[[HostileClient, int], bytes]] = {
 }
 
 
-@pytest.fixture
-def server() -> Iterator[ServerProcess]:
-    process = ServerProcess()
+@pytest.fixture(params=SERVER_KINDS)
+def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    """Every flood runs against the blocking server and against the asyncio server."""
+    process = ServerProcess(kind=request.param)
     try:
         good_call(process.target)  # warm up: executor thread, imports
         yield process

@@ -81,6 +81,8 @@ MODULES: Dict[str, Module] = {
                                   "messages at the pace of windows and output room, trailers"),
     "server_timers": Module(2, "the timed decisions both servers make: idle connections, stalled "
                                "requests, a stop's grace, drain and linger timeouts"),
+    "server_accept": Module(2, "when both servers' listeners accept and when they rest: the "
+                               "backoff on running out of descriptors, logged once an episode"),
     "server_dispatch": Module(2, "what every server decides per call: handler lookup, "
                                  "(de)serialisation, the status that ends it"),
     "trace": Module(3, "the frame trace of the bytes a socket carries"),

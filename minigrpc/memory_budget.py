@@ -60,6 +60,7 @@ __all__ = [
     "ConnectionMemory",
     "MemoryBudget",
     "response_cost",
+    "unsent_cost",
 ]
 
 #: Defaults sized for a node agent: all connections together, and any one of them.
@@ -83,17 +84,24 @@ _MIN_FAIR_SHARE = 256 * 1024
 _PREFIX = 5
 
 
-def response_cost(length: int) -> int:
-    """What one streamed response message of ``length`` payload bytes costs from the moment
-    its handler hands it over until it is queued on the connection: its framed size plus a
-    per-message overhead (a ``(payload, flag)`` pair, :data:`MESSAGE_OVERHEAD`).
+def unsent_cost(framed_bytes: int, messages: int) -> int:
+    """What a call's unsent response messages count against its high water
+    (:data:`minigrpc.server_call.RESPONSE_HIGH_WATER`): their framed bytes plus
+    :data:`MESSAGE_OVERHEAD` per message, whether handed over or queued.
 
     Counting payload bytes alone let a handler yielding empty messages hand over millions of
-    them against a budget that never moved; counted this way, every message spends at least
+    them against a limit that never moved; counted this way, every message spends at least
     :data:`MESSAGE_OVERHEAD`, so a call's unsent responses are bounded in number as well as in
-    bytes, whatever their size.  Once queued, a message costs what
-    :class:`minigrpc.protocol.Outbound` charges (packed small messages less).
+    bytes, whatever their size.  It is also what a message handed over and not yet queued
+    occupies (a ``(payload, flag)`` pair, as measured above).  Once queued, the memory budget
+    is charged what :class:`minigrpc.protocol.Outbound` really holds (packed small messages
+    less), but the count still bounds how many a call may have waiting.
     """
+    return framed_bytes + MESSAGE_OVERHEAD * messages
+
+
+def response_cost(length: int) -> int:
+    """:func:`unsent_cost` of one response message of ``length`` payload bytes."""
     return length + _PREFIX + MESSAGE_OVERHEAD
 
 

@@ -74,6 +74,11 @@ _PACKED_RUN = 64 * 1024
 _PACKED_PREFIX = struct.Struct(">BI")
 
 
+#: What an :class:`Outbound` holds for its piece bookkeeping until its first message: a deque
+#: costs some 600 bytes even empty, and a call whose request never completes never answers.
+_NO_PIECES: Deque[int] = collections.deque()
+
+
 class SendState(enum.Enum):
     """Where one side's half of a stream is."""
 
@@ -99,6 +104,7 @@ class Outbound:
     """
 
     __slots__ = (
+        "_counts",
         "_offset",
         "_overheads",
         "_queue",
@@ -107,6 +113,7 @@ class Outbound:
         "pack_below",
         "queued_bytes",
         "queued_cost",
+        "queued_messages",
         "state",
     )
 
@@ -114,7 +121,10 @@ class Outbound:
         self._queue: Deque[Union[memoryview, bytearray]] = collections.deque()
         #: What each queued piece costs beyond its bytes (a view's overhead, or a packed
         #: array's per-message overheads), released when the piece is written.
-        self._overheads: Deque[int] = collections.deque()
+        self._overheads = _NO_PIECES
+        #: The messages each queued piece completes (a packed array's, or 1 for the last
+        #: piece of a message).
+        self._counts = _NO_PIECES
         #: The packed array still taking messages (the last in the queue), or None.
         self._tail: Optional[bytearray] = None
         self._offset = 0
@@ -123,6 +133,8 @@ class Outbound:
         #: What is queued costs in memory: its bytes and each piece's or message's overhead
         #: (what is charged to :attr:`memory`, counted the same without one).
         self.queued_cost = 0
+        #: Messages queued and not yet wholly handed to the connection.
+        self.queued_messages = 0
         self.pack_below = _PACK_BELOW if pack_small else 0
         self.state = SendState.OPEN
         #: The account charged for what is queued (a server's), or None.
@@ -138,14 +150,20 @@ class Outbound:
         A large message comes as its prefix and payload apart (:func:`minigrpc.wire.frame_message`)
         and is queued as two pieces: only the DATA frame that carries the prefix joins them.
         """
+        if self._counts is _NO_PIECES:
+            self._overheads = collections.deque()
+            self._counts = collections.deque()
         if type(framed) is bytes and len(framed) < self.pack_below:
             tail = self._tail
             if tail is None or len(tail) >= _PACKED_RUN:
                 tail = self._tail = bytearray()
                 self._queue.append(tail)
                 self._overheads.append(0)
+                self._counts.append(0)
             tail += framed
             self._overheads[-1] += PACKED_OVERHEAD
+            self._counts[-1] += 1
+            self.queued_messages += 1
             cost = len(framed) + PACKED_OVERHEAD
             self.queued_bytes += len(framed)
             self.queued_cost += cost
@@ -153,17 +171,27 @@ class Outbound:
                 self.memory.charge_outbound(cost)
         else:
             self._tail = None
-            for piece in framed if isinstance(framed, tuple) else (framed,):
-                if piece:
-                    self._queue.append(memoryview(piece))
-                    self._overheads.append(VIEW_OVERHEAD)
-                    cost = len(piece) + VIEW_OVERHEAD
-                    self.queued_bytes += len(piece)
-                    self.queued_cost += cost
-                    if self.memory is not None:
-                        self.memory.charge_outbound(cost)
+            if isinstance(framed, tuple):
+                self._push(framed[0], 0)
+                self._push(framed[1], 1)  # the message is out with its payload
+            else:
+                self._push(framed, 1)
+            self.queued_messages += 1
         if last:
             self.state = SendState.CLOSING
+
+    def _push(self, piece: bytes, completes: int) -> None:
+        """Queue ``piece`` as a view of its own; ``completes`` messages end with it."""
+        if not piece:
+            return
+        self._queue.append(memoryview(piece))
+        self._overheads.append(VIEW_OVERHEAD)
+        self._counts.append(completes)
+        cost = len(piece) + VIEW_OVERHEAD
+        self.queued_bytes += len(piece)
+        self.queued_cost += cost
+        if self.memory is not None:
+            self.memory.charge_outbound(cost)
 
     def close(self) -> None:
         """No more messages: end this side once the queue is written."""
@@ -176,10 +204,12 @@ class Outbound:
             self.memory.release_outbound(self.queued_cost)
         self._queue.clear()
         self._overheads.clear()
+        self._counts.clear()
         self._tail = None
         self._offset = 0
         self.queued_bytes = 0
         self.queued_cost = 0
+        self.queued_messages = 0
         self.state = SendState.CLOSED
 
     def write(
@@ -225,6 +255,7 @@ class Outbound:
                 if end == len(head):
                     queue.popleft()
                     released += self._overheads.popleft()
+                    self.queued_messages -= self._counts.popleft()
                     self._offset = 0
                 else:
                     self._offset = end

@@ -18,11 +18,13 @@ fast client nor a slow one can make the server hold more than a fixed amount per
   (:func:`minigrpc.memory_budget.response_cost`), never nothing: a client that stops
   returning window blocks its handler, whether it yields megabytes or empty messages.  What a
   handler hands over waits in the call's outbox; the I/O thread is woken once for all that
-  arrives meanwhile and moves at most :data:`RESPONSES_PER_TURN` of them per pass of its loop.
+  arrives meanwhile and moves at most :data:`RESPONSES_PER_TURN` of them per pass of its loop
+  (and :data:`RESPONSES_PER_PASS` of all calls' together).
 
 The asyncio server (:mod:`minigrpc.aio._server_handlers`) applies the same two numbers: its
 handlers wait at :data:`RESPONSE_HIGH_WATER`, and give the event loop a turn after
-:data:`RESPONSES_PER_TURN` messages in a row.
+:data:`RESPONSES_PER_TURN` messages in a row, or once all of them together handed over
+:data:`RESPONSES_PER_PASS` in this turn of the loop.
 """
 
 import collections
@@ -36,6 +38,7 @@ from .server_dispatch import CallEndedError
 __all__ = [
     "REQUEST_QUEUE_LIMIT",
     "REQUEST_QUEUE_LIMIT_OVER_BUDGET",
+    "RESPONSES_PER_PASS",
     "RESPONSES_PER_TURN",
     "RESPONSE_HIGH_WATER",
     "CallEndedError",
@@ -57,6 +60,10 @@ RESPONSE_HIGH_WATER = 256 * 1024
 #: messages must not keep the loop from reading, writing and answering PINGs on every other
 #: stream and connection.  Enough that the pass's fixed cost stays small beside the messages'.
 RESPONSES_PER_TURN = 256
+#: The same for all calls together, in one pass of the I/O thread or one turn of the event
+#: loop: a hundred calls of tiny messages must not make one pass a hundred times longer (as
+#: :data:`minigrpc.frame_budget.PASS_MESSAGES` bounds the request messages of a pass).
+RESPONSES_PER_PASS = 1024
 
 
 class RequestStream:

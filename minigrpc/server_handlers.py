@@ -33,7 +33,7 @@ from . import errors
 from . import server_dispatch as _dispatch
 from . import server_protocol as _protocol
 from .logs import get_logger
-from .server_call import RESPONSES_PER_TURN, RequestStream, ResponseCredit
+from .server_call import RESPONSES_PER_PASS, RESPONSES_PER_TURN, RequestStream, ResponseCredit
 from .server_options import ServerOptions
 from .server_timers import cancel_stalled, stall_due
 from .servicer_context import ServicerContext, _Abort
@@ -76,6 +76,8 @@ class CallHandling:
         self._pulls_posted: Set[ServicerContext] = set()
         #: Request messages the current pass may still move to handlers.
         self._pass_messages = _protocol.PASS_MESSAGES
+        #: Streamed response messages the current pass may still queue (:meth:`_send_responses`).
+        self._pass_responses = RESPONSES_PER_PASS
         #: Handler runs found in the current pass of the I/O loop, submitted together once the
         #: pass has read every ready socket (:meth:`_dispatch`); None outside a pass. The I/O
         #: thread holds the loop's I/O lock for the whole pass, so only it ever sees a list here.
@@ -114,6 +116,7 @@ class CallHandling:
         """A pass of the I/O loop starts: hold its handler runs, renew its message allowance."""
         self._held_dispatches = []
         self._pass_messages = _protocol.PASS_MESSAGES
+        self._pass_responses = RESPONSES_PER_PASS
 
     # -- starting calls (I/O thread) -------------------------------------------------------------
 
@@ -409,15 +412,23 @@ class CallHandling:
 
     def _send_responses(self, context: ServicerContext, everything: bool = False) -> None:
         """I/O thread: queue the streamed responses the call's handler handed over on the
-        connection, at most :data:`~minigrpc.server_call.RESPONSES_PER_TURN` in this pass
-        (all of them before the call's status, ``everything``); the rest in a later pass,
-        after the other calls and connections had their turn."""
+        connection, at most :data:`~minigrpc.server_call.RESPONSES_PER_TURN` in this pass,
+        and no more than the pass has left of :data:`~minigrpc.server_call.
+        RESPONSES_PER_PASS` (all of them before the call's status, ``everything``); the rest
+        in a later pass, after the other calls and connections had their turn."""
         credit = context._response_credit
         if credit is None:
             return
+        limit: Optional[int] = None
+        if not everything:
+            limit = min(RESPONSES_PER_TURN, self._pass_responses)
+            if limit <= 0:
+                self._post(self._send_responses, context)
+                return
         connection = context._connection
         protocol = connection.protocol
-        messages, cost, more = credit.take(None if everything else RESPONSES_PER_TURN)
+        messages, cost, more = credit.take(limit)
+        self._pass_responses -= len(messages)
         protocol.memory.unreserve(cost)  # charged as queued, if they are
         if connection.calls.get(context._stream_id) is not context:
             return

@@ -73,7 +73,7 @@ from . import errors, status, wire
 from . import headers as hdrs
 from .enums import StatusCode
 from .frame_budget import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
-from .memory_budget import OVER_BUDGET_DETAILS, ConnectionMemory, MemoryBudget
+from .memory_budget import OVER_BUDGET_DETAILS, ConnectionMemory, MemoryBudget, unsent_cost
 from .protocol import CANCEL, INTERNAL_ERROR, NO_ERROR, SendState
 from .server_events import (
     CallEvent,
@@ -525,11 +525,15 @@ class ServerConnection(RequestIntake):
         return True
 
     def queued_response_cost(self, stream_id: int) -> int:
-        """What the call's responses still waiting for window or output room cost in memory:
-        their framed bytes and each message's overhead (:mod:`minigrpc.memory_budget`), so
-        that empty messages count too; 0 when the call is gone."""
+        """What the call's responses still waiting for window or output room count against
+        its high water: their framed bytes and a per-message overhead
+        (:func:`minigrpc.memory_budget.unsent_cost`), so that empty messages count too; 0
+        when the call is gone."""
         call = self._calls.get(stream_id)
-        return 0 if call is None else call.outbound.queued_cost
+        if call is None:
+            return 0
+        outbound = call.outbound
+        return unsent_cost(outbound.queued_bytes, outbound.queued_messages)
 
     def fail_call(self, stream_id: int, code: StatusCode, details: str) -> List[CallEvent]:
         """End a started call with an error status (trailers); its :class:`CallTerminated`."""

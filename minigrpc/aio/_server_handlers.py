@@ -17,7 +17,9 @@ ends a call) and :mod:`minigrpc.server_timers`, and differ only in how they wait
   :data:`~minigrpc.server_call.RESPONSE_HIGH_WATER` (each counted with its per-message
   overhead, so empty messages count too) or its connection is over its memory budget, and
   after :data:`~minigrpc.server_call.RESPONSES_PER_TURN` messages in a row it lets the event
-  loop run, so that a handler yielding tiny messages never keeps the loop from its sockets.
+  loop run (and all handlers together after :data:`~minigrpc.server_call.RESPONSES_PER_PASS`
+  in one turn of the loop), so that handlers yielding tiny messages never keep the loop from
+  its sockets.
 * A call that ends without the handler's answer (RST_STREAM from the client, its deadline, the
   connection lost, the server stopped) cancels the handler's task, as grpcio's asyncio server
   does.
@@ -35,7 +37,7 @@ from .. import handlers as _handlers
 from .. import server_dispatch as _dispatch
 from .. import server_protocol as _protocol
 from ..logs import get_logger
-from ..server_call import RESPONSE_HIGH_WATER, RESPONSES_PER_TURN
+from ..server_call import RESPONSE_HIGH_WATER, RESPONSES_PER_PASS, RESPONSES_PER_TURN
 from ..server_options import ServerOptions
 from ..server_timers import cancel_stalled, stall_due
 from ..status import StatusCode
@@ -91,6 +93,8 @@ class CallTasks:
         self._handler_table = _dispatch.HandlerTable()
         self._tasks: Set[asyncio.Task[None]] = set()
         self._active_rpcs = 0
+        #: Streamed responses all handlers handed over in this turn of the event loop.
+        self._turn_responses = 0
         #: The event loop the calls' tasks run on, once the server serves.
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # _serve()
 
@@ -434,12 +438,22 @@ class CallTasks:
         context._initial_metadata_sent = True  # the first message sent the response headers
         connection.schedule_flush()
         context._sent_in_turn += 1
-        if context._sent_in_turn >= RESPONSES_PER_TURN:
+        self._turn_responses += 1
+        if self._turn_responses == 1:
+            self._loop.call_soon(self._new_turn)  # runs first in the loop's next turn
+        if (
+            context._sent_in_turn >= RESPONSES_PER_TURN
+            or self._turn_responses >= RESPONSES_PER_PASS
+        ):
             # A handler that never awaits anything else would otherwise run until the high
-            # water in one step of its task, while the loop polls no socket and answers no
-            # PING (RFC 9113 §6.7).
+            # water in one step of its task, and a hundred of them in one turn of the loop,
+            # while the loop polls no socket and answers no PING (RFC 9113 §6.7).
             context._sent_in_turn = 0
             await asyncio.sleep(0)
+
+    def _new_turn(self) -> None:
+        """The event loop's next turn: the handlers' allowance of responses is whole again."""
+        self._turn_responses = 0
 
     def _send_initial_metadata(
         self, context: ServicerContext, headers: List[Tuple[bytes, bytes]], encoding: Optional[str]

@@ -554,11 +554,11 @@ def test_tiny_responses_to_a_reader_that_returns_no_window(
 
 
 #: Pending unary calls in the slowloris test (connections x streams), and what each may cost
-#: the server (peak RSS growth per call, in bytes): tracemalloc puts the blocking server at
+#: the server (RSS growth per call, in bytes): tracemalloc puts the blocking server at
 #: about 3 KB a call (its context, stream state and stall timer).
 PENDING_CONNECTIONS = 30
 PENDING_CALLS_PER_CONNECTION = 100
-PENDING_CALL_BOUND = 4608
+PENDING_CALL_BOUND = 4096
 
 
 @pytest.mark.timeout(120)

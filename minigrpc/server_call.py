@@ -201,14 +201,20 @@ class ResponseCredit:
 
         None once the call ended (nothing was taken); True when the I/O thread must be told
         to take the outbox (:meth:`take`), False when it already was.  The handler waits
-        while the call's unsent responses cost :data:`RESPONSE_HIGH_WATER` or more, or while
-        its connection is over budget (until :meth:`poke` says the budget has room).
+        while the call's unsent responses cost :data:`RESPONSE_HIGH_WATER` or more, while
+        its outbox holds what the I/O thread takes in one pass (:data:`RESPONSES_PER_TURN`:
+        a hundred handler threads yielding tiny messages must not starve the I/O thread of
+        the GIL), or while its connection is over budget (until :meth:`poke` says the
+        budget has room).
         """
         cost = response_cost(len(message))
         memory = self._memory
         with self._changed:
             while not self._ended:
-                if self._posted + self._queued >= RESPONSE_HIGH_WATER:
+                if (
+                    self._posted + self._queued >= RESPONSE_HIGH_WATER
+                    or len(self._outbox) >= RESPONSES_PER_TURN
+                ):
                     self._changed.wait()
                 elif memory is None or memory.reserve_or_wait(cost):
                     break

@@ -375,29 +375,50 @@ def credit_waits_for(budget: MemoryBudget, account: Any) -> bool:
 
 
 def test_empty_responses_are_bounded_in_number() -> None:
-    """Empty messages cost their framed size and a per-message overhead: a handler can hand
-    over only so many before it waits, however small they are."""
-    from minigrpc.memory_budget import response_cost
-    from minigrpc.server_call import RESPONSE_HIGH_WATER, ResponseCredit
+    """Empty messages count their framed size and a per-message overhead: a handler can have
+    only so many unsent, however small they are, and only one pass's worth of them waiting
+    for the I/O thread to take them."""
+    from minigrpc.memory_budget import response_cost, unsent_cost
+    from minigrpc.server_call import RESPONSE_HIGH_WATER, RESPONSES_PER_TURN, ResponseCredit
 
     account = MemoryBudget().open_connection()
     credit = ResponseCredit(account)
-    limit = -(-RESPONSE_HIGH_WATER // response_cost(0))
-    wakes = [credit.offer(b"", True) for _ in range(limit)]
+
+    def offer_waits() -> threading.Thread:
+        """Offer one more in a thread; it is still waiting a moment later (a bound, not a
+        synchronisation: the offers before it returned at once)."""
+        thread = threading.Thread(target=credit.offer, args=(b"", True), daemon=True)
+        thread.start()
+        thread.join(0.2)
+        assert thread.is_alive()
+        return thread
+
+    wakes = [credit.offer(b"", True) for _ in range(RESPONSES_PER_TURN)]
     assert wakes[0] is True and not any(wakes[1:])  # the I/O thread is told once
-    assert account.reserved == limit * response_cost(0)
-    blocked = threading.Thread(target=credit.offer, args=(b"", True), daemon=True)
-    blocked.start()
-    blocked.join(0.2)
-    assert blocked.is_alive()  # at the high water: it waits
-    messages, cost, more = credit.take(100)
-    assert len(messages) == 100 and more
-    account.unreserve(cost)
-    credit.written(0)
-    blocked.join(5)
-    assert not blocked.is_alive()
-    credit.end()  # what is still in the outbox is given back
-    assert account.reserved == 0
+    assert account.reserved == RESPONSES_PER_TURN * response_cost(0)
+    waiting = offer_waits()  # the outbox holds a pass's worth: the handler waits
+    queued = 0
+    while True:  # the I/O thread takes the outbox and queues it; the client reads nothing
+        messages, cost, _ = credit.take(None)
+        account.unreserve(cost)
+        queued += len(messages)
+        credit.written(unsent_cost(5 * queued, queued))
+        waiting.join(5)
+        assert not waiting.is_alive()
+        unsent = queued + 1
+        while unsent % RESPONSES_PER_TURN and unsent_cost(5 * unsent, unsent) < (
+            RESPONSE_HIGH_WATER
+        ):
+            assert credit.offer(b"", True) is not None
+            unsent += 1
+        if unsent_cost(5 * unsent, unsent) >= RESPONSE_HIGH_WATER:
+            break
+        waiting = offer_waits()
+    waiting = offer_waits()  # at the high water, outbox taken or not: the handler waits
+    assert unsent <= RESPONSE_HIGH_WATER // response_cost(0) + 1
+    credit.end()  # what is still in the outbox is given back; the waiting offer returns
+    waiting.join(5)
+    assert not waiting.is_alive() and account.reserved == 0
 
 
 def test_request_queue_of_a_streaming_handler_is_charged() -> None:

@@ -611,8 +611,9 @@ ATTACKS: Dict[str, Tuple[str, Callable[[Attack], List[threading.Thread]]]] = {
                             " they can", window_update_flood),
     "ping_flood_100": ("100 connections send PING frames as fast as they can", ping_flood_100),
     "tiny_responses_6": ("6 server-streaming calls of empty messages on 1 connection that reads"
-                         " but never returns window (ACKs only SETTINGS and PING); the PING"
-                         " ACK delay in the attack's note", tiny_responses_6),
+                         " but never returns window (ACKs only SETTINGS and PING); a PING sent"
+                         " with the calls, then one every 0.25 s: their ACK delays in the"
+                         " attack's note", tiny_responses_6),
     "tiny_responses_100": ("the same with 100 calls", tiny_responses_100),
     "slowloris_streams": ("100 connections x 100 unary calls whose request never completes (1"
                           " byte of a 10-byte message)", slowloris_streams),
@@ -681,8 +682,10 @@ def measure(kind: ServerKind, attack_name: str, seconds: float) -> Result:
     finally:
         stderr = server.stop()
     if attack.ping_delays:
+        first, later = attack.ping_delays[0], attack.ping_delays[1:] or [0.0]
         note = (note + "; " if note else "") + (
-            f"PING ACK within {1000 * max(attack.ping_delays):,.0f} ms")
+            f"PING ACK: the one sent with the calls {1000 * first:,.0f} ms, later ones within"
+            f" {1000 * max(later):,.0f} ms")
     if "Traceback" in stderr:
         note = (note + "; " if note else "") + "the server logged a traceback"
     during = [(end - start, ok) for start, end, ok in calls if started <= start < ended]

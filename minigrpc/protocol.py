@@ -74,9 +74,14 @@ _PACKED_RUN = 64 * 1024
 _PACKED_PREFIX = struct.Struct(">BI")
 
 
-#: What an :class:`Outbound` holds for its piece bookkeeping until its first message: a deque
-#: costs some 600 bytes even empty, and a call whose request never completes never answers.
-_NO_PIECES: Deque[int] = collections.deque()
+class _Run(bytearray):
+    """Small framed messages packed together (:class:`Outbound`), and how many they are."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages = 0
 
 
 class SendState(enum.Enum):
@@ -95,18 +100,18 @@ class Outbound:
     """The messages one side still has to write on one stream.
 
     With ``pack_small`` (a server's responses), a message framed in fewer than
-    :data:`_PACK_BELOW` bytes is appended to a shared ``bytearray`` of up to
-    :data:`_PACKED_RUN` bytes rather than queued as an object of its own: a handler that
+    :data:`_PACK_BELOW` bytes that arrives behind others is appended to a shared byte array of
+    up to :data:`_PACKED_RUN` bytes rather than queued as an object of its own: a handler that
     yields empty messages then queues five bytes each, not a ``memoryview`` of some four
-    hundred (:mod:`minigrpc.memory_budget`), and they go out as the one DATA frame they share
+    hundred (:mod:`minigrpc.memory_budget`), and they go out in the DATA frames they share
     anyway (PROTOCOL-HTTP2.md: messages need not align with frames).  Only the last array
     grows; once :meth:`write` starts on it, it is sealed and the next message starts another.
+    A message alone in the queue (a unary response) is kept as it came: packing it would only
+    copy it.
     """
 
     __slots__ = (
-        "_counts",
         "_offset",
-        "_overheads",
         "_queue",
         "_tail",
         "memory",
@@ -118,20 +123,16 @@ class Outbound:
     )
 
     def __init__(self, memory: Optional[ConnectionMemory] = None, pack_small: bool = False) -> None:
-        self._queue: Deque[Union[memoryview, bytearray]] = collections.deque()
-        #: What each queued piece costs beyond its bytes (a view's overhead, or a packed
-        #: array's per-message overheads), released when the piece is written.
-        self._overheads = _NO_PIECES
-        #: The messages each queued piece completes (a packed array's, or 1 for the last
-        #: piece of a message).
-        self._counts = _NO_PIECES
+        #: A whole framed message (``memoryview``), the prefix of a large one (``bytes``, its
+        #: payload a view behind it), or small messages packed together (``_Run``).
+        self._queue: Deque[Union[memoryview, bytes, _Run]] = collections.deque()
         #: The packed array still taking messages (the last in the queue), or None.
-        self._tail: Optional[bytearray] = None
+        self._tail: Optional[_Run] = None
         self._offset = 0
         #: Framed bytes queued and not yet handed to the connection.
         self.queued_bytes = 0
-        #: What is queued costs in memory: its bytes and each piece's or message's overhead
-        #: (what is charged to :attr:`memory`, counted the same without one).
+        #: What is queued costs in memory: its bytes and each piece's or packed message's
+        #: overhead (what is charged to :attr:`memory`, counted the same without one).
         self.queued_cost = 0
         #: Messages queued and not yet wholly handed to the connection.
         self.queued_messages = 0
@@ -150,48 +151,35 @@ class Outbound:
         A large message comes as its prefix and payload apart (:func:`minigrpc.wire.frame_message`)
         and is queued as two pieces: only the DATA frame that carries the prefix joins them.
         """
-        if self._counts is _NO_PIECES:
-            self._overheads = collections.deque()
-            self._counts = collections.deque()
-        if type(framed) is bytes and len(framed) < self.pack_below:
+        queue = self._queue
+        if isinstance(framed, tuple):
+            prefix, payload = framed
+            queue.append(prefix)
+            queue.append(memoryview(payload))
+            size = len(prefix) + len(payload)
+            cost = size + 2 * VIEW_OVERHEAD
+            self._tail = None
+        elif queue and len(framed) < self.pack_below:
             tail = self._tail
             if tail is None or len(tail) >= _PACKED_RUN:
-                tail = self._tail = bytearray()
-                self._queue.append(tail)
-                self._overheads.append(0)
-                self._counts.append(0)
+                tail = self._tail = _Run()
+                queue.append(tail)
             tail += framed
-            self._overheads[-1] += PACKED_OVERHEAD
-            self._counts[-1] += 1
-            self.queued_messages += 1
-            cost = len(framed) + PACKED_OVERHEAD
-            self.queued_bytes += len(framed)
-            self.queued_cost += cost
-            if self.memory is not None:
-                self.memory.charge_outbound(cost)
+            tail.messages += 1
+            size = len(framed)
+            cost = size + PACKED_OVERHEAD
         else:
+            queue.append(memoryview(framed))
+            size = len(framed)
+            cost = size + VIEW_OVERHEAD
             self._tail = None
-            if isinstance(framed, tuple):
-                self._push(framed[0], 0)
-                self._push(framed[1], 1)  # the message is out with its payload
-            else:
-                self._push(framed, 1)
-            self.queued_messages += 1
-        if last:
-            self.state = SendState.CLOSING
-
-    def _push(self, piece: bytes, completes: int) -> None:
-        """Queue ``piece`` as a view of its own; ``completes`` messages end with it."""
-        if not piece:
-            return
-        self._queue.append(memoryview(piece))
-        self._overheads.append(VIEW_OVERHEAD)
-        self._counts.append(completes)
-        cost = len(piece) + VIEW_OVERHEAD
-        self.queued_bytes += len(piece)
+        self.queued_messages += 1
+        self.queued_bytes += size
         self.queued_cost += cost
         if self.memory is not None:
             self.memory.charge_outbound(cost)
+        if last:
+            self.state = SendState.CLOSING
 
     def close(self) -> None:
         """No more messages: end this side once the queue is written."""
@@ -203,8 +191,6 @@ class Outbound:
         if self.memory is not None and self.queued_cost:
             self.memory.release_outbound(self.queued_cost)
         self._queue.clear()
-        self._overheads.clear()
-        self._counts.clear()
         self._tail = None
         self._offset = 0
         self.queued_bytes = 0
@@ -232,6 +218,7 @@ class Outbound:
         """
         written = 0
         released = 0
+        done = 0
         queue = self._queue
         while queue:
             size = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size)
@@ -239,24 +226,30 @@ class Outbound:
                 size = min(size, room - written)
             if size <= 0:
                 break
-            pieces = []
+            pieces: List[Union[memoryview, bytes]] = []
             taken = 0
             while queue and taken < size:
                 head = queue[0]
-                if not isinstance(head, memoryview):
+                offset = self._offset
+                take = min(len(head) - offset, size - taken)
+                end = offset + take
+                if isinstance(head, _Run):
                     if head is self._tail:
                         self._tail = None  # sealed: a view of it must not see it grow
-                    head = memoryview(head)
-                    queue[0] = head
-                take = min(len(head) - self._offset, size - taken)
-                end = self._offset + take
-                pieces.append(head[self._offset : end])
+                    pieces.append(memoryview(head)[offset:end])
+                else:
+                    pieces.append(head[offset:end])
                 taken += take
                 if end == len(head):
                     queue.popleft()
-                    released += self._overheads.popleft()
-                    self.queued_messages -= self._counts.popleft()
                     self._offset = 0
+                    if isinstance(head, _Run):
+                        released += PACKED_OVERHEAD * head.messages
+                        done += head.messages
+                    else:
+                        released += VIEW_OVERHEAD
+                        if isinstance(head, memoryview):  # not a large message's prefix
+                            done += 1
                 else:
                     self._offset = end
             end_stream = end_stream_on_last and not queue and self.state is SendState.CLOSING
@@ -267,6 +260,7 @@ class Outbound:
                 self.state = SendState.CLOSED
         if written:
             self.queued_bytes -= written
+            self.queued_messages -= done
             released += written
             self.queued_cost -= released
             if self.memory is not None:

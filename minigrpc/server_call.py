@@ -194,6 +194,8 @@ class ResponseCredit:
         self._queued = 0
         #: The I/O thread was told to take the outbox, and has not emptied it since.
         self._scheduled = False
+        #: The handler handed over the call's outcome: later responses are dropped.
+        self._closed = False
         self._ended = False
 
     def offer(self, message: bytes, compress: bool) -> Optional[bool]:
@@ -210,7 +212,7 @@ class ResponseCredit:
         cost = response_cost(len(message))
         memory = self._memory
         with self._changed:
-            while not self._ended:
+            while not self._ended and not self._closed:
                 if (
                     self._posted + self._queued >= RESPONSE_HIGH_WATER
                     or len(self._outbox) >= RESPONSES_PER_TURN
@@ -220,7 +222,7 @@ class ResponseCredit:
                     break
                 else:
                     self._changed.wait()
-            if self._ended:
+            if self._ended or self._closed:
                 return None
             self._outbox.append((message, compress))
             self._posted += cost
@@ -247,6 +249,14 @@ class ResponseCredit:
             if not more:
                 self._scheduled = False
             return taken, cost, more
+
+    def close(self) -> None:
+        """Handler side: the call's outcome is handed over.  What the outbox holds still goes
+        out before it; a response offered later is dropped, as grpcio drops a non-blocking
+        handler's responses after its end."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
     def poke(self) -> None:
         """I/O thread: the connection's memory budget has room again (see :meth:`offer`)."""

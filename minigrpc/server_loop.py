@@ -657,6 +657,9 @@ class ServerLoop(CallHandling):
         budget ends the call RESOURCE_EXHAUSTED at once: handlers answering faster than the I/O
         thread queues their responses cannot pile them up unseen.
         """
+        credit = context._response_credit
+        if credit is not None:
+            credit.close()  # the outcome drains the outbox; nothing offered later joins it
         if message is not None and not context._connection.protocol.memory.reserve(len(message)):
             code, details, message = _dispatch.OVER_BUDGET
         if threading.get_ident() == self._io_thread_ident:

@@ -482,6 +482,10 @@ class AioServerLoop(CallTasks):
             if self._changed is None:
                 self._changed = asyncio.Event()
             await self._changed.wait()
+        if self._accepting:
+            # Sockets accepted just before the listeners closed: their connections are
+            # refused as they are made (AioConnection.connection_made).
+            await asyncio.wait(list(self._accepting))
         if self._tasks:
             await asyncio.wait(list(self._tasks))
         for timer in self._stop_timers:

@@ -10,7 +10,9 @@ ends a call) and :mod:`minigrpc.server_timers`, and differ only in how they wait
 * Each call runs as a task: the handler is looked up (awaiting ``grpc.aio`` server
   interceptors), its request awaited, and its response and status handed to the protocol.
   ``async def`` handlers and async generators run on the loop; plain functions and generators
-  run on the executor, as grpcio runs them.
+  run on the executor, as grpcio runs them.  The task starts once it has something to do: at
+  once for a streamed request, when the request is whole for a unary one; until then a
+  pending call is its context and a stall timer, as on the blocking server.
 * A streamed request is taken from the protocol only when the handler reads, so unread messages
   hold the client's window back (RFC 9113 §5.2); a handler's ``write()`` (or ``yield``) waits
   while its responses waiting for the client's window cost

@@ -139,6 +139,8 @@ MODULES: Dict[str, str] = {
     "driver.server_dispatch": "what every server decides per call: handler lookup, "
                               "(de)serialisation, the status that ends it",
     "driver.server_timers": "the timed decisions both servers make",
+    "driver.server_accept": "when a listener rests: running out of descriptors, once per "
+                            "episode",
     "driver.server_options": "the server's options, parsed once",
     "driver.handlers": "grpcio's handler types, shared by registration and the servers",
     "driver.interfaces": "grpcio's abstract classes: what code subclasses and checks "

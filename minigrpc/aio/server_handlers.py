@@ -10,11 +10,18 @@ that ends a call) and :mod:`minigrpc.driver.server_timers`, and differ only in h
 * Each call runs as a task: the handler is looked up (awaiting ``grpc.aio`` server
   interceptors), its request awaited, and its response and status handed to the protocol.
   ``async def`` handlers and async generators run on the loop; plain functions and generators
-  run on the executor, as grpcio runs them.
+  run on the executor, as grpcio runs them.  The task starts once it has something to do: at
+  once for a streamed request, when the request is whole for a unary one; until then a
+  pending call is its context and a stall timer, as on the blocking server.
 * A streamed request is taken from the protocol only when the handler reads, so unread messages
-  hold the client's window back (RFC 9113 §5.2); a handler's ``write()`` waits while
-  :data:`~minigrpc.blocking.server_call.RESPONSE_HIGH_WATER` bytes of its responses wait for the
-  client's window.
+  hold the client's window back (RFC 9113 §5.2); a handler's ``write()`` (or ``yield``) waits
+  while its responses waiting for the client's window cost
+  :data:`~minigrpc.blocking.server_call.RESPONSE_HIGH_WATER` (each counted with its per-message
+  overhead, so empty messages count too) or its connection is over its memory budget, and
+  after :data:`~minigrpc.blocking.server_call.RESPONSES_PER_TURN` messages in a row it lets the
+  event loop run (and all handlers together after
+  :data:`~minigrpc.blocking.server_call.RESPONSES_PER_PASS` in one turn of the loop), so that
+  handlers yielding tiny messages never keep the loop from its sockets.
 * A call that ends without the handler's answer (RST_STREAM from the client, its deadline, the
   connection lost, the server stopped) cancels the handler's task, as grpcio's asyncio server
   does.
@@ -27,7 +34,7 @@ import time
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, List, Optional, Set, Tuple
 
-from ..blocking.server_call import RESPONSE_HIGH_WATER
+from ..blocking.server_call import RESPONSE_HIGH_WATER, RESPONSES_PER_PASS, RESPONSES_PER_TURN
 from ..driver import handlers as _handlers
 from ..driver import server_dispatch as _dispatch
 from ..driver.logs import get_logger
@@ -88,6 +95,8 @@ class CallTasks:
         self._handler_table = _dispatch.HandlerTable()
         self._tasks: Set[asyncio.Task[None]] = set()
         self._active_rpcs = 0
+        #: Streamed responses all handlers handed over in this turn of the event loop.
+        self._turn_responses = 0
         #: The event loop the calls' tasks run on, once the server serves.
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # _serve()
 
@@ -98,7 +107,14 @@ class CallTasks:
                 if context is not None:
                     context._request = event.message
                     context._request_encoding = event.encoding
-                    context._wake()
+                    if context._stall_timer is not None:
+                        context._stall_timer.cancel()
+                        context._stall_timer = None
+                    if context._task is None and context._counted:
+                        # Admitted while its request was incomplete: its task starts now.
+                        self._spawn(context, self._run_call(context))
+                    else:
+                        context._wake()
             elif isinstance(event, _protocol.CallStarted):
                 self._start_call(connection, event)
             elif isinstance(event, _protocol.CallTerminated):
@@ -137,8 +153,56 @@ class CallTasks:
         except Exception as exc:
             self._reject(context, _dispatch.lookup_failed(event.method, exc))
             return
-        if self._admit(context, handler):
+        if not self._admit(context, handler) or context._task is not None:
+            return  # rejected, or its whole request came with the admission: started
+        if context._handler.request_streaming:
             self._spawn(context, self._run_call(context))
+            return
+        # A unary request still arriving: the task starts with its RequestReady.  Until then
+        # the call is its context and, against slowloris, a timer: no task, no event, as on
+        # the blocking server (a pending call costs what it costs there).
+        self._watch_stall(context)
+
+    def _watch_stall(self, context: ServicerContext) -> None:
+        """Arm the ``minigrpc.request_stall_timeout_ms`` check of a call whose unary request
+        is incomplete (:func:`~minigrpc.driver.server_timers.stall_due`)."""
+        stall = self._options.request_stall_timeout
+        if stall is None or context._request is not None:
+            return
+        due = stall_due(context._connection.protocol, context._stream_id, stall)
+        if due is not None:
+            context._stall_timer = self._loop.call_later(
+                max(0.0, due - time.monotonic()), self._check_stall, context
+            )
+
+    def _check_stall(self, context: ServicerContext) -> None:
+        """The request may have stalled: cancel the call if it made no progress for the
+        stall timeout (:func:`~minigrpc.driver.server_timers.cancel_stalled`), else look again when
+        it would have."""
+        context._stall_timer = None
+        connection = context._connection
+        stall = self._options.request_stall_timeout
+        if (
+            stall is None
+            or context._request is not None
+            or connection.calls.get(context._stream_id) is not context
+        ):
+            return
+        due = stall_due(connection.protocol, context._stream_id, stall)
+        if due is None:
+            return
+        if time.monotonic() < due:
+            self._watch_stall(context)
+            return
+        _LOGGER.debug(
+            "cancelling stream %d from %s: its request made no progress for %.1f s",
+            context._stream_id,
+            connection.peer,
+            stall,
+        )
+        events = cancel_stalled(connection.protocol, context._stream_id, stall)
+        self._handle_events(connection, events)
+        connection.schedule_flush()
 
     def _spawn(self, context: ServicerContext, coroutine: Any) -> None:
         task = self._loop.create_task(coroutine)
@@ -302,28 +366,15 @@ class CallTasks:
                 self._loop.run_in_executor(self._executor, _close_quietly, close)
 
     async def _unary_request(self, context: ServicerContext) -> Optional[bytes]:
-        """The whole unary request; None if the call ended first.  A request that makes no
-        progress for ``minigrpc.request_stall_timeout_ms`` is cancelled, as the blocking server
-        does (:mod:`minigrpc.driver.server_timers`)."""
-        stall = self._options.request_stall_timeout
-        protocol = context._connection.protocol
+        """The whole unary request; None if the call ended first.  Only a call looked up
+        through interceptors starts before its request is whole; its stall is watched by
+        the same timer (:meth:`_watch_stall`)."""
+        if context._request is None and context._stall_timer is None:
+            self._watch_stall(context)
         while context._request is None:
             if context._terminated:
                 return None
-            due = stall_due(protocol, context._stream_id, stall) if stall else None
-            if due is None or stall is None:
-                await context._wait()
-                continue
-            remaining = due - time.monotonic()
-            if remaining <= 0:
-                events = cancel_stalled(protocol, context._stream_id, stall)
-                self._handle_events(context._connection, events)
-                context._connection.schedule_flush()
-                return None
-            try:
-                await asyncio.wait_for(context._wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
+            await context._wait()
         return context._request
 
     async def _read_request(self, context: ServicerContext) -> Optional[bytes]:
@@ -359,19 +410,28 @@ class CallTasks:
             raise AbortError() from None
 
     async def _send_response(self, context: ServicerContext, response: Any) -> None:
-        """Queue one streamed response, after waiting while too much of the call's output waits
-        for the client's window; raises CallEndedError once the call is over."""
+        """Queue one streamed response, after waiting while the call's unsent responses cost
+        too much or its connection is over budget (the blocking server's rule,
+        :class:`minigrpc.blocking.server_call.ResponseCredit`); raises CallEndedError once the call
+        is
+        over."""
         serialized = _dispatch.serialize_response(context._method, context._handler, response)
         if serialized is None:
             self._finish(context, *_dispatch.outcome_without_response(context))
             raise _dispatch.CallEndedError(StatusCode.INTERNAL)
         connection = context._connection
         protocol = connection.protocol
-        while (
-            not context._terminated
-            and protocol.queued_response_bytes(context._stream_id) >= RESPONSE_HIGH_WATER
-        ):
-            await context._wait()
+        stream_id = context._stream_id
+        while not context._terminated:
+            if protocol.queued_response_cost(stream_id) >= RESPONSE_HIGH_WATER:
+                await context._wait()  # woken by the flush that writes some of it
+            elif protocol.memory.over_budget:
+                # Reported by MemoryBudget.resumable() once under budget: the flush that finds
+                # it so wakes this connection's calls (AioServerLoop._resume_held_back).
+                protocol.memory.holding_back()
+                await context._wait()
+            else:
+                break
         if context._terminated:
             raise _dispatch.CallEndedError(context._termination_code or StatusCode.CANCELLED)
         compress = context._compress_next
@@ -382,6 +442,23 @@ class CallTasks:
             raise _dispatch.CallEndedError(too_large.code)
         context._initial_metadata_sent = True  # the first message sent the response headers
         connection.schedule_flush()
+        context._sent_in_turn += 1
+        self._turn_responses += 1
+        if self._turn_responses == 1:
+            self._loop.call_soon(self._new_turn)  # runs first in the loop's next turn
+        if (
+            context._sent_in_turn >= RESPONSES_PER_TURN
+            or self._turn_responses >= RESPONSES_PER_PASS
+        ):
+            # A handler that never awaits anything else would otherwise run until the high
+            # water in one step of its task, and a hundred of them in one turn of the loop,
+            # while the loop polls no socket and answers no PING (RFC 9113 §6.7).
+            context._sent_in_turn = 0
+            await asyncio.sleep(0)
+
+    def _new_turn(self) -> None:
+        """The event loop's next turn: the handlers' allowance of responses is whole again."""
+        self._turn_responses = 0
 
     def _send_initial_metadata(
         self, context: ServicerContext, headers: List[Tuple[bytes, bytes]], encoding: Optional[str]
@@ -435,6 +512,9 @@ class CallTasks:
             connection.idle_since = time.monotonic()
         if context._timer is not None:
             context._timer.cancel()
+        if context._stall_timer is not None:
+            context._stall_timer.cancel()
+            context._stall_timer = None
         context._terminated = True
         context._termination_code = code
         context._wake()

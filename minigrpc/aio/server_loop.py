@@ -26,6 +26,7 @@ from concurrent.futures import Executor
 from typing import Any, Dict, List, Optional, Set
 
 from ..driver.logs import get_logger
+from ..driver.server_accept import ACCEPTS_PER_WAKEUP, AcceptBackoff
 from ..driver.server_options import ServerOptions
 from ..driver.server_timers import (
     CLOSE_FLUSH_TIMEOUT,
@@ -34,7 +35,7 @@ from ..driver.server_timers import (
     idle_recheck,
     stop_deadline,
 )
-from ..net.sockets import LISTEN_BACKLOG, Listener, ReadBuffers, peer_identity, peer_name
+from ..net.sockets import Listener, ReadBuffers, peer_identity, peer_name
 from ..protocol import server_protocol as _protocol
 from ..protocol.enums import StatusCode
 from ..protocol.grpc_connection import DATA_BATCH
@@ -102,6 +103,9 @@ class AioConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if self.server._state != STARTED:
+            transport.abort()  # accepted as the server stopped: refused, as later ones are
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self.peer = peer_name(sock)
@@ -355,7 +359,14 @@ class AioServerLoop(CallTasks):
         #: What every connection reads into (see AioConnection).
         self._reads = ReadBuffers()
         self._listeners: List[Listener] = []
-        self._servers: List[asyncio.AbstractServer] = []
+        #: The listeners being watched by the event loop, and those resting after running out
+        #: of descriptors, with the timer that arms them again
+        #: (:mod:`minigrpc.driver.server_accept`).
+        self._armed: Set[Listener] = set()
+        self._resting: Dict[Listener, asyncio.TimerHandle] = {}
+        self._accept_backoff: Dict[Listener, AcceptBackoff] = {}
+        #: Accepted sockets whose transport is being made (``connect_accepted_socket``).
+        self._accepting: Set[asyncio.Task[Any]] = set()
         self._connections: Set[AioConnection] = set()
         self._state = NEW
         self._stop_deadline: Optional[float] = None
@@ -369,17 +380,64 @@ class AioServerLoop(CallTasks):
         return self._terminated
 
     async def _serve(self) -> None:
-        """Start accepting on every listener (``start()``)."""
+        """Start accepting on every listener (``start()``).
+
+        The accepting is a reader of minigrpc's own rather than ``loop.create_server()``:
+        asyncio's accept loop, out of descriptors, logs a traceback per attempt and tries again
+        up to ``backlog`` times per readiness event, at full CPU; this one rests the listener
+        (:mod:`minigrpc.driver.server_accept`), as the blocking server does."""
         self._loop = asyncio.get_running_loop()
         for listener in self._listeners:
-            # asyncio listens again with its own backlog (100): keep the one the blocking
-            # server uses, or a burst of connections would be refused.
-            server = await self._loop.create_server(
-                functools.partial(AioConnection, self, listener.tls),
-                sock=listener.sock,
-                backlog=LISTEN_BACKLOG,
+            self._arm_listener(listener)
+
+    def _arm_listener(self, listener: Listener) -> None:
+        self._resting.pop(listener, None)
+        if listener in self._listeners and listener not in self._armed:
+            self._armed.add(listener)
+            self._loop.add_reader(listener.sock, self._accept, listener)
+
+    def _accept(self, listener: Listener) -> None:
+        """Accept what the listener has, at most :data:`~minigrpc.driver.server_accept.
+        ACCEPTS_PER_WAKEUP`; out of descriptors or buffers, stop watching it and arm it again
+        from a timer."""
+        backoff = self._accept_backoff.get(listener)
+        if backoff is None:
+            backoff = self._accept_backoff[listener] = AcceptBackoff(listener.display)
+        for _ in range(ACCEPTS_PER_WAKEUP):
+            try:
+                sock, _address = listener.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                delay = backoff.failed(exc)
+                if delay is not None and listener in self._armed:
+                    self._armed.discard(listener)
+                    self._loop.remove_reader(listener.sock)
+                    self._resting[listener] = self._loop.call_later(
+                        delay, self._arm_listener, listener
+                    )
+                return
+            backoff.accepted()
+            sock.setblocking(False)
+            task = self._loop.create_task(
+                self._loop.connect_accepted_socket(
+                    functools.partial(AioConnection, self, listener.tls), sock
+                )
             )
-            self._servers.append(server)
+            self._accepting.add(task)
+            task.add_done_callback(functools.partial(self._accepted, sock))
+
+    def _accepted(self, sock: socket.socket, task: "asyncio.Task[Any]") -> None:
+        """The transport of an accepted socket is made (its AioConnection is serving), or
+        failed: the socket is closed (the client sees its connection end)."""
+        self._accepting.discard(task)
+        if task.cancelled():
+            sock.close()
+            return
+        exc = task.exception()
+        if exc is not None:
+            _LOGGER.debug("setting up an accepted connection failed: %s", exc)
+            sock.close()
 
     def _resume_held_back(self) -> None:
         """Give window again to connections that were held back and are under budget now."""
@@ -425,6 +483,10 @@ class AioServerLoop(CallTasks):
             if self._changed is None:
                 self._changed = asyncio.Event()
             await self._changed.wait()
+        if self._accepting:
+            # Sockets accepted just before the listeners closed: their connections are
+            # refused as they are made (AioConnection.connection_made).
+            await asyncio.wait(list(self._accepting))
         if self._tasks:
             await asyncio.wait(list(self._tasks))
         for timer in self._stop_timers:
@@ -433,9 +495,12 @@ class AioServerLoop(CallTasks):
         self._terminated_event().set()
 
     def _close_listeners(self) -> None:
-        for server in self._servers:
-            server.close()
-        self._servers = []
+        for listener in self._armed:
+            self._loop.remove_reader(listener.sock)
+        self._armed.clear()
+        for timer in self._resting.values():
+            timer.cancel()
+        self._resting.clear()
         for listener in self._listeners:
             listener.close()
         self._listeners = []

@@ -53,7 +53,9 @@ class ServicerContext(CallState, _interfaces.ServicerContext):
         "_counted",
         "_request",
         "_request_closed",
+        "_sent_in_turn",
         "_server",
+        "_stall_timer",
         "_task",
         "_timer",
     )
@@ -80,7 +82,11 @@ class ServicerContext(CallState, _interfaces.ServicerContext):
         self._counted = False
         self._task: Optional[asyncio.Task[None]] = None
         self._timer: Optional[asyncio.TimerHandle] = None
+        #: The request-stall check of a unary request still arriving (CallTasks._watch_stall).
+        self._stall_timer: Optional[asyncio.TimerHandle] = None
         self._callbacks: Optional[List[Callable[[Any], Any]]] = None
+        #: Responses handed over since the call's task last let the event loop run.
+        self._sent_in_turn = 0
 
     # -- waiting (event loop) ----------------------------------------------------------------
 

@@ -12,22 +12,34 @@ fast client nor a slow one can make the server hold more than a fixed amount per
   unreturned flow-control window stops the client (RFC 9113 §5.2, PROTOCOL-HTTP2.md leaves flow
   control to HTTP/2).  The handler's reads ask for more once the queue is half empty.
 * :class:`ResponseCredit`, for ``unary_stream`` and ``stream_stream`` responses.  A handler may
-  hand over messages while fewer than :data:`RESPONSE_HIGH_WATER` bytes are unsent; then it
-  waits until the client's window and the socket have taken enough.  A client that stops
-  reading therefore blocks its handler instead of growing memory.
+  hand over messages while its unsent ones cost less than :data:`RESPONSE_HIGH_WATER` and its
+  connection is within its memory budget; then it waits until the client's window and the
+  socket have taken enough.  A message costs its framed size plus a per-message overhead
+  (:func:`minigrpc.protocol.memory_budget.response_cost`), never nothing: a client that stops
+  returning window blocks its handler, whether it yields megabytes or empty messages.  What a
+  handler hands over waits in the call's outbox; the I/O thread is woken once for all that
+  arrives meanwhile and moves at most :data:`RESPONSES_PER_TURN` of them per pass of its loop
+  (and :data:`RESPONSES_PER_PASS` of all calls' together).
+
+The asyncio server (:mod:`minigrpc.aio.server_handlers`) applies the same two numbers: its
+handlers wait at :data:`RESPONSE_HIGH_WATER`, and give the event loop a turn after
+:data:`RESPONSES_PER_TURN` messages in a row, or once all of them together handed over
+:data:`RESPONSES_PER_PASS` in this turn of the loop.
 """
 
 import collections
 import threading
-from typing import Any, Callable, Deque, Iterator, List, Optional
+from typing import Any, Callable, Deque, Iterator, List, Optional, Tuple
 
 from ..driver.server_dispatch import CallEndedError
 from ..protocol.enums import StatusCode
-from ..protocol.memory_budget import QUEUED_BYTES_OVERHEAD, ConnectionMemory
+from ..protocol.memory_budget import QUEUED_BYTES_OVERHEAD, ConnectionMemory, response_cost
 
 __all__ = [
     "REQUEST_QUEUE_LIMIT",
     "REQUEST_QUEUE_LIMIT_OVER_BUDGET",
+    "RESPONSES_PER_PASS",
+    "RESPONSES_PER_TURN",
     "RESPONSE_HIGH_WATER",
     "CallEndedError",
     "RequestStream",
@@ -39,8 +51,20 @@ REQUEST_QUEUE_LIMIT = 1024 * 1024
 #: The same while the connection is over its memory budget: a handler that reads still gets
 #: its next messages, one that does not holds little (:mod:`minigrpc.protocol.memory_budget`).
 REQUEST_QUEUE_LIMIT_OVER_BUDGET = 64 * 1024
-#: Bytes of response messages a handler may have handed over and not yet seen written.
+#: What the response messages a handler handed over and has not yet seen written may cost
+#: (:func:`~minigrpc.protocol.memory_budget.response_cost` while handed over, what
+#: :class:`~minigrpc.protocol.grpc_connection.Outbound` charges once queued) before the handler
+#: waits.
 RESPONSE_HIGH_WATER = 256 * 1024
+#: Response messages of one call that the I/O thread queues in one pass of its loop, or that an
+#: asyncio handler hands over before it lets the event loop run: a handler yielding tiny
+#: messages must not keep the loop from reading, writing and answering PINGs on every other
+#: stream and connection.  Enough that the pass's fixed cost stays small beside the messages'.
+RESPONSES_PER_TURN = 256
+#: The same for all calls together, in one pass of the I/O thread or one turn of the event
+#: loop: a hundred calls of tiny messages must not make one pass a hundred times longer (as
+#: :data:`minigrpc.http2.flood.PASS_MESSAGES` bounds the request messages of a pass).
+RESPONSES_PER_PASS = 1024
 
 
 class RequestStream:
@@ -155,55 +179,105 @@ class RequestStream:
 
 
 class ResponseCredit:
-    """How many response bytes a handler may hand over before it waits (module docstring)."""
+    """A streaming call's responses between its handler and the I/O thread (module
+    docstring): the call's outbox, and what its handler may hand over before it waits."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory: Optional[ConnectionMemory] = None) -> None:
         self._changed = threading.Condition(threading.Lock())
-        #: Handed over by the handler, not yet queued on the connection by the I/O thread.
+        #: The connection's account: each message is reserved in it when handed over.
+        self._memory = memory
+        #: Handed over by the handler, not yet taken by the I/O thread: (message, compress).
+        self._outbox: List[Tuple[bytes, bool]] = []
+        #: What the outbox costs (:func:`~minigrpc.protocol.memory_budget.response_cost`).
         self._posted = 0
-        #: Queued on the connection, waiting for the client's window or socket room.
+        #: What the call's queued responses cost on the connection, waiting for the client's
+        #: window or socket room.
         self._queued = 0
+        #: The I/O thread was told to take the outbox, and has not emptied it since.
+        self._scheduled = False
+        #: The handler handed over the call's outcome: later responses are dropped.
+        self._closed = False
         self._ended = False
 
-    def acquire(self, size: int, reserve: Optional[Callable[[int], bool]] = None) -> bool:
-        """Handler thread: wait for room, then count ``size`` bytes; False once the call ended.
+    def offer(self, message: bytes, compress: bool) -> Optional[bool]:
+        """Handler thread: wait for room, then put ``message`` in the outbox.
 
-        ``reserve(size)`` is the connection's memory account (False while it is over budget):
-        the handler also waits for it, and is woken by :meth:`poke` when the budget has room.
+        None once the call ended (nothing was taken); True when the I/O thread must be told
+        to take the outbox (:meth:`take`), False when it already was.  The handler waits
+        while the call's unsent responses cost :data:`RESPONSE_HIGH_WATER` or more, while
+        its outbox holds what the I/O thread takes in one pass (:data:`RESPONSES_PER_TURN`:
+        a hundred handler threads yielding tiny messages must not starve the I/O thread of
+        the GIL), or while its connection is over budget (until :meth:`poke` says the
+        budget has room).
         """
+        cost = response_cost(len(message))
+        memory = self._memory
         with self._changed:
-            while not self._ended:
-                if self._posted + self._queued >= RESPONSE_HIGH_WATER:
+            while not self._ended and not self._closed:
+                if (
+                    self._posted + self._queued >= RESPONSE_HIGH_WATER
+                    or len(self._outbox) >= RESPONSES_PER_TURN
+                ):
                     self._changed.wait()
-                elif reserve is None or reserve(size):
+                elif memory is None or memory.reserve_or_wait(cost):
                     break
                 else:
                     self._changed.wait()
-            if self._ended:
+            if self._ended or self._closed:
+                return None
+            self._outbox.append((message, compress))
+            self._posted += cost
+            if self._scheduled:
                 return False
-            self._posted += size
+            self._scheduled = True
             return True
 
-    def poke(self) -> None:
-        """I/O thread: the connection's memory budget has room again (see :meth:`acquire`)."""
+    def take(self, limit: Optional[int]) -> Tuple[List[Tuple[bytes, bool]], int, bool]:
+        """I/O thread: up to ``limit`` messages from the outbox (all with None), what they
+        cost (still reserved: the caller releases it as it queues them), and whether more
+        are left (the caller takes them later; the handler will not tell it again)."""
         with self._changed:
+            outbox = self._outbox
+            if limit is None or len(outbox) <= limit:
+                taken, self._outbox = outbox, []
+            else:
+                taken, self._outbox = outbox[:limit], outbox[limit:]
+            cost = sum(response_cost(len(message)) for message, _ in taken)
+            self._posted -= cost
+            if taken:
+                self._changed.notify_all()  # a handler waiting at the high water may go on
+            more = bool(self._outbox)
+            if not more:
+                self._scheduled = False
+            return taken, cost, more
+
+    def close(self) -> None:
+        """Handler side: the call's outcome is handed over.  What the outbox holds still goes
+        out before it; a response offered later is dropped, as grpcio drops a non-blocking
+        handler's responses after its end."""
+        with self._changed:
+            self._closed = True
             self._changed.notify_all()
 
-    def handed_over(self, size: int, queued: int) -> None:
-        """I/O thread: ``size`` posted bytes were queued; the call now has ``queued`` unsent."""
+    def poke(self) -> None:
+        """I/O thread: the connection's memory budget has room again (see :meth:`offer`)."""
         with self._changed:
-            self._posted -= size
-            self._queued = queued
             self._changed.notify_all()
 
     def written(self, queued: int) -> None:
-        """I/O thread: after a flush, the call has ``queued`` bytes left unsent."""
+        """I/O thread: the call's queued responses now cost ``queued`` (after queueing more,
+        or a flush)."""
         with self._changed:
             if queued != self._queued:
                 self._queued = queued
                 self._changed.notify_all()
 
     def end(self) -> None:
+        """The call ended: wake the handler, and give back what its outbox had reserved."""
         with self._changed:
             self._ended = True
+            posted, self._posted = self._posted, 0
+            self._outbox = []
             self._changed.notify_all()
+        if posted and self._memory is not None:
+            self._memory.unreserve(posted)

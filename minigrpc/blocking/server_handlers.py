@@ -10,7 +10,7 @@ protocol, and ends the call however it ends.
 
 Threads.  The I/O thread runs everything that touches a connection's protocol (its state
 is not thread-safe): the methods below that take a ``connection``, and
-:meth:`CallHandling._write_outcome` and :meth:`CallHandling._send_response`.  Handler threads
+:meth:`CallHandling._write_outcome` and :meth:`CallHandling._send_responses`.  Handler threads
 run :meth:`CallHandling._run_handler` and what it calls; what they have for the wire goes
 through the loop (:meth:`~minigrpc.blocking.server_loop.ServerLoop._post`,
 :meth:`~minigrpc.blocking.server_loop.ServerLoop._send_outcome`).  With the
@@ -38,7 +38,7 @@ from ..driver.server_timers import cancel_stalled, stall_due
 from ..protocol import server_protocol as _protocol
 from ..protocol import status
 from ..protocol.enums import StatusCode
-from .server_call import RequestStream, ResponseCredit
+from .server_call import RESPONSES_PER_PASS, RESPONSES_PER_TURN, RequestStream, ResponseCredit
 from .servicer_context import ServicerContext, _Abort
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,6 +78,8 @@ class CallHandling:
         self._pulls_posted: Set[ServicerContext] = set()
         #: Request messages the current pass may still move to handlers.
         self._pass_messages = _protocol.PASS_MESSAGES
+        #: Streamed response messages the current pass may still queue (:meth:`_send_responses`).
+        self._pass_responses = RESPONSES_PER_PASS
         #: Handler runs found in the current pass of the I/O loop, submitted together once the
         #: pass has read every ready socket (:meth:`_dispatch`); None outside a pass. The I/O
         #: thread holds the loop's I/O lock for the whole pass, so only it ever sees a list here.
@@ -117,6 +119,7 @@ class CallHandling:
         """A pass of the I/O loop starts: hold its handler runs, renew its message allowance."""
         self._held_dispatches = []
         self._pass_messages = _protocol.PASS_MESSAGES
+        self._pass_responses = RESPONSES_PER_PASS
 
     # -- starting calls (I/O thread) -------------------------------------------------------------
 
@@ -215,7 +218,7 @@ class CallHandling:
             self._add_timer(event.deadline, self._expire_call, connection, context)
         request_streaming = bool(handler.request_streaming)
         if handler.response_streaming:
-            context._response_credit = ResponseCredit()
+            context._response_credit = ResponseCredit(protocol.memory)
             connection.senders.add(context)
         if request_streaming:
             # The handler starts now and reads requests as they come (no stall timer: a stream
@@ -406,31 +409,53 @@ class CallHandling:
         code: StatusCode,
         details: str,
         message: Optional[bytes],
+        drain: bool = True,
     ) -> None:
-        """I/O thread: the handler's status (and unary response) on the wire, then the end."""
+        """I/O thread: the handler's status (and unary response) on the wire, then the end;
+        the streamed responses still in the call's outbox go first (``drain``)."""
         connection = context._connection
         if message is not None:
             connection.protocol.memory.unreserve(len(message))  # charged as queued, if it is
         if connection.calls.get(context._stream_id) is not context:
             return  # cancelled, expired or disconnected meanwhile: nobody waits for the answer
+        if drain and context._response_credit is not None:
+            self._send_responses(context, everything=True)
+            if connection.calls.get(context._stream_id) is not context:
+                return  # a response over the size limit ended the call
         context._finish_on(connection.protocol, code, details, message)
         self._end_call(connection, context, code)
         self._dirty.add(connection)
 
-    def _send_response(self, context: ServicerContext, message: bytes, compress: bool) -> None:
-        """I/O thread: queue one streamed response message on the connection."""
-        connection = context._connection
-        connection.protocol.memory.unreserve(len(message))  # charged as queued, if it is
+    def _send_responses(self, context: ServicerContext, everything: bool = False) -> None:
+        """I/O thread: queue the streamed responses the call's handler handed over on the
+        connection, at most :data:`~minigrpc.blocking.server_call.RESPONSES_PER_TURN` in this pass,
+        and no more than the pass has left of :data:`~minigrpc.blocking.server_call.
+        RESPONSES_PER_PASS` (all of them before the call's status, ``everything``); the rest
+        in a later pass, after the other calls and connections had their turn."""
         credit = context._response_credit
-        if connection.calls.get(context._stream_id) is not context or credit is None:
+        if credit is None:
             return
-        too_large = context._send_message_on(connection.protocol, message, compress)
-        if too_large is not None:
-            self._write_outcome(context, too_large.code, str(too_large), None)
+        limit: Optional[int] = None
+        if not everything:
+            limit = min(RESPONSES_PER_TURN, self._pass_responses)
+            if limit <= 0:
+                self._post(self._send_responses, context)
+                return
+        connection = context._connection
+        protocol = connection.protocol
+        messages, cost, more = credit.take(limit)
+        self._pass_responses -= len(messages)
+        protocol.memory.unreserve(cost)  # charged as queued, if they are
+        if connection.calls.get(context._stream_id) is not context:
             return
-        credit.handed_over(
-            len(message), connection.protocol.queued_response_bytes(context._stream_id)
-        )
+        for message, compress in messages:
+            too_large = context._send_message_on(protocol, message, compress)
+            if too_large is not None:
+                self._write_outcome(context, too_large.code, str(too_large), None, drain=False)
+                return
+        credit.written(protocol.queued_response_cost(context._stream_id))
+        if more:
+            self._post(self._send_responses, context)
         self._dirty.add(connection)
 
     # -- handler threads -------------------------------------------------------------------------
@@ -474,7 +499,7 @@ class CallHandling:
     ) -> None:
         """Executor thread: send each response the handler yields, then the status.
 
-        The handler waits (in :meth:`ResponseCredit.acquire`) while too much of what it sent is
+        The handler waits (in :meth:`ResponseCredit.offer`) while too much of what it sent is
         unwritten; a call that ends meanwhile stops the iteration and closes the generator.
         """
         if getattr(behavior, "experimental_non_blocking", False):
@@ -505,12 +530,13 @@ class CallHandling:
         if serialized is None:
             self._send_outcome(context, *_dispatch.outcome_without_response(context))
             return False
-        memory = context._connection.protocol.memory
-        if not credit.acquire(len(serialized), memory.reserve_or_wait):
-            return False  # the call ended: nobody reads further responses
         compress = context._compress_next
         context._compress_next = True  # disable_next_message_compression is per message
-        self._post(self._send_response, context, serialized, compress)
+        wake = credit.offer(serialized, compress)
+        if wake is None:
+            return False  # the call ended: nobody reads further responses
+        if wake:
+            self._post(self._send_responses, context)
         return True
 
     def _start_non_blocking_stream(

@@ -45,6 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..driver import server_dispatch as _dispatch
 from ..driver.logs import get_logger
+from ..driver.server_accept import ACCEPTS_PER_WAKEUP, AcceptBackoff
 from ..driver.server_options import ServerOptions
 from ..driver.server_timers import (
     CLOSE_FLUSH_TIMEOUT,
@@ -72,8 +73,6 @@ __all__ = ["ServerLoop"]
 #: The server's logger (handler exceptions, dropped connections); named after the public API.
 _LOGGER = get_logger("minigrpc.server")
 
-#: Connections accepted per readiness event, so a connection storm cannot starve the others.
-_ACCEPTS_PER_WAKEUP = 64
 #: Deadline timers kept before the heap is checked for timers of finished calls.
 _TIMER_COMPACT_MIN = 1024
 #: Server states.
@@ -159,6 +158,9 @@ class ServerLoop(CallHandling):
         #: Floods by peer: a peer sent away for one opens its next connections with less.
         self._peers = _protocol.PeerHistory(time.monotonic)
         self._listeners: List[Listener] = []
+        #: Each listener's episodes of running out of descriptors
+        #: (:mod:`minigrpc.driver.server_accept`).
+        self._accept_backoff: Dict[Listener, AcceptBackoff] = {}
         self._connections: Set[BlockingServerConnection] = set()
         self._state = _NEW
         self._state_lock = threading.Lock()
@@ -327,14 +329,28 @@ class ServerLoop(CallHandling):
                 self._internal_error(_connection_of(args))
 
     def _accept(self, listener: Listener) -> None:
-        for _ in range(_ACCEPTS_PER_WAKEUP):
+        """Accept what the listener has, at most :data:`~minigrpc.driver.server_accept.
+        ACCEPTS_PER_WAKEUP`; out of descriptors or buffers, rest it (unregistered: the
+        selector is level-triggered, and the connection that could not be taken keeps it
+        readable) and arm it again from a timer (:mod:`minigrpc.driver.server_accept`)."""
+        backoff = self._accept_backoff.get(listener)
+        if backoff is None:
+            backoff = self._accept_backoff[listener] = AcceptBackoff(listener.display)
+        for _ in range(ACCEPTS_PER_WAKEUP):
             try:
                 sock, _address = listener.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                _LOGGER.warning("accept() on %s failed: %s", listener.display, exc)
+                delay = backoff.failed(exc)
+                if delay is not None and self._selector is not None:
+                    try:
+                        self._selector.unregister(listener.sock)
+                    except (KeyError, ValueError):
+                        return
+                    self._add_timer(time.monotonic() + delay, self._rearm_listener, listener)
                 return
+            backoff.accepted()
             sock.setblocking(False)
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -361,6 +377,11 @@ class ServerLoop(CallHandling):
             idle = self._options.max_connection_idle
             if idle is not None:
                 self._add_timer(now + idle, self._check_idle, connection)
+
+    def _rearm_listener(self, listener: Listener) -> None:
+        """A listener's rest is over: watch it again, unless the server stopped meanwhile."""
+        if listener in self._listeners and self._selector is not None:
+            self._selector.register(listener.sock, selectors.EVENT_READ, listener)
 
     def _check_handshake(self, connection: BlockingServerConnection) -> None:
         """Close a connection whose client never completed the preface and SETTINGS.
@@ -510,7 +531,7 @@ class ServerLoop(CallHandling):
         for context in connection.senders:
             credit = context._response_credit
             if credit is not None:
-                credit.written(protocol.queued_response_bytes(context._stream_id))
+                credit.written(protocol.queued_response_cost(context._stream_id))
         unsent = len(output)
         if unsent != connection.charged_output:
             protocol.memory.charge_outbound(unsent - connection.charged_output)
@@ -639,6 +660,9 @@ class ServerLoop(CallHandling):
         connection over budget ends the call RESOURCE_EXHAUSTED at once: handlers answering faster
         than the I/O thread queues their responses cannot pile them up unseen.
         """
+        credit = context._response_credit
+        if credit is not None:
+            credit.close()  # the outcome drains the outbox; nothing offered later joins it
         if message is not None and not context._connection.protocol.memory.reserve(len(message)):
             code, details, message = _dispatch.OVER_BUDGET
         if threading.get_ident() == self._io_thread_ident:

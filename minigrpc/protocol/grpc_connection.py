@@ -75,6 +75,16 @@ _PACKED_RUN = 64 * 1024
 _PACKED_PREFIX = struct.Struct(">BI")
 
 
+class _Run(bytearray):
+    """Small framed messages packed together (:class:`Outbound`), and how many they are."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages = 0
+
+
 class SendState(enum.Enum):
     """Where one side's half of a stream is."""
 
@@ -88,15 +98,46 @@ class SendState(enum.Enum):
 
 
 class Outbound:
-    """The messages one side still has to write on one stream."""
+    """The messages one side still has to write on one stream.
 
-    __slots__ = ("_offset", "_queue", "memory", "queued_bytes", "state")
+    With ``pack_small`` (a server's responses), a message framed in fewer than
+    :data:`_PACK_BELOW` bytes that arrives behind others is appended to a shared byte array of
+    up to :data:`_PACKED_RUN` bytes rather than queued as an object of its own: a handler that
+    yields empty messages then queues five bytes each, not a ``memoryview`` of some four
+    hundred (:mod:`minigrpc.protocol.memory_budget`), and they go out in the DATA frames they share
+    anyway (PROTOCOL-HTTP2.md: messages need not align with frames).  Only the last array
+    grows; once :meth:`write` starts on it, it is sealed and the next message starts another.
+    A message alone in the queue (a unary response) is kept as it came: packing it would only
+    copy it.
+    """
 
-    def __init__(self, memory: Optional[ConnectionMemory] = None) -> None:
-        self._queue: Deque[memoryview] = collections.deque()
+    __slots__ = (
+        "_offset",
+        "_queue",
+        "_tail",
+        "memory",
+        "pack_below",
+        "queued_bytes",
+        "queued_cost",
+        "queued_messages",
+        "state",
+    )
+
+    def __init__(self, memory: Optional[ConnectionMemory] = None, pack_small: bool = False) -> None:
+        #: A whole framed message (``memoryview``), the prefix of a large one (``bytes``, its
+        #: payload a view behind it), or small messages packed together (``_Run``).
+        self._queue: Deque[Union[memoryview, bytes, _Run]] = collections.deque()
+        #: The packed array still taking messages (the last in the queue), or None.
+        self._tail: Optional[_Run] = None
         self._offset = 0
         #: Framed bytes queued and not yet handed to the connection.
         self.queued_bytes = 0
+        #: What is queued costs in memory: its bytes and each piece's or packed message's
+        #: overhead (what is charged to :attr:`memory`, counted the same without one).
+        self.queued_cost = 0
+        #: Messages queued and not yet wholly handed to the connection.
+        self.queued_messages = 0
+        self.pack_below = _PACK_BELOW if pack_small else 0
         self.state = SendState.OPEN
         #: The account charged for what is queued (a server's), or None.
         self.memory = memory
@@ -112,12 +153,33 @@ class Outbound:
         (:func:`minigrpc.protocol.wire.frame_message`) and is queued as two pieces: only the DATA
         frame that carries the prefix joins them.
         """
-        for piece in framed if isinstance(framed, tuple) else (framed,):
-            if piece:
-                self._queue.append(memoryview(piece))
-                self.queued_bytes += len(piece)
-                if self.memory is not None:
-                    self.memory.charge_outbound(len(piece) + VIEW_OVERHEAD)
+        queue = self._queue
+        if isinstance(framed, tuple):
+            prefix, payload = framed
+            queue.append(prefix)
+            queue.append(memoryview(payload))
+            size = len(prefix) + len(payload)
+            cost = size + 2 * VIEW_OVERHEAD
+            self._tail = None
+        elif queue and len(framed) < self.pack_below:
+            tail = self._tail
+            if tail is None or len(tail) >= _PACKED_RUN:
+                tail = self._tail = _Run()
+                queue.append(tail)
+            tail += framed
+            tail.messages += 1
+            size = len(framed)
+            cost = size + PACKED_OVERHEAD
+        else:
+            queue.append(memoryview(framed))
+            size = len(framed)
+            cost = size + VIEW_OVERHEAD
+            self._tail = None
+        self.queued_messages += 1
+        self.queued_bytes += size
+        self.queued_cost += cost
+        if self.memory is not None:
+            self.memory.charge_outbound(cost)
         if last:
             self.state = SendState.CLOSING
 
@@ -128,11 +190,14 @@ class Outbound:
 
     def discard(self) -> None:
         """Drop what is queued; the stream is ending another way (reset, early trailers)."""
-        if self.memory is not None and self._queue:
-            self.memory.release_outbound(self.queued_bytes + VIEW_OVERHEAD * len(self._queue))
+        if self.memory is not None and self.queued_cost:
+            self.memory.release_outbound(self.queued_cost)
         self._queue.clear()
+        self._tail = None
         self._offset = 0
         self.queued_bytes = 0
+        self.queued_cost = 0
+        self.queued_messages = 0
         self.state = SendState.CLOSED
 
     def write(
@@ -154,7 +219,8 @@ class Outbound:
         the DATA serializer (:func:`minigrpc.http2.frames.data_frame`) copies each byte once.
         """
         written = 0
-        pieces_done = 0
+        released = 0
+        done = 0
         queue = self._queue
         while queue:
             size = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size)
@@ -162,29 +228,45 @@ class Outbound:
                 size = min(size, room - written)
             if size <= 0:
                 break
-            pieces = []
+            pieces: List[Union[memoryview, bytes]] = []
             taken = 0
             while queue and taken < size:
                 head = queue[0]
-                take = min(len(head) - self._offset, size - taken)
-                end = self._offset + take
-                pieces.append(head[self._offset : end])
+                offset = self._offset
+                take = min(len(head) - offset, size - taken)
+                end = offset + take
+                if isinstance(head, _Run):
+                    if head is self._tail:
+                        self._tail = None  # sealed: a view of it must not see it grow
+                    pieces.append(memoryview(head)[offset:end])
+                else:
+                    pieces.append(head[offset:end])
                 taken += take
                 if end == len(head):
                     queue.popleft()
-                    pieces_done += 1
                     self._offset = 0
+                    if isinstance(head, _Run):
+                        released += PACKED_OVERHEAD * head.messages
+                        done += head.messages
+                    else:
+                        released += VIEW_OVERHEAD
+                        if isinstance(head, memoryview):  # not a large message's prefix
+                            done += 1
                 else:
                     self._offset = end
             end_stream = end_stream_on_last and not queue and self.state is SendState.CLOSING
             payload = pieces[0] if len(pieces) == 1 else b"".join(pieces)
             conn.send_data(stream_id, payload, end_stream=end_stream)
             written += taken
-            self.queued_bytes -= taken
             if end_stream:
                 self.state = SendState.CLOSED
-        if self.memory is not None and written:
-            self.memory.release_outbound(written + VIEW_OVERHEAD * pieces_done)
+        if written:
+            self.queued_bytes -= written
+            self.queued_messages -= done
+            released += written
+            self.queued_cost -= released
+            if self.memory is not None:
+                self.memory.release_outbound(released)
         return written
 
     def can_write(self, conn: "HTTP2Connection", stream_id: int) -> bool:

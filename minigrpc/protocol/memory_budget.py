@@ -59,6 +59,8 @@ __all__ = [
     "VIEW_OVERHEAD",
     "ConnectionMemory",
     "MemoryBudget",
+    "response_cost",
+    "unsent_cost",
 ]
 
 #: Defaults sized for a node agent: all connections together, and any one of them.
@@ -78,6 +80,29 @@ PACKED_OVERHEAD = 12
 OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
 #: The smallest fair share of the server's total a connection may always hold.
 _MIN_FAIR_SHARE = 256 * 1024
+#: The 5-byte prefix of a Length-Prefixed-Message (PROTOCOL-HTTP2.md).
+_PREFIX = 5
+
+
+def unsent_cost(framed_bytes: int, messages: int) -> int:
+    """What a call's unsent response messages count against its high water
+    (:data:`minigrpc.blocking.server_call.RESPONSE_HIGH_WATER`): their framed bytes plus
+    :data:`MESSAGE_OVERHEAD` per message, whether handed over or queued.
+
+    Counting payload bytes alone let a handler yielding empty messages hand over millions of
+    them against a limit that never moved; counted this way, every message spends at least
+    :data:`MESSAGE_OVERHEAD`, so a call's unsent responses are bounded in number as well as in
+    bytes, whatever their size.  It is also what a message handed over and not yet queued
+    occupies (a ``(payload, flag)`` pair, as measured above).  Once queued, the memory budget
+    is charged what :class:`minigrpc.protocol.grpc_connection.Outbound` really holds (packed small
+    messages less), but the count still bounds how many a call may have waiting.
+    """
+    return framed_bytes + MESSAGE_OVERHEAD * messages
+
+
+def response_cost(length: int) -> int:
+    """:func:`unsent_cost` of one response message of ``length`` payload bytes."""
+    return length + _PREFIX + MESSAGE_OVERHEAD
 
 
 class MemoryBudget:

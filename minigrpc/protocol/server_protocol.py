@@ -78,7 +78,7 @@ from . import headers as hdrs
 from . import wire
 from .enums import StatusCode
 from .grpc_connection import CANCEL, INTERNAL_ERROR, NO_ERROR, SendState
-from .memory_budget import OVER_BUDGET_DETAILS, ConnectionMemory, MemoryBudget
+from .memory_budget import OVER_BUDGET_DETAILS, ConnectionMemory, MemoryBudget, unsent_cost
 from .server_events import (
     CallEvent,
     CallStarted,
@@ -528,10 +528,16 @@ class ServerGrpcConnection(RequestIntake):
         self._responses.queue_streamed_message(call, message, compress_message)
         return True
 
-    def queued_response_bytes(self, stream_id: int) -> int:
-        """Response bytes of the call still waiting for window or output room (0 when gone)."""
+    def queued_response_cost(self, stream_id: int) -> int:
+        """What the call's responses still waiting for window or output room count against
+        its high water: their framed bytes and a per-message overhead
+        (:func:`minigrpc.protocol.memory_budget.unsent_cost`), so that empty messages count too; 0
+        when the call is gone."""
         call = self._calls.get(stream_id)
-        return 0 if call is None else call.outbound.queued_bytes
+        if call is None:
+            return 0
+        outbound = call.outbound
+        return unsent_cost(outbound.queued_bytes, outbound.queued_messages)
 
     def fail_call(self, stream_id: int, code: StatusCode, details: str) -> List[CallEvent]:
         """End a started call with an error status (trailers); its :class:`CallTerminated`."""

@@ -133,7 +133,7 @@ class RequestIntake(GrpcConnection):
             self.settings.max_receive_message_length,
             self._clock(),
             self._initial_shape,
-            Outbound(self.memory),
+            Outbound(self.memory, pack_small=True),
         )
         self._calls[stream_id] = call
         out.append(CallStarted(stream_id, head.method, head.metadata, deadline, head.authority))

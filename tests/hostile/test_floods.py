@@ -10,6 +10,8 @@ right after it. Bounded: at most a few seconds per attack.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from typing import Callable, Dict, Iterator, List
@@ -26,10 +28,15 @@ from hyperframe.frame import (
 )
 
 from tests.hostile.test_hostile_server import (
+    _AIO_SERVER_SCRIPT,
+    _SERVER_SCRIPT,
     CHAT,
+    ECHO,
+    SERVER_KINDS,
     ServerProcess,
     Watch,
     good_call,
+    grpc,
     request_headers,
 )
 from tests.support.scripted_peer import HostileClient
@@ -73,9 +80,10 @@ FLOODS: Dict[str, Callable[[HostileClient, int], bytes]] = {
 }
 
 
-@pytest.fixture
-def server() -> Iterator[ServerProcess]:
-    process = ServerProcess()
+@pytest.fixture(params=SERVER_KINDS)
+def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    """Every flood runs against the blocking server and against the asyncio server."""
+    process = ServerProcess(kind=request.param)
     try:
         good_call(process.target)  # warm up: executor thread, imports
         yield process
@@ -145,3 +153,80 @@ def test_flood_gets_enhance_your_calm_and_others_are_served(
     assert closed == ATTACKERS, codes
     assert all(cs == [ENHANCE_YOUR_CALM] for cs in codes), codes
     assert after < 1.0, f"the first call after the attack took {after:.2f} s"
+
+
+#: The descriptor limit of the server in the exhaustion test, and the connections that take
+#: them all (the rest wait in the listen queue, keeping the listener readable).
+FD_LIMIT = 64
+HELD_CONNECTIONS = 100
+#: The server runs out of descriptors: it must rest its listener, not spin (grpcio's servers
+#: sit at about 1% CPU), and log the episode once.
+EXHAUSTED_CPU_BOUND = 0.5
+
+_LIMITED_PREFIX = f"""
+import logging, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE,
+                   ({FD_LIMIT}, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="LOG %(message)s")
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (/proc/<pid>/stat, fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_descriptor_exhaustion_rests_the_listener(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    """A peer holds more connections than the server has descriptors (``ulimit -n``): accept()
+    fails with EMFILE while the listen queue keeps the listener readable.  The server must
+    rest the listener instead of spinning on it, log the episode once, keep serving the
+    connections it has, and accept again within a second of descriptors coming free."""
+    script = _LIMITED_PREFIX + (_AIO_SERVER_SCRIPT if kind == "aio" else _SERVER_SCRIPT)
+    server = ServerProcess(kind=kind, script=script)
+    held: List[socket.socket] = []
+    try:
+        good_call(server.target)
+        watch = Watch(server, f"descriptor_exhaustion_{kind}", request)
+        with grpc.insecure_channel(server.target) as channel:
+            call = channel.unary_unary(ECHO)
+            assert call(b"before", timeout=10) == b"before"  # the connection kept throughout
+            for _ in range(HELD_CONNECTIONS):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.connect(server.path)
+                held.append(sock)
+            assert server.wait_until(lambda status: status["fds"] >= FD_LIMIT - 1), (
+                server.status())
+            start_cpu, start = _cpu_seconds(server.proc.pid), time.monotonic()
+            threading.Event().wait(1.0)  # the span the CPU is measured over, not a sync
+            share = (_cpu_seconds(server.proc.pid) - start_cpu) / (time.monotonic() - start)
+            served = [call(b"during", timeout=10) == b"during" for _ in range(20)]
+        for sock in held:
+            sock.close()
+        held = []
+        start = time.monotonic()
+        good_call(server.target)  # a new connection: a descriptor must have come free
+        recovery = time.monotonic() - start
+        watch.check(
+            "the listener rests while descriptors are gone; logged once; others served",
+            f"server CPU {share:.0%} while out of descriptors; {sum(served)}/20 calls served"
+            f" on an existing connection; first new call after {recovery * 1000:.0f} ms",
+        )
+    finally:
+        for sock in held:
+            sock.close()
+        code, output = server.stop()
+    accept_lines = [line for line in output.splitlines() if "accept()" in line]
+    print(f"{kind}: CPU {share:.0%}, recovery {recovery * 1000:.0f} ms,"
+          f" {len(accept_lines)} accept() log lines: {accept_lines}")
+    assert "Traceback" not in output, output[-3000:]
+    assert code == 0, output[-3000:]
+    assert all(served), served
+    assert share < EXHAUSTED_CPU_BOUND, f"the server spun at {share:.0%} CPU"
+    assert 1 <= len(accept_lines) <= 4, accept_lines[:10]
+    assert recovery < 1.0, f"the first call after descriptors came free took {recovery:.2f} s"

@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
+from hyperframe.frame import DataFrame
 
 from tests.hostile.scenarios import record_observation
 from tests.hostile.test_hostile_server import ServerProcess, good_call, grpc, request_headers
@@ -45,6 +46,7 @@ SINK = "/hostile.Memory/Sink"
 CHAT = "/hostile.Memory/Chat"
 FIREHOSE = "/hostile.Memory/Firehose"
 BIG = "/hostile.Memory/Big"
+TINY = "/hostile.Memory/Tiny"
 UNARY = "/hostile.Memory/Unary"
 
 _SERVER_SCRIPT = r"""
@@ -78,9 +80,15 @@ def firehose(request, context):
     while context.is_active():
         yield chunk
 
+def tiny(request, context):
+    # Empty messages as fast as the server takes them, until the call ends.
+    while True:
+        yield b""
+
 def stats(request, context):
     budget = server._memory
-    return json.dumps({"used": budget.total, "peak": budget.peak}).encode()
+    return json.dumps({"used": budget.total, "peak": budget.peak,
+                       "active": server._active_rpcs - 1}).encode()
 
 handlers = [
     minigrpc.method_handlers_generic_handler("hostile.Echo", {
@@ -92,6 +100,7 @@ handlers = [
         "Sink": minigrpc.stream_unary_rpc_method_handler(sink),
         "Chat": minigrpc.stream_stream_rpc_method_handler(chat),
         "Firehose": minigrpc.unary_stream_rpc_method_handler(firehose),
+        "Tiny": minigrpc.unary_stream_rpc_method_handler(tiny),
         "Stats": minigrpc.unary_unary_rpc_method_handler(stats),
     }),
 ]
@@ -137,9 +146,15 @@ async def firehose(request, context):
     while not context.done():
         await context.write(chunk)
 
+async def tiny(request, context):
+    # Empty messages, never awaiting anything but the server's own hand-over.
+    while True:
+        yield b""
+
 async def stats(request, context):
     budget = server._memory
-    return json.dumps({"used": budget.total, "peak": budget.peak}).encode()
+    return json.dumps({"used": budget.total, "peak": budget.peak,
+                       "active": server._active_rpcs - 1}).encode()
 
 handlers = [
     minigrpc.method_handlers_generic_handler("hostile.Echo", {
@@ -151,6 +166,7 @@ handlers = [
         "Sink": minigrpc.stream_unary_rpc_method_handler(sink),
         "Chat": minigrpc.stream_stream_rpc_method_handler(chat),
         "Firehose": minigrpc.unary_stream_rpc_method_handler(firehose),
+        "Tiny": minigrpc.unary_stream_rpc_method_handler(tiny),
         "Stats": minigrpc.unary_unary_rpc_method_handler(stats),
     }),
 ]
@@ -419,8 +435,6 @@ def test_streams_never_read(
 
 
 def grpc_data_frame(stream_id: int, payload: bytes) -> bytes:
-    from hyperframe.frame import DataFrame
-
     return DataFrame(stream_id, payload, flags=["END_STREAM"]).serialize()
 
 
@@ -487,3 +501,97 @@ def test_held_back_stream_resumes_when_its_handler_reads() -> None:
     finally:
         release.set()
         server.stop(0).wait(10)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("streams", [6, 100])
+def test_tiny_responses_to_a_reader_that_returns_no_window(
+    server: MemoryServer, request: pytest.FixtureRequest, streams: int
+) -> None:
+    """Server-streams of empty messages to a client that reads everything but never returns
+    window (it only ACKs SETTINGS and PING): what waits for window must be bounded by what
+    each message really costs, not by its payload (0 bytes), within the stream's high water
+    (6 streams) and the connection's budget (100 streams), and the server must go on
+    answering PINGs and other clients at once."""
+    if streams > 40 and server.kind == "blocking":
+        pytest.skip("each blocking handler holds an executor thread (48 here): more streams"
+                    " than threads is an executor exhaustion, grpcio's as well")
+    ping_delays: List[float] = []
+
+    def attack(clients: List[HostileClient]) -> str:
+        from hyperframe.frame import PingFrame
+
+        client = _attacker(server, auto_window_update=False)
+        clients.append(client)
+        client.send_preface()
+        calls = []
+        for _ in range(streams):
+            stream_id = client.next_stream_id()
+            calls.append(client.header_frames(stream_id, request_headers(TINY)))
+            calls.append(grpc_data_frame(stream_id, grpc_message(b"")))
+        for index in range(12):  # the first PING goes with the calls, then one every 0.25 s
+            opaque = index.to_bytes(8, "big")
+            ping = PingFrame(0, opaque_data=opaque).serialize()
+            sent = time.monotonic()
+            client.send(b"".join(calls) + ping if index == 0 else ping)
+            if not client.wait_for(lambda o=opaque: o in client.ping_acks, timeout=5.0):
+                ping_delays.append(float("inf"))
+                break
+            ping_delays.append(time.monotonic() - sent)
+            threading.Event().wait(0.25)
+        return (f"{streams} server-streams of empty messages, no window returned; PING ACKed"
+                f" after {max(ping_delays) * 1000:.0f} ms at most")
+
+    _run_attack(
+        server, request, f"tiny_responses_no_window_{streams}",
+        f"{streams} server-streams of empty messages to a client that never returns window",
+        attack,
+    )
+    held = server.budget()
+    # One message per stream may be on its way past the check (MIB is plenty for 100).
+    assert held["peak"] <= CONNECTION_BUDGET + MIB, held
+    assert max(ping_delays) < 0.5, ping_delays
+
+
+#: Pending unary calls in the slowloris test (connections x streams), and what each may cost
+#: the server (RSS growth per call, in bytes): tracemalloc puts the blocking server at
+#: about 3 KB a call (its context, stream state and stall timer).
+PENDING_CONNECTIONS = 30
+PENDING_CALLS_PER_CONNECTION = 100
+PENDING_CALL_BOUND = 4096
+
+
+@pytest.mark.timeout(120)
+def test_pending_unary_calls_cost_little(server: MemoryServer) -> None:
+    """Unary calls whose request never completes (slowloris on streams: HEADERS, then one
+    byte of a 10-byte message): until the request is whole a call has nothing to run, so it
+    must cost no more on the asyncio server than on the blocking one: no task, no event."""
+    rss_before, _ = server.rss_kib()
+    clients: List[HostileClient] = []
+    calls = PENDING_CONNECTIONS * PENDING_CALLS_PER_CONNECTION
+    try:
+        for _ in range(PENDING_CONNECTIONS):
+            client = _attacker(server)
+            clients.append(client)
+            client.send_preface()
+            frames = []
+            for _ in range(PENDING_CALLS_PER_CONNECTION):
+                stream_id = client.next_stream_id()
+                frames.append(client.header_frames(stream_id, request_headers(UNARY)))
+                frames.append(DataFrame(stream_id, grpc_message(b"x", length=10)).serialize())
+            client.send(b"".join(frames))
+        ticker = threading.Event()
+        for _ in range(200):  # until the server holds them all (bounded: 10 s)
+            if server.budget()["active"] >= calls:
+                break
+            ticker.wait(0.05)
+        active = server.budget()["active"]
+        good_call(server.target)
+        rss_after, _ = server.rss_kib()
+    finally:
+        for client in clients:
+            client.close()
+    per_call = (rss_after - rss_before) * 1024 / calls
+    print(f"{server.kind}: {active} pending calls, {per_call:,.0f} bytes each")
+    assert active == calls
+    assert per_call < PENDING_CALL_BOUND, f"{per_call:,.0f} bytes per pending call"

@@ -9,7 +9,8 @@ window back once the handler reads.
 
 from __future__ import annotations
 
-from typing import Any, List
+import threading
+from typing import Any, List, Optional
 
 import h2.config
 import h2.connection
@@ -264,9 +265,16 @@ def test_queued_responses_are_charged_and_released() -> None:
     pair = Pair(MemoryBudget())
     stream_id = pair.open_stream()
     pair.server.set_output_room(0)  # the socket takes nothing: the response stays queued
-    assert pair.server.send_message(stream_id, b"r" * 1000)
+    assert pair.server.send_message(stream_id, b"r" * 2000)
     pair.exchange()
-    assert pair.server.memory.outbound == 1005 + VIEW_OVERHEAD
+    assert pair.server.memory.outbound == 2005 + VIEW_OVERHEAD
+    # Small messages are packed together: their bytes and a small overhead each.
+    for _ in range(3):
+        assert pair.server.send_message(stream_id, b"")
+    assert pair.server.memory.outbound == 2005 + VIEW_OVERHEAD + 3 * (5 + PACKED_OVERHEAD)
+    # Against the call's high water, each message counts a full MESSAGE_OVERHEAD however
+    # little memory it takes: the number of unsent messages is bounded too.
+    assert pair.server.queued_response_cost(stream_id) == 2005 + 3 * 5 + 4 * MESSAGE_OVERHEAD
     pair.server.set_output_room(None)
     pair.exchange()
     assert pair.server.memory.outbound == 0
@@ -332,34 +340,89 @@ def test_server_option_sets_the_budget() -> None:
 def test_streamed_response_waits_for_the_budget() -> None:
     """A streaming handler's next response waits while its connection is over budget, and
     goes on once the I/O thread finds the account resumable and pokes the call's credit."""
-    import threading
-
     from minigrpc.blocking.server_call import ResponseCredit
+    from minigrpc.protocol.memory_budget import response_cost
 
     budget = MemoryBudget(4 * MIB, 256 * KIB)
     account = budget.open_connection()
     account.charge_outbound(256 * KIB)  # responses the client does not read
-    credit = ResponseCredit()
-    refused = threading.Event()
-
-    def reserve(size: int) -> bool:
-        granted = account.reserve_or_wait(size)
-        if not granted:
-            refused.set()
-        return granted
-
-    outcome: List[bool] = []
-    handler = threading.Thread(target=lambda: outcome.append(credit.acquire(1000, reserve)))
+    credit = ResponseCredit(account)
+    outcome: List[Optional[bool]] = []
+    handler = threading.Thread(target=lambda: outcome.append(credit.offer(b"x" * 1000, True)))
     handler.start()
-    assert refused.wait(5)
-    assert budget.resumable() == [] and outcome == []  # still over: it waits
+    assert credit_waits_for(budget, account)
+    assert outcome == []  # still over: it waits
     account.release_outbound(256 * KIB)  # the client read
     assert budget.resumable() == [account]
     credit.poke()
     handler.join(5)
-    assert outcome == [True] and account.reserved == 1000
-    account.unreserve(1000)
+    assert outcome == [True] and account.reserved == response_cost(1000)
+    messages, cost, more = credit.take(None)
+    assert messages == [(b"x" * 1000, True)] and cost == response_cost(1000) and not more
+    account.unreserve(cost)
     assert budget.total == 0
+
+
+def credit_waits_for(budget: MemoryBudget, account: Any) -> bool:
+    """The handler found the account over budget: it is listed to be resumed (bounded poll of
+    the budget's own record; the handler thread sets nothing else to wait on)."""
+    ticker = threading.Event()
+    for _ in range(500):
+        if account in budget._waiting:
+            return True
+        ticker.wait(0.01)
+    return False
+
+
+def test_empty_responses_are_bounded_in_number() -> None:
+    """Empty messages count their framed size and a per-message overhead: a handler can have
+    only so many unsent, however small they are, and only one pass's worth of them waiting
+    for the I/O thread to take them."""
+    from minigrpc.blocking.server_call import (
+        RESPONSE_HIGH_WATER,
+        RESPONSES_PER_TURN,
+        ResponseCredit,
+    )
+    from minigrpc.protocol.memory_budget import response_cost, unsent_cost
+
+    account = MemoryBudget().open_connection()
+    credit = ResponseCredit(account)
+
+    def offer_waits() -> threading.Thread:
+        """Offer one more in a thread; it is still waiting a moment later (a bound, not a
+        synchronisation: the offers before it returned at once)."""
+        thread = threading.Thread(target=credit.offer, args=(b"", True), daemon=True)
+        thread.start()
+        thread.join(0.2)
+        assert thread.is_alive()
+        return thread
+
+    wakes = [credit.offer(b"", True) for _ in range(RESPONSES_PER_TURN)]
+    assert wakes[0] is True and not any(wakes[1:])  # the I/O thread is told once
+    assert account.reserved == RESPONSES_PER_TURN * response_cost(0)
+    waiting = offer_waits()  # the outbox holds a pass's worth: the handler waits
+    queued = 0
+    while True:  # the I/O thread takes the outbox and queues it; the client reads nothing
+        messages, cost, _ = credit.take(None)
+        account.unreserve(cost)
+        queued += len(messages)
+        credit.written(unsent_cost(5 * queued, queued))
+        waiting.join(5)
+        assert not waiting.is_alive()
+        unsent = queued + 1
+        while unsent % RESPONSES_PER_TURN and unsent_cost(5 * unsent, unsent) < (
+            RESPONSE_HIGH_WATER
+        ):
+            assert credit.offer(b"", True) is not None
+            unsent += 1
+        if unsent_cost(5 * unsent, unsent) >= RESPONSE_HIGH_WATER:
+            break
+        waiting = offer_waits()
+    waiting = offer_waits()  # at the high water, outbox taken or not: the handler waits
+    assert unsent <= RESPONSE_HIGH_WATER // response_cost(0) + 1
+    credit.end()  # what is still in the outbox is given back; the waiting offer returns
+    waiting.join(5)
+    assert not waiting.is_alive() and account.reserved == 0
 
 
 def test_request_queue_of_a_streaming_handler_is_charged() -> None:

@@ -33,7 +33,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 
 from ..driver.attempts import deadline_status
 from ..driver.logs import get_logger
-from ..http2 import settings
+from ..http2 import streams
 from ..net import sockets
 from ..net.sockets import Waker, client_tracer, os_error_text
 from ..protocol import client_outcome, wire
@@ -64,12 +64,12 @@ class TransportOptions(NamedTuple):
     """What a channel's options mean for its connections (see :mod:`minigrpc.blocking.channel`)."""
 
     max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
-    stream_window: int = settings.DEFAULT_STREAM_WINDOW
-    connection_window: int = settings.DEFAULT_CONNECTION_WINDOW
-    max_frame_size: int = settings.DEFAULT_MAX_FRAME_SIZE
+    stream_window: int = streams.DEFAULT_STREAM_WINDOW
+    connection_window: int = streams.DEFAULT_CONNECTION_WINDOW
+    max_frame_size: int = streams.DEFAULT_MAX_FRAME_SIZE
     #: Largest response header block / trailers per call (docs/wire-rules.md, "Flow control and
     #: sizes"); None: no limit.
-    max_header_list_size: Optional[int] = settings.CALL_MAX_HEADER_LIST_SIZE
+    max_header_list_size: Optional[int] = streams.CALL_MAX_HEADER_LIST_SIZE
     #: gRPC connection backoff (connection-backoff.md): used only while wait_for_ready waits.
     initial_backoff: float = 1.0
     max_backoff: float = 120.0

@@ -89,7 +89,7 @@ from .frames import (
     ping_frame,
     ping_payload,
     priority_payload,
-    push_promise_payload,
+    refuse_push_promise,
     rst_stream_frame,
     rst_stream_payload,
     settings_ack,
@@ -550,9 +550,7 @@ class HTTP2Connection:
         if flags & ACK:
             return
         self._count(SETTINGS)
-        table_size = self.peer.apply(settings, self.streams.values())
-        if table_size is not None:
-            self._encoder.limit_table_size(table_size)
+        if self.peer.apply(settings, self.streams.values(), self._encoder):
             self._encoded.clear()
         self._out.append(settings_ack())
         self._events.append(SettingsChanged())
@@ -615,8 +613,7 @@ class HTTP2Connection:
     def _handle_push_promise(self, flags: int, stream_id: int, payload: bytes) -> None:
         """PUSH_PROMISE (RFC 9113 §6.6): a connection error, push being refused (RFC 9113
         §8.4)."""
-        push_promise_payload(flags, stream_id, payload)
-        raise FrameError("PUSH_PROMISE received (push is refused)")
+        refuse_push_promise(flags, stream_id, payload)
 
 
 

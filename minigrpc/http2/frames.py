@@ -335,6 +335,14 @@ def push_promise_payload(flags: int, stream_id: int, payload: bytes) -> Tuple[in
     return promised, rest[4:]
 
 
+def refuse_push_promise(flags: int, stream_id: int, payload: bytes) -> None:
+    """A PUSH_PROMISE received, checked (RFC 9113 §6.6), then refused with a connection error
+    PROTOCOL_ERROR: a client turns push off (ENABLE_PUSH 0) and a server is never pushed to
+    (RFC 9113 §8.4)."""
+    push_promise_payload(flags, stream_id, payload)
+    raise FrameError("PUSH_PROMISE received (push is refused)")
+
+
 def priority_payload(stream_id: int, payload: bytes) -> int:
     """PRIORITY (RFC 9113 §6.3): the stream it depends on (deprecated, RFC 9113 §5.3.2)."""
     _placement(PRIORITY, stream_id)

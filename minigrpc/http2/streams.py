@@ -3,32 +3,34 @@ both.
 
 The rule of this module: everything that touches a stream's state lives here.  Its state in the
 life cycle of RFC 9113 §5.1 and what each frame does to it (a table, :data:`TRANSITIONS`, that
-the code consults rather than a rule written out in each place a frame is read), which
-identifiers are idle (§5.1.1), how a closed stream closed, its windows both ways (§5.2, §6.9),
-and the SETTINGS values, ours and the peer's, that size those windows (§6.5, §6.9.2).  Both
-ends' connection (:mod:`minigrpc.http2.connection`) and the one-shot call
-(:mod:`minigrpc.protocol.oneshot_protocol`) keep their streams with these parts, so each rule is
-written once; what they send or report because of it is theirs.
+the code consults rather than a rule written out wherever a frame is read), which identifiers
+are idle (RFC 9113 §5.1.1), how a closed stream closed, its windows both ways (RFC 9113 §5.2,
+RFC 9113 §6.9), and the SETTINGS values, ours and the peer's, that size those windows (RFC 9113
+§6.5, RFC 9113 §6.9.2).  Both ends' connection (:mod:`minigrpc.http2.connection`) and the
+one-shot call (:mod:`minigrpc.protocol.oneshot_protocol`) keep their streams with these parts,
+so each rule is written once; what they send or report because of it is theirs.
 
 * What we advertise: the SETTINGS values minigrpc's connections send (RFC 9113 §6.5.2) and the
-  connection window a WINDOW_UPDATE opens after them (§6.9.2), the limits on header lists and
-  header blocks.
+  connection window a WINDOW_UPDATE opens after them (RFC 9113 §6.9.2), the limits on header
+  lists and header blocks.
 * Stream states (RFC 9113 §5.1): idle, open, half-closed (local), half-closed (remote) and
   closed, the last told apart by how the stream closed, since that decides what a late frame
   means: by END_STREAM both ways, by our RST_STREAM, by the peer's, or never opened at all (an
-  identifier the peer skipped, §5.1.1).  :data:`TRANSITIONS` gives, for each state and each
-  frame sent or received, the next state, or what the frame is: ignored, a stream error of
+  identifier the peer skipped, RFC 9113 §5.1.1).  :data:`TRANSITIONS` gives, for each state and
+  each frame sent or received, the next state, or what the frame is: ignored, a stream error of
   type STREAM_CLOSED, a connection error of type PROTOCOL_ERROR or STREAM_CLOSED, or not ours
   to send.  :class:`Streams` holds one connection's streams by identifier.
-* Flow control (RFC 9113 §5.2, §6.9): what we may send (:attr:`Stream.outbound_window`, the
-  connection's kept by the caller), widened by WINDOW_UPDATE up to 2^31-1 (§6.9.1); what the
-  peer may send (:class:`InboundWindow`), spent by DATA and returned with WINDOW_UPDATE once
-  half of it is used.
-* The peer's SETTINGS (:class:`PeerSettings`): each value checked (§6.5.2) and applied in order
-  (§6.5.3), a new INITIAL_WINDOW_SIZE moving every open stream's window (§6.9.2).
+* Flow control (RFC 9113 §5.2, RFC 9113 §6.9): what we may send
+  (:attr:`Stream.outbound_window`, the connection's kept by the caller), widened by
+  WINDOW_UPDATE up to 2^31-1 (RFC 9113 §6.9.1); what the peer may send
+  (:class:`InboundWindow`), spent by DATA and returned with WINDOW_UPDATE once half of it is
+  used.
+* The peer's SETTINGS (:class:`PeerSettings`): each value checked (RFC 9113 §6.5.2) and applied
+  in order (RFC 9113 §6.5.3), a new INITIAL_WINDOW_SIZE moving every open stream's window
+  (RFC 9113 §6.9.2).
 
-Like :mod:`minigrpc.http2.frames`, it loads nothing else, for the one-shot call's cold start:
-states, events and outcomes are plain integers.
+Like :mod:`minigrpc.http2.frames`, it loads nothing beyond the package, for the one-shot call's
+cold start: states, events and outcomes are plain integers.
 """
 
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -54,7 +56,7 @@ from .frames import (
     settings_frame,
     window_update_frame,
 )
-from .hpack_codec import DEFAULT_TABLE_SIZE
+from .hpack_codec import DEFAULT_TABLE_SIZE, Encoder
 
 # -- what we advertise (RFC 9113 §6.5.2, §6.9.2) ---------------------------------------------------
 
@@ -213,7 +215,8 @@ TRANSITIONS: Dict[int, Dict[int, int]] = {
         # A stream error on a stream not opened yet (a PRIORITY that depends on itself,
         # RFC 9113 §5.3.1) is answered with RST_STREAM, which opens nothing (RFC 9113 §6.4).
         SEND_RST_STREAM: IDLE,
-        RECV_HEADERS: OPEN,  # the peer opens it, if the identifier is one it may use (§5.1.1)
+        # The peer opens it, if the identifier is one it may use (RFC 9113 §5.1.1).
+        RECV_HEADERS: OPEN,
         RECV_DATA: CONNECTION_PROTOCOL_ERROR,
         RECV_END_STREAM: CONNECTION_PROTOCOL_ERROR,
         RECV_RST_STREAM: CONNECTION_PROTOCOL_ERROR,
@@ -259,7 +262,7 @@ TRANSITIONS: Dict[int, Dict[int, int]] = {
     },
     CLOSED: {
         **_SENDS_NOTHING,
-        # After END_STREAM both ways: a connection error STREAM_CLOSED ("closed", §5.1).
+        # After END_STREAM both ways: a connection error STREAM_CLOSED (RFC 9113 §5.1, "closed").
         RECV_HEADERS: CONNECTION_STREAM_CLOSED,
         RECV_DATA: CONNECTION_STREAM_CLOSED,
         RECV_END_STREAM: CONNECTION_STREAM_CLOSED,
@@ -269,7 +272,7 @@ TRANSITIONS: Dict[int, Dict[int, int]] = {
     },
     CLOSED_BY_US: {
         **_SENDS_NOTHING,
-        # What the peer sent before it read our RST_STREAM: ignored ("closed", §5.1).
+        # What the peer sent before it read our RST_STREAM: ignored (RFC 9113 §5.1, "closed").
         RECV_HEADERS: IGNORE,
         RECV_DATA: IGNORE,
         RECV_END_STREAM: IGNORE,
@@ -279,7 +282,7 @@ TRANSITIONS: Dict[int, Dict[int, int]] = {
     },
     CLOSED_BY_PEER: {
         **_SENDS_NOTHING,
-        # After its own RST_STREAM, the peer may send only PRIORITY (§5.1): a stream error.
+        # After its own RST_STREAM, the peer may send only PRIORITY (RFC 9113 §5.1): a stream error.
         RECV_HEADERS: STREAM_CLOSED_ERROR,
         RECV_DATA: STREAM_CLOSED_ERROR,
         RECV_END_STREAM: STREAM_CLOSED_ERROR,
@@ -289,7 +292,8 @@ TRANSITIONS: Dict[int, Dict[int, int]] = {
     },
     CLOSED_UNOPENED: {
         **_SENDS_NOTHING,
-        # The peer may not open a stream below one it opened (§5.1.1); anything else is late.
+        # The peer may not open a stream below one it opened (RFC 9113 §5.1.1); anything else
+        # is late.
         RECV_HEADERS: CONNECTION_PROTOCOL_ERROR,
         RECV_DATA: IGNORE,
         RECV_END_STREAM: IGNORE,
@@ -361,7 +365,7 @@ class Stream:
         self.outbound_window = outbound_window
         #: What the peer may still send.
         self.inbound = InboundWindow(inbound_window)
-        #: The stream's first header block has been read (a second is trailers, §8.1).
+        #: The stream's first header block has been read (a second is trailers, RFC 9113 §8.1).
         self.headers_received = False
         #: What the peer's ``content-length`` says is still to come in DATA, or None
         #: (RFC 9113 §8.1.1: a message whose DATA add up to anything else is malformed).
@@ -617,18 +621,19 @@ class PeerSettings:
         self.max_header_list_size: Optional[int] = None
 
     def apply(
-        self, settings: Iterable[Tuple[int, int]], streams: Iterable[Stream]
-    ) -> Optional[int]:
+        self, settings: Iterable[Tuple[int, int]], streams: Iterable[Stream], encoder: Encoder
+    ) -> bool:
         """Apply ``settings`` in order (RFC 9113 §6.5.3), each value checked first (RFC 9113
         §6.5.2: a :class:`FrameError` for one that may not be applied).  A new
         INITIAL_WINDOW_SIZE moves the send window of each of ``streams`` by the difference, even
         below zero, and one it takes past 2^31-1 is a connection error FLOW_CONTROL_ERROR
-        (RFC 9113 §6.9.2).  Unknown settings are ignored.
+        (RFC 9113 §6.9.2); a HEADER_TABLE_SIZE bounds our HPACK ``encoder`` (RFC 7541 §4.2).
+        Unknown settings are ignored.
 
-        Returns the smallest HEADER_TABLE_SIZE among them, for the HPACK encoder (RFC 7541
-        §4.2), or None.
+        Returns whether a HEADER_TABLE_SIZE was among them (blocks coded before may be coded
+        otherwise now).
         """
-        table_size: Optional[int] = None
+        table_sized = False
         for setting, value in settings:
             if setting == INITIAL_WINDOW_SIZE:
                 if value > MAX_WINDOW:
@@ -651,5 +656,6 @@ class PeerSettings:
             elif setting == MAX_HEADER_LIST_SIZE:
                 self.max_header_list_size = value
             elif setting == HEADER_TABLE_SIZE:
-                table_size = value if table_size is None else min(table_size, value)
-        return table_size
+                encoder.limit_table_size(value)
+                table_sized = True
+        return table_sized

@@ -57,7 +57,7 @@ from ..http2.frames import (
     ping_ack,
     ping_payload,
     priority_payload,
-    push_promise_payload,
+    refuse_push_promise,
     rst_stream_frame,
     rst_stream_payload,
     settings_ack,
@@ -313,9 +313,7 @@ class OneShotCall:
         settings = settings_payload(flags, stream_id, payload)
         if flags & ACK:
             return
-        table_size = self._peer.apply(settings, self._streams.active.values())
-        if table_size is not None:
-            self._encoder.limit_table_size(table_size)
+        self._peer.apply(settings, self._streams.active.values(), self._encoder)
         self.settings_received = True
         self._out.append(settings_ack())
 
@@ -374,8 +372,7 @@ class OneShotCall:
 
     def _handle_push_promise(self, flags: int, stream_id: int, payload: bytes) -> None:
         """PUSH_PROMISE (RFC 9113 §6.6): ENABLE_PUSH is 0 in our SETTINGS (RFC 9113 §8.4)."""
-        push_promise_payload(flags, stream_id, payload)
-        raise FrameError("PUSH_PROMISE received")
+        refuse_push_promise(flags, stream_id, payload)
 
     def _on_response_headers(self, block: List[Header], end_stream: bool) -> None:
         failure = client_outcome.block_failure(

@@ -48,18 +48,9 @@ from minigrpc.http2.streams import (
     STREAM_CLOSED_ERROR,
     TRANSITIONS,
 )
+from tests.unit.test_client_http2 import REQUEST, RESPONSE, TRAILERS
 from tests.unit.test_status_and_http2 import read_frames
 
-REQUEST = [
-    (b":method", b"POST"),
-    (b":scheme", b"http"),
-    (b":path", b"/pkg.Svc/M"),
-    (b":authority", b"localhost"),
-    (b"content-type", b"application/grpc"),
-    (b"te", b"trailers"),
-]
-RESPONSE = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-TRAILERS = [(b"grpc-status", b"0")]
 ACTIVE = (OPEN, HALF_CLOSED_LOCAL, HALF_CLOSED_REMOTE)
 
 

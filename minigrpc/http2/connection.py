@@ -106,11 +106,9 @@ from .streams import (
     MAX_HEADER_BLOCK,
     RECV_DATA,
     RECV_END_STREAM,
-    RECV_HEADERS,
     RECV_RST_STREAM,
     RECV_WINDOW_UPDATE,
     SEND_END_STREAM,
-    SEND_HEADERS,
     SEND_RST_STREAM,
     STREAM_CLOSED_ERROR,
     InboundWindow,
@@ -306,12 +304,9 @@ class HTTP2Connection:
         """A header block on ``stream_id`` (HEADERS and CONTINUATION frames, RFC 9113 §6.2):
         the one that opens a stream of ours (:meth:`get_next_available_stream_id`), or one on a
         stream the peer opened (a response, or with ``end_stream`` trailers, RFC 9113 §8.1)."""
-        stream = self.streams.get(stream_id)
-        if stream is None or self._streams.ours(stream_id):
-            stream = Stream(self.peer.initial_window, self._stream_window)
-            self._streams.open_ours(stream_id, stream)
-        else:
-            self._streams.apply(stream_id, stream, SEND_HEADERS)
+        stream = self._streams.send_headers(
+            stream_id, self.peer.initial_window, self._stream_window
+        )
         self._out.extend(header_frames(
             stream_id, self._encode_block(headers), self.peer.max_frame_size, end_stream
         ))
@@ -518,21 +513,15 @@ class HTTP2Connection:
         its stream (a new one opens), then what it means to this end."""
         blocks = self._blocks
         stream_id = blocks.stream_id
-        stream = self.streams.get(stream_id)
-        state = stream.state if stream is not None else self.stream_state(stream_id)
-        result = received(state, RECV_HEADERS, stream_id, "HEADERS")
-        if result < 0:
-            if result == STREAM_CLOSED_ERROR:
-                self._stream_error(stream_id, STREAM_CLOSED)
-            return
-        if stream is None:  # idle: the peer opens it
-            stream = Stream(self.peer.initial_window, self._stream_window)
-            self._streams.open_peers(stream_id, stream)
-        if depends_on_itself(stream.state, stream_id, blocks.dependency):
-            self._stream_error(stream_id, PROTOCOL_ERROR)
-            return
         end_stream = blocks.end_stream
         try:
+            stream = self._streams.receive_headers(
+                stream_id, self.peer.initial_window, self._stream_window
+            )
+            if stream is None:
+                return
+            if depends_on_itself(stream.state, stream_id, blocks.dependency):
+                raise StreamError(PROTOCOL_ERROR, "a stream that depends on itself")
             event = self._read_block(stream, stream_id, fields, end_stream)
         except StreamError as exc:
             self._stream_error(stream_id, exc.error_code)

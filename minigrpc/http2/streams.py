@@ -468,27 +468,43 @@ class Streams:
             return IDLE
         return self._closed.get(stream_id, CLOSED_UNOPENED)
 
-    def ours(self, stream_id: int) -> bool:
-        """``stream_id`` is one of the identifiers we open (RFC 9113 §5.1.1)."""
-        return stream_id % 2 == self._ours
-
-    def open_ours(self, stream_id: int, stream: Stream) -> None:
-        """We open ``stream_id`` with HEADERS: the next of our identifiers (RFC 9113 §5.1.1)."""
-        if stream_id != self.next_stream_id:
-            raise ValueError(f"stream {stream_id} is not the next stream to open")
-        self.next_stream_id = stream_id + 2
-        self.active[stream_id] = stream
+    def send_headers(self, stream_id: int, outbound_window: int, inbound_window: int) -> Stream:
+        """The stream we send a header block on: one of ours it opens, which must be the next
+        of our identifiers (RFC 9113 §5.1.1) and starts with these windows, or one the peer
+        opened (a response and its trailers, RFC 9113 §8.1).  Anything else raises ValueError:
+        nothing may be sent."""
+        stream = self.active.get(stream_id)
+        if stream is None or stream_id % 2 == self._ours:
+            if stream_id != self.next_stream_id:
+                raise ValueError(f"stream {stream_id} is not the next stream to open")
+            self.next_stream_id = stream_id + 2
+            stream = self.active[stream_id] = Stream(outbound_window, inbound_window)
         self.apply(stream_id, stream, SEND_HEADERS)
+        return stream
 
-    def open_peers(self, stream_id: int, stream: Stream) -> None:
-        """The peer opens ``stream_id`` with HEADERS, an idle stream: one of its identifiers
-        (RFC 9113 §5.1.1), else a connection error PROTOCOL_ERROR.  Lower identifiers it never
-        used are closed by it."""
-        if not self.peer_opens or stream_id % 2 == self._ours:
-            raise FrameError(f"HEADERS on stream {stream_id}, which the peer may not open")
-        self.last_peer_stream_id = stream_id
-        self.active[stream_id] = stream
-        self.apply(stream_id, stream, RECV_HEADERS)
+    def receive_headers(
+        self, stream_id: int, outbound_window: int, inbound_window: int
+    ) -> Optional[Stream]:
+        """The stream a header block received is for, or None when it is dropped
+        (:data:`TRANSITIONS`).  On an idle stream the peer opens it, with these windows, if the
+        identifier is one the peer may use (RFC 9113 §5.1.1: else a connection error
+        PROTOCOL_ERROR); the lower ones it never used are closed by it.  A connection error
+        raises :class:`FrameError`, a stream error :class:`StreamError` (STREAM_CLOSED)."""
+        stream = self.active.get(stream_id)
+        state = stream.state if stream is not None else self.state(stream_id)
+        result = _BY_EVENT[RECV_HEADERS][state]
+        if result < 0:
+            received(state, RECV_HEADERS, stream_id, "HEADERS")  # raises a connection error
+            if result == STREAM_CLOSED_ERROR:
+                raise StreamError(STREAM_CLOSED, f"HEADERS on stream {stream_id}, half-closed")
+            return None
+        if stream is None:
+            if not self.peer_opens or stream_id % 2 == self._ours:
+                raise FrameError(f"HEADERS on stream {stream_id}, which the peer may not open")
+            self.last_peer_stream_id = stream_id
+            stream = self.active[stream_id] = Stream(outbound_window, inbound_window)
+        stream.state = result  # a header block opens a stream, or leaves it as it was
+        return stream
 
     def apply(self, stream_id: int, stream: Stream, event: int) -> int:
         """Move ``stream`` by ``event`` (:data:`TRANSITIONS`) and return the outcome; a stream

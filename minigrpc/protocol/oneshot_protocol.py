@@ -69,7 +69,6 @@ from ..http2.streams import (
     INFORMATIONAL,
     RECV_DATA,
     RECV_END_STREAM,
-    RECV_HEADERS,
     RECV_RST_STREAM,
     RECV_WINDOW_UPDATE,
     SEND_END_STREAM,
@@ -135,6 +134,8 @@ class OneShotCall:
         self._send_window = self._peer.initial_window
         self._inbound = InboundWindow(connection_window)
         self._streams = Streams(client=True)
+        # The call's stream: idle until initiate() opens it.
+        self._stream_window = stream_window
         self._stream = Stream(self._peer.initial_window, stream_window)
         self._messages = wire.MessageDecoder(max_receive_message_length)
         self._received: List[Tuple[bool, bytes]] = []
@@ -157,7 +158,9 @@ class OneShotCall:
         """Queue the preface (the full client's, value for value), HEADERS and the request."""
         self._out.append(streams.preface(self._settings, self._connection_window, True))
         block = self._encoder.encode(hpack_codec.outbound_fields(self._request_headers))
-        self._streams.open_ours(STREAM_ID, self._stream)
+        self._stream = self._streams.send_headers(
+            STREAM_ID, self._peer.initial_window, self._stream_window
+        )
         self._out.extend(header_frames(STREAM_ID, block, self._peer.max_frame_size))
         self._write_request()
 
@@ -230,13 +233,9 @@ class OneShotCall:
         (:data:`minigrpc.http2.streams.TRANSITIONS`); a connection error is raised, a stream
         error ends the call."""
         result = streams.received(self._streams.state(stream_id), event, stream_id, kind)
-        stream = self._streams.active.get(stream_id)
-        if stream is None and result >= 0:
-            # Idle: the server would open it, and a client's peer opens none (RFC 9113 §5.1.1).
-            self._streams.open_peers(stream_id, Stream(0, 0))
         if result == STREAM_CLOSED_ERROR:
             self._stream_error(STREAM_CLOSED)
-        return stream if result >= 0 else None
+        return self._streams.active.get(stream_id) if result >= 0 else None
 
     def _stream_error(self, error_code: int) -> None:
         """A stream error on the call's stream (RFC 9113 §5.4.2): we reset it ourselves."""
@@ -282,11 +281,15 @@ class OneShotCall:
         """A whole header block, decoded (the dynamic table must follow every block, RFC 7541
         §2.2): the response headers or the trailers."""
         blocks = self._blocks
-        stream = self._on_stream(blocks.stream_id, RECV_HEADERS, "HEADERS")
-        if stream is None:
-            return
-        if streams.depends_on_itself(stream.state, STREAM_ID, blocks.dependency):
-            self._stream_error(PROTOCOL_ERROR)
+        try:
+            # A client's peer opens no stream (RFC 9113 §5.1.1): no new one is made here.
+            stream = self._streams.receive_headers(blocks.stream_id, 0, 0)
+            if stream is None:
+                return
+            if streams.depends_on_itself(stream.state, blocks.stream_id, blocks.dependency):
+                raise StreamError(PROTOCOL_ERROR, "a stream that depends on itself")
+        except StreamError as exc:
+            self._stream_error(exc.error_code)
             return
         end_stream = blocks.end_stream
         kind = stream.response_block(hpack_codec.find_header(block, b":status"), end_stream)

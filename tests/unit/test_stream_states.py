@@ -337,14 +337,14 @@ def test_identifiers_say_which_streams_are_idle_and_how_forgotten_ones_closed() 
     closed stream follows from whose it was."""
     ours = streams.Streams(client=True)
     for stream_id in (1, 3):
-        ours.open_ours(stream_id, streams.Stream(0, 0))
+        ours.send_headers(stream_id, 0, 0)
     assert [ours.state(n) for n in (1, 3, 5, 2)] == [OPEN, OPEN, IDLE, IDLE]
     with pytest.raises(ValueError):
-        ours.open_ours(7, streams.Stream(0, 0))
+        ours.send_headers(7, 0, 0)
     with pytest.raises(frames.FrameError):  # a client's peer opens nothing (push is refused)
-        ours.open_peers(2, streams.Stream(0, 0))
+        ours.receive_headers(2, 0, 0)
     theirs = streams.Streams(client=False)
-    theirs.open_peers(5, streams.Stream(0, 0))
+    theirs.receive_headers(5, 0, 0)
     assert [theirs.state(n) for n in (3, 5, 7, 2)] == [CLOSED_UNOPENED, OPEN, IDLE, IDLE]
     old = streams.Streams(client=True)
     old.next_stream_id = 2 * streams.CLOSED_STREAMS_KEPT + 5

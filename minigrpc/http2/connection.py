@@ -520,7 +520,8 @@ class HTTP2Connection:
             )
             if stream is None:
                 return
-            if depends_on_itself(stream.state, stream_id, blocks.dependency):
+            dependency = blocks.dependency  # 0 without priority fields, the common case
+            if dependency and depends_on_itself(stream.state, stream_id, dependency):
                 raise StreamError(PROTOCOL_ERROR, "a stream that depends on itself")
             event = self._read_block(stream, stream_id, fields, end_stream)
         except StreamError as exc:

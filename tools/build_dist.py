@@ -104,7 +104,7 @@ PROTOBUF_SUFFIXES = ("_pb2.py", "_pb2_grpc.py")
 #: entry per source and per ``.pyc`` of every tree.
 NOT_A_CLIENT = re.compile(
     r"^minigrpc/(aio/|health/|reflection/|_pb/|cli/|__main__\.py"
-    r"|(blocking|protocol|driver)/server_|blocking/servicer_context\.py"
+    r"|(blocking|protocol|driver|net)/server_|blocking/servicer_context\.py"
     r"|http2/(server|flood)\.py"
     r"|driver/(backoff|balancing|channel_args|hedging|keepalive|retries|service_config)\.py)"
 )

@@ -12,10 +12,12 @@ Servicers written for ``grpc.aio`` run unchanged::
         await server.start()
         await server.wait_for_termination()
 
-The I/O is :mod:`minigrpc.aio.server_loop`; the handler's context is
-:mod:`minigrpc.aio.servicer_context`; options, ports, handler registration and every per-call
-decision are the blocking server's (:mod:`minigrpc.driver.server_options`,
-:func:`minigrpc.blocking.server_api.bind_listeners`, :mod:`minigrpc.driver.server_dispatch`).
+The I/O is :mod:`minigrpc.aio.server_loop`, the calls' tasks
+:mod:`minigrpc.aio.server_handlers`, the handler's context
+:mod:`minigrpc.aio.servicer_context`; options, ports, handler registration and every decision
+about calls and connections are shared with the blocking server
+(:mod:`minigrpc.driver.server_options`, :mod:`minigrpc.net.server_listeners`,
+:mod:`minigrpc.driver.server_dispatch`, :mod:`minigrpc.driver.server_driver`).
 """
 
 import abc
@@ -24,12 +26,12 @@ import inspect
 from concurrent.futures import Executor
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
-from ..blocking.server_api import bind_listeners, secure_port_checks
 from ..driver.server_options import ServerOptions
+from ..net.server_listeners import add_port, secure_port_checks
 from ..protocol import wire
 from ..protocol.enums import Compression
 from . import interfaces as _interfaces
-from .server_loop import NEW, STARTED, AioServerLoop
+from .server_loop import AsyncServerLoop
 
 __all__ = ["Server", "ServerInterceptor", "server"]
 
@@ -50,52 +52,49 @@ class ServerInterceptor(abc.ABC):
         """The handler for the call ``handler_call_details`` describes, or None."""
 
 
-class Server(AioServerLoop, _interfaces.Server):
+class Server(_interfaces.Server):
     """A gRPC server on asyncio with grpcio's ``grpc.aio.Server`` API (the abstract one is
-    :class:`minigrpc.aio.interfaces.Server`); see :func:`server`."""
+    :class:`minigrpc.aio.interfaces.Server`); see :func:`server`.
+
+    It holds its event-loop I/O (:class:`~minigrpc.aio.server_loop.AsyncServerLoop`) and the
+    driver that carries out (:class:`~minigrpc.driver.server_driver.ServerDriver`).
+    """
+
+    def __init__(self, loop: AsyncServerLoop) -> None:
+        self._loop = loop
+        self._driver = loop.driver
 
     # -- registration -----------------------------------------------------------------------
 
     def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[Any]) -> None:
         """Add objects with a ``service(handler_call_details)`` method (grpcio's API)."""
-        self._handler_table.add_generic(generic_rpc_handlers)
+        self._driver.handlers.add_generic(generic_rpc_handlers)
 
     def add_registered_method_handlers(
         self, service_name: str, method_handlers: Mapping[str, Any]
     ) -> None:
         """Register ``{method: RpcMethodHandler}`` for a service (grpcio >= 1.62 generated code)."""
-        self._handler_table.add_registered(service_name, method_handlers)
+        self._driver.handlers.add_registered(service_name, method_handlers)
 
     # -- ports ------------------------------------------------------------------------------
 
     def add_insecure_port(self, address: str) -> int:
         """Listen for plaintext HTTP/2 on ``unix:path``, ``unix-abstract:name`` or
         ``host:port``; returns the TCP port (the one chosen for port 0), 1 for a unix socket."""
-        return self._add_port(address, None)
+        return add_port(self._loop, address, None)
 
     def add_secure_port(self, address: str, server_credentials: Any) -> int:
         """Listen for HTTP/2 over TLS (``ssl_server_credentials()``,
         ``dynamic_ssl_server_credentials()``), or in plaintext with local or insecure
         credentials, as :meth:`minigrpc.Server.add_secure_port`."""
         tls, check = secure_port_checks(address, server_credentials)
-        return self._add_port(address, tls, check)
-
-    def _add_port(self, address: str, tls: Any, check: Any = None) -> int:
-        if self._state != NEW:
-            raise RuntimeError("ports must be added before start()")
-        listeners, port = bind_listeners(address, self._options, tls, check)
-        self._listeners.extend(listeners)
-        return port
+        return add_port(self._loop, address, tls, check)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start serving on the running event loop (only once)."""
-        if self._state != NEW:
-            raise RuntimeError("the server has already been started")
-        self._state = STARTED
-        self._terminated_event()
-        await self._serve()
+        await self._loop.start()
 
     async def stop(self, grace: Optional[float]) -> None:
         """Stop serving; return once every connection is closed and every handler has ended.
@@ -105,12 +104,12 @@ class Server(AioServerLoop, _interfaces.Server):
         what still runs when the grace ends is cancelled.  ``stop(None)`` cancels everything
         now.  A later call may shorten the grace, never lengthen it (grpcio's rule).
         """
-        await self._stop(grace)
+        await self._loop.stop(grace)
 
     async def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Wait until the server has stopped; True if ``timeout`` passed first."""
         try:
-            await asyncio.wait_for(self._terminated_event().wait(), timeout)
+            await asyncio.wait_for(self._loop.terminated_event().wait(), timeout)
         except asyncio.TimeoutError:
             return True
         return False
@@ -143,13 +142,13 @@ def server(
         )
     if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
         raise ValueError("maximum_concurrent_rpcs must be at least 1")
-    created = Server(
-        migration_thread_pool,
-        ServerOptions(options),
-        maximum_concurrent_rpcs,
+    parsed = ServerOptions(
+        options,
         None if compression is None else wire.compression_number(compression),
+        maximum_concurrent_rpcs,
+        interceptors or (),
     )
-    created._handler_table.interceptors = tuple(interceptors or ())
+    created = Server(AsyncServerLoop(migration_thread_pool, parsed))
     if handlers:
         created.add_generic_rpc_handlers(handlers)
     return created

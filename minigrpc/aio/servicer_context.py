@@ -1,11 +1,12 @@
 """The ``context`` an asyncio handler receives: grpcio's ``grpc.aio.ServicerContext``.
 
 What it records (code, details, trailing metadata, compression) and what it reads (metadata,
-peer, deadline, auth context) is :class:`minigrpc.blocking.servicer_context.CallState`, shared with
-the blocking server; so is the status a call ends with (:mod:`minigrpc.driver.server_dispatch`).
-What is asyncio here are the methods that wait or touch the wire: ``read()``, ``write()``,
-``send_initial_metadata()`` and ``abort()`` are coroutines run on the server's event loop, and
-they hand the work to the server's calls (:mod:`minigrpc.aio.server_handlers`).
+peer, deadline, auth context) is :class:`minigrpc.driver.server_call_state.CallState`, shared
+with the blocking server; so is the status a call ends with
+(:mod:`minigrpc.driver.server_dispatch`).  What is asyncio here are the methods that wait or
+touch the wire: ``read()``, ``write()``, ``send_initial_metadata()`` and ``abort()`` are
+coroutines run on the server's event loop, and they hand the work to the server's calls
+(:mod:`minigrpc.aio.server_handlers`).
 
 A synchronous handler (a plain function, as written for ``grpc.server``) runs on an executor,
 as grpcio runs it, and gets a :class:`SyncServicerContext`: the blocking context's API whose
@@ -27,18 +28,32 @@ from typing import (
     Tuple,
 )
 
-from ..blocking.servicer_context import CallState
+from ..driver import server_dispatch as _dispatch
+from ..driver.server_call_state import CallState
 from ..driver.server_dispatch import CallEndedError
+from ..driver.server_driver import RESPONSES_PER_TURN
 from ..protocol import wire
 from ..protocol.enums import StatusCode
-from ..protocol.status import Metadata
+from ..protocol.server_events import CallStarted
 from . import interfaces as _interfaces
 from .errors import EOF, AbortError, UsageError
 from .metadata import Metadata as AioMetadata
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .server_handlers import CallTasks
-    from .server_loop import AioConnection
+    from typing import Protocol
+
+    from ..driver.server_call_state import CallServer
+    from ..driver.server_driver import ServedConnection
+
+    class CallTaskServer(CallServer, Protocol):
+        """What the context hands to the server's calls
+        (:class:`minigrpc.aio.server_handlers.CallTasks`): the wire, and the waits."""
+
+        async def read_request(self, call: "ServicerContext") -> Optional[bytes]: ...
+
+        async def send_response(self, call: "ServicerContext", response: Any) -> None: ...
+
+        def run_callbacks(self, call: Any, callbacks: List[Callable[..., Any]]) -> None: ...
 
 __all__ = ["ServicerContext", "SyncServicerContext"]
 
@@ -47,44 +62,17 @@ class ServicerContext(CallState, _interfaces.ServicerContext):
     """minigrpc's ``grpc.aio.ServicerContext`` (module docstring), beneath the abstract one
     (:class:`minigrpc.aio.interfaces.ServicerContext`)."""
 
-    __slots__ = (
-        "_callbacks",
-        "_changed",
-        "_counted",
-        "_request",
-        "_request_closed",
-        "_sent_in_turn",
-        "_server",
-        "_stall_timer",
-        "_task",
-        "_timer",
-    )
+    __slots__ = ("_changed", "_sent_in_turn", "_task")
+
+    _server: "CallTaskServer"
 
     def __init__(
-        self,
-        server: "CallTasks",
-        connection: "AioConnection",
-        stream_id: int,
-        method: str,
-        metadata: Metadata,
-        deadline: Optional[float],
-        compression: Optional[int],
+        self, server: "CallTaskServer", connection: "ServedConnection", event: CallStarted
     ) -> None:
-        super().__init__(connection, stream_id, method, metadata, deadline, None, compression)
-        self._server = server
-        #: The unary request's bytes once complete (RequestReady).
-        self._request: Optional[bytes] = None
-        #: The client half-closed a streaming request.
-        self._request_closed = False
+        super().__init__(server, connection, event)
         #: Set when something this call waits for may have changed (replaced on each wake).
         self._changed: Optional[asyncio.Event] = None
-        #: The call counts against ``maximum_concurrent_rpcs`` (it was admitted).
-        self._counted = False
         self._task: Optional[asyncio.Task[None]] = None
-        self._timer: Optional[asyncio.TimerHandle] = None
-        #: The request-stall check of a unary request still arriving (CallTasks._watch_stall).
-        self._stall_timer: Optional[asyncio.TimerHandle] = None
-        self._callbacks: Optional[List[Callable[[Any], Any]]] = None
         #: Responses handed over since the call's task last let the event loop run.
         self._sent_in_turn = 0
 
@@ -117,10 +105,17 @@ class ServicerContext(CallState, _interfaces.ServicerContext):
         handler = self._handler
         if handler is None or not handler.request_streaming:
             raise UsageError("read() is only for request-streaming methods")
-        message = await self._server._read_request(self)
+        message = await self._server.read_request(self)
         if message is None:
             return EOF
-        return self._server._deserialize_streamed(self, message)
+        deserializer = handler.request_deserializer
+        if deserializer is None:
+            return message
+        try:
+            return deserializer(message)
+        except Exception:
+            _dispatch.record_bad_request(self)
+            raise AbortError() from None
 
     async def write(self, message: Any) -> None:
         """Send one response of a response-streaming call; waits while the client's flow-control
@@ -128,7 +123,7 @@ class ServicerContext(CallState, _interfaces.ServicerContext):
         handler = self._handler
         if handler is None or not handler.response_streaming:
             raise UsageError("write() is only for response-streaming methods")
-        await self._server._send_response(self, message)
+        await self._server.send_response(self, message)
 
     def set_trailing_metadata(self, trailing_metadata: Iterable[Tuple[str, Any]]) -> None:
         """Metadata for the trailers: an :class:`~minigrpc.aio.Metadata`, or a tuple or list
@@ -161,8 +156,7 @@ class ServicerContext(CallState, _interfaces.ServicerContext):
         if self._initial_metadata_sent:
             raise UsageError("Initial metadata no longer allowed!")
         self._initial_metadata_sent = True
-        encoding = wire.compression_name(self._compression) if self._compress_next else None
-        self._server._send_initial_metadata(self, headers, encoding)
+        self._server.send_initial_metadata(self, headers, self._initial_metadata_encoding())
 
     async def abort(
         self, code: Any, details: str = "", trailing_metadata: Iterable[Tuple[str, Any]] = ()
@@ -183,12 +177,8 @@ class ServicerContext(CallState, _interfaces.ServicerContext):
     def add_done_callback(self, callback: Callable[[Any], Any]) -> None:
         """Call ``callback(context)`` on the event loop when the call ends, however it ends;
         at once if it already has."""
-        if self._terminated:
-            self._server._run_done_callbacks(self, [callback])
-            return
-        if self._callbacks is None:
-            self._callbacks = []
-        self._callbacks.append(callback)
+        if not self._add_callback(callback):
+            self._server.run_callbacks(self, [callback])
 
     def done(self) -> bool:
         """True once the call has ended (answered, cancelled, expired, disconnected)."""
@@ -198,6 +188,27 @@ class ServicerContext(CallState, _interfaces.ServicerContext):
         """True if the call ended cancelled: the client reset it, the connection went away, or
         the server stopped without waiting for it."""
         return self._termination_code is StatusCode.CANCELLED
+
+    # -- the server's ----------------------------------------------------------------------------
+
+    def _run_in(self, task: "asyncio.Task[None]") -> None:
+        """The call's task: cancelled if the call ends without the handler's answer."""
+        self._task = task
+
+    def _count_response(self) -> bool:
+        """A streamed response went out: the first sent the response headers; True once the
+        handler has handed over its allowance in a row and must let the event loop run."""
+        self._initial_metadata_sent = True
+        self._sent_in_turn += 1
+        if self._sent_in_turn < RESPONSES_PER_TURN:
+            return False
+        self._sent_in_turn = 0
+        return True
+
+    def _cancel_task(self) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
 
     async def _requests(self) -> AsyncIterator[Any]:
         """The ``request_iterator`` an asyncio request-streaming handler gets."""
@@ -233,7 +244,7 @@ class SyncServicerContext:
 
     def cancel(self) -> None:
         """RST_STREAM(CANCEL): the client sees CANCELLED (PROTOCOL-HTTP2.md, Errors)."""
-        self._loop.call_soon_threadsafe(self._context._server._cancel_call, self._context)
+        self._loop.call_soon_threadsafe(self._context._server.cancel, self._context)
 
     def add_callback(self, callback: Callable[[], Any]) -> bool:
         if self._context._terminated:

@@ -6,9 +6,9 @@ call objects (:mod:`.call`), interceptors (:mod:`.interceptors`), connectivity c
 steps of :mod:`minigrpc.driver.call_steps`) and one connection's reader and writer
 (:mod:`.client_connection`).  The server:
 :mod:`.server_api` (grpcio's ``server()``), its I/O thread (:mod:`.server_loop`,
-:mod:`.server_commands`), the handlers on the executor (:mod:`.server_handlers`,
-:mod:`.server_call`) and their context (:mod:`.servicer_context`).  :mod:`minigrpc.aio` is the
-same for asyncio, file for file.
+:mod:`.server_commands`), which carries out :mod:`minigrpc.driver.server_driver`'s decisions,
+the handlers on the executor (:mod:`.server_handlers`, :mod:`.server_call`) and their context
+(:mod:`.servicer_context`).  :mod:`minigrpc.aio` is the same for asyncio, file for file.
 
 It may import: :mod:`minigrpc.net`, :mod:`minigrpc.driver`, :mod:`minigrpc.protocol` and
 :mod:`minigrpc.http2`.

@@ -12,19 +12,19 @@ fast client nor a slow one can make the server hold more than a fixed amount per
   unreturned flow-control window stops the client (RFC 9113 §5.2, PROTOCOL-HTTP2.md leaves flow
   control to HTTP/2).  The handler's reads ask for more once the queue is half empty.
 * :class:`ResponseCredit`, for ``unary_stream`` and ``stream_stream`` responses.  A handler may
-  hand over messages while its unsent ones cost less than :data:`RESPONSE_HIGH_WATER` and its
+  hand over messages while its unsent ones cost less than
+  :data:`~minigrpc.protocol.memory_budget.RESPONSE_HIGH_WATER` and its
   connection is within its memory budget; then it waits until the client's window and the
   socket have taken enough.  A message costs its framed size plus a per-message overhead
   (:func:`minigrpc.protocol.memory_budget.response_cost`), never nothing: a client that stops
   returning window blocks its handler, whether it yields megabytes or empty messages.  What a
   handler hands over waits in the call's outbox; the I/O thread is woken once for all that
-  arrives meanwhile and moves at most :data:`RESPONSES_PER_TURN` of them per pass of its loop
-  (and :data:`RESPONSES_PER_PASS` of all calls' together).
+  arrives meanwhile and moves at most :data:`~minigrpc.driver.server_driver.RESPONSES_PER_TURN`
+  of them per pass of its loop (and :data:`~minigrpc.driver.server_driver.RESPONSES_PER_PASS`
+  of all calls' together).
 
-The asyncio server (:mod:`minigrpc.aio.server_handlers`) applies the same two numbers: its
-handlers wait at :data:`RESPONSE_HIGH_WATER`, and give the event loop a turn after
-:data:`RESPONSES_PER_TURN` messages in a row, or once all of them together handed over
-:data:`RESPONSES_PER_PASS` in this turn of the loop.
+The asyncio server (:mod:`minigrpc.aio.server_handlers`) applies the same numbers, with tasks
+instead of these hand-overs.
 """
 
 import collections
@@ -32,15 +32,18 @@ import threading
 from typing import Any, Callable, Deque, Iterator, List, Optional, Tuple
 
 from ..driver.server_dispatch import CallEndedError
+from ..driver.server_driver import RESPONSES_PER_TURN
 from ..protocol.enums import StatusCode
-from ..protocol.memory_budget import QUEUED_BYTES_OVERHEAD, ConnectionMemory, response_cost
+from ..protocol.memory_budget import (
+    QUEUED_BYTES_OVERHEAD,
+    RESPONSE_HIGH_WATER,
+    ConnectionMemory,
+    response_cost,
+)
 
 __all__ = [
     "REQUEST_QUEUE_LIMIT",
     "REQUEST_QUEUE_LIMIT_OVER_BUDGET",
-    "RESPONSES_PER_PASS",
-    "RESPONSES_PER_TURN",
-    "RESPONSE_HIGH_WATER",
     "CallEndedError",
     "RequestStream",
     "ResponseCredit",
@@ -51,21 +54,6 @@ REQUEST_QUEUE_LIMIT = 1024 * 1024
 #: The same while the connection is over its memory budget: a handler that reads still gets
 #: its next messages, one that does not holds little (:mod:`minigrpc.protocol.memory_budget`).
 REQUEST_QUEUE_LIMIT_OVER_BUDGET = 64 * 1024
-#: What the response messages a handler handed over and has not yet seen written may cost
-#: (:func:`~minigrpc.protocol.memory_budget.response_cost` while handed over, what
-#: :class:`~minigrpc.protocol.grpc_connection.Outbound` charges once queued) before the handler
-#: waits.
-RESPONSE_HIGH_WATER = 256 * 1024
-#: Response messages of one call that the I/O thread queues in one pass of its loop, or that an
-#: asyncio handler hands over before it lets the event loop run: a handler yielding tiny
-#: messages must not keep the loop from reading, writing and answering PINGs on every other
-#: stream and connection.  Enough that the pass's fixed cost stays small beside the messages'.
-RESPONSES_PER_TURN = 256
-#: The same for all calls together, in one pass of the I/O thread or one turn of the event
-#: loop: a hundred calls of tiny messages must not make one pass a hundred times longer (as
-#: :data:`minigrpc.http2.flood.PASS_MESSAGES` bounds the request messages of a pass).
-RESPONSES_PER_PASS = 1024
-
 
 class RequestStream:
     """The request iterator of a request-streaming handler (see the module docstring).

@@ -1,66 +1,89 @@
-"""The blocking server's calls: from the protocol's call events to the handler and back.
+"""The blocking server's calls, as threads wait for them: handlers on the executor, the hand-over
+of their requests and responses, their callbacks.
 
-:class:`CallHandling` is the half of :class:`minigrpc.blocking.server_loop.ServerLoop` that knows
-what a call is; the loop itself (:mod:`minigrpc.blocking.server_loop`) only moves bytes, runs
-timers and stops. It starts a call when the protocol reports one
-(:class:`~minigrpc.protocol.server_events.CallStarted`), finds and admits its handler
-(:mod:`minigrpc.driver.server_dispatch`), feeds a request-streaming handler its messages as they
-arrive, runs the handler on the executor, hands its streamed responses and its outcome back to the
-protocol, and ends the call however it ends.
+What a call is, from its first event to its end, is decided by the driver
+(:class:`minigrpc.driver.server_driver.ServerDriver`), for both servers; :class:`CallHandlers`
+carries out the part that is about threads.  It starts a call's handler on the executor once the
+I/O loop's pass has read every ready socket, moves a request-streaming handler's messages into
+its iterator (:class:`~minigrpc.blocking.server_call.RequestStream`) as fast as it reads them,
+queues the responses a streaming handler hands over
+(:class:`~minigrpc.blocking.server_call.ResponseCredit`), has the handler's outcome written, and
+runs ``add_callback`` callbacks on a thread of their own, so a slow callback holds neither the
+I/O thread nor a handler.
 
-Threads.  The I/O thread runs everything that touches a connection's protocol (its state
-is not thread-safe): the methods below that take a ``connection``, and
-:meth:`CallHandling._write_outcome` and :meth:`CallHandling._send_responses`.  Handler threads
-run :meth:`CallHandling._run_handler` and what it calls; what they have for the wire goes
-through the loop (:meth:`~minigrpc.blocking.server_loop.ServerLoop._post`,
-:meth:`~minigrpc.blocking.server_loop.ServerLoop._send_outcome`).  With the
+Threads.  The I/O thread runs everything that touches a connection's protocol (its state is
+not thread-safe): the methods the driver calls (:meth:`CallHandlers.start_handler` and the
+others of :class:`~minigrpc.driver.server_driver.ServerIO`), :meth:`CallHandlers.pull_requests`,
+:meth:`CallHandlers.send_responses` and :meth:`CallHandlers.write_outcome`.  Handler threads run
+:meth:`CallHandlers.run_handler` and what it calls; what they have for the wire goes through the
+loop (:meth:`~minigrpc.blocking.server_loop.ServerLoop.post`,
+:meth:`~minigrpc.blocking.server_loop.ServerLoop.send_outcome`).  With the
 ``minigrpc.unary_handlers_on_io_thread`` option, unary-unary handlers run on the I/O thread
-itself instead (:meth:`CallHandling._submit`), as grpclib's do on its event loop.
-``add_callback`` callbacks run on a thread of their own, so a slow callback holds neither.
+itself instead (:meth:`CallHandlers.submit`), as grpclib's do on its event loop.
 
 Everything a server decides per call that does not depend on how it waits (handler lookup,
 admission, (de)serialisation, the status that ends a call) is
-:mod:`minigrpc.driver.server_dispatch`, shared with the asyncio server; what is here is how threads
-wait for it.
+:mod:`minigrpc.driver.server_dispatch` and :mod:`minigrpc.driver.server_driver`, shared with the
+asyncio server; what is here is how threads wait for it.
 """
 
 import collections
 import concurrent.futures
 import os
 import threading
-import time
 from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Set, Tuple
 
 from ..driver import server_dispatch as _dispatch
 from ..driver.logs import get_logger
+from ..driver.server_driver import RESPONSES_PER_PASS, RESPONSES_PER_TURN, ServerDriver
 from ..driver.server_options import ServerOptions
-from ..driver.server_timers import cancel_stalled, stall_due
 from ..protocol import server_protocol as _protocol
-from ..protocol import status
 from ..protocol.enums import StatusCode
-from .server_call import RESPONSES_PER_PASS, RESPONSES_PER_TURN, RequestStream, ResponseCredit
+from ..protocol.server_events import CallStarted
+from .server_call import RequestStream, ResponseCredit
 from .servicer_context import ServicerContext, _Abort
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .server_loop import BlockingServerConnection
+    from typing import Protocol
 
-__all__ = ["CallHandling"]
+    from ..driver.server_driver import ServedConnection
+
+    class IOThread(Protocol):
+        """What the handlers need of the I/O loop
+        (:class:`minigrpc.blocking.server_loop.ServerLoop`)."""
+
+        def post(self, function: Callable[..., None], *args: Any) -> None: ...
+
+        def send_outcome(
+            self, call: ServicerContext, code: StatusCode, details: str, message: Optional[bytes]
+        ) -> None: ...
+
+        def flush_soon(self, connection: ServedConnection) -> None: ...
+
+        def internal_error(self, connection: ServedConnection) -> None: ...
+
+__all__ = ["CallHandlers"]
 
 #: The server's logger (handler exceptions); named after the public API.
 _LOGGER = get_logger("minigrpc.server")
 
 
-class CallHandling:
-    """The calls of a blocking server (module docstring); :class:`ServerLoop` adds the I/O."""
+class CallHandlers:
+    """The calls of a blocking server, as threads wait for them (module docstring)."""
 
     def __init__(
         self,
+        loop: "IOThread",
+        driver: ServerDriver,
         thread_pool: Optional[concurrent.futures.Executor],
         options: ServerOptions,
-        maximum_concurrent_rpcs: Optional[int],
-        compression: Optional[int],
     ) -> None:
+        self._loop = loop
+        self._driver = driver
         self._options = options
+        #: What the calls' contexts read (:class:`~minigrpc.driver.server_call_state.CallState`).
+        self.default_compression = driver.default_compression
+        self.call_lock = driver.call_lock
         self._owns_executor = thread_pool is None
         self._executor: concurrent.futures.Executor = thread_pool or (
             concurrent.futures.ThreadPoolExecutor(
@@ -68,238 +91,29 @@ class CallHandling:
                 thread_name_prefix="minigrpc-handler",
             )
         )
-        self._maximum_concurrent_rpcs = maximum_concurrent_rpcs
-        self._default_compression = options.compression if compression is None else int(compression)
-        #: The registered and generic handlers and the server interceptors around them.
-        self._handler_table = _dispatch.HandlerTable()
-        self._active_rpcs = 0
-        self._callback_lock = threading.Lock()
-        #: Calls whose request messages move on in the next pass (see :meth:`_pull_requests`).
+        #: Calls whose request messages move on in the next pass (see :meth:`pull_requests`).
         self._pulls_posted: Set[ServicerContext] = set()
         #: Request messages the current pass may still move to handlers.
         self._pass_messages = _protocol.PASS_MESSAGES
-        #: Streamed response messages the current pass may still queue (:meth:`_send_responses`).
+        #: Streamed response messages the current pass may still queue (:meth:`send_responses`).
         self._pass_responses = RESPONSES_PER_PASS
-        #: Handler runs found in the current pass of the I/O loop, submitted together once the
-        #: pass has read every ready socket (:meth:`_dispatch`); None outside a pass. The I/O
-        #: thread holds the loop's I/O lock for the whole pass, so only it ever sees a list here.
-        self._held_dispatches: Optional[List[Tuple[Any, ...]]] = None
+        #: Calls whose handlers the current pass of the I/O loop found, started together once
+        #: the pass has read every ready socket (:meth:`start_handler`); None outside a pass.
+        #: The I/O thread holds the loop's I/O lock for the whole pass, so only it ever sees a
+        #: list here.
+        self._held: Optional[List[ServicerContext]] = None
         self._callback_queue: Deque[List[Callable[[], Any]]] = collections.deque()
         self._callback_ready = threading.Condition(threading.Lock())
         self._callback_thread: Optional[threading.Thread] = None
         self._callbacks_closing = False
 
-    # -- what the I/O loop provides (minigrpc.blocking.server_loop.ServerLoop)
-    # ----------------------------
+    # -- what the driver has the I/O thread do (ServerIO) ----------------------------------
 
-    #: Connections with output to flush at the end of the loop's pass.
-    _dirty: Set["BlockingServerConnection"]
+    def new_call(self, connection: "ServedConnection", event: CallStarted) -> ServicerContext:
+        return ServicerContext(self, connection, event)
 
-    def _post(self, function: Callable[..., None], *args: Any) -> None:
-        """Run ``function(*args)`` on the I/O thread soon."""
-        raise NotImplementedError
-
-    def _add_timer(self, when: float, function: Callable[..., None], *args: Any) -> None:
-        """Run ``function(*args)`` on the I/O thread at ``when`` (``time.monotonic()``)."""
-        raise NotImplementedError
-
-    def _send_outcome(
-        self, context: ServicerContext, code: StatusCode, details: str, message: Optional[bytes]
-    ) -> None:
-        """Handler thread: have the call's outcome written (:meth:`_write_outcome`)."""
-        raise NotImplementedError
-
-    def _internal_error(self, connection: Optional["BlockingServerConnection"]) -> None:
-        """A bug while serving ``connection``: log it and drop that connection only."""
-        raise NotImplementedError
-
-    # -- the loop's pass -------------------------------------------------------------------------
-
-    def _begin_pass(self) -> None:
-        """A pass of the I/O loop starts: hold its handler runs, renew its message allowance."""
-        self._held_dispatches = []
-        self._pass_messages = _protocol.PASS_MESSAGES
-        self._pass_responses = RESPONSES_PER_PASS
-
-    # -- starting calls (I/O thread) -------------------------------------------------------------
-
-    def _handle_events(
-        self, connection: "BlockingServerConnection", events: List[_protocol.CallEvent]
-    ) -> None:
-        started: Optional[List[ServicerContext]] = None
-        for event in events:
-            if isinstance(event, _protocol.RequestReady):
-                context = connection.calls.get(event.stream_id)
-                if context is not None:
-                    context._request_encoding = event.encoding
-                    context._request_complete = True
-                    self._dispatch(connection, context, event.message)
-            elif isinstance(event, _protocol.CallStarted):
-                context = self._start_call(connection, event)
-                if context is not None:
-                    if started is None:
-                        started = []
-                    started.append(context)
-            elif isinstance(event, _protocol.CallTerminated):
-                context = connection.calls.get(event.stream_id)
-                if context is not None:
-                    self._end_call(connection, context, event.code)
-            elif isinstance(event, (_protocol.RequestMessage, _protocol.RequestEnded)):
-                context = connection.calls.get(event.stream_id)
-                if context is not None:
-                    if isinstance(event, _protocol.RequestEnded):
-                        context._request_closed = True
-                    self._pull_requests(connection, context)
-        stall = self._options.request_stall_timeout
-        if started and stall is not None:
-            # A request that arrived whole with its headers (the usual unary call) needs no
-            # timer; one still incomplete gets the slowloris check (module docstring).
-            due = time.monotonic() + stall
-            for context in started:
-                if not context._request_complete and (
-                    connection.calls.get(context._stream_id) is context
-                ):
-                    self._add_timer(due, self._check_stall, connection, context)
-
-    def _check_stall(
-        self, connection: "BlockingServerConnection", context: ServicerContext
-    ) -> None:
-        """``minigrpc.request_stall_timeout_ms``: cancel a call whose request stopped arriving
-        (:mod:`minigrpc.driver.server_timers`); the handler never ran."""
-        stall = self._options.request_stall_timeout
-        stream_id = context._stream_id
-        if (
-            stall is None
-            or context._request_complete
-            or connection.calls.get(stream_id) is not context
-        ):
-            return
-        due = stall_due(connection.protocol, stream_id, stall)
-        if due is None:
-            return
-        if time.monotonic() < due:
-            self._add_timer(due, self._check_stall, connection, context)
-            return
-        _LOGGER.debug(
-            "cancelling stream %d from %s: its request made no progress for %.1f s",
-            stream_id,
-            connection.peer,
-            stall,
-        )
-        self._handle_events(connection, cancel_stalled(connection.protocol, stream_id, stall))
-        self._dirty.add(connection)
-
-    def _start_call(
-        self, connection: "BlockingServerConnection", event: _protocol.CallStarted
-    ) -> Optional[ServicerContext]:
-        """Find the handler and create the call's context; None if the call was rejected."""
-        connection.idle_since = time.monotonic()
-        protocol = connection.protocol
-        admission: Any
-        try:
-            handler = self._handler_table.find(event.method, event.metadata)
-        except Exception as exc:
-            admission = _dispatch.lookup_failed(event.method, exc)
-        else:
-            admission = self._handler_table.admit(
-                event.method, handler, self._active_rpcs, self._maximum_concurrent_rpcs
-            )
-        if isinstance(admission, _dispatch.Outcome):
-            protocol.reject_call(event.stream_id, admission.code, admission.details)
-            return None
-        handler = admission.handler
-        context = ServicerContext(
-            self, connection, event.stream_id, event.method, event.metadata, event.deadline, handler
-        )
-        context._behavior = admission.behavior
-        connection.calls[event.stream_id] = context
-        self._active_rpcs += 1
-        if event.deadline is not None:
-            self._add_timer(event.deadline, self._expire_call, connection, context)
-        request_streaming = bool(handler.request_streaming)
-        if handler.response_streaming:
-            context._response_credit = ResponseCredit(protocol.memory)
-            connection.senders.add(context)
-        if request_streaming:
-            # The handler starts now and reads requests as they come (no stall timer: a stream
-            # may pause, and its handler decides how long to wait).
-            context._request_complete = True
-            context._request_encoding = protocol.request_compressed_with(event.stream_id)
-            context._requests = RequestStream(
-                handler.request_deserializer,
-                lambda: self._post(self._pull_requests, connection, context),
-                lambda: self._bad_request_message(context),
-                protocol.memory,
-            )
-            self._dispatch(connection, context, None)
-        accepted = protocol.accept_call(event.stream_id, request_streaming)
-        if accepted:
-            self._handle_events(connection, accepted)
-        return context
-
-    def _pull_requests(
-        self, connection: "BlockingServerConnection", context: ServicerContext
-    ) -> None:
-        """Move waiting request messages into the handler's iterator while it has room.
-
-        At most :data:`minigrpc.http2.flood.PASS_MESSAGES` in one pass of the loop, for all
-        calls together: a handler's queue holds ten thousand tiny messages, and moving them
-        all at once would hold the I/O thread; the rest moves in the next passes, after the
-        other connections had their turn."""
-        requests = context._requests
-        if requests is None or connection.calls.get(context._stream_id) is not context:
-            return
-        protocol = connection.protocol
-        stream_id = context._stream_id
-        left = self._pass_messages
-        message: Optional[bytes] = b""
-        try:
-            while message is not None:
-                room = requests.room
-                if room <= 0:
-                    requests.stall()
-                    break
-                if left <= 0:
-                    if context not in self._pulls_posted:
-                        self._pulls_posted.add(context)
-                        self._post(self._pull_posted, connection, context)
-                    break
-                batch: List[bytes] = []
-                while room > 0 and left > 0:
-                    message = protocol.take_request(stream_id)
-                    if message is None:
-                        break
-                    batch.append(message)
-                    room -= len(message) + RequestStream.MESSAGE_OVERHEAD
-                    left -= 1
-                if batch:
-                    requests.put_many(batch)
-            if message is None and context._request_closed:
-                requests.end()
-        except status.CallError as exc:
-            self._handle_events(connection, protocol.fail_call(stream_id, exc.code, str(exc)))
-        self._pass_messages = left
-        self._dirty.add(connection)  # taking messages may have returned window
-
-    def _pull_posted(
-        self, connection: "BlockingServerConnection", context: ServicerContext
-    ) -> None:
-        """The rest of a pull cut short by :data:`minigrpc.http2.flood.PASS_MESSAGES`."""
-        self._pulls_posted.discard(context)
-        self._pull_requests(connection, context)
-
-    def _bad_request_message(self, context: ServicerContext) -> BaseException:
-        """A streamed request that does not deserialize ends the call (grpcio: INTERNAL)."""
-        _dispatch.record_bad_request(context)
-        return _Abort()
-
-    def _dispatch(
-        self,
-        connection: "BlockingServerConnection",
-        context: ServicerContext,
-        request: Optional[bytes],
-    ) -> None:
-        """Run the call's handler on the executor; from the I/O loop, at the end of its pass.
+    def start_handler(self, call: ServicerContext) -> None:
+        """Run the call's handler on the executor, at the end of the loop's pass.
 
         A handler thread woken while the I/O thread is still reading takes the GIL at the I/O
         thread's next ``recv()`` or ``send()``, and the I/O thread then waits to get it back:
@@ -310,25 +124,86 @@ class CallHandling:
         that was 4-6% more calls/s and less CPU per call with a connection per thread, and no
         change on one connection or for a lone call's latency.
         """
-        held = self._held_dispatches
+        handler = call._handler
+        if handler.request_streaming or handler.response_streaming:
+            self._open_streams(call, handler)
+        held = self._held
         if held is not None:
-            held.append((context, request))
+            held.append(call)
             return
-        self._submit(context, request)
+        self.submit(call)
 
-    def _submit_held_dispatches(self, in_pass: bool = True) -> None:
+    def _open_streams(self, call: ServicerContext, handler: Any) -> None:
+        """The hand-overs of a streaming call (:mod:`minigrpc.blocking.server_call`)."""
+        memory = call._connection.protocol.memory
+        requests = credit = None
+        if handler.request_streaming:
+            requests = RequestStream(
+                handler.request_deserializer,
+                lambda: self._loop.post(self.pull_requests, call),
+                lambda: self._bad_request_message(call),
+                memory,
+            )
+        if handler.response_streaming:
+            credit = ResponseCredit(memory)
+            call._connection.link.senders.add(call)
+        call._open_streams(requests, credit)
+
+    def requests_arrived(self, call: ServicerContext) -> None:
+        self.pull_requests(call)
+
+    def wake(self, call: ServicerContext) -> None:
+        """The connection's memory budget has room again: a handler waiting to hand over a
+        response tries again."""
+        credit = call._response_credit
+        if credit is not None:
+            credit.poke()
+
+    def call_ended(self, call: ServicerContext, answered: bool) -> None:
+        if call._response_credit is not None:
+            call._connection.link.senders.discard(call)
+        call._release_waiters()
+
+    def run_callbacks(self, call: ServicerContext, callbacks: List[Callable[..., Any]]) -> None:
+        """Queue ``add_callback`` callbacks for the callback thread (never the I/O thread)."""
+        with self._callback_ready:
+            if self._callback_thread is None:
+                self._callback_thread = threading.Thread(
+                    target=self._callback_worker, name="minigrpc-server-callbacks", daemon=True
+                )
+                self._callback_thread.start()
+            self._callback_queue.append(callbacks)
+            self._callback_ready.notify()
+
+    # -- what the context hands to the I/O thread ------------------------------------------
+
+    def cancel(self, call: ServicerContext) -> None:
+        self._loop.post(self._driver.cancel_call, call)
+
+    def send_initial_metadata(
+        self, call: ServicerContext, headers: List[Tuple[bytes, bytes]], encoding: Optional[str]
+    ) -> None:
+        self._loop.post(self._driver.send_initial_metadata, call, headers, encoding)
+
+    # -- the loop's pass (I/O thread) ------------------------------------------------------
+
+    def begin_pass(self) -> None:
+        """A pass of the I/O loop starts: hold its handler runs, renew its allowances."""
+        self._held = []
+        self._pass_messages = _protocol.PASS_MESSAGES
+        self._pass_responses = RESPONSES_PER_PASS
+
+    def submit_held(self, in_pass: bool = True) -> None:
         """Start the handlers of the calls this pass found, but not of those that ended in
         the same pass (reset, expired, or their connection gone): no one would read what they
         answer, and a rapid reset (RST_STREAM right after a whole request) would otherwise
         buy a handler run per stream."""
-        held, self._held_dispatches = self._held_dispatches, None
-        for context, request in held or ():
-            if context._connection.calls.get(context._stream_id) is context:
-                self._submit(context, request, in_pass)
+        held, self._held = self._held, None
+        for call in held or ():
+            if not call._terminated:
+                self.submit(call, in_pass)
 
-    def _submit(
-        self, context: ServicerContext, request: Optional[bytes], in_pass: bool = True
-    ) -> None:
+    def submit(self, call: ServicerContext, in_pass: bool = True) -> None:
         """Start the call's handler: on the executor, or here with
         ``minigrpc.unary_handlers_on_io_thread``.
 
@@ -337,165 +212,172 @@ class CallHandling:
         CPU (docs/benchmarks.md, "Server throughput").  grpclib avoids it by running handlers on
         its event loop, and so can a server whose unary handlers never block, when asked to:
         such a handler runs here, in the I/O loop's pass, and its response is written in the
-        same pass (:meth:`_send_outcome`).  Only unary-unary handlers qualify: their request is
-        whole before they start and their response is one message, so they never wait for the
-        I/O thread, which would be waiting for them.  Streaming handlers always use the executor.
+        same pass (:meth:`~minigrpc.blocking.server_loop.ServerLoop.send_outcome`).  Only
+        unary-unary handlers qualify: their request is whole before they start and their
+        response is one message, so they never wait for the I/O thread, which would be waiting
+        for them.  Streaming handlers always use the executor.
         """
+        handler = call._handler
         if (
             in_pass
-            and request is not None
             and self._options.unary_handlers_on_io_thread
-            and not context._handler.response_streaming
+            and not handler.request_streaming
+            and not handler.response_streaming
         ):
             try:
-                self._run_handler(context, context._handler, request)
+                self.run_handler(call)
             except BaseException:  # the loop must survive whatever a handler raises
-                self._internal_error(context._connection)
+                self._loop.internal_error(call._connection)
             return
         # grpcio's experimental per-method pool: a behaviour with an ``experimental_thread_pool``
         # attribute (a ThreadPoolExecutor) runs there instead of on the server's executor.
-        pool = getattr(context._behavior, "experimental_thread_pool", None)
+        pool = getattr(call._behavior, "experimental_thread_pool", None)
         executor = pool if isinstance(pool, concurrent.futures.ThreadPoolExecutor) else None
         try:
-            (executor or self._executor).submit(
-                self._run_handler, context, context._handler, request
-            )
+            (executor or self._executor).submit(self.run_handler, call)
         except RuntimeError:  # the executor was shut down
-            self._send_outcome(context, StatusCode.UNAVAILABLE, "the server is shutting down", None)
+            self._loop.send_outcome(
+                call, StatusCode.UNAVAILABLE, "the server is shutting down", None
+            )
 
-    # -- ending calls (I/O thread) ---------------------------------------------------------------
+    # -- requests (I/O thread) ---------------------------------------------------------------
 
-    def _expire_call(
-        self, connection: "BlockingServerConnection", context: ServicerContext
-    ) -> None:
-        if connection.calls.get(context._stream_id) is context:
-            self._handle_events(connection, connection.protocol.expire_call(context._stream_id))
-            self._dirty.add(connection)
+    def pull_requests(self, call: ServicerContext) -> None:
+        """Move waiting request messages into the handler's iterator while it has room.
 
-    def _end_call(
-        self, connection: "BlockingServerConnection", context: ServicerContext, code: StatusCode
-    ) -> None:
-        """The one place a call ends, however it ends (answered, reset, expired, cancelled,
-        disconnected): forget it, mark its context inactive, run its callbacks."""
-        if connection.calls.pop(context._stream_id, None) is None:
+        At most :data:`minigrpc.http2.flood.PASS_MESSAGES` in one pass of the loop, for all
+        calls together: a handler's queue holds ten thousand tiny messages, and moving them
+        all at once would hold the I/O thread; the rest moves in the next passes, after the
+        other connections had their turn."""
+        requests = call._requests
+        served = call._connection
+        if requests is None or served.calls.get(call._stream_id) is not call:
             return
-        connection.senders.discard(context)
-        self._active_rpcs -= 1
-        if not connection.calls:
-            connection.idle_since = time.monotonic()
-        callbacks = context._mark_ended(code)
-        if callbacks:
-            self._run_callbacks(callbacks)
+        take = self._driver.take_request
+        left = self._pass_messages
+        message: Optional[bytes] = b""
+        while message is not None:
+            room = requests.room
+            if room <= 0:
+                requests.stall()
+                break
+            if left <= 0:
+                if call not in self._pulls_posted:
+                    self._pulls_posted.add(call)
+                    self._loop.post(self._pull_posted, call)
+                break
+            batch: List[bytes] = []
+            while room > 0 and left > 0:
+                message = take(call)
+                if message is None:
+                    break
+                batch.append(message)
+                room -= len(message) + RequestStream.MESSAGE_OVERHEAD
+                left -= 1
+            if batch:
+                requests.put_many(batch)
+        if message is None and call._request_closed:
+            requests.end()
+        self._pass_messages = left
+        self._loop.flush_soon(served)  # taking messages may have returned window
 
-    def _cancel_call(self, context: ServicerContext) -> None:
-        connection = context._connection
-        if connection.calls.get(context._stream_id) is context:
-            self._handle_events(connection, connection.protocol.cancel_call(context._stream_id))
-            self._dirty.add(connection)
+    def _pull_posted(self, call: ServicerContext) -> None:
+        """The rest of a pull cut short by :data:`minigrpc.http2.flood.PASS_MESSAGES`."""
+        self._pulls_posted.discard(call)
+        self.pull_requests(call)
 
-    def _send_initial_metadata(
-        self, context: ServicerContext, headers: List[Tuple[bytes, bytes]], encoding: Optional[str]
-    ) -> None:
-        connection = context._connection
-        if connection.calls.get(context._stream_id) is context:
-            connection.protocol.send_initial_metadata(context._stream_id, headers, encoding)
-            self._dirty.add(connection)
+    def _bad_request_message(self, call: ServicerContext) -> BaseException:
+        """A streamed request that does not deserialize ends the call (grpcio: INTERNAL)."""
+        _dispatch.record_bad_request(call)
+        return _Abort()
 
-    # -- the handler's answer on the wire (I/O thread) -------------------------------------------
+    # -- the handler's answer on the wire (I/O thread) -------------------------------------
 
-    def _write_outcome(
+    def write_outcome(
         self,
-        context: ServicerContext,
+        call: ServicerContext,
         code: StatusCode,
         details: str,
         message: Optional[bytes],
-        drain: bool = True,
     ) -> None:
-        """I/O thread: the handler's status (and unary response) on the wire, then the end;
-        the streamed responses still in the call's outbox go first (``drain``)."""
-        connection = context._connection
+        """The handler's status (and unary response) on the wire, then the call's end; the
+        streamed responses still in the call's outbox go first."""
+        served = call._connection
         if message is not None:
-            connection.protocol.memory.unreserve(len(message))  # charged as queued, if it is
-        if connection.calls.get(context._stream_id) is not context:
-            return  # cancelled, expired or disconnected meanwhile: nobody waits for the answer
-        if drain and context._response_credit is not None:
-            self._send_responses(context, everything=True)
-            if connection.calls.get(context._stream_id) is not context:
-                return  # a response over the size limit ended the call
-        context._finish_on(connection.protocol, code, details, message)
-        self._end_call(connection, context, code)
-        self._dirty.add(connection)
+            served.protocol.memory.unreserve(len(message))  # charged as queued, if it is
+        if call._response_credit is not None and served.calls.get(call._stream_id) is call:
+            self.send_responses(call, everything=True)
+        self._driver.finish(call, code, details, message)
 
-    def _send_responses(self, context: ServicerContext, everything: bool = False) -> None:
-        """I/O thread: queue the streamed responses the call's handler handed over on the
-        connection, at most :data:`~minigrpc.blocking.server_call.RESPONSES_PER_TURN` in this pass,
-        and no more than the pass has left of :data:`~minigrpc.blocking.server_call.
-        RESPONSES_PER_PASS` (all of them before the call's status, ``everything``); the rest
-        in a later pass, after the other calls and connections had their turn."""
-        credit = context._response_credit
+    def send_responses(self, call: ServicerContext, everything: bool = False) -> None:
+        """Queue the streamed responses the call's handler handed over on the connection, at
+        most :data:`~minigrpc.driver.server_driver.RESPONSES_PER_TURN` in this pass, and no more
+        than the pass has left of :data:`~minigrpc.driver.server_driver.RESPONSES_PER_PASS`
+        (all of them before the call's status, ``everything``); the rest in a later pass, after
+        the other calls and connections had their turn."""
+        credit = call._response_credit
         if credit is None:
             return
         limit: Optional[int] = None
         if not everything:
             limit = min(RESPONSES_PER_TURN, self._pass_responses)
             if limit <= 0:
-                self._post(self._send_responses, context)
+                self._loop.post(self.send_responses, call)
                 return
-        connection = context._connection
-        protocol = connection.protocol
+        served = call._connection
+        protocol = served.protocol
         messages, cost, more = credit.take(limit)
         self._pass_responses -= len(messages)
         protocol.memory.unreserve(cost)  # charged as queued, if they are
-        if connection.calls.get(context._stream_id) is not context:
+        if served.calls.get(call._stream_id) is not call:
             return
+        send = self._driver.send_response
         for message, compress in messages:
-            too_large = context._send_message_on(protocol, message, compress)
-            if too_large is not None:
-                self._write_outcome(context, too_large.code, str(too_large), None, drain=False)
+            if not send(call, message, compress):
                 return
-        credit.written(protocol.queued_response_cost(context._stream_id))
+        credit.written(protocol.queued_response_cost(call._stream_id))
         if more:
-            self._post(self._send_responses, context)
-        self._dirty.add(connection)
+            self._loop.post(self.send_responses, call)
+        self._loop.flush_soon(served)
 
-    # -- handler threads -------------------------------------------------------------------------
+    # -- handler threads ---------------------------------------------------------------------
 
-    def _run_handler(
-        self, context: ServicerContext, handler: Any, request_bytes: Optional[bytes]
-    ) -> None:
+    def run_handler(self, call: ServicerContext) -> None:
         """Executor thread: deserialize, call the behaviour, serialize (grpcio's semantics).
 
-        ``request_bytes`` is the unary request, or None for a request-streaming method, whose
-        handler reads ``context._requests`` instead.
+        A unary request's bytes are the call's; a request-streaming handler reads its
+        :class:`~minigrpc.blocking.server_call.RequestStream` instead.
         """
-        if context._terminated:
+        if call._terminated:
             return  # cancelled or expired while queued: do not start work nobody awaits
-        argument: Any = context._requests
-        if request_bytes is not None:
+        handler = call._handler
+        request = call._request
+        argument: Any = call._requests
+        if request is not None:
             try:
-                argument = _dispatch.deserialize_request(context._method, handler, request_bytes)
+                argument = _dispatch.deserialize_request(call._method, handler, request)
             except _dispatch.BadRequest:
-                self._send_outcome(context, *_dispatch.BAD_REQUEST)
+                self._loop.send_outcome(call, *_dispatch.BAD_REQUEST)
                 return
-        behavior: Any = context._behavior
+        behavior: Any = call._behavior
         if handler.response_streaming:
-            self._stream_responses(context, handler, behavior, argument)
+            self._stream_responses(call, handler, behavior, argument)
             return
         try:
-            response = behavior(argument, context)
+            response = behavior(argument, call)
         except Exception as exc:
-            self._outcome_of_exception(context, exc)
+            self._outcome_of_exception(call, exc)
             return
-        self._send_outcome(context, *_dispatch.outcome_of_return(context, handler, response))
+        self._loop.send_outcome(call, *_dispatch.outcome_of_return(call, handler, response))
 
-    def _outcome_of_exception(self, context: ServicerContext, exc: Exception) -> None:
+    def _outcome_of_exception(self, call: ServicerContext, exc: Exception) -> None:
         """The handler raised: send the status that says so, unless the call already ended."""
-        outcome = _dispatch.outcome_of_exception(context, exc)
+        outcome = _dispatch.outcome_of_exception(call, exc)
         if outcome is not None:
-            self._send_outcome(context, *outcome)
+            self._loop.send_outcome(call, *outcome)
 
     def _stream_responses(
-        self, context: ServicerContext, handler: Any, behavior: Any, argument: Any
+        self, call: ServicerContext, handler: Any, behavior: Any, argument: Any
     ) -> None:
         """Executor thread: send each response the handler yields, then the status.
 
@@ -503,44 +385,42 @@ class CallHandling:
         unwritten; a call that ends meanwhile stops the iteration and closes the generator.
         """
         if getattr(behavior, "experimental_non_blocking", False):
-            self._start_non_blocking_stream(context, handler, behavior, argument)
+            self._start_non_blocking_stream(call, handler, behavior, argument)
             return
         responses: Any = None
         try:
-            responses = behavior(argument, context)
+            responses = behavior(argument, call)
             for response in responses:
-                if not self._hand_over_response(context, handler, response):
+                if not self._hand_over_response(call, handler, response):
                     return
         except Exception as exc:
-            self._outcome_of_exception(context, exc)
+            self._outcome_of_exception(call, exc)
             return
         finally:
             close = getattr(responses, "close", None)
             if close is not None:
                 close()
-        self._send_outcome(context, *_dispatch.outcome_of_stream_end(context))
+        self._loop.send_outcome(call, *_dispatch.outcome_of_stream_end(call))
 
-    def _hand_over_response(self, context: ServicerContext, handler: Any, response: Any) -> bool:
+    def _hand_over_response(self, call: ServicerContext, handler: Any, response: Any) -> bool:
         """Handler's thread: serialize one streamed response and queue it for the I/O thread,
         waiting while too much is unsent; False once the call is over (ended, or this response
         did not serialize and the call now ends INTERNAL)."""
-        credit = context._response_credit
+        credit = call._response_credit
         assert credit is not None
-        serialized = _dispatch.serialize_response(context._method, handler, response)
+        serialized = _dispatch.serialize_response(call._method, handler, response)
         if serialized is None:
-            self._send_outcome(context, *_dispatch.outcome_without_response(context))
+            self._loop.send_outcome(call, *_dispatch.outcome_without_response(call))
             return False
-        compress = context._compress_next
-        context._compress_next = True  # disable_next_message_compression is per message
-        wake = credit.offer(serialized, compress)
+        wake = credit.offer(serialized, call._take_compress_flag())
         if wake is None:
             return False  # the call ended: nobody reads further responses
         if wake:
-            self._post(self._send_responses, context)
+            self._loop.post(self.send_responses, call)
         return True
 
     def _start_non_blocking_stream(
-        self, context: ServicerContext, handler: Any, behavior: Any, argument: Any
+        self, call: ServicerContext, handler: Any, behavior: Any, argument: Any
     ) -> None:
         """grpcio's experimental non-blocking streaming handler (a behaviour whose
         ``experimental_non_blocking`` attribute is true): it is called as
@@ -551,27 +431,16 @@ class CallHandling:
 
         def on_next(response: Any) -> None:
             if response is not None:
-                self._hand_over_response(context, handler, response)
+                self._hand_over_response(call, handler, response)
                 return
-            self._send_outcome(context, *_dispatch.outcome_of_stream_end(context))
+            self._loop.send_outcome(call, *_dispatch.outcome_of_stream_end(call))
 
         try:
-            behavior(argument, context, on_next)
+            behavior(argument, call, on_next)
         except Exception as exc:
-            self._outcome_of_exception(context, exc)
+            self._outcome_of_exception(call, exc)
 
-    # -- callbacks and the executor's end --------------------------------------------------------
-
-    def _run_callbacks(self, callbacks: List[Callable[[], Any]]) -> None:
-        """Queue ``add_callback`` callbacks for the callback thread (never the I/O thread)."""
-        with self._callback_ready:
-            if self._callback_thread is None:
-                self._callback_thread = threading.Thread(
-                    target=self._callback_worker, name="minigrpc-server-callbacks", daemon=True
-                )
-                self._callback_thread.start()
-            self._callback_queue.append(callbacks)
-            self._callback_ready.notify()
+    # -- callbacks and the executor's end ----------------------------------------------------
 
     def _callback_worker(self) -> None:
         while True:
@@ -587,13 +456,11 @@ class CallHandling:
                 except Exception:
                     _LOGGER.exception("an add_callback() callback raised")
 
-    def _stop_callback_thread(self) -> None:
-        """Let queued callbacks run, then end the callback thread."""
+    def shut_down(self) -> None:
+        """The server stopped: let the executor go, if the server created it, and end the
+        callback thread once the queued callbacks ran."""
+        if self._owns_executor:
+            self._executor.shutdown(wait=False)
         with self._callback_ready:
             self._callbacks_closing = True
             self._callback_ready.notify_all()
-
-    def _shutdown_executor(self) -> None:
-        """The server stopped: let the executor go, if the server created it."""
-        if self._owns_executor:
-            self._executor.shutdown(wait=False)

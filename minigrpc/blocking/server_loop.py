@@ -1,9 +1,12 @@
-"""The server's I/O half: one thread, a selector loop, every connection.
+"""The blocking server's I/O: one thread, a selector loop, every connection.
 
-:class:`ServerLoop` is the machinery behind :class:`minigrpc.blocking.server_api.Server` (which adds
-grpcio's public methods): accepting, reading, writing with backpressure, timers, the wake-up of
-the I/O thread and the stop choreography.  What a call is, from its first event to its handler
-and back, is :class:`minigrpc.blocking.server_handlers.CallHandling`, which it builds on.
+:class:`ServerLoop` is the machinery behind :class:`minigrpc.blocking.server_api.Server` (which
+holds it and adds grpcio's public methods): accepting, reading, writing with backpressure,
+timers, the wake-up of the I/O thread and its end.  What happens to calls and connections is
+decided by the driver (:class:`minigrpc.driver.server_driver.ServerDriver`), which the loop
+feeds what it reads and whose primitives it carries out (:class:`~minigrpc.driver.
+server_driver.ServerIO`); how handlers wait for their calls is
+:class:`minigrpc.blocking.server_handlers.CallHandlers`.
 
 Design:
 
@@ -11,56 +14,46 @@ Design:
   an idle connection costs a socket and a few objects, not a thread, and a slow or stalled
   client only ever delays itself: sockets are non-blocking and nothing in the loop waits for a
   handler.  The gRPC rules live in the sans-IO :mod:`minigrpc.protocol.server_protocol`.
-* Handlers run on a ``concurrent.futures`` executor, as in grpcio
-  (:mod:`minigrpc.blocking.server_handlers`
-  starts them once a pass of the loop has read every ready socket).  What a handler does to the
-  wire (initial metadata, its result) is posted to the I/O thread through a queue and a
-  self-pipe wake-up (:class:`minigrpc.blocking.server_commands.CommandQueue`), or, for a call alone
-  on an idle server, written by the handler's thread itself (:meth:`ServerLoop._send_outcome`).
-  Each connection's output buffer is bounded: beyond it the loop stops reading from that
-  client and stops handing DATA to the connection, so a client that never reads cannot make us
-  buffer without bound.
+* Handlers run on a ``concurrent.futures`` executor, as in grpcio (the handlers start once a
+  pass of the loop has read every ready socket).  What a handler does to the wire (initial
+  metadata, its result) is posted to the I/O thread through a queue and a self-pipe wake-up
+  (:class:`minigrpc.blocking.server_commands.CommandQueue`), or, for a call alone on an idle
+  server, written by the handler's thread itself (:meth:`ServerLoop.send_outcome`).  Each
+  connection's output buffer is bounded: beyond it the loop stops reading from that client and
+  stops handing DATA to the connection, so a client that never reads cannot make us buffer
+  without bound.
 * Fairness: a pass of the loop reads each ready connection once, at most
   :data:`minigrpc.net.sockets.LARGE_READ` bytes, and writes it at most its output room, so a
   connection's share of the I/O thread per pass is bounded however much it sends; what it
   sent beyond is read in the next passes, after every other ready connection had its turn.
   Frames that do no work are bounded by :mod:`minigrpc.http2.flood`, and what a connection
-  may make the server buffer by :mod:`minigrpc.protocol.memory_budget` (a connection whose received
-  data alone is over its share is not read at all until a handler takes some).
-* Deadlines (``grpc-timeout``) are timers in the I/O loop.  On expiry the client gets
-  DEADLINE_EXCEEDED trailers and the handler's context turns inactive (docs/wire-rules.md,
-  "Deadlines and cancellation").
-* ``stop(grace)`` drains gracefully with two GOAWAY frames (docs/wire-rules.md, "GOAWAY and PING");
-  ``stop(0)`` or an expired grace ends the calls still running UNAVAILABLE, as grpc-core's does.
+  may make the server buffer by :mod:`minigrpc.protocol.memory_budget` (a connection whose
+  received data alone is over its share is not read at all until a handler takes some).
+* Timers (deadlines, the request-stall check, the handshake and idle timeouts, the steps of a
+  drain and a stop) are a heap in the same loop: no thread sleeps per call.
 """
 
-import concurrent.futures
 import heapq
 import itertools
 import selectors
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from concurrent.futures import Executor
+from typing import Any, Callable, List, Optional, Set, Tuple
 
-from ..driver import server_dispatch as _dispatch
 from ..driver.logs import get_logger
-from ..driver.server_accept import ACCEPTS_PER_WAKEUP, AcceptBackoff
+from ..driver.server_call_state import CallState
+from ..driver.server_dispatch import OVER_BUDGET
+from ..driver.server_driver import ServedConnection, ServerDriver
 from ..driver.server_options import ServerOptions
-from ..driver.server_timers import (
-    CLOSE_FLUSH_TIMEOUT,
-    DRAIN_PING_TIMEOUT,
-    LINGER_TIMEOUT,
-    idle_recheck,
-    stop_deadline,
-)
 from ..net import sockets
+from ..net.server_listeners import accept_batch
 from ..net.sockets import Listener, peer_identity, peer_name
-from ..protocol import server_protocol as _protocol
 from ..protocol.enums import StatusCode
-from ..protocol.grpc_connection import DATA_BATCH
+from ..protocol.server_events import CallStarted
 from .server_commands import CommandQueue
-from .server_handlers import CallHandling
+from .server_handlers import CallHandlers
 from .servicer_context import ServicerContext
 
 try:
@@ -68,174 +61,222 @@ try:
 except ImportError:  # pragma: no cover - trace.py is optional
     _tracer_for = None  # type: ignore[assignment]
 
-__all__ = ["ServerLoop"]
+__all__ = ["BlockingServerConnection", "ServerLoop"]
 
-#: The server's logger (handler exceptions, dropped connections); named after the public API.
+#: The server's logger (internal errors, dropped connections); named after the public API.
 _LOGGER = get_logger("minigrpc.server")
 
-#: Deadline timers kept before the heap is checked for timers of finished calls.
+#: Timers kept before the heap is checked for cancelled ones.
 _TIMER_COMPACT_MIN = 1024
 #: Server states.
-_NEW, _STARTED, _STOPPING, _STOPPED = range(4)
+NEW, STARTED, STOPPING, STOPPED = range(4)
 
 
 class BlockingServerConnection:
-    """One accepted socket, its protocol state and its unsent output."""
+    """One accepted socket, its unsent output, and the driver's state of it (``served``)."""
 
-    __slots__ = (
-        "calls",
-        "charged_output",
-        "close_when_flushed",
-        "closed",
-        "idle_since",
-        "lingering",
-        "output",
-        "peer",
-        "protocol",
-        "read_size",
-        "reading",
-        "senders",
-        "sock",
-        "tls",
-        "tracer",
-        "writing",
-    )
+    __slots__ = ("closed", "output", "protocol", "read_size", "reading", "senders", "served",
+                 "sock", "writing")
 
-    def __init__(
-        self, sock: socket.socket, protocol: _protocol.ServerGrpcConnection, peer: str
-    ) -> None:
+    def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.protocol = protocol
-        self.peer = peer
+        self.served: ServedConnection = None  # type: ignore[assignment]  # set once opened
+        self.protocol: Any = None  # the served connection's, kept at hand
         self.output = bytearray()
-        #: How much of ``output`` is charged to the connection's memory account.
-        self.charged_output = 0
-        self.calls: Dict[int, ServicerContext] = {}
         #: Calls streaming responses: their handlers learn after each flush what was written.
         self.senders: Set[ServicerContext] = set()
-        #: The TLS engine of a connection accepted on a secure port (:mod:`minigrpc.net.tls`).
-        self.tls: Any = None
         #: Size of the next ``recv()`` (:func:`minigrpc.net.sockets.next_read_size`).
         self.read_size = sockets.SMALL_READ
         self.reading = True
         self.writing = False
         self.closed = False
-        self.close_when_flushed = False
-        #: Our side is shut down for writing; we read (and drop) until the client closes.
-        self.lingering = False
-        #: When the connection last started or ended a call (or was accepted): its idleness
-        #: for ``grpc.max_connection_idle_ms`` counts from here, as grpc-go's does.
-        self.idle_since = time.monotonic()
-        self.tracer = _tracer_for("server", peer) if _tracer_for is not None else None
 
 
-def _connection_of(args: Tuple[Any, ...]) -> Optional[BlockingServerConnection]:
-    """The connection a timer or command concerns (its first argument or that one's)."""
+class _Timer:
+    """One timer of the loop's heap; a cancelled one is dropped when its time comes."""
+
+    __slots__ = ("args", "callback", "cancelled")
+
+    def __init__(self, callback: Callable[..., None], args: Tuple[Any, ...]) -> None:
+        self.callback = callback
+        self.args = args
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def _link_of(args: Tuple[Any, ...]) -> Optional[BlockingServerConnection]:
+    """The connection a timer or command concerns (its first argument, or that one's)."""
     first = args[0] if args else None
-    if isinstance(first, BlockingServerConnection):
-        return first
-    if isinstance(first, ServicerContext):
-        return first._connection
-    return None
+    if isinstance(first, CallState):
+        first = first._connection
+    if isinstance(first, ServedConnection):
+        first = first.link
+    return first if isinstance(first, BlockingServerConnection) else None
 
 
-class ServerLoop(CallHandling):
-    """The I/O thread of a server (module docstring) on the calls of :class:`CallHandling`;
-    :class:`minigrpc.blocking.server_api.Server` adds grpcio's methods."""
+class ServerLoop:
+    """The I/O thread of a blocking server (module docstring); it carries out the driver's
+    decisions (:class:`~minigrpc.driver.server_driver.ServerIO`)."""
 
-    def __init__(
-        self,
-        thread_pool: Optional[concurrent.futures.Executor],
-        options: ServerOptions,
-        maximum_concurrent_rpcs: Optional[int],
-        compression: Optional[int],
-    ) -> None:
-        super().__init__(thread_pool, options, maximum_concurrent_rpcs, compression)
-        self._settings = options.protocol_settings()
-        #: What all connections may buffer, and each of them
-        #: (:mod:`minigrpc.protocol.memory_budget`).
-        self._memory = options.memory_budget()
-        #: Floods by peer: a peer sent away for one opens its next connections with less.
-        self._peers = _protocol.PeerHistory(time.monotonic)
-        self._listeners: List[Listener] = []
-        #: Each listener's episodes of running out of descriptors
-        #: (:mod:`minigrpc.driver.server_accept`).
-        self._accept_backoff: Dict[Listener, AcceptBackoff] = {}
-        self._connections: Set[BlockingServerConnection] = set()
-        self._state = _NEW
+    def __init__(self, executor: Optional[Executor], options: ServerOptions) -> None:
+        self.options = options
+        self.driver = ServerDriver(self, options)
+        self._calls = CallHandlers(self, self.driver, executor, options)
+        self.listeners: List[Listener] = []
+        self._state = NEW
         self._state_lock = threading.Lock()
-        self._terminated = threading.Event()
+        #: Set once every connection is closed and the loop has ended.
+        self.terminated = threading.Event()
         self._selector: Optional[selectors.BaseSelector] = None
         #: What handler threads and ``stop()`` hand to the I/O thread, and its wake-up.
         self._commands = CommandQueue(self._command_failed)
-        self._timers: List[Tuple[float, int, Callable[..., None], Tuple[Any, ...]]] = []
+        self._timers: List[Tuple[float, int, _Timer]] = []
         self._timer_sequence = itertools.count()
         self._dirty: Set[BlockingServerConnection] = set()
         #: Connections with input left past the last pass's limit (see :meth:`_receive`).
         self._backlog: Set[BlockingServerConnection] = set()
         #: Held by the I/O thread except while it waits in ``select()``; a handler thread that
-        #: gets it may finish its own call there and then (see :meth:`_send_outcome`).
+        #: gets it may finish its own call there and then (see :meth:`send_outcome`).
         self._io_lock = threading.Lock()
         self._loop_thread: Optional[threading.Thread] = None
         #: ``threading.get_ident()`` of the thread running :meth:`_run_loop`, once it runs.
         self._io_thread_ident: Optional[int] = None
-        self._stop_deadline: Optional[float] = None
 
-    # -- cross-thread plumbing -------------------------------------------------------------------
+    # -- lifecycle (any thread) ----------------------------------------------------------------
 
-    def _post(self, function: Callable[..., None], *args: Any) -> None:
+    def check_not_started(self) -> None:
+        """Ports are added before ``start()``: RuntimeError after."""
+        with self._state_lock:
+            if self._state != NEW:
+                raise RuntimeError("ports must be added before start()")
+
+    def add_listeners(self, listeners: List[Listener]) -> None:
+        self.listeners.extend(listeners)
+
+    def start(self) -> None:
+        """Start the I/O thread on the listeners added so far."""
+        with self._state_lock:
+            if self._state != NEW:
+                raise RuntimeError("the server has already been started")
+            self._state = STARTED
+        selector = selectors.DefaultSelector()
+        self._commands.open(selector)
+        for listener in self.listeners:
+            selector.register(listener.sock, selectors.EVENT_READ, listener)
+        self._selector = selector
+        self._loop_thread = threading.Thread(
+            target=self._run_loop, name="minigrpc-server-io", daemon=True
+        )
+        self._loop_thread.start()
+
+    def stop(self, grace: Optional[float]) -> threading.Event:
+        """Refuse new connections and have the driver stop the rest
+        (:meth:`~minigrpc.driver.server_driver.ServerDriver.stop`); :attr:`terminated`."""
+        with self._state_lock:
+            state = self._state
+            if state == NEW:
+                self._state = STOPPED
+            elif state in (STARTED, STOPPING):
+                self._state = STOPPING
+        if state == NEW:
+            for listener in self.listeners:
+                listener.close()
+            self.listeners = []
+            self._calls.shut_down()
+            self.terminated.set()
+        elif state != STOPPED:
+            self.post(self._begin_stop, grace)
+        return self.terminated
+
+    def _begin_stop(self, grace: Optional[float]) -> None:
+        for listener in self.listeners:
+            self.rest_listener(listener)
+            listener.close()
+        self.listeners = []
+        self.driver.stop(grace)
+
+    # -- cross-thread plumbing -----------------------------------------------------------------
+
+    def post(self, function: Callable[..., None], *args: Any) -> None:
         """Run ``function(*args)`` on the I/O thread soon (a connection is not thread-safe)."""
         self._commands.post(function, *args)
 
     def _command_failed(self, args: Tuple[Any, ...]) -> None:
-        self._internal_error(_connection_of(args))
+        self._internal_error(_link_of(args))
 
-    def _add_timer(self, when: float, function: Callable[..., None], *args: Any) -> None:
+    # -- the driver's primitives (I/O thread) --------------------------------------------------
+
+    def call_at(self, when: float, callback: Callable[..., None], *args: Any) -> _Timer:
+        timer = _Timer(callback, args)
         timers = self._timers
-        heapq.heappush(timers, (when, next(self._timer_sequence), function, args))
+        heapq.heappush(timers, (when, next(self._timer_sequence), timer))
         if len(timers) > _TIMER_COMPACT_MIN and len(timers) > 4 * (
-            self._active_rpcs + len(self._connections)
+            self.driver.active_calls + len(self.driver.connections)
         ):
-            self._compact_timers()
+            # A timer stays in the heap until its time, cancelled or not: at thousands of calls
+            # or connections per second with long deadlines (or the 120 s handshake timeout),
+            # the heap, and the calls and connections it references, would grow for that long.
+            live = [entry for entry in timers if not entry[2].cancelled]
+            heapq.heapify(live)
+            self._timers = live
+        return timer
 
-    def _compact_timers(self) -> None:
-        """Drop timers of calls and connections that already ended.
+    def flush_soon(self, connection: ServedConnection) -> None:
+        self._dirty.add(connection.link)
 
-        A timer stays in the heap until it fires, so at thousands of calls or connections per
-        second with long deadlines (or the 120 s handshake timeout) the heap, and the contexts
-        and connections it references, would grow for that whole time.  Rebuilding it when it is
-        mostly stale keeps memory proportional to what is actually in flight.
-        """
-        live = []
-        for entry in self._timers:
-            function, args = entry[2], entry[3]
-            if function == self._expire_call:
-                connection, context = args
-                if connection.calls.get(context._stream_id) is not context:
-                    continue
-            elif function == self._check_stall:
-                connection, context = args
-                if context._request_complete:
-                    continue
-                if connection.calls.get(context._stream_id) is not context:
-                    continue
-            elif function == self._check_handshake:
-                if args[0].closed or args[0].protocol.handshake_complete:
-                    continue
-            elif function in (self._check_idle, self._final_goaway, self._close):
-                if args[0].closed:
-                    continue
-            live.append(entry)
-        heapq.heapify(live)
-        self._timers = live
+    def shutdown_write(self, connection: ServedConnection) -> bool:
+        link: BlockingServerConnection = connection.link
+        try:
+            link.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            return False
+        return True
 
-    # -- the I/O loop ----------------------------------------------------------------------------
+    def close(self, connection: ServedConnection) -> None:
+        link: BlockingServerConnection = connection.link
+        if not connection.lingering:
+            self._write(link)  # what the socket takes at once: the GOAWAY, the resets
+        self._close(link, "closed by the server")
+
+    def rest_listener(self, listener: Any) -> None:
+        if self._selector is not None:
+            try:
+                self._selector.unregister(listener.sock)
+            except (KeyError, ValueError):
+                pass
+
+    def arm_listener(self, listener: Any) -> None:
+        if listener in self.listeners and self._selector is not None:
+            self._selector.register(listener.sock, selectors.EVENT_READ, listener)
+
+    def new_call(self, connection: ServedConnection, event: CallStarted) -> ServicerContext:
+        return self._calls.new_call(connection, event)
+
+    def start_handler(self, call: ServicerContext) -> None:
+        self._calls.start_handler(call)
+
+    def requests_arrived(self, call: ServicerContext) -> None:
+        self._calls.pull_requests(call)
+
+    def wake(self, call: ServicerContext) -> None:
+        self._calls.wake(call)
+
+    def call_ended(self, call: ServicerContext, answered: bool) -> None:
+        self._calls.call_ended(call, answered)
+
+    def run_callbacks(self, call: ServicerContext, callbacks: List[Callable[..., Any]]) -> None:
+        self._calls.run_callbacks(call, callbacks)
+
+    # -- the I/O loop --------------------------------------------------------------------------
 
     def _run_loop(self) -> None:
         selector = self._selector
         assert selector is not None
         self._io_thread_ident = threading.get_ident()
         self._io_lock.acquire()
+        calls = self._calls
         try:
             while True:
                 timeout: Optional[float] = None
@@ -250,7 +291,7 @@ class ServerLoop(CallHandling):
                     ready = selector.select(timeout)
                 finally:
                     self._io_lock.acquire()
-                self._begin_pass()
+                calls.begin_pass()
                 self._backlog = set()
                 for key, mask in ready:
                     data = key.data
@@ -264,204 +305,130 @@ class ServerLoop(CallHandling):
                         if mask & selectors.EVENT_READ:
                             backlog.discard(data)
                             self._read(data)
-                for connection in backlog:  # not readable this pass, but input is waiting
-                    self._read(connection)
+                for link in backlog:  # not readable this pass, but input is waiting
+                    self._read(link)
                 if woken:
                     self._commands.run()
                 if self._timers:
                     self._run_timers()
-                self._submit_held_dispatches()
-                self._resume_held_back()
+                calls.submit_held()
+                self.driver.resume_held_back()
                 if self._dirty:
                     dirty = self._dirty
                     self._dirty = set()
-                    for connection in dirty:
+                    for link in dirty:
                         try:
-                            self._flush(connection)
+                            self._flush(link)
                         except Exception:
-                            self._internal_error(connection)
-                if self._state == _STOPPING and not self._connections and not self._listeners:
+                            self._internal_error(link)
+                if self._state == STOPPING and not self.driver.connections and not self.listeners:
                     break
         except Exception:  # pragma: no cover - a bug; never leave the server half alive
             _LOGGER.exception("minigrpc server: the I/O loop failed")
         finally:
             try:
-                self._submit_held_dispatches(in_pass=False)  # only a failed pass leaves any
+                calls.submit_held(in_pass=False)  # only a failed pass leaves any
                 self._finish_loop()
             finally:
                 self._io_lock.release()
 
     def _finish_loop(self) -> None:
         self._commands.refuse()
-        for connection in list(self._connections):
-            self._close(connection)
-        for listener in self._listeners:
+        for connection in list(self.driver.connections):
+            self._close(connection.link, "the server stopped")
+        for listener in self.listeners:
             listener.close()
-        self._listeners = []
+        self.listeners = []
         if self._selector is not None:
             self._selector.close()
         self._commands.close()
         with self._state_lock:
-            self._state = _STOPPED
-        self._shutdown_executor()
-        self._stop_callback_thread()
-        self._terminated.set()
-
-    def _resume_held_back(self) -> None:
-        """Give window again to connections that were held back and are under budget now."""
-        for account in self._memory.resumable():
-            connection = account.owner
-            if isinstance(connection, BlockingServerConnection) and not connection.closed:
-                connection.protocol.resume_credit()
-                for context in connection.senders:  # handlers waiting for the budget
-                    credit = context._response_credit
-                    if credit is not None:
-                        credit.poke()
-                self._dirty.add(connection)
+            self._state = STOPPED
+        self._calls.shut_down()
+        self.terminated.set()
 
     def _run_timers(self) -> None:
         now = time.monotonic()
-        while self._timers and self._timers[0][0] <= now:
-            _, _, function, args = heapq.heappop(self._timers)
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            timer = heapq.heappop(timers)[2]
+            if timer.cancelled:
+                continue
             try:
-                function(*args)
+                timer.callback(*timer.args)
             except Exception:
-                self._internal_error(_connection_of(args))
+                self._internal_error(_link_of(timer.args))
+            timers = self._timers  # a compaction may have replaced the heap
 
     def _accept(self, listener: Listener) -> None:
-        """Accept what the listener has, at most :data:`~minigrpc.driver.server_accept.
-        ACCEPTS_PER_WAKEUP`; out of descriptors or buffers, rest it (unregistered: the
-        selector is level-triggered, and the connection that could not be taken keeps it
-        readable) and arm it again from a timer (:mod:`minigrpc.driver.server_accept`)."""
-        backoff = self._accept_backoff.get(listener)
-        if backoff is None:
-            backoff = self._accept_backoff[listener] = AcceptBackoff(listener.display)
-        for _ in range(ACCEPTS_PER_WAKEUP):
-            try:
-                sock, _address = listener.sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                delay = backoff.failed(exc)
-                if delay is not None and self._selector is not None:
-                    try:
-                        self._selector.unregister(listener.sock)
-                    except (KeyError, ValueError):
-                        return
-                    self._add_timer(time.monotonic() + delay, self._rearm_listener, listener)
-                return
-            backoff.accepted()
-            sock.setblocking(False)
-            if sock.family in (socket.AF_INET, socket.AF_INET6):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            protocol = _protocol.ServerGrpcConnection(
-                self._settings, shape_from_handler=True, memory=self._memory
-            )
-            connection = BlockingServerConnection(sock, protocol, peer_name(sock))
-            protocol.memory.owner = connection
-            protocol.set_peer(self._peers, peer_identity(sock))
+        """Accept what the listener has (out of descriptors or buffers, the driver rests it:
+        unregistered, since the selector is level-triggered and the connection that could not
+        be taken keeps it readable)."""
+        accepted, error = accept_batch(listener)
+        if accepted:
+            self.driver.accepted(listener)
+        for sock in accepted:
+            tls = None
             if listener.tls is not None:
                 from ..net.tls import TLSEngine
 
-                connection.tls = TLSEngine(listener.tls, server_side=True)
-            protocol.initiate()
-            protocol.set_output_room(self._options.max_output_buffer)
-            self._connections.add(connection)
+                tls = TLSEngine(listener.tls, server_side=True)
+            peer = peer_name(sock)
+            tracer = _tracer_for("server", peer) if _tracer_for is not None else None
+            link = BlockingServerConnection(sock)
+            served = self.driver.open_connection(link, peer, peer_identity(sock), tls, tracer)
+            link.served = served
+            link.protocol = served.protocol
             assert self._selector is not None
-            self._selector.register(sock, selectors.EVENT_READ, connection)
-            self._dirty.add(connection)
-            now = connection.idle_since
-            handshake = self._options.handshake_timeout
-            if handshake is not None:
-                self._add_timer(now + handshake, self._check_handshake, connection)
-            idle = self._options.max_connection_idle
-            if idle is not None:
-                self._add_timer(now + idle, self._check_idle, connection)
+            self._selector.register(sock, selectors.EVENT_READ, link)
+            self._dirty.add(link)
+        if error is not None:
+            self.driver.accept_failed(listener, error)
 
-    def _rearm_listener(self, listener: Listener) -> None:
-        """A listener's rest is over: watch it again, unless the server stopped meanwhile."""
-        if listener in self._listeners and self._selector is not None:
-            self._selector.register(listener.sock, selectors.EVENT_READ, listener)
-
-    def _check_handshake(self, connection: BlockingServerConnection) -> None:
-        """Close a connection whose client never completed the preface and SETTINGS.
-
-        Such a connection only costs a socket here, but without a limit a client could hold
-        any number of them (grpc-core's ``grpc.server_handshake_timeout_ms``, 120 s).
-        """
-        if not connection.closed and not connection.protocol.handshake_complete:
-            _LOGGER.debug("closing %s: no HTTP/2 preface and SETTINGS in time", connection.peer)
-            self._close(connection)
-
-    def _check_idle(self, connection: BlockingServerConnection) -> None:
-        """``grpc.max_connection_idle_ms``: drain a connection without calls for that long
-        (:func:`~minigrpc.driver.server_timers.idle_recheck`)."""
-        idle = self._options.max_connection_idle
-        if connection.closed or idle is None or connection.protocol.draining:
+    def _read(self, link: BlockingServerConnection) -> None:
+        if link.closed:
             return
-        now = time.monotonic()
-        busy = bool(connection.calls) or connection.protocol.active_calls > 0
-        recheck = idle_recheck(now, idle, connection.idle_since, busy)
-        if recheck is not None:
-            self._add_timer(recheck, self._check_idle, connection)
-            return
-        _LOGGER.debug("draining %s: idle for %.1f s", connection.peer, idle)
-        connection.protocol.start_drain()
-        self._add_timer(now + DRAIN_PING_TIMEOUT, self._final_goaway, connection)
-        self._dirty.add(connection)
-
-    def _final_goaway(self, connection: BlockingServerConnection) -> None:
-        if not connection.closed:
-            connection.protocol.send_final_goaway()
-            self._dirty.add(connection)
-
-    def _read(self, connection: BlockingServerConnection) -> None:
-        if connection.closed:
-            return
-        if connection.protocol.pending_input and not connection.lingering:
+        served = link.served
+        if link.protocol.pending_input and not served.lingering:
             # What the last read brought past the pass limit comes before any new read.
-            self._receive(connection, b"")
+            self._receive(link, None)
             return
         try:
-            data = connection.sock.recv(connection.read_size)
+            data = link.sock.recv(link.read_size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self._connection_lost(connection, f"read failed: {exc}")
+            self._close(link, f"read failed: {exc}")
             return
         if not data:
-            self._connection_lost(connection, "the client closed the connection")
+            self._close(link, "the client closed the connection")
             return
-        connection.read_size = sockets.next_read_size(len(data))
-        if connection.lingering:
+        link.read_size = sockets.next_read_size(len(data))
+        if served.lingering:
             return  # drained and shut for writing: nothing the client says matters any more
-        if connection.tls is not None:
-            try:
-                data = connection.tls.decrypt(data)
-            except OSError as exc:
-                self._connection_lost(connection, f"TLS failed: {exc}")
-                return
-            self._dirty.add(connection)  # the handshake may have something to send
-            if not data:
-                return
-        if connection.tracer is not None:
-            connection.tracer.received(data)
-        self._receive(connection, data)
+        self._receive(link, data)
 
-    def _receive(self, connection: BlockingServerConnection, data: bytes) -> None:
-        """Hand what was read to the protocol, at most a pass's worth of it
-        (:data:`minigrpc.http2.flood.PASS_LIMIT`); the rest waits for the next pass."""
-        protocol = connection.protocol
+    def _receive(self, link: BlockingServerConnection, data: Optional[bytes]) -> None:
+        """Hand what was read to the driver (None: the rest of an earlier read), at most a
+        pass's worth of it (:data:`minigrpc.http2.flood.PASS_LIMIT`); the rest waits for the
+        next pass."""
         try:
-            self._handle_events(connection, protocol.receive_data(data))
+            if data is None:
+                self.driver.resume_input(link.served)
+            else:
+                self.driver.received(link.served, data)
         except Exception:
-            self._internal_error(connection)
+            self._internal_error(link)
             return
-        if protocol.pending_input:
-            self._backlog.add(connection)
-        self._dirty.add(connection)
+        if link.protocol.pending_input:
+            self._backlog.add(link)
+        self._dirty.add(link)
 
-    def _internal_error(self, connection: Optional[BlockingServerConnection]) -> None:
+    def internal_error(self, connection: ServedConnection) -> None:
+        """A handler run on the I/O thread failed beyond its call."""
+        self._internal_error(connection.link)
+
+    def _internal_error(self, link: Optional[BlockingServerConnection]) -> None:
         """A bug while serving one connection: log it, drop only that one.
 
         The client gets GOAWAY(INTERNAL_ERROR) before the close (RFC 9113 §5.4.1), flushed as
@@ -471,174 +438,113 @@ class ServerLoop(CallHandling):
         """
         _LOGGER.exception(
             "minigrpc server: internal error on the connection from %s; closing it",
-            connection.peer if connection is not None else "?",
+            link.served.peer if link is not None else "?",
         )
-        if connection is None or connection.closed:
+        if link is None or link.closed:
             return
         try:
-            self._handle_events(connection, connection.protocol.fail_internally())
-            self._flush(connection)
+            self.driver.handle_events(link.served, link.protocol.fail_internally())
+            self._flush(link)
         except Exception:
             _LOGGER.exception("minigrpc server: sending GOAWAY(INTERNAL_ERROR) failed")
             try:
-                self._connection_lost(connection, "internal error")
+                self._close(link, "internal error")
             except Exception:  # pragma: no cover - last resort
                 _LOGGER.exception("minigrpc server: closing the connection failed")
 
-    def _flush(self, connection: BlockingServerConnection) -> None:
-        """Write what the protocol queued; apply backpressure; close when it is time."""
-        if connection.closed:
-            return
-        protocol = connection.protocol
-        output = connection.output
-        limit = self._options.max_output_buffer
-        tls = connection.tls
+    def _write(self, link: BlockingServerConnection) -> bool:
+        """Move what the protocol queued into the output and the socket, within the output
+        bound; False if the connection was lost doing it."""
+        served = link.served
+        output = link.output
         while True:
-            if tls is None:
-                data = protocol.data_to_send()
-            elif tls.established:
-                data = protocol.data_to_send()
-                if data and connection.tracer is not None:
-                    connection.tracer.sent(data)  # the trace shows HTTP/2, not ciphertext
-                data = tls.encrypt(data)
-            else:
-                data = tls.outgoing()  # handshake records; HTTP/2 waits for the handshake
+            data = served.outgoing()
             if data:
                 output += data
             sent = 0
             if output:
                 try:
-                    sent = connection.sock.send(output)
+                    sent = link.sock.send(output)
                 except (BlockingIOError, InterruptedError):
                     pass  # nothing sent: ``sent`` stays 0
                 except OSError as exc:
-                    self._connection_lost(connection, f"write failed: {exc}")
-                    return
+                    self._close(link, f"write failed: {exc}")
+                    return False
                 if sent:
-                    if connection.tracer is not None and tls is None:
-                        connection.tracer.sent(bytes(output[:sent]))
                     del output[:sent]
-            room = limit - len(output)
-            if protocol.closed:
-                break
-            starved = protocol.starved
-            # The protocol gets at most DATA_BATCH at a time (not the whole output bound),
-            # sent before the next batch; once the socket takes nothing, the next batch waits
-            # for it to drain.
-            protocol.set_output_room(max(min(room, DATA_BATCH), 0))
-            if room <= 0 or not starved or (output and not sent):
-                break
-        for context in connection.senders:
-            credit = context._response_credit
-            if credit is not None:
-                credit.written(protocol.queued_response_cost(context._stream_id))
-        unsent = len(output)
-        if unsent != connection.charged_output:
-            protocol.memory.charge_outbound(unsent - connection.charged_output)
-            connection.charged_output = unsent
-        if protocol.closed and not connection.close_when_flushed:
-            # Flush what the connection queued (its GOAWAY), but never wait long for a client
-            # that won't read.
-            self._add_timer(time.monotonic() + CLOSE_FLUSH_TIMEOUT, self._close, connection)
-            connection.close_when_flushed = True
-        elif protocol.drained and not connection.calls and not connection.close_when_flushed:
-            if not output:
-                self._linger(connection)
-            if not connection.closed:
-                self._update_interest(connection, want_read=True)
+            # Once the socket takes nothing, the next batch waits for it to drain.
+            room = self.options.max_output_buffer - len(output)
+            if not served.output_room(room) or (output and not sent):
+                return True
+
+    def _flush(self, link: BlockingServerConnection) -> None:
+        """Write what the protocol queued; apply backpressure; end the connection when the
+        driver says it is time."""
+        if link.closed or not self._write(link):
             return
-        if connection.close_when_flushed and not output and not connection.lingering:
-            # The GOAWAY is out; closing now, with the client's frames still arriving, would
-            # answer them with a TCP RST, and a RST makes the client's kernel drop what it has
-            # not read yet: the GOAWAY itself (RFC 9113 §5.4.1 wants it seen). Linger instead.
-            self._linger(connection)
-            if not connection.closed:
-                self._update_interest(connection, want_read=True)
+        served = link.served
+        protocol = link.protocol
+        unsent = len(link.output)
+        for call in link.senders:
+            credit = call._response_credit
+            if credit is not None:
+                credit.written(protocol.queued_response_cost(call._stream_id))
+        self.driver.flushed(served, unsent, unsent > 0)
+        if link.closed:
             return
         self._update_interest(
-            connection,
-            want_read=len(output) < limit
-            and not protocol.closed
-            and not protocol.stop_reading,
+            link,
+            want_read=served.lingering
+            or (protocol.drained and not served.calls)
+            or (
+                unsent < self.options.max_output_buffer
+                and not protocol.closed
+                and not protocol.stop_reading
+            ),
         )
 
-    def _linger(self, connection: BlockingServerConnection) -> None:
-        """Close a drained or failed connection gracefully: shut our write side, read until the
-        client closes.
-
-        Closing outright while the client still writes (a WINDOW_UPDATE, the ACK of our PING)
-        makes its next ``send()`` fail with EPIPE or ECONNRESET, and grpcio then fails calls
-        whose trailers are already in its receive buffer ("Stream removed"). After
-        ``shutdown(SHUT_WR)`` the client reads everything, sees EOF and closes; we close on its
-        EOF or after :data:`~minigrpc.driver.server_timers.LINGER_TIMEOUT` (RFC 9113 §6.8: the
-        sender of GOAWAY closes once the streams it accepted are done).
-        """
-        connection.lingering = True
-        connection.close_when_flushed = True
-        try:
-            connection.sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            self._close(connection)
-            return
-        self._add_timer(time.monotonic() + LINGER_TIMEOUT, self._close, connection)
-
-    def _update_interest(self, connection: BlockingServerConnection, want_read: bool) -> None:
-        want_write = bool(connection.output)
-        if want_read == connection.reading and want_write == connection.writing:
+    def _update_interest(self, link: BlockingServerConnection, want_read: bool) -> None:
+        want_write = bool(link.output)
+        if want_read == link.reading and want_write == link.writing:
             return
         events = (selectors.EVENT_READ if want_read else 0) | (
             selectors.EVENT_WRITE if want_write else 0
         )
         selector = self._selector
         assert selector is not None
-        registered = connection.reading or connection.writing
+        registered = link.reading or link.writing
         if events and registered:
-            selector.modify(connection.sock, events, connection)
+            selector.modify(link.sock, events, link)
         elif events:
-            selector.register(connection.sock, events, connection)
+            selector.register(link.sock, events, link)
         elif registered:
-            selector.unregister(connection.sock)
-        connection.reading = want_read
-        connection.writing = want_write
+            selector.unregister(link.sock)
+        link.reading = want_read
+        link.writing = want_write
 
-    def _connection_lost(self, connection: BlockingServerConnection, reason: str) -> None:
-        if connection.closed:
+    def _close(self, link: BlockingServerConnection, reason: str) -> None:
+        """Close the socket now (what is unsent is dropped) and let the driver end what the
+        connection had."""
+        if link.closed:
             return
-        self._handle_events(connection, connection.protocol.connection_lost(reason))
-        self._close(connection)
-
-    def _close(self, connection: BlockingServerConnection) -> None:
-        if connection.closed:
-            return
-        connection.closed = True
-        connection.protocol.memory.close()
-        if connection.protocol.close_reason:
-            _LOGGER.debug(
-                "closing the connection from %s: %s",
-                connection.peer,
-                connection.protocol.close_reason,
-            )
-        self._connections.discard(connection)
-        self._dirty.discard(connection)
-        if self._selector is not None and (connection.reading or connection.writing):
+        link.closed = True
+        self._dirty.discard(link)
+        if self._selector is not None and (link.reading or link.writing):
             try:
-                self._selector.unregister(connection.sock)
+                self._selector.unregister(link.sock)
             except (KeyError, ValueError):
                 pass
         try:
-            connection.sock.close()
+            link.sock.close()
         except OSError:  # pragma: no cover
             pass
-        if connection.calls:
-            self._handle_events(
-                connection, connection.protocol.connection_lost("connection closed")
-            )
-            for context in list(connection.calls.values()):
-                self._end_call(connection, context, StatusCode.CANCELLED)
+        self.driver.connection_closed(link.served, reason)
 
-    def _send_outcome(
+    # -- a handler's outcome (handler threads) -------------------------------------------------
+
+    def send_outcome(
         self,
-        context: ServicerContext,
+        call: ServicerContext,
         code: StatusCode,
         details: str,
         message: Optional[bytes],
@@ -660,101 +566,59 @@ class ServerLoop(CallHandling):
         connection over budget ends the call RESOURCE_EXHAUSTED at once: handlers answering faster
         than the I/O thread queues their responses cannot pile them up unseen.
         """
-        credit = context._response_credit
+        credit = call._response_credit
         if credit is not None:
             credit.close()  # the outcome drains the outbox; nothing offered later joins it
-        if message is not None and not context._connection.protocol.memory.reserve(len(message)):
-            code, details, message = _dispatch.OVER_BUDGET
+        if message is not None and not call._connection.protocol.memory.reserve(len(message)):
+            code, details, message = OVER_BUDGET
         if threading.get_ident() == self._io_thread_ident:
-            # A handler run on the I/O thread (:meth:`CallHandling._submit`): write now, in the
-            # loop's pass, unless something it posted (initial metadata, a cancel) must go first.
+            # A handler run on the I/O thread (CallHandlers.submit): write now, in the loop's
+            # pass, unless something it posted (initial metadata, a cancel) must go first.
             if not self._commands.queued:
-                self._write_outcome(context, code, details, message)
+                self._calls.write_outcome(call, code, details, message)
                 return
-        elif self._send_outcome_directly(context, code, details, message):
+        elif self._send_outcome_directly(call, code, details, message):
             return
-        self._post(self._write_outcome, context, code, details, message)
+        self.post(self._calls.write_outcome, call, code, details, message)
 
     def _send_outcome_directly(
         self,
-        context: ServicerContext,
+        call: ServicerContext,
         code: StatusCode,
         details: str,
         message: Optional[bytes],
     ) -> bool:
-        """The direct path of :meth:`_send_outcome`; False if it must go through the loop."""
+        """The direct path of :meth:`send_outcome`; False if it must go through the loop."""
         if not self._io_lock.acquire(blocking=False):
             return False
+        served = call._connection
+        link: BlockingServerConnection = served.link
         try:
-            connection = context._connection
+            protocol = link.protocol
             if (
                 self._commands.queued  # what this handler posted (cancel, metadata) goes first
-                or self._active_rpcs != 1  # others in flight: the loop batches their writes
-                or self._state != _STARTED
+                or self.driver.active_calls != 1  # others in flight: the loop batches writes
+                or self._state != STARTED
                 or self._commands.refused
-                or connection.closed
-                or connection.output
-                or connection.close_when_flushed
-                or connection.protocol.draining
-                or connection.protocol.closed
+                or link.closed
+                or link.output
+                or served.closing
+                or served.lingering
+                or protocol.draining
+                or protocol.closed
             ):
                 return False
             first_timer = self._timers[0][0] if self._timers else None
-            self._write_outcome(context, code, details, message)
-            self._dirty.discard(connection)
-            self._flush(connection)
+            self._calls.write_outcome(call, code, details, message)
+            self._dirty.discard(link)
+            self._flush(link)
             if self._timers and self._timers[0][0] != first_timer:
                 # the loop's select() timeout no longer covers the first timer
                 self._commands.wake()
             return True
         except Exception:
-            self._internal_error(context._connection)
+            self._internal_error(link)
             self._commands.wake()
             return True
         finally:
             self._io_lock.release()
-
-    # -- stop ------------------------------------------------------------------------------------
-
-    def _begin_stop(self, grace: Optional[float]) -> None:
-        now = time.monotonic()
-        for listener in self._listeners:
-            if self._selector is not None:
-                try:
-                    self._selector.unregister(listener.sock)
-                except (KeyError, ValueError):
-                    pass
-            listener.close()
-        self._listeners = []
-        deadline = stop_deadline(self._stop_deadline, now, grace)
-        if deadline is None:
-            return  # a later stop() never extends the grace
-        if deadline <= now:
-            self._abort_connections()
-            return
-        first = self._stop_deadline is None
-        self._stop_deadline = deadline
-        if first:
-            for connection in list(self._connections):
-                connection.protocol.start_drain()
-                self._dirty.add(connection)
-            self._add_timer(min(deadline, now + DRAIN_PING_TIMEOUT), self._final_goaways)
-        self._add_timer(deadline, self._grace_expired, deadline)
-
-    def _final_goaways(self) -> None:
-        for connection in list(self._connections):
-            connection.protocol.send_final_goaway()
-            self._dirty.add(connection)
-
-    def _grace_expired(self, deadline: float) -> None:
-        if self._stop_deadline == deadline:
-            self._abort_connections()
-
-    def _abort_connections(self) -> None:
-        for connection in list(self._connections):
-            self._handle_events(connection, connection.protocol.abort_all())
-            for context in list(connection.calls.values()):
-                self._end_call(connection, context, StatusCode.CANCELLED)
-            connection.close_when_flushed = True
-            self._flush(connection)
-            self._close(connection)  # do not wait for a client that does not read

@@ -20,7 +20,8 @@ clock:
 The ``context`` these functions read is the handler's servicer context (blocking or asyncio):
 anything with the attributes ``_method`` (the call's method path), ``_code`` (the status code
 the handler set, or None), ``_details`` (its details, or None), ``_aborted`` (``abort()`` was
-called) and ``_terminated`` (the call ended before the handler did).
+called) and ``_terminated`` (the call ended before the handler did): a
+:class:`~minigrpc.driver.server_call_state.CallState`.
 """
 
 from typing import (
@@ -131,11 +132,11 @@ class HandlerTable:
     """The server's handlers: ``add_registered_method_handlers``' paths, the generic handlers in
     the order they were added, and the server interceptors around the lookup."""
 
-    def __init__(self) -> None:
+    def __init__(self, interceptors: Sequence[Any] = ()) -> None:
         self.registered: Dict[str, Any] = {}
         self.generic: List[Any] = []
         #: ``ServerInterceptor`` objects, the first one outermost (grpcio's order).
-        self.interceptors: Tuple[Any, ...] = ()
+        self.interceptors: Tuple[Any, ...] = tuple(interceptors)
 
     def add_generic(self, generic_rpc_handlers: Iterable[Any]) -> None:
         """Add objects with a ``service(handler_call_details)`` method (grpcio's API: any such
@@ -232,8 +233,7 @@ def record_bad_request(context: Any) -> None:
     """A streamed request did not deserialize: log it (from inside the ``except`` block) and
     record :data:`BAD_REQUEST` on the context as an abort would; the caller then raises."""
     log_bad_request(context._method)
-    context._code, context._details, _ = BAD_REQUEST
-    context._aborted = True
+    context._record_failure(BAD_REQUEST.code, BAD_REQUEST.details)
 
 
 def serialize_response(method: str, handler: Any, response: Any) -> Optional[bytes]:

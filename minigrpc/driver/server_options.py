@@ -68,7 +68,7 @@ second server on a port in use fails to bind instead of silently sharing the por
 connections.
 """
 
-from typing import Any, FrozenSet, Iterable, Optional, Tuple
+from typing import Any, FrozenSet, Iterable, Optional, Sequence, Tuple
 
 from ..http2 import streams
 from ..protocol import codes, wire
@@ -111,9 +111,18 @@ def _milliseconds(value: Any) -> Optional[float]:
 
 
 class ServerOptions:
-    """Parsed ``options``; see the table in the module docstring."""
+    """Parsed ``options`` (see the table in the module docstring), with ``server()``'s other
+    arguments: ``compression`` (a ``Compression``, over
+    ``grpc.default_compression_algorithm``), ``maximum_concurrent_rpcs`` (None: no limit) and
+    the server ``interceptors``, the first one outermost."""
 
-    def __init__(self, options: Optional[Iterable[Tuple[str, Any]]]) -> None:
+    def __init__(
+        self,
+        options: Optional[Iterable[Tuple[str, Any]]],
+        compression: Optional[int] = None,
+        maximum_concurrent_rpcs: Optional[int] = None,
+        interceptors: Sequence[Any] = (),
+    ) -> None:
         self.max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
         self.max_send_message_length: Optional[int] = None
         self.max_concurrent_streams = 100
@@ -145,6 +154,10 @@ class ServerOptions:
                 raise ValueError(
                     f"invalid value {value!r} for server option {key!r}: {exc}"
                 ) from None
+        if compression is not None:
+            self.compression = compression
+        self.maximum_concurrent_rpcs = maximum_concurrent_rpcs
+        self.interceptors = tuple(interceptors)
 
     def _apply(self, key: str, value: Any) -> None:
         if key == "grpc.max_receive_message_length":

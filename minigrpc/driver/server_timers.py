@@ -1,8 +1,8 @@
 """The timed decisions both servers make, with no clock of their own: the caller passes ``now``.
 
-The blocking server (:mod:`minigrpc.blocking.server_loop`, a heap of timers in its selector loop)
-and the asyncio server (:mod:`minigrpc.aio.server_loop`, the event loop's ``call_later``) wait in
-different ways, but decide alike when a wait is over:
+The server driver (:mod:`minigrpc.driver.server_driver`) asks these for both servers, which
+wait in different ways (the blocking one a heap of timers in its selector loop, the asyncio one
+the event loop's ``call_later``) but decide alike when a wait is over:
 
 * ``grpc.max_connection_idle_ms``: a connection without calls for that long is drained, and
   only calls count as activity, as in grpc-go's MaxConnectionIdle, so a client that merely

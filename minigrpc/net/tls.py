@@ -624,8 +624,9 @@ class TLSEngine:
         return self.tls.pending() > 0 or self._incoming.pending > 0
 
     def auth_context(self) -> Dict[str, List[bytes]]:
-        """grpcio's ``auth_context()`` keys for a TLS connection (:data:`PLAINTEXT_AUTH_CONTEXT`
-        is a plaintext one's)."""
+        """grpcio's ``auth_context()`` keys for a TLS connection
+        (:data:`minigrpc.driver.server_call_state.PLAINTEXT_AUTH_CONTEXT` is a plaintext
+        one's)."""
         context: Dict[str, List[bytes]] = {
             "security_level": [b"TSI_PRIVACY_AND_INTEGRITY"],
             "transport_security_type": [b"ssl"],
@@ -650,13 +651,6 @@ class TLSEngine:
 def _ssl_error_text(exc: ssl.SSLError) -> str:
     reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
     return f"tls: {reason}"
-
-
-#: grpcio's ``auth_context()`` of a plaintext connection.
-PLAINTEXT_AUTH_CONTEXT: Dict[str, List[bytes]] = {
-    "security_level": [b"TSI_SECURITY_NONE"],
-    "transport_security_type": [b"insecure"],
-}
 
 
 class SSLSessionCache:

@@ -56,6 +56,7 @@ __all__ = [
     "OVER_BUDGET_DETAILS",
     "PACKED_OVERHEAD",
     "QUEUED_BYTES_OVERHEAD",
+    "RESPONSE_HIGH_WATER",
     "VIEW_OVERHEAD",
     "ConnectionMemory",
     "MemoryBudget",
@@ -78,6 +79,12 @@ PACKED_OVERHEAD = 12
 #: The status details of a response dropped because its connection is over its budget
 #: (RESOURCE_EXHAUSTED), whichever layer drops it.
 OVER_BUDGET_DETAILS = "the server's memory budget for this connection is spent"
+#: What the response messages of one call that its handler handed over and that are not yet
+#: written may cost (:func:`response_cost` each, whether still handed over or queued on the
+#: connection) before the handler waits: a client that stops returning window blocks its
+#: handler, whether it yields megabytes or empty messages.  Both servers apply it
+#: (:mod:`minigrpc.blocking.server_call`, :mod:`minigrpc.aio.server_handlers`).
+RESPONSE_HIGH_WATER = 256 * 1024
 #: The smallest fair share of the server's total a connection may always hold.
 _MIN_FAIR_SHARE = 256 * 1024
 #: The 5-byte prefix of a Length-Prefixed-Message (PROTOCOL-HTTP2.md).
@@ -86,7 +93,7 @@ _PREFIX = 5
 
 def unsent_cost(framed_bytes: int, messages: int) -> int:
     """What a call's unsent response messages count against its high water
-    (:data:`minigrpc.blocking.server_call.RESPONSE_HIGH_WATER`): their framed bytes plus
+    (:data:`RESPONSE_HIGH_WATER`): their framed bytes plus
     :data:`MESSAGE_OVERHEAD` per message, whether handed over or queued.
 
     Counting payload bytes alone let a handler yielding empty messages hand over millions of

@@ -3,8 +3,8 @@
 :meth:`minigrpc.protocol.server_protocol.ServerGrpcConnection.receive_data` turns the frames of a
 read into a few gRPC-level events: a call started (its request headers were valid), a unary request
 is complete, streamed request messages wait, the request ended, or a call ended without the
-handler's answer.  Both servers (:mod:`minigrpc.blocking.server_loop`,
-:mod:`minigrpc.aio.server_loop`) act on these and nothing else, as the HTTP/2 connection's events
+handler's answer.  Both servers act on these and nothing else, through their driver
+(:mod:`minigrpc.driver.server_driver`), as the HTTP/2 connection's events
 (:mod:`minigrpc.http2.connection`) are the vocabulary between it and the server protocol.
 """
 

@@ -4,9 +4,11 @@
 (:class:`minigrpc.http2.server.ServerHTTP2Connection`) and turns what a client sends into a few
 gRPC-level events (:mod:`minigrpc.protocol.server_events`: :class:`CallStarted`,
 :class:`RequestReady`, :class:`RequestMessage`, :class:`RequestEnded`, :class:`CallTerminated`);
-the socket layer (:mod:`minigrpc.blocking.server_loop`) feeds it bytes, runs handlers and hands
-back responses with :meth:`ServerGrpcConnection.send_initial_metadata`,
-:meth:`~ServerGrpcConnection.send_message`, :meth:`~ServerGrpcConnection.finish_call` and friends.
+the server's driver (:mod:`minigrpc.driver.server_driver`, for both servers) feeds it bytes,
+has the handlers run and hands back responses with
+:meth:`ServerGrpcConnection.send_initial_metadata`,
+:meth:`~ServerGrpcConnection.send_message`, :meth:`~ServerGrpcConnection.finish_call` and
+friends.
 The checks of each request's frames are :class:`minigrpc.protocol.server_requests.RequestIntake`,
 which it builds on, and its limits a :class:`minigrpc.protocol.server_settings.ServerSettings`.
 Nothing here touches a socket, a thread or a clock it was not given, so every rule below is
@@ -182,7 +184,7 @@ class ServerGrpcConnection(RequestIntake):
         self._frame_budget = FrameBudget(self._clock)
         self._peer: Optional[Tuple[PeerHistory, Hashable]] = None
         self._responses = ResponseWriter(
-            self,
+            conn,
             self._calls,
             self.settings.enabled_encodings,
             self._frame_budget,

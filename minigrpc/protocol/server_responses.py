@@ -19,16 +19,14 @@ Nothing here reads input, touches a socket or a clock: like the connection, it i
 part, tested through it in ``tests/unit/test_server_protocol.py``.
 """
 
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ..http2.flood import FrameBudget
+from ..http2.server import ServerHTTP2Connection
 from . import headers as hdrs
 from . import wire
 from .enums import StatusCode
 from .grpc_connection import DEFAULT_BUFFER_LIMIT, Inbound, Outbound
-
-if TYPE_CHECKING:
-    from .server_requests import RequestIntake
 
 __all__ = ["ResponseWriter", "ServerStream"]
 
@@ -89,17 +87,18 @@ class ServerStream:
 class ResponseWriter:
     """Writes the responses of one server connection (see the module docstring).
 
-    ``streams`` is the connection's table of open streams, shared; ``stream_closed`` says
-    whether the connection already closed a stream (a later frame of the same read may have);
-    ``ended`` is called once a stream's END_STREAM is queued, for the connection to forget it.
+    ``conn`` is the connection's HTTP/2 end, which the frames are queued on; ``streams`` is the
+    connection's table of open streams, shared; ``stream_closed`` says whether the connection
+    already closed a stream (a later frame of the same read may have); ``ended`` is called once
+    a stream's END_STREAM is queued, for the connection to forget it.
     """
 
     __slots__ = (
         "_blocked",
-        "_connection",
+        "_conn",
         "_enabled_encodings",
         "_ended",
-                "_output_room",
+        "_output_room",
         "_starved",
         "_stream_closed",
         "_streams",
@@ -109,14 +108,14 @@ class ResponseWriter:
 
     def __init__(
         self,
-        connection: "RequestIntake",
+        conn: ServerHTTP2Connection,
         streams: Dict[int, ServerStream],
         enabled_encodings: FrozenSet[str],
         frame_budget: FrameBudget,
         stream_closed: Callable[[int], bool],
         ended: Callable[[ServerStream], None],
     ) -> None:
-        self._connection = connection
+        self._conn = conn
         self._streams = streams
         self._enabled_encodings = enabled_encodings
         #: The connection's allowance of frames that do no work: each write earns some back.
@@ -179,7 +178,7 @@ class ResponseWriter:
         )
         call.headers_sent = True
         if not self._stream_closed(call.stream_id):
-            self._connection.conn.send_headers(call.stream_id, headers)
+            self._conn.send_headers(call.stream_id, headers)
             self.frame_budget.earn()
 
     def queue_message(self, call: ServerStream, message: bytes, compress_message: bool) -> None:
@@ -231,7 +230,7 @@ class ResponseWriter:
 
     def oversized(self, block: Headers, more: Optional[Headers]) -> str:
         """Why a header block exceeds the client's MAX_HEADER_LIST_SIZE, or "" if it fits."""
-        limit = self._connection.conn.peer_max_header_list_size
+        limit = self._conn.peer_max_header_list_size
         if limit is None:
             return ""
         size = hdrs.header_list_size(block) + (hdrs.header_list_size(more) if more else 0) + 64
@@ -251,7 +250,7 @@ class ResponseWriter:
         call.headers_sent = True
         call.finished = True
         if not self._stream_closed(call.stream_id):
-            self._connection.conn.send_headers(call.stream_id, headers, end_stream=True)
+            self._conn.send_headers(call.stream_id, headers, end_stream=True)
         self._ended(call)
 
     def queue_trailers(self, call: ServerStream, trailers: Headers) -> None:
@@ -272,7 +271,7 @@ class ResponseWriter:
             self._blocked.discard(stream_id)
             return
         outbound = call.outbound
-        conn = self._connection.conn
+        conn = self._conn
         if not outbound.empty:
             room = self._output_room
             written = outbound.write(conn, stream_id, room)

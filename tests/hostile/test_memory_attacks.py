@@ -86,9 +86,9 @@ def tiny(request, context):
         yield b""
 
 def stats(request, context):
-    budget = server._memory
+    budget = server._driver.memory
     return json.dumps({"used": budget.total, "peak": budget.peak,
-                       "active": server._active_rpcs - 1}).encode()
+                       "active": server._driver.active_calls - 1}).encode()
 
 handlers = [
     minigrpc.method_handlers_generic_handler("hostile.Echo", {
@@ -152,9 +152,9 @@ async def tiny(request, context):
         yield b""
 
 async def stats(request, context):
-    budget = server._memory
+    budget = server._driver.memory
     return json.dumps({"used": budget.total, "peak": budget.peak,
-                       "active": server._active_rpcs - 1}).encode()
+                       "active": server._driver.active_calls - 1}).encode()
 
 handlers = [
     minigrpc.method_handlers_generic_handler("hostile.Echo", {
@@ -479,7 +479,7 @@ def test_held_back_stream_resumes_when_its_handler_reads() -> None:
             call = channel.stream_unary("/hostile.Memory/Count")
             messages = [b"r" * 1000] * 8000  # 8 MB of 1 kB messages
             future = call.future(iter(messages), timeout=60)
-            budget = server._memory  # type: ignore[attr-defined]
+            budget = server._driver.memory  # type: ignore[attr-defined]
             # Until the connection is over its share and the client stopped sending (no
             # window left): the budget stays put for half a second (or 20 s in all).
             ticker = threading.Event()
@@ -492,7 +492,7 @@ def test_held_back_stream_resumes_when_its_handler_reads() -> None:
                 last = total
                 ticker.wait(0.05)
             over = budget.total
-            reading = [c.reading for c in server._connections]  # type: ignore[attr-defined]
+            reading = [c.link.reading for c in server._driver.connections]  # type: ignore[attr-defined]
             release.set()
             assert future.result() == str(8000 * 1000).encode()
         assert over >= MIB, f"the connection never went over its budget ({over} bytes)"

@@ -499,7 +499,7 @@ def test_deadline_timers_of_finished_calls_do_not_accumulate() -> None:
             echo = _call(channel, "Echo")
             for _ in range(1500):
                 echo(b"t", timeout=600)
-        assert len(server.server._timers) <= 1025
+        assert len(server.server._loop._timers) <= 1025
 
 
 def test_timers_of_closed_connections_do_not_accumulate() -> None:
@@ -508,7 +508,7 @@ def test_timers_of_closed_connections_do_not_accumulate() -> None:
         for _ in range(1100):
             with RawH2Client(server.target) as client:
                 assert client.call(grpc_request_headers(), b"\0\0\0\0\0").grpc_status == 0
-        assert len(server.server._timers) <= 1025
+        assert len(server.server._loop._timers) <= 1025
 
 
 def test_client_cancel_marks_context_inactive() -> None:
@@ -603,7 +603,7 @@ def test_client_that_never_reads_does_not_block_others() -> None:
                 for _ in range(5):
                     assert _call(channel, "Echo")(b"ok", timeout=WAIT) == b"ok"
             # Output for the greedy connection stays bounded (backpressure, not buffering).
-            connections = list(server.server._connections)
+            connections = [served.link for served in server.server._driver.connections]
             assert max(len(c.output) for c in connections) <= 256 * 1024 + 2 * 1024 * 1024
         finally:
             greedy.close()

@@ -16,6 +16,12 @@ ignored, as in grpcio:
 * ``grpc.initial_reconnect_backoff_ms`` / ``grpc.max_reconnect_backoff_ms``: the waits between
   connection attempts of a ``wait_for_ready`` call (defaults 1 s and 120 s,
   ``doc/connection-backoff.md``).
+* ``grpc.service_config``: the service config (JSON, gRPC's ``doc/service_config.md``), read
+  and validated by :mod:`minigrpc.driver.service_config` when the channel is made: a config
+  that does not validate raises ValueError there.  A method's ``timeout`` caps its calls'
+  deadlines, ``waitForReady`` applies to calls that do not say, ``maxRequestMessageBytes`` and
+  ``maxResponseMessageBytes`` tighten the two limits above
+  (:class:`minigrpc.driver.invocation.Method`).
 * ``minigrpc.initial_window_size``: per-stream receive window we advertise; default 4 MiB.
 * ``minigrpc.connection_window_size``: connection receive window; default 16 MiB.
 * ``minigrpc.max_frame_size``: largest frame we accept (16 KiB to 16 MiB); default 1 MiB.
@@ -42,6 +48,7 @@ from ..protocol.client_protocol import ClientGrpcConnection
 from ..protocol.targets import Target, parse_target
 from .attempts import Attempts
 from .connectivity import ChannelConnectivity
+from .service_config import MethodConfig, ServiceConfig, service_config_option
 from .subchannel import Subchannel
 
 __all__ = ["ChannelConfig", "ChannelCore", "TransportOptions"]
@@ -218,6 +225,9 @@ class ChannelCore:
             if self.target_error:
                 self.target = None
         self.config = ChannelConfig(self.target, options, credentials is not None)
+        #: ``grpc.service_config``, validated: a config grpcio would refuse fails the channel
+        #: here (ServiceConfigError, a ValueError naming every problem), not its calls later.
+        self.service_config: Optional[ServiceConfig] = service_config_option(options)
         self.compression = compression
         #: Set by :meth:`close`: no new call starts (calls already running may finish).
         self.closed = False
@@ -227,6 +237,11 @@ class ChannelCore:
             if self.target is not None
             else ChannelConnectivity.TRANSIENT_FAILURE,
         )
+
+    def method_config(self, path: str) -> Optional[MethodConfig]:
+        """What the service config says about the method ``path`` (None: no service config)."""
+        config = self.service_config
+        return None if config is None else config.for_method(path)
 
     def client_tls(self) -> Any:
         """The TLS settings of the channel's connections (``minigrpc.net.tls.ClientTLS``), or

@@ -64,11 +64,28 @@ def _failed(code: int, details: str, call: Optional[ClientCall] = None) -> CallF
     return CallFailed(CallStatus(code, details, call.initial_metadata, call.trailing_metadata))
 
 
-class Method:
-    """What the four multi-callables of either API share: the channel, the path and the
-    (de)serializers."""
+def _smaller(limit: Optional[int], other: Optional[int]) -> Optional[int]:
+    """The tighter of two message-size limits (None: no limit)."""
+    if other is None:
+        return limit
+    return other if limit is None else min(limit, other)
 
-    __slots__ = ("core", "deserializer", "path", "serializer")
+
+class Method:
+    """What the four multi-callables of either API share: the channel, the path, the
+    (de)serializers, and what the channel's service config says about the method (its
+    ``timeout``, ``waitForReady`` and message sizes, looked up once here; gRPC's
+    ``doc/service_config.md``)."""
+
+    __slots__ = (
+        "config",
+        "core",
+        "deserializer",
+        "max_receive",
+        "max_send",
+        "path",
+        "serializer",
+    )
 
     def __init__(
         self,
@@ -81,6 +98,18 @@ class Method:
         self.path: str = method.decode("ascii") if isinstance(method, bytes) else method
         self.serializer = request_serializer
         self.deserializer = response_deserializer
+        config = core.method_config(self.path) if isinstance(self.path, str) else None
+        #: The method's service config (None without one).
+        self.config = config
+        limits = core.config
+        #: The largest request and response messages: the channel's limit, or the service
+        #: config's ``maxRequestMessageBytes`` / ``maxResponseMessageBytes`` when tighter (the
+        #: smaller applies, as in grpc core).
+        self.max_send = limits.max_send
+        self.max_receive = limits.max_receive
+        if config is not None:
+            self.max_send = _smaller(self.max_send, config.max_request_message_bytes)
+            self.max_receive = _smaller(self.max_receive, config.max_response_message_bytes)
 
     def with_path(self, path: Any) -> "Method":
         """The same method under another path (an interceptor changed it)."""
@@ -112,6 +141,15 @@ class Invocation:
         core = method.core
         if core.closed:
             raise ValueError(CLOSED_CHANNEL)
+        method_config = method.config
+        if method_config is not None:
+            # The service config's timeout caps the call's; its waitForReady applies unless the
+            # call says otherwise (grpc core's order: an explicit wait_for_ready wins).
+            limit = method_config.timeout
+            if limit is not None and (timeout is None or limit < timeout):
+                timeout = limit
+            if wait_for_ready is None:
+                wait_for_ready = method_config.wait_for_ready
         path = method.path
         if malformed_path(path):
             raise _failed(Code.INTERNAL, f"malformed method name: {path!r}")
@@ -160,7 +198,7 @@ class Invocation:
         compressed = self.encoding is not None
         if self.encoding is not None:
             payload = wire.compress(self.encoding, payload)
-        limit = method.core.config.max_send
+        limit = method.max_send
         if limit is not None and len(payload) > limit:
             raise _failed(Code.RESOURCE_EXHAUSTED, str(MessageTooLarge(len(payload), limit, True)))
         return wire.frame_message(payload, compressed)
@@ -172,6 +210,7 @@ class Invocation:
             header_factory=self.make_headers,
             request=request,
             unary_response=unary_response,
+            max_receive_message_length=self.method.max_receive,
         )
 
     def decode(self, message: Message, call: ClientCall) -> Any:
@@ -182,7 +221,7 @@ class Invocation:
         method = self.method
         try:
             payload = wire.decode_message(
-                compressed, payload, call.response_encoding, method.core.config.max_receive
+                compressed, payload, call.response_encoding, method.max_receive
             )
         except CallError as exc:
             raise _failed(exc.code_number, str(exc), call) from None

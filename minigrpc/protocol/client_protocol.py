@@ -44,6 +44,9 @@ from .headers import ResponseHead, header_list_size
 from .status import DEADLINE_EXCEEDED_DETAILS, CallError, CallStatus, CardinalityViolation, Metadata
 from .wire import DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, decode_metadata
 
+#: A call's :attr:`ClientCall.receive_limit` when it takes the connection's.
+CONNECTION_LIMIT = -1
+
 
 class CallPhase(enum.Enum):
     """Where a client call is."""
@@ -71,6 +74,7 @@ class ClientCall:
         "headers",
         "initial_metadata",
         "phase",
+        "receive_limit",
         "request",
         "response",
         "response_head",
@@ -90,8 +94,12 @@ class ClientCall:
         header_factory: Optional[Callable[[Optional[float]], List[Header]]] = None,
         request: Optional[wire.Framed] = None,
         unary_response: bool = True,
+        max_receive_message_length: Optional[int] = CONNECTION_LIMIT,
     ) -> None:
         self.headers: List[Header] = headers or []
+        #: The largest response message this call takes (None: no limit); by default the
+        #: connection's, else its method's (a service config's ``maxResponseMessageBytes``).
+        self.receive_limit = max_receive_message_length
         self.deadline = deadline
         #: Rebuilds ``headers`` for the time left when the stream actually opens, so that
         #: ``grpc-timeout`` is right even after waiting for a connection or a stream slot.
@@ -324,7 +332,10 @@ class ClientGrpcConnection(protocol.GrpcConnection):
             return self._finish(call, CallStatus(Code.UNAVAILABLE, "stream ids exhausted"))
         call.stream_id = stream_id
         call.phase = CallPhase.OPEN
-        call.response = Inbound(self.max_receive_message_length, self._buffer_limit)
+        limit = call.receive_limit
+        if limit == CONNECTION_LIMIT:
+            limit = self.max_receive_message_length
+        call.response = Inbound(limit, self._buffer_limit)
         self.conn.send_headers(stream_id, call.headers)
         self.calls[stream_id] = call
         self.write_request(call)

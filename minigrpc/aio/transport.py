@@ -22,9 +22,11 @@ from ..driver.subchannel import Subchannel, reusable
 from ..net.sockets import ConnectFailed, dial_error, handshake_error, lookup_error
 from ..protocol.client_protocol import ClientCall
 from ..protocol.targets import Target
+from ..protocol.wire import Framed
 from .client_connection import AsyncClientConnection
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..driver.invocation import Invocation
     from ..net.tls import ClientTLS
 
 __all__ = ["AsyncTransport"]
@@ -50,10 +52,11 @@ class AsyncTransport:
         self._dial_ended: Optional[asyncio.Future[None]] = None
 
     def steps(
-        self, deadline: Optional[float], wait_for_ready: bool, connect_only: bool = False
+        self, invocation: "Invocation", request: Optional[Framed], unary_response: bool
     ) -> CallSteps:
-        """A new call's steps, with this channel's backoff settings."""
-        return CallSteps(self.subchannel, self.options, deadline, wait_for_ready, connect_only)
+        """A new call's steps: its retries, its attempts' making, this channel's backoff.
+        ``request`` is a unary request's message (None when the request streams)."""
+        return invocation.new_steps(self.subchannel, self.options, request, unary_response)
 
     def ready_connection(self) -> Optional[AsyncClientConnection]:
         """The channel's connection if a call can start on it without waiting, else None (no
@@ -66,7 +69,6 @@ class AsyncTransport:
     async def attempt(
         self,
         steps: CallSteps,
-        make_call: Callable[[], ClientCall],
         to_the_end: bool,
         opened: Optional[Callable[[AsyncClientConnection, ClientCall], None]] = None,
     ) -> Attempt:
@@ -77,7 +79,7 @@ class AsyncTransport:
             step = steps.next()
             if step is START:
                 connection: AsyncClientConnection = steps.connection
-                call = make_call()
+                call = steps.new_attempt()
                 if not await connection.open(call, steps.deadline):
                     continue  # never started here: the connection was draining
                 if opened is not None:
@@ -99,7 +101,8 @@ class AsyncTransport:
 
     async def connect_until_ready(self) -> None:
         """``try_to_connect``: dial, backing off between failures, until READY or closed."""
-        await self.attempt(self.steps(None, True, connect_only=True), _no_call, False)
+        steps = CallSteps(self.subchannel, self.options, None, True, connect_only=True)
+        await self.attempt(steps, False)
 
     async def _dial(self, steps: CallSteps) -> None:
         """Dial for the channel and report how it went to the steps (and the waiting calls)."""
@@ -195,10 +198,6 @@ class AsyncTransport:
         connection = self.subchannel.close()
         if connection is not None:
             connection.close()
-
-
-def _no_call() -> ClientCall:  # pragma: no cover - connect_only steps never start a call
-    raise AssertionError("no call to start")
 
 
 class _ResumingContext:

@@ -24,10 +24,12 @@ from ..driver.subchannel import Subchannel
 from ..net.sockets import ConnectFailed, DeadlineReached, handshake_error, open_socket
 from ..protocol.client_protocol import ClientCall
 from ..protocol.targets import Target
+from ..protocol.wire import Framed
 from .client_connection import BlockingClientConnection
 from .connectivity import ConnectivityWatch
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..driver.invocation import Invocation
     from ..net.tls import ClientTLS
 
 __all__ = ["BlockingTransport", "CallHandle"]
@@ -57,45 +59,46 @@ class BlockingTransport:
         self._dial_ended = threading.Condition(self._lock)
 
     def steps(
-        self, deadline: Optional[float], wait_for_ready: bool, connect_only: bool = False
+        self, invocation: "Invocation", request: Optional[Framed], unary_response: bool
     ) -> CallSteps:
-        """A new call's steps, with this channel's backoff settings."""
-        return CallSteps(self.subchannel, self.options, deadline, wait_for_ready, connect_only)
+        """A new call's steps: its retries, its attempts' making, this channel's backoff.
+        ``request`` is a unary request's message (None when the request streams)."""
+        return invocation.new_steps(self.subchannel, self.options, request, unary_response)
 
-    def run(
-        self,
-        steps: CallSteps,
-        make_call: Callable[[], ClientCall],
-        handle: "Optional[CallHandle]" = None,
-    ) -> ClientCall:
+    def guarded(self, decision: Callable[..., Any], *args: Any) -> Any:
+        """Run one of a call's decisions (:class:`CallSteps`) under the lock: the channel's
+        retry buffer and throttle are shared by the threads of all its calls."""
+        with self._lock:
+            return decision(*args)
+
+    def run(self, steps: CallSteps, handle: "Optional[CallHandle]" = None) -> ClientCall:
         """Run a unary call to its end; the returned call always has a status."""
-        _connection, call = self.open(steps, make_call, handle, True)
+        _connection, call = self.open(steps, handle, True)
         return call
 
     def open(
         self,
         steps: CallSteps,
-        make_call: Callable[[], ClientCall],
         handle: "Optional[CallHandle]" = None,
         to_the_end: bool = False,
     ) -> Tuple[Optional[BlockingClientConnection], ClientCall]:
         """Open a call (``to_the_end``: run it to its end): its HEADERS (and any request it
         queued) are sent.  Returns the connection the call runs on (None when it ended before it
         had one) and the call, open or already ended."""
-        connection, call = self._carry_out(steps, make_call, handle, to_the_end)
+        connection, call = self._carry_out(steps, handle, to_the_end)
         if call is None:
             assert steps.status is not None
-            call = finished(make_call(), steps.status)
+            call = finished(steps.new_attempt(), steps.status)
         return connection, call
 
     def connect_until_ready(self) -> None:
         """``try_to_connect``: dial, backing off between failures, until READY or closed."""
-        self._carry_out(self.steps(None, True, connect_only=True), None, None, False)
+        steps = CallSteps(self.subchannel, self.options, None, True, connect_only=True)
+        self._carry_out(steps, None, False)
 
     def _carry_out(
         self,
         steps: CallSteps,
-        make_call: Optional[Callable[[], ClientCall]],
         handle: "Optional[CallHandle]",
         to_the_end: bool,
     ) -> Attempt:
@@ -107,17 +110,17 @@ class BlockingTransport:
             with self._lock:
                 step = steps.next()
             if step is START:
-                assert make_call is not None
                 connection: BlockingClientConnection = steps.connection
-                call = make_call()
+                call = steps.new_attempt()
                 if handle is not None and not handle.attach(connection, call):
+                    self.guarded(steps.finish)
                     return None, finished(call, handle.status)
                 deadline = steps.deadline
                 if to_the_end:
                     started = connection.run(call, deadline)
                 else:
                     started = connection.open(call, deadline)
-                if started and steps.attempt_ended(call):
+                if started and self.guarded(steps.attempt_ended, call):
                     return connection, call
             elif step is DIAL:
                 self._dial(steps)

@@ -48,6 +48,7 @@ from ..protocol.client_protocol import ClientGrpcConnection
 from ..protocol.targets import Target, parse_target
 from .attempts import Attempts
 from .connectivity import ChannelConnectivity
+from .retries import CallRetries, RetryBuffer, RetryOptions, RetryThrottle
 from .service_config import MethodConfig, ServiceConfig, service_config_option
 from .subchannel import Subchannel
 
@@ -228,6 +229,12 @@ class ChannelCore:
         #: ``grpc.service_config``, validated: a config grpcio would refuse fails the channel
         #: here (ServiceConfigError, a ValueError naming every problem), not its calls later.
         self.service_config: Optional[ServiceConfig] = service_config_option(options)
+        #: Retries (gRFC A6): the channel's options, the request bytes all its calls keep for
+        #: replay, and its token bucket when the service config throttles retries.
+        self.retry_options = RetryOptions.from_options(options)
+        self.retry_buffer = RetryBuffer(self.retry_options.channel_buffer)
+        throttling = self.service_config.retry_throttling if self.service_config else None
+        self.retry_throttle = RetryThrottle(throttling) if throttling is not None else None
         self.compression = compression
         #: Set by :meth:`close`: no new call starts (calls already running may finish).
         self.closed = False
@@ -242,6 +249,17 @@ class ChannelCore:
         """What the service config says about the method ``path`` (None: no service config)."""
         config = self.service_config
         return None if config is None else config.for_method(path)
+
+    def call_retries(
+        self, config: Optional[MethodConfig], streaming_request: bool
+    ) -> Optional[CallRetries]:
+        """A new call's retries, under its method's retry policy; None for a unary request
+        without one (its steps decide its transparent retries alone:
+        :class:`~minigrpc.driver.call_steps.CallSteps`)."""
+        policy = config.retry_policy if config is not None else None
+        if policy is None and not streaming_request:
+            return None
+        return CallRetries(policy, self.retry_options, self.retry_buffer, self.retry_throttle)
 
     def client_tls(self) -> Any:
         """The TLS settings of the channel's connections (``minigrpc.net.tls.ClientTLS``), or

@@ -20,11 +20,13 @@ from ..protocol.client_outcome import DESERIALIZE_FAILED_DETAILS
 from ..protocol.client_protocol import ClientCall
 from ..protocol.codes import Code
 from ..protocol.grpc_connection import Message
-from ..protocol.headers import malformed_path, request_headers
+from ..protocol.headers import PREVIOUS_ATTEMPTS_HEADER, malformed_path, request_headers
 from ..protocol.status import CallError, CallStatus, MessageTooLarge
+from .call_steps import CallSteps
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .channel_core import ChannelCore
+    from .channel_core import ChannelCore, TransportOptions
+    from .subchannel import Subchannel
 
 __all__ = [
     "CANCELLED",
@@ -184,6 +186,33 @@ class Invocation:
 
         self.make_headers = make_headers
 
+    def new_steps(
+        self,
+        subchannel: "Subchannel[Any]",
+        options: "TransportOptions",
+        request: Optional[wire.Framed],
+        unary_response: bool,
+    ) -> CallSteps:
+        """This call's steps on a channel's subchannel: its deadline, readiness, retries and
+        the making of its attempts (``request``: a unary request's message, else None)."""
+        method = self.method
+        core = method.core
+        config = method.config
+        retries = None
+        if request is None or (config is not None and config.retry_policy is not None):
+            retries = core.call_retries(config, request is None)
+        return CallSteps(
+            subchannel,
+            options,
+            self.deadline,
+            self.wait_for_ready,
+            retries=retries,
+            new_call=self.new_call,
+            request=request,
+            unary_response=unary_response,
+            retry_options=core.retry_options,
+        )
+
     def frame(self, request: Any) -> wire.Framed:
         """Serialize, compress (when chosen) and length-prefix one request message."""
         method = self.method
@@ -203,11 +232,21 @@ class Invocation:
             raise _failed(Code.RESOURCE_EXHAUSTED, str(MessageTooLarge(len(payload), limit, True)))
         return wire.frame_message(payload, compressed)
 
-    def new_call(self, request: Optional[wire.Framed], unary_response: bool) -> ClientCall:
-        """The protocol's state of one attempt of this call."""
+    def new_call(
+        self, request: Optional[wire.Framed], unary_response: bool, previous_attempts: int = 0
+    ) -> ClientCall:
+        """The protocol's state of one attempt of this call; from the second attempt on, its
+        headers say how many came before (``grpc-previous-rpc-attempts``, gRFC A6)."""
+        make_headers = self.make_headers
+        if previous_attempts:
+            extra = [(PREVIOUS_ATTEMPTS_HEADER, str(previous_attempts).encode("ascii"))]
+
+            def make_headers(time_left: "Optional[float]") -> "List[Header]":
+                return self.make_headers(time_left) + extra
+
         return ClientCall(
             deadline=self.deadline,
-            header_factory=self.make_headers,
+            header_factory=make_headers,
             request=request,
             unary_response=unary_response,
             max_receive_message_length=self.method.max_receive,

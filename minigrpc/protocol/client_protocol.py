@@ -79,6 +79,7 @@ class ClientCall:
         "response",
         "response_head",
         "response_headers",
+        "response_started",
         "retryable",
         "status",
         "stream_id",
@@ -117,6 +118,9 @@ class ClientCall:
         self.status: Optional[CallStatus] = None
         self.retryable = False
         self.response_head: Optional[ResponseHead] = None
+        #: Response-Headers arrived (not a Trailers-Only response): the call is past the point
+        #: where it may be retried (gRFC A6).
+        self.response_started = False
         self.initial_metadata: Metadata = ()
         self.trailing_metadata: Metadata = ()
         #: The response header block and the trailers as received (bytes pairs); a
@@ -127,6 +131,15 @@ class ClientCall:
     @property
     def done(self) -> bool:
         return self.status is not None
+
+    def replay(self, messages: Sequence[wire.Framed], closed: bool) -> None:
+        """Queue what an earlier attempt of the same call sent (a retry, gRFC A6): its request
+        messages and, when ``closed``, the end of the request.  Only before the call starts."""
+        request = self.request
+        for framed in messages:
+            request.add(framed)
+        if closed and request.state is SendState.OPEN:
+            request.close()
 
     @property
     def request_complete(self) -> bool:
@@ -612,6 +625,7 @@ class ClientGrpcConnection(protocol.GrpcConnection):
             call.trailing_metadata = metadata
             return
         call.initial_metadata = metadata
+        call.response_started = True
         failure = client_outcome.not_grpc_status(head)
         if failure is not None:
             events.extend(self._finish(call, failure[0], reset_code=failure[1]))

@@ -239,16 +239,14 @@ class Outcome:
         return f"<Outcome {self.code} {self.details!r} after {self.elapsed:.3f}s>"
 
 
-def _blocking_outcome(channel: Any, method: str, request: bytes, kwargs: Dict[str, Any]
-                      ) -> Outcome:
+def _blocking_outcome(grpc: Any, channel: Any, method: str, request: bytes,
+                      kwargs: Dict[str, Any]) -> Outcome:
     import time
-
-    import minigrpc
 
     started = time.monotonic()
     try:
         response, call = channel.unary_unary(method).with_call(request, **kwargs)
-    except minigrpc.RpcError as error:
+    except grpc.RpcError as error:
         return Outcome(error.code().name, error.details(), None, error.initial_metadata(),
                        time.monotonic() - started)
     return Outcome("OK", "", response, call.initial_metadata(), time.monotonic() - started)
@@ -273,12 +271,13 @@ async def _aio_outcome(channel: Any, method: str, request: bytes, kwargs: Dict[s
 
 def calls(api: str, target: str, count: int = 1, options: Any = None, method: str = UNARY,
           request: bytes = b"hi", **kwargs: Any) -> List[Outcome]:
-    """``count`` unary calls, one after the other, on one new channel of ``api``."""
-    import minigrpc
-
-    if api == "blocking":
-        with minigrpc.insecure_channel(target, options=options) as channel:
-            return [_blocking_outcome(channel, method, request, kwargs) for _ in range(count)]
+    """``count`` unary calls, one after the other, on one new channel of ``api``: minigrpc's
+    ``blocking`` or ``aio`` API, or ``grpcio``'s blocking one (the reference)."""
+    if api in ("blocking", "grpcio"):
+        grpc = server_module("grpcio" if api == "grpcio" else "minigrpc")
+        with grpc.insecure_channel(target, options=options) as channel:
+            return [_blocking_outcome(grpc, channel, method, request, kwargs)
+                    for _ in range(count)]
     import asyncio
 
     from minigrpc import aio

@@ -339,3 +339,121 @@ def test_the_replaced_connection_no_longer_moves_the_channels_state() -> None:
     channel.subchannel.connection_unusable(old)
     assert channel.subchannel.state is CONNECTING
     assert channel.states == [CONNECTING, READY, IDLE, CONNECTING]
+
+
+# -- retry policies (gRFC A6) through the steps ---------------------------------------------
+
+
+def retrying(channel: Channel, deadline: Optional[float] = None, **kwargs: object) -> CallSteps:
+    """Steps of a call under a retry policy: 4 attempts, 1 s then 2 s, UNAVAILABLE retried;
+    no jitter, so that every wait is exact."""
+    import random
+
+    from minigrpc.driver.retries import CallRetries, RetryBuffer, RetryOptions
+    from minigrpc.driver.service_config import RetryPolicy
+
+    policy = RetryPolicy(4, 1.0, 10.0, 2.0, frozenset({Code.UNAVAILABLE}))
+    no_jitter = random.Random(0)
+    no_jitter.uniform = lambda low, high: 1.0  # type: ignore[method-assign]
+    retries = CallRetries(policy, RetryOptions(), RetryBuffer(), rng=no_jitter)
+    return CallSteps(channel.subchannel, OPTIONS, deadline, False, clock=lambda: channel.now,
+                     retries=retries, **kwargs)  # type: ignore[arg-type]
+
+
+UNAVAILABLE = CallStatus(Code.UNAVAILABLE, "try again")
+
+
+def trailers_with(pushback: str) -> ClientCall:
+    call = ended(UNAVAILABLE)
+    call.trailers = [(b"grpc-retry-pushback-ms", pushback.encode())]
+    return call
+
+
+def test_a_retryable_status_sleeps_the_backoff_and_counts_the_attempts() -> None:
+    channel = Channel()
+    channel.connected()
+    made: List[int] = []
+
+    def new_call(request: object, unary_response: bool, previous: int) -> ClientCall:
+        made.append(previous)
+        return ClientCall()
+
+    steps = retrying(channel, new_call=new_call)
+    waits = []
+    for _ in range(4):
+        assert steps.next() is START
+        steps.new_attempt()
+        if steps.attempt_ended(ended(UNAVAILABLE)):
+            break
+        assert steps.next() is SLEEP
+        waits.append(steps.delay)
+        channel.now += steps.delay
+    assert made == [0, 1, 2, 3]  # grpc-previous-rpc-attempts of each attempt
+    assert waits == [1.0, 2.0, 4.0]  # and the fourth failure is the call's status
+
+
+def test_a_status_outside_the_policy_and_ok_end_the_call() -> None:
+    channel = Channel()
+    channel.connected()
+    steps = retrying(channel)
+    steps.next()
+    assert steps.attempt_ended(ended(CallStatus(Code.INTERNAL, "no")))
+    other = retrying(channel)
+    other.next()
+    assert other.attempt_ended(ended(OK))
+
+
+def test_pushback_sets_the_wait_and_a_negative_one_ends_the_call() -> None:
+    channel = Channel()
+    channel.connected()
+    steps = retrying(channel)
+    steps.next()
+    assert not steps.attempt_ended(trailers_with("300"))
+    assert steps.next() is SLEEP and steps.delay == pytest.approx(0.3)
+    channel.now += 0.3
+    assert steps.next() is START
+    assert steps.attempt_ended(trailers_with("-1"))
+
+
+def test_a_retry_due_after_the_deadline_waits_for_it_and_ends_deadline_exceeded() -> None:
+    channel = Channel()
+    channel.connected()
+    steps = retrying(channel, deadline=channel.now + 0.5)
+    steps.next()
+    assert not steps.attempt_ended(ended(UNAVAILABLE))
+    assert steps.next() is SLEEP and steps.delay == pytest.approx(0.5)
+    channel.now += steps.delay
+    assert steps.next() is FINISH and steps.status is not None
+    assert steps.status.code_number == Code.DEADLINE_EXCEEDED
+
+
+def test_response_headers_commit_the_attempt() -> None:
+    channel = Channel()
+    channel.connected()
+    steps = retrying(channel)
+    steps.next()
+    call = ended(UNAVAILABLE)
+    call.response_started = True
+    assert steps.attempt_ended(call)
+
+
+def test_a_request_streams_messages_are_replayed_until_the_call_is_committed() -> None:
+    channel = Channel()
+    channel.connected()
+    steps = retrying(channel, unary_response=False)
+    steps.next()
+    first = steps.new_attempt()
+    steps.message_sent(b"\0\0\0\0\x01a")
+    steps.message_sent(b"\0\0\0\0\x01b")
+    steps.request_closed()
+    assert first.request.queued_messages == 0  # the transport sends on the attempt itself
+    assert not steps.attempt_ended(ended(UNAVAILABLE))
+    assert steps.next() is SLEEP
+    channel.now += steps.delay
+    assert steps.next() is START
+    second = steps.new_attempt()
+    assert second.request.queued_messages == 2 and second.request_complete is False
+    assert second.request.state.name == "CLOSING"
+    steps.commit()  # a response reached the application
+    assert steps.retries.committed
+    assert steps.attempt_ended(ended(UNAVAILABLE))

@@ -279,9 +279,10 @@ def test_goaway_covering_the_call_lets_it_finish_then_reconnects() -> None:
 
 
 def test_refused_stream_is_retried_once() -> None:
-    """A stream refused after the client sent all of it was never processed (RFC 9113 §8.7): a
-    unary request is sent again, whether the response streams or not (as on the asyncio API,
-    tests/aio/test_client.py); a request iterator's messages are gone, so that call fails."""
+    """A stream refused after the client sent all of it was never processed (RFC 9113 §8.7): it
+    is sent again once, whether the response streams or not, and a request iterator's messages
+    too (they are kept until the call is committed, gRFC A6; as on the asyncio API,
+    tests/aio/test_client.py); refused twice, the call fails."""
     refused: Set[str] = set()
 
     def handler(request: ServerRequest) -> None:
@@ -297,7 +298,8 @@ def test_refused_stream_is_retried_once() -> None:
             assert list(chan.unary_stream("/a.B/D")(b"s", timeout=10)) == [b"echo:s"]
             with pytest.raises(RpcError) as info:
                 chan.stream_unary("/a.B/Once")(iter([b"t"]), timeout=10)
-        assert len(server.requests) == 5
+        assert len(server.requests) == 6
+        assert [request.message for request in server.requests[-2:]] == [b"t", b"t"]
     assert info.value.code() is StatusCode.UNAVAILABLE
 
 

@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 
 from ..driver.attempts import finished
 from ..driver.call_steps import START, CallSteps
+from ..driver.connectivity import ChannelConnectivity
 from ..driver.invocation import CANCELLED, REQUESTS_FAILED, CallFailed, Invocation
 from ..protocol.client_protocol import ClientCall
 from ..protocol.enums import StatusCode
@@ -31,6 +32,8 @@ from .client_connection import AsyncClientConnection
 from .errors import EOF, AioRpcError, UsageError
 from .metadata import Metadata
 from .transport import AsyncTransport
+
+READY = ChannelConnectivity.READY
 
 #: A stream is taken either by iteration or by ``read()``/``write()``, never both (UsageError,
 #: as in grpcio); and nothing is written after ``done_writing()``.
@@ -109,16 +112,18 @@ class Call(_interfaces.Call):
             or invocation.wait_for_ready
         ):
             return False
-        if transport.ready_connection() is None:
+        if transport.subchannels.state is not READY:
             return False
         try:
             framed = invocation.frame(self._request)
         except Exception:  # the task raises it again and reports it
             return False
         self._steps = steps = transport.steps(invocation, framed, True)
-        if steps.next() is not START:  # closed, or past its deadline: the task ends it
+        if transport.next_step(steps) is not START:  # closed, past its deadline: the task
             return False
         connection: AsyncClientConnection = steps.connection
+        if not connection.can_start_now():  # a stream slot, the write buffer: the task waits
+            return False
         call = steps.new_attempt()
         self._connection, self._call = connection, call
         self._opened.set_result(None)
@@ -242,7 +247,7 @@ class Call(_interfaces.Call):
             return status
         await connection.wait_read(call)
         transport = self._transport
-        if call.messages_waiting and transport is not None and transport.subchannel.closed:
+        if call.messages_waiting and transport is not None and transport.subchannels.closed:
             self._locally_cancelled = True
             return CANCELLED
         return status

@@ -4,33 +4,33 @@ written once for the blocking and the asyncio transport.
 A call asks :meth:`CallSteps.next` what to do, the transport does it with its own I/O (sockets
 and threads, or the event loop), and tells the steps what came of it:
 
-==========  ======================================================  ============================
-step        the transport                                           then tells
-==========  ======================================================  ============================
-``DIAL``    closes :attr:`~CallSteps.retired` if set, and dials     :meth:`~CallSteps.dialled`,
-            a connection for the channel                            ``dial_failed``,
-                                                                    ``dial_timed_out`` or
-                                                                    ``dial_abandoned``
-``WAIT``    waits until the dial another call runs has ended, or    nothing
-            the deadline
-``START``   makes the call's attempt and starts it on               :meth:`~CallSteps.attempt_ended`
-            :attr:`~CallSteps.connection`                           (nothing if the connection
-                                                                    could not take it)
-``SLEEP``   sleeps :attr:`~CallSteps.delay` seconds                 nothing
-``FINISH``  ends the call without a stream, with                    --
+==========  ==================================================  ==============================
+step        the transport                                       then tells
+==========  ==================================================  ==============================
+``WAIT``    waits for the channel's next change (a dial or a    nothing
+            lookup ended, a backoff ran out), or the deadline
+``START``   makes the call's attempt                            :meth:`~CallSteps.attempt_ended`
+            (:meth:`~CallSteps.new_attempt`) and starts it on   (nothing if the connection
+            :attr:`~CallSteps.connection`                       could not take it)
+``SLEEP``   sleeps :attr:`~CallSteps.delay` seconds             nothing
+``FINISH``  ends the call without a stream, with                --
             :attr:`~CallSteps.status`
-``DONE``    (``connect_only``) nothing: the channel is READY        --
-==========  ======================================================  ============================
+==========  ==================================================  ==============================
 
-The decisions are all here and in what it asks: the channel's connection and connectivity state
-(:class:`~minigrpc.driver.subchannel.Subchannel`), the call's deadline and connection backoff
+After every step the transport carries out the channel's work that asking left (dials, name
+lookups: :meth:`~minigrpc.driver.subchannel.Subchannels.take_work`).
+
+The decisions are all here and in what it asks: the channel's connections and connectivity state
+(:class:`~minigrpc.driver.subchannel.Subchannels`: which connection, its load-balancing policy,
+its dials and their backoff), the call's deadline and backoff
 (:class:`~minigrpc.driver.attempts.Attempts`), and its retries
 (:class:`~minigrpc.driver.retries.CallRetries`, gRFC A6):
 
 * a closed channel ends the call CANCELLED ("Channel closed!"); a passed deadline,
   DEADLINE_EXCEEDED;
-* a failed dial ends the call UNAVAILABLE with the dial's error, unless it waits for ready: then
-  it backs off (gRPC's connection backoff, ``doc/connection-backoff.md``) and dials again;
+* a channel in TRANSIENT_FAILURE (every address failed) ends the call UNAVAILABLE with the last
+  error, unless it waits for ready: then it waits while the channel tries again (gRPC's
+  connection backoff, ``doc/connection-backoff.md``);
 * an attempt that ended is judged by the method's retry policy: a retryable status is tried
   again after the policy's backoff (or the server's ``grpc-retry-pushback-ms``) as a ``SLEEP``,
   within ``maxAttempts`` and the channel's retry throttling; an attempt the server provably never
@@ -44,10 +44,6 @@ Each attempt is made by :meth:`CallSteps.new_attempt`: the request (a unary call
 the messages of a request stream kept for replay, :meth:`CallSteps.message_sent`) and, from the
 second attempt on, ``grpc-previous-rpc-attempts``.
 
-What a channel would add goes here too, once for both transports: several subchannels
-(pick_first, round_robin) are a picker in place of the one subchannel :meth:`CallSteps.next`
-asks, the channel's state made from theirs; keepalive pings (A8) are a subchannel's timer that
-the transports already have a clock for.
 """
 
 import time
@@ -57,7 +53,6 @@ from ..protocol.client_protocol import ClientCall
 from ..protocol.codes import Code
 from ..protocol.status import CallStatus
 from ..protocol.wire import Framed, framed_size
-from .attempts import deadline_status
 from .retries import (
     NOT_PROCESSED,
     CallRetries,
@@ -66,13 +61,13 @@ from .retries import (
     pushback,
     transparent_retry,
 )
-from .subchannel import DIAL, WAIT
+from .subchannel import FAIL, WAIT
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel_core import TransportOptions
-    from .subchannel import Subchannel
+    from .subchannel import Subchannels
 
-__all__ = ["DIAL", "DONE", "FINISH", "SLEEP", "START", "WAIT", "CallSteps", "NewCall"]
+__all__ = ["FINISH", "SLEEP", "START", "WAIT", "CallSteps", "NewCall"]
 
 #: Start the call on :attr:`CallSteps.connection`.
 START = "start"
@@ -80,8 +75,6 @@ START = "start"
 SLEEP = "sleep"
 #: End the call without a stream, with :attr:`CallSteps.status`.
 FINISH = "finish"
-#: The channel is READY (``connect_only``).
-DONE = "done"
 
 #: Makes one attempt of a call: ``new_call(request, unary_response, previous_attempts)``
 #: (:meth:`minigrpc.driver.invocation.Invocation.new_call`).
@@ -92,12 +85,12 @@ def _no_call(request: Optional[Framed], unary_response: bool, previous: int) -> 
     return ClientCall(request=request, unary_response=unary_response)
 
 
-#: The channel options of retries when the caller gives none (``connect_only``, tests).
+#: The channel options of retries when the caller gives none (tests).
 _DEFAULT_RETRY_OPTIONS = RetryOptions()
 
 
 class CallSteps:
-    """One call's attempts, from its first dial to the attempt that is its outcome.
+    """One call's attempts, from its first pick to the attempt that is its outcome.
 
     ``retries`` are the call's (its method's retry policy, the channel's buffer and throttle);
     ``new_call`` makes an attempt of it, and ``request`` is a unary call's one message (None
@@ -113,7 +106,6 @@ class CallSteps:
         "_backing_off",
         "_closed",
         "_committed",
-        "_connect_only",
         "_final",
         "_judged",
         "_messages",
@@ -122,24 +114,22 @@ class CallSteps:
         "_request",
         "_retry_at",
         "_retry_options",
-        "_subchannel",
+        "_subchannels",
         "_unary_response",
         "attempts",
         "clock",
         "connection",
         "delay",
-        "retired",
         "retries",
         "status",
     )
 
     def __init__(
         self,
-        subchannel: "Subchannel[Any]",
+        subchannels: "Subchannels[Any]",
         options: "TransportOptions",
         deadline: Optional[float],
         wait_for_ready: bool,
-        connect_only: bool = False,
         clock: Callable[[], float] = time.monotonic,
         retries: Optional[CallRetries] = None,
         new_call: NewCall = _no_call,
@@ -147,7 +137,7 @@ class CallSteps:
         unary_response: bool = True,
         retry_options: RetryOptions = _DEFAULT_RETRY_OPTIONS,
     ) -> None:
-        self._subchannel = subchannel
+        self._subchannels = subchannels
         self.attempts = options.attempts(deadline, wait_for_ready, clock)
         self.clock = clock
         self.retries = retries
@@ -157,9 +147,6 @@ class CallSteps:
         self.status: Optional[CallStatus] = None
         #: ``SLEEP``: for how long.
         self.delay = 0.0
-        #: ``DIAL``: a connection the dial replaces, for the transport to close (or None).
-        self.retired: Any = None
-        self._connect_only = connect_only
         self._backing_off = False
         #: When the retry policy's next attempt is due (None: none is planned).
         self._retry_at: Optional[float] = None
@@ -186,8 +173,8 @@ class CallSteps:
 
     def next(self) -> str:
         """The next step (module docstring); :attr:`connection`, :attr:`delay` or
-        :attr:`status` hold what it needs.  On ``DIAL`` the channel is CONNECTING: the caller
-        must report how the dial went."""
+        :attr:`status` hold what it needs.  It may leave the channel work to do
+        (:meth:`~minigrpc.driver.subchannel.Subchannels.take_work`)."""
         if self.status is not None:
             self.finish()
             return FINISH
@@ -208,20 +195,21 @@ class CallSteps:
             if backoff is not None:
                 self.delay = backoff
                 return SLEEP
-        subchannel = self._subchannel
-        status = self.attempts.before_attempt(subchannel.closed)
+        subchannels = self._subchannels
+        status = self.attempts.before_attempt(subchannels.closed)
         if status is not None:
             self.status = status
             self.finish()
             return FINISH
-        picked = subchannel.pick()
-        if picked is DIAL:
-            self.retired = subchannel.begin_dial()
-            return DIAL
+        picked = subchannels.pick(self.attempts.wait_for_ready, self.clock())
         if picked is WAIT:
             return WAIT
+        if picked is FAIL:
+            self.status = CallStatus(Code.UNAVAILABLE, subchannels.failure)
+            self.finish()
+            return FINISH
         self.connection = picked
-        return DONE if self._connect_only else START
+        return START
 
     def new_attempt(self) -> ClientCall:
         """The call's next attempt (``START``): its request, replayed for a request stream, and
@@ -248,34 +236,6 @@ class CallSteps:
     def request_closed(self) -> None:
         """The request stream ended on the current attempt (a later one ends it too)."""
         self._closed = True
-
-    # -- what came of a dial ------------------------------------------------------------------
-
-    def dialled(self, connection: Any) -> bool:
-        """The dial gave ``connection``; False if the channel closed meanwhile (close it)."""
-        self.retired = None
-        return self._subchannel.dialled(connection)
-
-    def dial_failed(self, details: str) -> None:
-        """The dial failed: UNAVAILABLE with ``details``, or, waiting for ready, back off."""
-        self.retired = None
-        subchannel = self._subchannel
-        subchannel.dial_failed()
-        status = self.attempts.after_connect_failure(details, subchannel.closed)
-        if status is None:
-            self._backing_off = True
-        else:
-            self.status = status
-
-    def dial_timed_out(self) -> None:
-        """The call's deadline passed while it dialled: DEADLINE_EXCEEDED."""
-        self.dial_abandoned()
-        self.status = deadline_status()
-
-    def dial_abandoned(self) -> None:
-        """The dial stopped unfinished (the call was cancelled or interrupted)."""
-        self.retired = None
-        self._subchannel.dial_abandoned()
 
     # -- what came of an attempt --------------------------------------------------------------
 
@@ -343,7 +303,7 @@ class CallSteps:
             and status.code_number == Code.UNAVAILABLE
             and self.connection is not None
             and self.connection.protocol.bytes_received == 0
-            and not self._subchannel.closed
+            and not self._subchannels.closed
         )
 
     @property

@@ -188,10 +188,10 @@ ARGUMENTS: Tuple[Argument, ...] = (
     _unsupported("grpc.service_config_disable_resolution", CLIENT,
                  "no service config is looked up in DNS, which is grpcio's default too",
                  fine_values=(1, True)),
-    _decided("grpc.lb_policy_name", CLIENT, "driver.balancing",
-             "pick_first or round_robin, when the service config chooses none"),
-    _unsupported("grpc.dns_min_time_between_resolutions_ms", CLIENT, "names are resolved when "
-                 "a connection is dialled"),
+    _implemented("grpc.lb_policy_name", CLIENT, "driver.balancing",
+                 "pick_first or round_robin, when the service config chooses none"),
+    _unsupported("grpc.dns_min_time_between_resolutions_ms", CLIENT, "a name is resolved "
+                 "again at most every 30 s, grpcio's default"),
     _unsupported("grpc.dns_enable_srv_queries", CLIENT, "grpclb is not implemented",
                  fine_values=(0, False)),
     _unsupported("grpc.dns_ares_query_timeout", CLIENT, "names are resolved by the system's "
@@ -204,16 +204,16 @@ ARGUMENTS: Tuple[Argument, ...] = (
     _unsupported("grpc.TEST_ONLY_DO_NOT_USE_IN_PROD.xds_bootstrap_config", CLIENT, _NO_XDS),
     _unsupported("grpc.use_local_subchannel_pool", CLIENT, "each channel has its own "
                  "connections anyway", fine_values=(1, True)),
-    _unsupported("grpc.happy_eyeballs_connection_attempt_delay_ms", CLIENT, "the addresses of "
-                 "a name are tried one after the other"),
+    _unsupported("grpc.happy_eyeballs_connection_attempt_delay_ms", CLIENT, "pick_first tries "
+                 "the addresses one after the other"),
     _unsupported("grpc.inhibit_health_checking", CLIENT, _NO_HEALTH, fine_values=(1, True)),
     # -- connecting
     _implemented("grpc.initial_reconnect_backoff_ms", CLIENT, _CHANNEL,
                  "the first wait between connection attempts"),
     _implemented("grpc.max_reconnect_backoff_ms", CLIENT, _CHANNEL,
                  "the longest wait between connection attempts"),
-    _unsupported("grpc.min_reconnect_backoff_ms", CLIENT, "a connection attempt is bounded by "
-                 "the call's deadline, not by a minimum connect timeout"),
+    _implemented("grpc.min_reconnect_backoff_ms", CLIENT, _CHANNEL,
+                 "how long one connection attempt may take (20 s)"),
     _implemented("grpc.default_authority", CLIENT, _CHANNEL, ":authority of every call"),
     _implemented("grpc.primary_user_agent", CLIENT, _CHANNEL, "put before minigrpc's user-agent"),
     _implemented("grpc.secondary_user_agent", CLIENT, _CHANNEL, "put after minigrpc's user-agent"),

@@ -26,7 +26,7 @@ from .call_steps import CallSteps
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel_core import ChannelCore, TransportOptions
-    from .subchannel import Subchannel
+    from .subchannel import Subchannels
 
 __all__ = [
     "CANCELLED",
@@ -188,12 +188,12 @@ class Invocation:
 
     def new_steps(
         self,
-        subchannel: "Subchannel[Any]",
+        subchannels: "Subchannels[Any]",
         options: "TransportOptions",
         request: Optional[wire.Framed],
         unary_response: bool,
     ) -> CallSteps:
-        """This call's steps on a channel's subchannel: its deadline, readiness, retries and
+        """This call's steps on a channel's subchannels: its deadline, readiness, retries and
         the making of its attempts (``request``: a unary request's message, else None)."""
         method = self.method
         core = method.core
@@ -202,7 +202,7 @@ class Invocation:
         if request is None or (config is not None and config.retry_policy is not None):
             retries = core.call_retries(config, request is None)
         return CallSteps(
-            subchannel,
+            subchannels,
             options,
             self.deadline,
             self.wait_for_ready,

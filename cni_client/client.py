@@ -143,11 +143,6 @@ def request(action: str, args: CmdArgs) -> bytes:
 #: agent answers at once; runtimes call STATUS periodically and must not hang on it.
 PROBE_TIMEOUT_SECONDS = 5.0
 
-#: RFC 9113 §3.4.  Written here rather than imported from minigrpc.http2.settings: STATUS runs
-#: often and needs only three frames of minigrpc.http2.frames besides.
-_CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-
 def probe_agent(path: "Optional[str]" = None, timeout: float = PROBE_TIMEOUT_SECONDS) -> None:
     """Open the agent socket and do the HTTP/2 connection preface exchange (RFC 9113 §3.4).
 
@@ -182,7 +177,7 @@ def _exchange_preface(sock: "Any", path: str) -> str:
     from minigrpc.http2 import frames
 
     try:
-        sock.sendall(_CLIENT_PREFACE + frames.settings_frame(()))
+        sock.sendall(frames.CLIENT_PREFACE + frames.settings_frame(()))  # RFC 9113 §3.4
         header = _recv_exactly(sock, 9)
     except OSError as exc:
         if isinstance(exc, socket.timeout):  # TimeoutError from Python 3.10 on

@@ -19,7 +19,7 @@ import time
 from typing import Any, Optional, Tuple
 
 from .driver.attempts import RETRY_NOW, Attempts, deadline_status
-from .http2 import settings
+from .http2 import streams
 from .net import sockets
 from .net.sockets import ConnectFailed, DeadlineReached, client_tracer, open_socket, os_error_text
 from .protocol import headers, wire
@@ -37,8 +37,8 @@ def unary_call(
     timeout: Optional[float] = None,
     metadata: wire.MetadataLike = (),
     max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
-    stream_window: int = settings.DEFAULT_STREAM_WINDOW,
-    connection_window: int = settings.DEFAULT_CONNECTION_WINDOW,
+    stream_window: int = streams.DEFAULT_STREAM_WINDOW,
+    connection_window: int = streams.DEFAULT_CONNECTION_WINDOW,
 ) -> Tuple[CallStatus, Optional[bytes]]:
     """Call ``method`` (``/package.Service/Method``) on ``target`` with one serialized request.
 

@@ -94,15 +94,15 @@ MODULES: Dict[str, str] = {
     "_version": "minigrpc's version, read by the package, setup.cfg and the user-agent",
     # HTTP/2
     "http2": "the HTTP/2 package: what it holds, in reading order",
-    "http2.frames": "HTTP/2 frames to and from bytes, for both ends",
+    "http2.frames": "the wire: error codes, frames to and from bytes, the frame reader, header "
+                    "blocks",
     "http2.hpack_codec": "HPACK header blocks to and from fields, for both ends",
-    "http2.error_codes": "the error codes of RFC 9113 §7 and the connection errors that carry them",
-    "http2.settings": "the preface and the SETTINGS and window values we advertise",
-    "http2.reader": "the checks made on a frame's 9-octet header, before its body is buffered",
+    "http2.streams": "stream states as a table, flow-control windows, SETTINGS ours and the "
+                     "peer's",
     "http2.events": "what an HTTP/2 connection reports, one class per event",
-    "http2.connection": "what both ends of an HTTP/2 connection keep alike",
-    "http2.client": "the client's end of an HTTP/2 connection",
-    "http2.server": "the server's end of an HTTP/2 connection",
+    "http2.connection": "an HTTP/2 connection, either end: one handler per frame type",
+    "http2.client": "the client's end: its stream ids, preface and response blocks",
+    "http2.server": "the server's end: its preface and request blocks",
     "http2.flood": "the allowance of frames that do no work: flood limits",
     # gRPC, sans-IO
     "protocol": "the gRPC sans-IO package: what it holds, in reading order",

@@ -66,7 +66,7 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 from robustness_report import ATTACK_BEGIN, ATTACK_END, with_attack_section  # noqa: E402
 
 from bench.pypy import pypy_env, pypy_python_or_reason, pypy_version  # noqa: E402
-from minigrpc.http2.error_codes import HTTP2_ERROR_NAMES  # noqa: E402
+from minigrpc.http2.frames import HTTP2_ERROR_NAMES  # noqa: E402
 from tests.support.scripted_peer import HostileClient  # noqa: E402
 
 DOC_PATH = REPO_ROOT / "docs" / "robustness.md"

@@ -97,12 +97,15 @@ NOT_IN_BUNDLE = frozenset(("cni_client/agent.py", "cni_client/demo.py"))
 #: health, reflection and status add-ons) needs protobuf, which the bundle does not carry.
 PROTOBUF_SUFFIXES = ("_pb2.py", "_pb2_grpc.py")
 #: minigrpc's parts that a plugin making one blocking call never imports: the servers (blocking
-#: and asyncio), the asyncio client, the health and reflection add-ons, and the decisions of
-#: long-lived channels (docs/long-lived-channels.md), which a one-shot call has no use for.  Left
-#: out, they cost nothing on a start: zipimport reads the archive's whole central directory on
-#: every run, one entry per source and per ``.pyc`` of every tree.
+#: and asyncio, and the server's end of HTTP/2 with its flood limits), the asyncio client, the
+#: health and reflection add-ons, the command line, and the decisions of long-lived channels
+#: (docs/long-lived-channels.md), which a one-shot call has no use for.  Left out, they cost
+#: nothing on a start: zipimport reads the archive's whole central directory on every run, one
+#: entry per source and per ``.pyc`` of every tree.
 NOT_A_CLIENT = re.compile(
-    r"^minigrpc/(aio/|health/|reflection/|_pb/|(blocking|protocol|driver)/server_|blocking/servicer_context\.py"
+    r"^minigrpc/(aio/|health/|reflection/|_pb/|cli/|__main__\.py"
+    r"|(blocking|protocol|driver)/server_|blocking/servicer_context\.py"
+    r"|http2/(server|flood)\.py"
     r"|driver/(backoff|balancing|channel_args|hedging|keepalive|retries|service_config)\.py)"
 )
 #: Never copied: caches, compiled extensions, test data.

@@ -29,7 +29,7 @@ import architecture  # noqa: E402  (tools/architecture.py, beside this script)
 
 from cni_client import client as cni_client_module  # noqa: E402
 from minigrpc import grpc_alias  # noqa: E402
-from minigrpc.http2 import error_codes  # noqa: E402
+from minigrpc.http2 import frames  # noqa: E402
 from minigrpc.protocol import codes  # noqa: E402
 
 _REGION = re.compile(
@@ -62,7 +62,7 @@ def http_to_grpc() -> str:
 def rst_stream_to_grpc() -> str:
     rows = []
     for code, grpc in sorted(codes.RST_STREAM_TO_GRPC.items()):
-        rows.append([f"{code} {error_codes.http2_error_name(code)}",
+        rows.append([f"{code} {frames.http2_error_name(code)}",
                      f"{codes.CODE_NAMES[grpc]} ({grpc})"])
     internal = codes.Code.INTERNAL
     rows.append(["any other", f"{codes.CODE_NAMES[internal]} ({internal})"])

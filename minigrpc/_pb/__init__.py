@@ -9,6 +9,8 @@ it too, in the same process, gets the very same classes.  minigrpc's own copies 
 generated code refuses this protobuf runtime (it checks the version before it registers
 anything, so nothing half-registered is left behind).  So the modules here are imported only
 through :func:`messages`: imported beside the add-on package, they would clash with it.
+
+It may import: nothing else of minigrpc.
 """
 
 import importlib

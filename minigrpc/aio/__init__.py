@@ -6,6 +6,9 @@ differs.  Names load on first use, as in :mod:`minigrpc`, so importing this pack
 until a name is used; as there, type checkers see a written-out ``__all__`` and the imports of
 every name, and not the module ``__getattr__`` (which would make any misspelt ``aio.<name>``
 type-check as Any).
+
+It may import: :mod:`minigrpc.net`, :mod:`minigrpc.driver`, :mod:`minigrpc.protocol` and
+:mod:`minigrpc.http2` (never the blocking package: the two APIs stand side by side).
 """
 
 import importlib

@@ -22,4 +22,7 @@ codes and the tool's error), :mod:`~minigrpc.cli.connect` (channels, TLS, the co
 Nothing here is imported by ``import minigrpc``; and ``health`` loads neither protobuf nor the
 channel machinery on a plaintext target, so that a probe starts almost as fast as the
 interpreter (docs/benchmarks.md).
+
+It may import: :mod:`minigrpc` (the public API), :mod:`minigrpc.reflection`,
+:mod:`minigrpc.health` and :mod:`minigrpc._pb`.
 """

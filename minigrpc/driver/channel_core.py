@@ -47,7 +47,7 @@ import _socket
 import time
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
-from ..http2 import settings
+from ..http2 import streams
 from ..protocol import headers, wire
 from ..protocol.client_protocol import ClientGrpcConnection
 from ..protocol.targets import Target, TargetAddresses, parse_target_addresses
@@ -70,12 +70,12 @@ class TransportOptions(NamedTuple):
     """What a channel's options mean for its connections."""
 
     max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
-    stream_window: int = settings.DEFAULT_STREAM_WINDOW
-    connection_window: int = settings.DEFAULT_CONNECTION_WINDOW
-    max_frame_size: int = settings.DEFAULT_MAX_FRAME_SIZE
+    stream_window: int = streams.DEFAULT_STREAM_WINDOW
+    connection_window: int = streams.DEFAULT_CONNECTION_WINDOW
+    max_frame_size: int = streams.DEFAULT_MAX_FRAME_SIZE
     #: Largest response header block / trailers per call (docs/wire-rules.md, "Flow control and
     #: sizes"); None: no limit.
-    max_header_list_size: Optional[int] = settings.CALL_MAX_HEADER_LIST_SIZE
+    max_header_list_size: Optional[int] = streams.CALL_MAX_HEADER_LIST_SIZE
     #: gRPC connection backoff (connection-backoff.md): between connection attempts to an
     #: address, and between the tries of a wait_for_ready call whose server never spoke.
     initial_backoff: float = 1.0

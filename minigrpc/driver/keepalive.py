@@ -57,7 +57,7 @@ data; whichever fires first closes the connection.
 
 from typing import Any, Iterable, NamedTuple, Optional, Tuple
 
-from ..http2.error_codes import ENHANCE_YOUR_CALM
+from ..http2.frames import ENHANCE_YOUR_CALM
 from .channel_args import INT_MAX, duration, integer, option_value
 
 __all__ = [

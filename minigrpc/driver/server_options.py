@@ -70,7 +70,7 @@ connections.
 
 from typing import Any, FrozenSet, Iterable, Optional, Tuple
 
-from ..http2 import settings
+from ..http2 import streams
 from ..protocol import codes, wire
 from ..protocol.memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
 from ..protocol.server_settings import ServerSettings
@@ -117,10 +117,10 @@ class ServerOptions:
         self.max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH
         self.max_send_message_length: Optional[int] = None
         self.max_concurrent_streams = 100
-        self.max_header_list_size = settings.CALL_MAX_HEADER_LIST_SIZE
-        self.max_frame_size = settings.DEFAULT_MAX_FRAME_SIZE
-        self.initial_window_size = settings.DEFAULT_STREAM_WINDOW
-        self.connection_window = settings.DEFAULT_CONNECTION_WINDOW
+        self.max_header_list_size = streams.CALL_MAX_HEADER_LIST_SIZE
+        self.max_frame_size = streams.DEFAULT_MAX_FRAME_SIZE
+        self.initial_window_size = streams.DEFAULT_STREAM_WINDOW
+        self.connection_window = streams.DEFAULT_CONNECTION_WINDOW
         self.unix_socket_mode = 0o600
         self.max_output_buffer = DEFAULT_MAX_OUTPUT_BUFFER
         self.max_buffered_bytes = DEFAULT_SERVER_LIMIT

@@ -1,56 +1,56 @@
-"""The part of an HTTP/2 connection (RFC 9113) both ends keep alike, as a sans-IO state machine.
+"""An HTTP/2 connection (RFC 9113) as a sans-IO state machine, for either end.
 
-:class:`HTTP2Connection` is what :class:`minigrpc.http2.client.ClientHTTP2Connection` and
-:class:`minigrpc.http2.server.ServerHTTP2Connection` build on: bytes in, small event objects and
-bytes out, on minigrpc's own frame codec (:mod:`minigrpc.http2.frames`) and HPACK codec
-(:mod:`minigrpc.http2.hpack_codec`).  What differs by role, who opens streams and with which
-identifiers (RFC 9113 §5.1.1), what the connection preface is (RFC 9113 §3.4) and what a header
-block means, is its subclasses'; the rules below are written once, here:
+:class:`HTTP2Connection` takes the bytes read and returns small event objects
+(:mod:`minigrpc.http2.events`) and the bytes to send.  It is composed, not specialised: its
+frames come from the one frame reader and its header blocks from the one assembly
+(:mod:`minigrpc.http2.frames`), its streams, windows and the peer's SETTINGS are kept by
+:mod:`minigrpc.http2.streams`, and what is each end's is given to it when it is made:
 
-* stream states (RFC 9113 §5.1): open, half-closed either way, closed by END_STREAM both ways or
-  by RST_STREAM either way.  A frame on an idle stream (the role says which are idle) is a
-  connection error of type PROTOCOL_ERROR; on a stream closed by our RST_STREAM it is ignored;
-  on one the peer reset, a stream error of type STREAM_CLOSED; after the peer's END_STREAM,
-  DATA and HEADERS are a connection error of type STREAM_CLOSED.  WINDOW_UPDATE, RST_STREAM and
-  PRIORITY on a closed stream are ignored (RFC 9113 §5.1, "closed").  Closed streams are
-  remembered for :data:`CLOSED_STREAMS_KEPT` streams; an older one reads as reset by us.
-* flow control both ways (RFC 9113 §5.2, §6.9): the peer's windows limit what is sent; a
-  WINDOW_UPDATE that takes a window past 2^31-1 is a connection error on stream 0 and a stream
-  error on a stream (RFC 9113 §6.9.1), both FLOW_CONTROL_ERROR; a new INITIAL_WINDOW_SIZE
-  moves every open stream's window by the difference (RFC 9113 §6.9.2).  Received DATA counts
-  against the windows we advertised, DATA beyond them is a connection error of type
-  FLOW_CONTROL_ERROR, and consumed bytes go back with WINDOW_UPDATE once half a window is used
-  (:func:`minigrpc.http2.frames.window_update_due`).
-* SETTINGS (RFC 9113 §6.5): the peer's first frame (after the client's magic, RFC 9113 §3.4);
-  applied in order, checked (:func:`minigrpc.http2.frames.setting_error`) and acknowledged:
-  MAX_FRAME_SIZE for what we send, MAX_CONCURRENT_STREAMS and MAX_HEADER_LIST_SIZE for the
-  caller, HEADER_TABLE_SIZE for the HPACK encoder (a lower size is announced, RFC 7541 §4.2).
-* header blocks: HEADERS and CONTINUATION assembled with nothing in between (RFC 9113 §6.10),
-  padding and priority fields dropped, decoded in order with one dynamic table (RFC 7541 §2.2)
-  and the header-list limit we advertised, then handed to the role.
+* which end it is (``client``): who opens which stream identifiers (RFC 9113 §5.1.1), what the
+  connection preface is each way (RFC 9113 §3.4);
+* the SETTINGS we advertise (RFC 9113 §6.5.2);
+* what a decoded header block means (``read_block``): a response or a request, informational or
+  trailers (RFC 9113 §8.1).
+
+:mod:`minigrpc.http2.client` and :mod:`minigrpc.http2.server` make the two ends
+(:class:`~minigrpc.http2.client.ClientHTTP2Connection`,
+:class:`~minigrpc.http2.server.ServerHTTP2Connection`) from these parts.  Every frame type has one
+handler, the same on both ends (``_handle_data``, ``_handle_headers``, ``_handle_settings``, ...),
+called through a table by frame type:
+
+* stream states (RFC 9113 §5.1): each handler asks :data:`minigrpc.http2.streams.TRANSITIONS`
+  what its frame does to the stream, and carries out the answer: a connection error ends the
+  read, a stream error is answered with RST_STREAM (RFC 9113 §5.4.2), a late frame on a stream
+  we reset is dropped.  PRIORITY and frames of unknown types are ignored (RFC 9113 §5.3.2,
+  §5.5), but a stream that depends on itself is a stream error (RFC 9113 §5.3.1); PUSH_PROMISE
+  is a connection error (push is refused by a client and never sent to a server, RFC 9113
+  §8.4).
+* flow control both ways (RFC 9113 §5.2, §6.9): the peer's windows limit what is sent
+  (:meth:`local_flow_control_window`); received DATA counts against the windows we advertised,
+  and consumed bytes go back with WINDOW_UPDATE (:meth:`acknowledge_received_data`).  A
+  WINDOW_UPDATE of 0 on a stream is a stream error (RFC 9113 §6.9), and so is DATA that does
+  not add up to a ``content-length`` (RFC 9113 §8.1.1; the server's end reads the field).
+* SETTINGS (RFC 9113 §6.5): applied in order, checked and acknowledged; MAX_FRAME_SIZE bounds
+  what we send, MAX_CONCURRENT_STREAMS and MAX_HEADER_LIST_SIZE are the caller's to honour,
+  HEADER_TABLE_SIZE bounds the HPACK encoder (a lower size is announced, RFC 7541 §4.2).
 * PING answered and its ACK reported (RFC 9113 §6.7), GOAWAY reported (RFC 9113 §6.8) without
   closing anything (the caller decides which calls go on), RST_STREAM both ways (RFC 9113
-  §6.4), PRIORITY and frames of unknown types ignored (RFC 9113 §5.3.2, §5.5) but a stream that
-  depends on itself a stream error (RFC 9113 §5.3.1), PUSH_PROMISE a connection error (push is
-  refused by a client and never sent to a server, RFC 9113 §8.4).
-* stream errors where the RFC names them, so that one stream's fault never fails the other
-  calls on the connection (RFC 9113 §5.4.2): a WINDOW_UPDATE of 0 on a stream (RFC 9113 §6.9),
-  DATA that do not add up to a ``content-length`` (RFC 9113 §8.1.1, the role reads the field).
+  §6.4).
 * what a flood costs (RFC 9113 §10.5): frames that ask for no work are counted by type as they
   are read (:attr:`HTTP2Connection.control_frames`), a read stops at the first one past an
   :attr:`~HTTP2Connection.allowance`, and one read decodes at most
   :attr:`~HTTP2Connection.pass_limit` frames, for a server that serves many connections.
 
+It does only what gRPC needs, which is less than a general HTTP/2 endpoint, and per frame,
+without the event, frame and state-machine objects a general library builds for every frame.
 A connection error (RFC 9113 §5.4.1) is reported as the last event of the read,
-:class:`PeerConnectionError`, after the events of the frames before it; the GOAWAY with its code
-is queued already.
+:class:`~minigrpc.http2.events.PeerConnectionError`, after the events of the frames before it;
+the GOAWAY with its code is queued already.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import error_codes, frames, hpack_codec
-from . import settings as http2
-from .error_codes import FrameError
+from . import hpack_codec
 from .events import (
     ConnectionTerminated,
     DataReceived,
@@ -64,85 +64,77 @@ from .events import (
 )
 from .frames import (
     ACK,
-    CONTINUATION,
-    DATA,
     END_HEADERS,
     END_STREAM,
-    GOAWAY,
-    HEADERS,
-    MAX_WINDOW,
+    ENHANCE_YOUR_CALM,
     PADDED,
     PING,
     PRIORITY,
-    PRIORITY_FLAG,
-    PUSH_PROMISE,
+    PROTOCOL_ERROR,
     RST_STREAM,
     SETTINGS,
+    STREAM_CLOSED,
     WINDOW_UPDATE,
+    FrameError,
+    FrameReader,
+    HeaderBlocks,
+    StreamError,
+    data_frame,
+    data_payload,
+    goaway_frame,
+    goaway_payload,
+    handlers_by_type,
+    header_frames,
+    ping_ack,
+    ping_frame,
+    ping_payload,
+    priority_payload,
+    refuse_push_promise,
+    rst_stream_frame,
+    rst_stream_payload,
+    settings_ack,
+    settings_payload,
+    window_update_frame,
+    window_update_payload,
 )
 from .hpack_codec import Header, outbound_fields
+from .streams import (
+    CONNECTION_MAX_HEADER_LIST_SIZE,
+    DEFAULT_CONNECTION_WINDOW,
+    DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_STREAM_WINDOW,
+    MAX_HEADER_BLOCK,
+    RECV_DATA,
+    RECV_END_STREAM,
+    RECV_RST_STREAM,
+    RECV_WINDOW_UPDATE,
+    SEND_END_STREAM,
+    SEND_RST_STREAM,
+    STREAM_CLOSED_ERROR,
+    InboundWindow,
+    PeerSettings,
+    Stream,
+    Streams,
+    acknowledge,
+    depends_on_itself,
+    outcomes,
+    preface,
+    received,
+    widen_connection,
+)
 
-#: How many closed streams are remembered, and how (RFC 9113 §5.1 treats frames on a closed
-#: stream by how it closed).
-CLOSED_STREAMS_KEPT = 1024
-_ENDED = 0  # END_STREAM both ways
-_RESET_BY_US = 1
-_RESET_BY_PEER = 2
-#: Received blocks remembered with their fields (a peer sends the same few again and again).
-_DECODED_KEPT = 16
-#: Encoded header blocks remembered, likewise.
+#: What a decoded header block means to one end (RFC 9113 §8.1): given the stream (open
+#: already), its identifier, the fields and whether END_STREAM ended it, the event to report,
+#: or None for a block that is skipped (an informational response).  A malformed message
+#: raises :class:`~minigrpc.http2.frames.StreamError` (RFC 9113 §8.1.1), anything worse
+#: :class:`~minigrpc.http2.frames.FrameError`.
+BlockReader = Callable[[Stream, int, List[Header], bool], Optional[Event]]
+
+#: Encoded header blocks remembered (a connection sends the same few again and again).
 _ENCODED_KEPT = 64
-#: Unbounded until the peer's SETTINGS say otherwise (RFC 9113 §6.5.2).
-_UNLIMITED = 2**32
-
-
-class Stream:
-    """One stream: its windows and which sides have ended."""
-
-    __slots__ = (
-        "advertised",
-        "content_left",
-        "headers_received",
-        "inbound_flow_control_window",
-        "local_ended",
-        "outbound_window",
-        "owed",
-        "remote_ended",
-    )
-
-    def __init__(self, outbound_window: int, inbound_window: int) -> None:
-        #: What we may still send (the peer's window for the stream).
-        self.outbound_window = outbound_window
-        #: What the peer may still send, and what we last advertised in all.
-        self.inbound_flow_control_window = inbound_window
-        self.advertised = inbound_window
-        #: Consumed bytes not yet returned with WINDOW_UPDATE.
-        self.owed = 0
-        self.local_ended = False
-        self.remote_ended = False
-        #: The stream's first header block has been read.
-        self.headers_received = False
-        #: What the peer's ``content-length`` says is still to come in DATA, or None
-        #: (RFC 9113 §8.1.1: a message whose DATA add up to anything else is malformed).
-        self.content_left: Optional[int] = None
-
-    @property
-    def open(self) -> bool:
-        """The peer may still send on it (so returning window to it makes sense)."""
-        return not self.remote_ended
-
-    @property
-    def closed(self) -> bool:
-        """Never true while the stream is in :attr:`HTTP2Connection.streams`."""
-        return self.local_ended and self.remote_ended
-
-
-class _Failure(Exception):
-    """A connection error found while reading (turned into :class:`PeerConnectionError`)."""
-
-    def __init__(self, error_code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.error_code = error_code
+#: What DATA does on a stream in each state (:data:`minigrpc.http2.streams.TRANSITIONS`): read
+#: for every DATA frame, so looked up once.
+_DATA_OUTCOMES = outcomes(RECV_DATA)
 
 
 class _Flood(Exception):
@@ -154,88 +146,141 @@ class _Flood(Exception):
 
 
 class HTTP2Connection:
-    """An HTTP/2 connection's state, without I/O, less what depends on its role (see the module
-    docstring).  A subclass queues its preface and says which streams are idle
-    (:meth:`_idle`), what the first frame's header must be (:meth:`_first_frame_error`) and
-    what a decoded header block means (:meth:`_on_block`).
+    """One end of an HTTP/2 connection, without I/O (see the module docstring).
 
-    :meth:`receive_data` takes the bytes read and returns events; :meth:`data_to_send` returns
-    everything queued.  Not thread-safe.
+    :meth:`initiate` queues the preface; :meth:`receive_data` takes the bytes read and returns
+    events; :meth:`data_to_send` returns everything queued.  Not thread-safe.
     """
 
     def __init__(
         self,
+        client: bool,
+        read_block: BlockReader,
+        settings: Sequence[Tuple[int, int]],
         *,
-        stream_window: int = http2.DEFAULT_STREAM_WINDOW,
-        connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
-        max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
-        max_header_list_size: int = http2.CONNECTION_MAX_HEADER_LIST_SIZE,
-        header_list_limit: Optional[int] = None,
-        max_header_block: int = http2.MAX_HEADER_BLOCK,
+        stream_window: int = DEFAULT_STREAM_WINDOW,
+        connection_window: int = DEFAULT_CONNECTION_WINDOW,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        header_list_limit: int = CONNECTION_MAX_HEADER_LIST_SIZE,
+        max_header_block: int = MAX_HEADER_BLOCK,
     ) -> None:
+        #: Which end this is: the client opens odd streams and sends the magic (RFC 9113
+        #: §3.4, §5.1.1).
+        self.client = client
+        self._read_block = read_block
+        self._settings = list(settings)
         self._out: List[bytes] = []
+        self._streams = Streams(client)
         #: The streams that are not closed yet, by identifier.
-        self.streams: Dict[int, Stream] = {}
-        self._closed: Dict[int, int] = {}
-        # What the peer's SETTINGS say (RFC 9113 §6.5.2 defaults until they arrive).
-        self._peer_initial_window = frames.INITIAL_WINDOW
-        self.max_outbound_frame_size = frames.INITIAL_MAX_FRAME_SIZE
-        self.peer_max_concurrent_streams = _UNLIMITED
-        self.peer_max_header_list_size: Optional[int] = None
+        self.streams: Dict[int, Stream] = self._streams.active
+        #: What the peer's SETTINGS say.
+        self.peer = PeerSettings()
         #: The connection window the peer grants us.
-        self.outbound_flow_control_window = frames.INITIAL_WINDOW
-        # What we advertise.
+        self.outbound_flow_control_window = self.peer.initial_window
+        # What we advertise, and what the peer may still send on the connection.
         self._stream_window = stream_window
         self._connection_window = connection_window
-        self._max_frame_size = max_frame_size
-        self._max_header_list_size = max_header_list_size
-        self.inbound_flow_control_window = connection_window
-        self._advertised = connection_window
-        self._owed = 0
-        self._encoder = hpack_codec.Encoder()
-        # The decoder's limit may lie above the one advertised: a role that enforces the
-        # advertised one per stream keeps the connection for a block between the two.
-        self._decoder = hpack_codec.Decoder(
-            hpack_codec.DEFAULT_TABLE_SIZE,
-            max_header_list_size if header_list_limit is None else header_list_limit,
+        self.inbound = InboundWindow(connection_window)
+        self._reader = FrameReader(
+            max_frame_size, max_header_block, magic=not client, settings_first=True
         )
-        self._max_header_block = max_header_block
-        self._decoded: Dict[bytes, List[Header]] = {}
+        # The decoder's limit may lie above the one advertised: an end that enforces the
+        # advertised one per stream keeps the connection for a block between the two.
+        self._blocks = HeaderBlocks(
+            hpack_codec.Decoder(hpack_codec.DEFAULT_TABLE_SIZE, header_list_limit)
+        )
+        self._encoder = hpack_codec.Encoder()
         self._encoded: Dict[Tuple[Header, ...], bytes] = {}
-        self._decoded_generation = 0
-        # A header block being assembled: its stream, flags and fragments (RFC 9113 §6.10).
-        self._block: Optional[List[bytes]] = None
-        self._block_stream = 0
-        self._block_end_stream = False
-        # The frame header still expected first, what the current header block has grown to,
-        # and a partial frame: its pieces, their size, and the size that makes it whole.
-        self._expect_settings = True
-        self._block_bytes = 0
-        self._pending: List[bytes] = []
-        self._pending_size = 0
-        self._needed = 0
-        # A header block's priority field named its own stream (RFC 9113 §5.3.1).
-        self._block_self_dependent = False
+        #: What the frames of the read in progress make happen.
+        self._events: List[Event] = []
         #: Frames that ask for no work (PRIORITY, RST_STREAM, SETTINGS and PING but not their
         #: ACKs, WINDOW_UPDATE on stream 0), by type, and empty ones (DATA without END_STREAM,
         #: CONTINUATION without END_HEADERS), counted as they are read; whoever polices floods
-        #: (RFC 9113 §10.5) takes and clears them.  A flood read holds thousands, so with
-        #: :attr:`allowance` set the read stops at the first one past it, a
+        #: (RFC 9113 §10.5) takes and clears them (:meth:`take_counts`).  A flood read holds
+        #: thousands, so with :attr:`allowance` set the read stops at the first one past it, a
         #: :class:`PeerConnectionError` with ``flood`` set, before the rest is decoded.
         self.control_frames: Dict[int, int] = {}
         self.empty_frames = 0
         self.allowance: Optional[int] = None
-        #: How much one :meth:`receive_data` decodes, in frames, each counting one more per KiB
-        #: of body; or None.  The rest waits (:attr:`held`) for the next call: a server's way
-        #: to bound what one connection's read costs before it turns to the others.
-        self.pass_limit: Optional[int] = None
-        self._held = False
         #: Set once we sent GOAWAY: nothing more is read.
         self.closed = False
-        #: The last stream the peer opened that we processed (our GOAWAY's last stream id).
-        self.last_peer_stream_id = 0
+
+    # -- what the peer's SETTINGS say, and stream identifiers ---------------------------------
+
+    @property
+    def max_outbound_frame_size(self) -> int:
+        """The largest frame we may send (the peer's MAX_FRAME_SIZE, RFC 9113 §4.2)."""
+        return self.peer.max_frame_size
+
+    @property
+    def peer_max_concurrent_streams(self) -> int:
+        return self.peer.max_concurrent_streams
+
+    @property
+    def peer_max_header_list_size(self) -> Optional[int]:
+        return self.peer.max_header_list_size
+
+    @property
+    def inbound_flow_control_window(self) -> int:
+        """What the peer may still send on the connection."""
+        return self.inbound.window
+
+    @property
+    def next_stream_id(self) -> int:
+        """The identifier the next stream we open must use (RFC 9113 §5.1.1)."""
+        return self._streams.next_stream_id
+
+    @next_stream_id.setter
+    def next_stream_id(self, stream_id: int) -> None:
+        self._streams.next_stream_id = stream_id
+
+    @property
+    def last_peer_stream_id(self) -> int:
+        """The last stream the peer opened (our GOAWAY's last stream id)."""
+        return self._streams.last_peer_stream_id
+
+    def stream_state(self, stream_id: int) -> int:
+        """The state of ``stream_id``, open or not (RFC 9113 §5.1; one of the states of
+        :mod:`minigrpc.http2.streams`, named by its ``STATE_NAMES``)."""
+        return self._streams.state(stream_id)
+
+    @property
+    def open_outbound_streams(self) -> int:
+        """The streams we opened that are not closed."""
+        return self._streams.opened_by_us
+
+    @property
+    def pass_limit(self) -> Optional[int]:
+        """How much one :meth:`receive_data` decodes, in frames, each counting one more per KiB
+        of body; or None.  The rest waits (:attr:`held`) for the next call: a server's way to
+        bound what one connection's read costs before it turns to the others."""
+        return self._reader.pass_limit
+
+    @pass_limit.setter
+    def pass_limit(self, limit: Optional[int]) -> None:
+        self._reader.pass_limit = limit
+
+    @property
+    def held(self) -> bool:
+        """Input is waiting past :attr:`pass_limit`: call :meth:`receive_data` again."""
+        return self._reader.held
+
+    def take_counts(self) -> Tuple[int, Dict[int, int]]:
+        """The empty frames and the frames that ask for no work counted since the last call
+        (:attr:`control_frames`), which start again from none."""
+        counts = self.empty_frames, self.control_frames
+        if self.empty_frames:
+            self.empty_frames = 0
+        if self.control_frames:
+            self.control_frames = {}
+        return counts
 
     # -- sending ------------------------------------------------------------------------------
+
+    def initiate(self) -> None:
+        """Queue our preface: the client's magic, our SETTINGS and the connection's
+        WINDOW_UPDATE (:func:`minigrpc.http2.streams.preface`, RFC 9113 §3.4, §6.9.2)."""
+        self._out.append(preface(self._settings, self._connection_window, self.client))
 
     def data_to_send(self) -> bytes:
         """Every byte queued since the last call, in order."""
@@ -245,33 +290,30 @@ class HTTP2Connection:
         self._out = []
         return out[0] if len(out) == 1 else b"".join(out)
 
-    def local_flow_control_window(self, stream_id: int) -> int:
-        """What may be sent on the stream now: the smaller of its window and the connection's."""
-        stream = self.streams.get(stream_id)
-        if stream is None or stream.local_ended:
-            return 0
-        window = stream.outbound_window
-        connection = self.outbound_flow_control_window
-        return window if window < connection else connection
+    def get_next_available_stream_id(self) -> int:
+        """The identifier the next :meth:`send_headers` that opens a stream must use (RFC 9113
+        §5.1.1); :class:`StreamIDsExhausted` past 2^31-1."""
+        stream_id = self._streams.next_stream_id
+        if stream_id > 2**31 - 1:
+            raise StreamIDsExhausted("stream ids exhausted")
+        return stream_id
 
-    def send_data(
-        self, stream_id: int, data: Union[bytes, memoryview], end_stream: bool = False
+    def send_headers(
+        self, stream_id: int, headers: Sequence[Header], end_stream: bool = False
     ) -> None:
-        """One DATA frame; the caller keeps to :meth:`local_flow_control_window` and
-        :attr:`max_outbound_frame_size` (RFC 9113 §6.9.1, §4.2)."""
-        stream = self.streams[stream_id]
-        size = len(data)
-        stream.outbound_window -= size
-        self.outbound_flow_control_window -= size
-        self._out.append(frames.data_frame(stream_id, data, end_stream))
+        """A header block on ``stream_id`` (HEADERS and CONTINUATION frames, RFC 9113 §6.2):
+        the one that opens a stream of ours (:meth:`get_next_available_stream_id`), or one on a
+        stream the peer opened (a response, or with ``end_stream`` trailers, RFC 9113 §8.1)."""
+        stream = self._streams.send_headers(
+            stream_id, self.peer.initial_window, self._stream_window
+        )
+        self._out.extend(header_frames(
+            stream_id, self._encode_block(headers), self.peer.max_frame_size, end_stream
+        ))
         if end_stream:
-            self._end_local(stream_id, stream)
+            self._streams.apply(stream_id, stream, SEND_END_STREAM)
 
-    def end_stream(self, stream_id: int) -> None:
-        """END_STREAM on an empty DATA frame."""
-        self.send_data(stream_id, b"", end_stream=True)
-
-    def _header_block(self, headers: Sequence[Header]) -> bytes:
+    def _encode_block(self, headers: Sequence[Header]) -> bytes:
         """``headers`` HPACK-coded without adding to the dynamic table (RFC 7541 §6.2.2), so
         the same header list always codes to the same bytes: those of the last few lists are
         remembered (a connection sends the same few again and again)."""
@@ -286,27 +328,46 @@ class HTTP2Connection:
                 self._encoded[key] = block
         return block
 
-    def _queue_header_block(
-        self, stream_id: int, stream: Stream, headers: Sequence[Header], end_stream: bool
-    ) -> None:
-        """HEADERS and CONTINUATION frames for ``headers`` on ``stream_id`` (RFC 9113 §6.2)."""
-        block = self._header_block(headers)
-        self._out.extend(
-            frames.header_frames(stream_id, block, self.max_outbound_frame_size, end_stream)
-        )
-        if end_stream:
-            self._end_local(stream_id, stream)
+    def local_flow_control_window(self, stream_id: int) -> int:
+        """What may be sent on the stream now: the smaller of its window and the connection's;
+        0 on a stream whose sending side is closed."""
+        stream = self.streams.get(stream_id)
+        if stream is None or not stream.sending:
+            return 0
+        window = stream.outbound_window
+        connection = self.outbound_flow_control_window
+        return window if window < connection else connection
 
-    def _open_connection_window(self) -> None:
-        """The WINDOW_UPDATE on stream 0 that follows our SETTINGS in the preface: SETTINGS
-        cannot change the connection window (RFC 9113 §6.9.2), which starts at 65,535."""
-        if self._connection_window > frames.INITIAL_WINDOW:
-            increment = self._connection_window - frames.INITIAL_WINDOW
-            self._out.append(frames.window_update_frame(0, increment))
+    def send_data(
+        self, stream_id: int, data: Union[bytes, memoryview], end_stream: bool = False
+    ) -> None:
+        """One DATA frame; the caller keeps to :meth:`local_flow_control_window` and
+        :attr:`max_outbound_frame_size` (RFC 9113 §6.9.1, §4.2)."""
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            raise ValueError(f"DATA on stream {stream_id}, which is not open")
+        if end_stream:
+            self._streams.apply(stream_id, stream, SEND_END_STREAM)
+        size = len(data)
+        stream.outbound_window -= size
+        self.outbound_flow_control_window -= size
+        self._out.append(data_frame(stream_id, data, end_stream))
+
+    def end_stream(self, stream_id: int) -> None:
+        """END_STREAM on an empty DATA frame."""
+        self.send_data(stream_id, b"", end_stream=True)
+
+    def reset_stream(self, stream_id: int, error_code: int = 0) -> None:
+        """RST_STREAM (RFC 9113 §6.4) on a stream that is not closed; frames the peer sent
+        before it are ignored when they arrive (RFC 9113 §5.1, "closed")."""
+        stream = self.streams.get(stream_id)
+        if stream is not None:
+            self._out.append(rst_stream_frame(stream_id, error_code))
+            self._streams.apply(stream_id, stream, SEND_RST_STREAM)
 
     def ping(self, opaque_data: bytes) -> None:
         """A PING (RFC 9113 §6.7); its ACK is a :class:`PingAcknowledged` event."""
-        self._out.append(frames.frame_bytes(PING, 0, 0, opaque_data))
+        self._out.append(ping_frame(opaque_data))
 
     def send_goaway(
         self, last_stream_id: int, error_code: int = 0, debug_data: bytes = b""
@@ -314,24 +375,7 @@ class HTTP2Connection:
         """A GOAWAY that does not end the connection here (RFC 9113 §6.8): the streams up to
         ``last_stream_id`` go on, and what the peer sends is still read.  A graceful shutdown
         sends two (PROTOCOL-HTTP2.md, GOAWAY Frame); :meth:`close_connection` ends it."""
-        self._out.append(frames.goaway_frame(last_stream_id, error_code, debug_data))
-
-    @property
-    def held(self) -> bool:
-        """Input is waiting past :attr:`pass_limit`: call :meth:`receive_data` again."""
-        return self._held
-
-    def _end_local(self, stream_id: int, stream: Stream) -> None:
-        stream.local_ended = True
-        if stream.remote_ended:
-            self._close(stream_id, _ENDED)
-
-    def reset_stream(self, stream_id: int, error_code: int = 0) -> None:
-        """RST_STREAM (RFC 9113 §6.4) on a stream that is not closed; frames the peer sent
-        before it are ignored when they arrive (RFC 9113 §5.1, "closed")."""
-        if stream_id in self.streams:
-            self._out.append(frames.rst_stream_frame(stream_id, error_code))
-            self._close(stream_id, _RESET_BY_US)
+        self._out.append(goaway_frame(last_stream_id, error_code, debug_data))
 
     def close_connection(self, error_code: int = 0, debug_data: bytes = b"") -> None:
         """GOAWAY (RFC 9113 §6.8) with ``error_code``, once; nothing more is read after it.
@@ -339,47 +383,25 @@ class HTTP2Connection:
         if not self.closed:
             self.closed = True
             self._out.append(
-                frames.goaway_frame(self.last_peer_stream_id, error_code, debug_data)
+                goaway_frame(self._streams.last_peer_stream_id, error_code, debug_data)
             )
 
-    def _close(self, stream_id: int, how: int) -> None:
-        del self.streams[stream_id]
-        self._remember_closed(stream_id, how)
-
-    def _remember_closed(self, stream_id: int, how: int) -> None:
-        closed = self._closed
-        if len(closed) >= CLOSED_STREAMS_KEPT:
-            del closed[next(iter(closed))]
-        closed[stream_id] = how
-
-    def _stream_error(self, stream_id: int, error_code: int, events: List[Event]) -> None:
-        """A stream error on an open stream (RFC 9113 §5.4.2): RST_STREAM, and the stream is
-        closed; the connection goes on."""
-        self._out.append(frames.rst_stream_frame(stream_id, error_code))
-        self._close(stream_id, _RESET_BY_US)
-        events.append(StreamReset(stream_id, error_code, False))
+    def _stream_error(self, stream_id: int, error_code: int) -> None:
+        """A stream error (RFC 9113 §5.4.2): RST_STREAM, and a stream not closed yet is closed
+        by it and reported; the connection goes on."""
+        self._out.append(rst_stream_frame(stream_id, error_code))
+        stream = self.streams.get(stream_id)
+        if stream is not None:
+            self._streams.apply(stream_id, stream, SEND_RST_STREAM)
+            self._events.append(StreamReset(stream_id, error_code, False))
 
     # -- flow control of what we receive ----------------------------------------------------
 
     def acknowledge_received_data(self, size: int, stream_id: int) -> None:
         """``size`` bytes of DATA on ``stream_id`` were consumed: return them to the peer, in
         WINDOW_UPDATEs sent once half a window is used
-        (:func:`minigrpc.http2.frames.window_update_due`).
-        The connection's share is returned even when the stream is gone (RFC 9113 §6.9)."""
-        self._owed += size
-        if frames.window_update_due(self.inbound_flow_control_window, self._owed, self._advertised):
-            self._out.append(frames.window_update_frame(0, self._owed))
-            self.inbound_flow_control_window += self._owed
-            self._owed = 0
-        stream = self.streams.get(stream_id)
-        if stream is not None and not stream.remote_ended:
-            stream.owed += size
-            if frames.window_update_due(
-                stream.inbound_flow_control_window, stream.owed, stream.advertised
-            ):
-                self._out.append(frames.window_update_frame(stream_id, stream.owed))
-                stream.inbound_flow_control_window += stream.owed
-                stream.owed = 0
+        (:func:`minigrpc.http2.streams.acknowledge`)."""
+        acknowledge(self._out, self.inbound, stream_id, self.streams.get(stream_id), size)
 
     def increment_flow_control_window(
         self, increment: int, stream_id: Optional[int] = None
@@ -387,120 +409,37 @@ class HTTP2Connection:
         """Grant the peer ``increment`` more bytes at once: on the connection, or on a stream
         that may still send.  A grant that would pass 2^31-1 (RFC 9113 §6.9.1) is not made."""
         if not stream_id:
-            if self.inbound_flow_control_window + increment > MAX_WINDOW:
-                return
-            self.inbound_flow_control_window += increment
-            self._advertised = max(self._advertised, self.inbound_flow_control_window)
-            self._out.append(frames.window_update_frame(0, increment))
+            if self.inbound.grant(increment):
+                self._out.append(window_update_frame(0, increment))
             return
         stream = self.streams.get(stream_id)
-        if stream is None or stream.remote_ended:
-            return
-        if stream.inbound_flow_control_window + increment > MAX_WINDOW:
-            return
-        stream.inbound_flow_control_window += increment
-        stream.advertised = max(stream.advertised, stream.inbound_flow_control_window)
-        self._out.append(frames.window_update_frame(stream_id, increment))
+        if stream is not None and stream.open and stream.inbound.grant(increment):
+            self._out.append(window_update_frame(stream_id, increment))
 
     # -- receiving ----------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> List[Event]:
         """The events of every whole frame in ``data`` (and what earlier reads left over).
 
-        Each frame header is checked as soon as its 9 octets are in, before its body is
-        waited for: the peer's first frame must be SETTINGS (its preface, RFC 9113 §3.4; a
-        server that answers ``HTTP/1.1 400`` would otherwise announce a 4.7 MB frame and be
-        waited for), no frame may exceed the MAX_FRAME_SIZE we advertised (RFC 9113 §4.2),
-        and a header block may not grow past ``max_header_block`` before END_HEADERS (a
-        CONTINUATION flood, CVE-2024-27316).  A partial frame is kept in pieces and joined
-        once it is whole, so a large frame that arrives over many reads is copied once.
+        :class:`~minigrpc.http2.frames.FrameReader` checks each frame's header as soon as its
+        9 octets are in: the peer's preface (RFC 9113 §3.4), the MAX_FRAME_SIZE we advertised
+        (RFC 9113 §4.2), header blocks (RFC 9113 §6.10).  Each whole frame goes to the handler
+        of its type.
         """
         events: List[Event] = []
         if self.closed:
             return events
-        self._held = False
-        if self._pending:
-            self._pending.append(data)
-            self._pending_size += len(data)
-            if self._pending_size < self._needed:
-                return events
-            data = b"".join(self._pending)
-            self._pending = []
-        size = len(data)
-        pos = 0
-        needed = 0
-        budget = self.pass_limit
+        self._events = events
         try:
-            while True:
-                if size - pos < 9:
-                    needed = 9
-                    break
-                length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
-                if budget is not None:
-                    if budget <= 0:  # past the pass limit, at a frame boundary: the rest waits
-                        self._held = True
-                        break
-                    budget -= 1 + (length >> 10)
-                kind = data[pos + 3]
-                if self._expect_settings:
-                    self._expect_settings = False
-                    if kind != SETTINGS or length % 6:
-                        raise self._first_frame_error(bytes(data[pos : pos + 9]))
-                if length > self._max_frame_size:
-                    raise error_codes.FrameSizeError(length, self._max_frame_size)
-                if kind == HEADERS or kind == CONTINUATION or kind == PUSH_PROMISE:
-                    grown = length + self._block_bytes if kind == CONTINUATION else length
-                    if grown > self._max_header_block:
-                        raise error_codes.HeaderBlockTooLarge(
-                            f"a header block exceeds {self._max_header_block} bytes before "
-                            "END_HEADERS (CONTINUATION flood)"
-                        )
-                end = pos + 9 + length
-                if end > size:
-                    needed = 9 + length
-                    break
-                flags = data[pos + 4]
-                stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
-                if self._block is not None and kind != CONTINUATION:
-                    raise _Failure(error_codes.PROTOCOL_ERROR, "a frame inside a header block")
-                if kind == DATA and not flags & PADDED and stream_id:
-                    self._on_data(stream_id, data[pos + 9 : end], length, flags, events)
-                elif kind == HEADERS and not flags & (PADDED | PRIORITY_FLAG) and stream_id:
-                    self._block_bytes = length
-                    self._on_headers(stream_id, data[pos + 9 : end], flags, events)
-                elif kind == PING and length == 8 and not stream_id:
-                    if flags & ACK:
-                        events.append(PingAcknowledged(data[pos + 9 : end]))
-                    else:  # RFC 9113 §6.7
-                        self._count(PING)
-                        self._out.append(frames.ping_ack(data[pos + 9 : end]))
-                elif kind == WINDOW_UPDATE and length == 4 and (
-                    data[pos + 9] & 0x7F or data[pos + 10] or data[pos + 11] or data[pos + 12]
-                ):  # an increment of 0 is a PROTOCOL_ERROR (RFC 9113 §6.9): _frame's
-                    if not stream_id:
-                        self._count(WINDOW_UPDATE)
-                    increment = int.from_bytes(data[pos + 9 : end], "big") & 0x7FFFFFFF
-                    self._on_window_update(stream_id, increment, events)
-                else:
-                    if kind == HEADERS or kind == CONTINUATION:
-                        self._block_bytes = grown
-                    self._frame(data[pos : pos + 9], data[pos + 9 : end], events)
-                pos = end
-        except (_Failure, FrameError) as exc:
+            self._reader.read(data, _HANDLERS, self)
+        except FrameError as exc:
             self.close_connection(exc.error_code)
             events.append(PeerConnectionError(exc.error_code, str(exc)))
-            return events
         except _Flood as exc:
-            self.close_connection(error_codes.ENHANCE_YOUR_CALM)
+            self.close_connection(ENHANCE_YOUR_CALM)
             events.append(PeerConnectionError(
-                error_codes.ENHANCE_YOUR_CALM, "a flood of frames that do no work", True,
-                exc.frame_type,
+                ENHANCE_YOUR_CALM, "a flood of frames that do no work", True, exc.frame_type
             ))
-            return events
-        if pos < size:
-            self._pending = [data[pos:]]
-            self._pending_size = size - pos
-            self._needed = 0 if self._held else needed
         return events
 
     def _count(self, kind: int) -> None:
@@ -520,271 +459,169 @@ class HTTP2Connection:
             if self.allowance < 0:
                 raise _Flood(None)
 
-    def _frame(self, header: bytes, payload: bytes, events: List[Event]) -> None:
-        """Any frame but an unpadded DATA or HEADERS frame on a stream."""
-        kind = header[3]
-        if kind == WINDOW_UPDATE and len(payload) == 4 and not (
-            int.from_bytes(payload, "big") & 0x7FFFFFFF
-        ):
-            stream_id = int.from_bytes(header[5:9], "big") & 0x7FFFFFFF
-            if stream_id:  # on a stream, a stream error (RFC 9113 §6.9)
-                self._on_zero_increment(stream_id, events)
-                return
-        try:
-            frame = frames.parse_frame(header, payload)
-        except FrameError as exc:
-            raise _Failure(exc.error_code, f"invalid frame: {exc}") from None
-        if kind == DATA:
-            self._on_data(frame.stream_id, frame.data, frame.flow_controlled_length,
-                          frame.flags, events)
-        elif kind == HEADERS:
-            if frame.flags & PRIORITY_FLAG:
-                at = 1 if frame.flags & PADDED else 0
-                dependency = int.from_bytes(payload[at : at + 4], "big") & 0x7FFFFFFF
-                self._block_self_dependent = dependency == frame.stream_id
-            self._on_headers(frame.stream_id, frame.data, frame.flags, events)
-        elif kind == CONTINUATION:
-            if self._block is None or frame.stream_id != self._block_stream:
-                raise _Failure(error_codes.PROTOCOL_ERROR, "CONTINUATION without a header block")
-            if not frame.data and not frame.flags & END_HEADERS:
-                self._count_empty()
-            self._block.append(frame.data)
-            if frame.flags & END_HEADERS:
-                self._end_block(events)
-        elif kind == SETTINGS:
-            if not frame.flags & ACK:
-                self._count(SETTINGS)
-                self._on_settings(frame.settings, events)
-        elif kind == WINDOW_UPDATE:
-            if not frame.stream_id:
-                self._count(WINDOW_UPDATE)
-            self._on_window_update(frame.stream_id, frame.window_increment, events)
-        elif kind == PING:
-            if frame.flags & ACK:
-                events.append(PingAcknowledged(frame.data))
-            else:
-                self._count(PING)
-                self._out.append(frames.ping_ack(frame.data))
-        elif kind == RST_STREAM:
-            self._count(RST_STREAM)
-            self._on_reset(frame.stream_id, frame.error_code, events)
-        elif kind == GOAWAY:
-            events.append(ConnectionTerminated(frame.error_code, frame.last_stream_id, frame.data))
-        elif kind == PUSH_PROMISE:
-            raise _Failure(error_codes.PROTOCOL_ERROR, "PUSH_PROMISE received (push is refused)")
-        elif kind == PRIORITY:
-            # Deprecated (RFC 9113 §5.3.2) and ignored, but a stream cannot depend on itself
-            # (RFC 9113 §5.3.1): a stream error.
-            self._count(PRIORITY)
-            if int.from_bytes(payload[:4], "big") & 0x7FFFFFFF == frame.stream_id:
-                self._on_priority_error(frame.stream_id, events)
-        # Frames of unknown types are ignored (RFC 9113 §5.5).
-
-    def _on_zero_increment(self, stream_id: int, events: List[Event]) -> None:
-        """A WINDOW_UPDATE of 0 on a stream: a stream error PROTOCOL_ERROR (RFC 9113 §6.9)."""
-        if stream_id in self.streams:
-            self._stream_error(stream_id, error_codes.PROTOCOL_ERROR, events)
-        elif self._idle(stream_id):
-            raise _Failure(
-                error_codes.PROTOCOL_ERROR, f"WINDOW_UPDATE on stream {stream_id}, never opened"
-            )
-
-    def _on_priority_error(self, stream_id: int, events: List[Event]) -> None:
-        """A PRIORITY frame that makes its stream depend on itself (RFC 9113 §5.3.1): a stream
-        error, answered on an open stream or one not opened yet (a PRIORITY frame may come
-        first, RFC 9113 §5.1, "idle")."""
-        if stream_id in self.streams:
-            self._stream_error(stream_id, error_codes.PROTOCOL_ERROR, events)
-        elif self._idle(stream_id):
-            self._out.append(frames.rst_stream_frame(stream_id, error_codes.PROTOCOL_ERROR))
-
-    def _stream(self, stream_id: int, kind: str, events: List[Event]) -> Optional[Stream]:
-        """The open stream a DATA or HEADERS frame is for, or None when the frame is to be
-        dropped (RFC 9113 §5.1); raises for a connection error, resets for a stream error."""
+    def _handle_data(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """DATA (RFC 9113 §6.1): counted against the connection window whatever its stream,
+        then against the stream's, and reported."""
+        data = payload
+        if flags & PADDED or not stream_id:  # else data_payload has nothing to do (RFC 9113 §6.1)
+            data = data_payload(flags, stream_id, payload)
+        length = len(payload)
+        self.inbound.receive(length)
         stream = self.streams.get(stream_id)
-        if stream is not None:
-            if stream.remote_ended:
-                # Half-closed (remote): a stream error (RFC 9113 §5.1).
-                self._stream_error(stream_id, error_codes.STREAM_CLOSED, events)
-                return None
-            return stream
-        if self._idle(stream_id):
-            raise _Failure(
-                error_codes.PROTOCOL_ERROR, f"{kind} on stream {stream_id}, never opened"
-            )
-        how = self._closed.get(stream_id, _RESET_BY_US)
-        if how == _ENDED:
-            raise _Failure(
-                error_codes.STREAM_CLOSED, f"{kind} on stream {stream_id} after it ended"
-            )
-        if how == _RESET_BY_PEER:
-            self._out.append(frames.rst_stream_frame(stream_id, error_codes.STREAM_CLOSED))
-        return None
-
-    def _on_data(
-        self, stream_id: int, data: bytes, length: int, flags: int, events: List[Event]
-    ) -> None:
-        if length > self.inbound_flow_control_window:
-            raise _Failure(error_codes.FLOW_CONTROL_ERROR, "DATA beyond the connection window")
-        self.inbound_flow_control_window -= length
-        stream = self._stream(stream_id, "DATA", events)
-        if stream is None:
+        if stream is None or _DATA_OUTCOMES[stream.state] < 0:
+            state = self.stream_state(stream_id)
+            if received(state, RECV_DATA, stream_id, "DATA") == STREAM_CLOSED_ERROR:
+                self._stream_error(stream_id, STREAM_CLOSED)
             if length:  # the connection window is spent all the same (RFC 9113 §6.9)
                 self.acknowledge_received_data(length, 0)
             return
-        if length > stream.inbound_flow_control_window:
-            raise _Failure(error_codes.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
-        stream.inbound_flow_control_window -= length
+        stream.inbound.receive(length)
         if stream.content_left is not None:
             left = stream.content_left - len(data)
             stream.content_left = left
             if left < 0 or (left and flags & END_STREAM):
                 # Not what content-length said: malformed, a stream error (RFC 9113 §8.1.1).
-                self._stream_error(stream_id, error_codes.PROTOCOL_ERROR, events)
+                self._stream_error(stream_id, PROTOCOL_ERROR)
                 self.acknowledge_received_data(length, 0)
                 return
         if not length and not flags & END_STREAM:
             self._count_empty()
-        events.append(DataReceived(stream_id, data, length))
+        self._events.append(DataReceived(stream_id, data, length))
         if flags & END_STREAM:
-            self._end_remote(stream_id, stream, events)
+            self._end_remote(stream_id, stream)
 
-    def _end_remote(self, stream_id: int, stream: Stream, events: List[Event]) -> None:
-        stream.remote_ended = True
-        events.append(StreamEnded(stream_id))
-        if stream.local_ended:
-            self._close(stream_id, _ENDED)
+    def _end_remote(self, stream_id: int, stream: Stream) -> None:
+        self._events.append(StreamEnded(stream_id))
+        self._streams.apply(stream_id, stream, RECV_END_STREAM)
 
-    def _on_headers(self, stream_id: int, fragment: bytes, flags: int, events: List[Event]) -> None:
-        self._block = [fragment]
-        self._block_stream = stream_id
-        self._block_end_stream = bool(flags & END_STREAM)
-        if flags & END_HEADERS:
-            self._end_block(events)
+    def _handle_headers(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """HEADERS (RFC 9113 §6.2): a header block, whole or continued."""
+        fields = self._blocks.headers(flags, stream_id, payload)
+        if fields is not None:
+            self._received_block(fields)
 
-    def _end_block(self, events: List[Event]) -> None:
-        """A whole header block: decode it whatever its stream (the dynamic table must follow
-        every block, RFC 7541 §2.2), then let the role act on it."""
-        assert self._block is not None
-        fragments, self._block = self._block, None
-        encoded = fragments[0] if len(fragments) == 1 else b"".join(fragments)
-        block = self._decode(encoded)
-        if self._block_self_dependent:  # RFC 9113 §5.3.1: a stream error
-            self._block_self_dependent = False
-            self._on_block_error(self._block_stream, error_codes.PROTOCOL_ERROR, events)
-            return
-        self._on_block(self._block_stream, block, self._block_end_stream, events)
+    def _handle_continuation(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """CONTINUATION (RFC 9113 §6.10): the next fragment of the open header block."""
+        if not payload and not flags & END_HEADERS:
+            self._count_empty()
+        fields = self._blocks.continuation(flags, stream_id, payload)
+        if fields is not None:
+            self._received_block(fields)
 
-    def _decode(self, encoded: bytes) -> List[Header]:
-        """The fields of one header block (RFC 7541 §3).
-
-        A warm connection receives the same few blocks again and again, each made of
-        references to the tables only (RFC 7541 §6.1): such a block decodes to the same fields
-        for as long as the dynamic table does not change, so its fields are remembered until
-        it does (:attr:`minigrpc.http2.hpack_codec.Decoder.generation`).
-        """
-        decoder = self._decoder
-        generation = decoder.generation
-        if generation != self._decoded_generation:
-            self._decoded.clear()
-            self._decoded_generation = generation
-        else:
-            fields = self._decoded.get(encoded)
-            if fields is not None:
-                return list(fields)
+    def _received_block(self, fields: List[Header]) -> None:
+        """A whole header block, decoded (whatever its stream, RFC 7541 §2.2): what it does to
+        its stream (a new one opens), then what it means to this end."""
+        blocks = self._blocks
+        stream_id = blocks.stream_id
+        end_stream = blocks.end_stream
         try:
-            fields = decoder.decode(encoded)
-        except hpack_codec.HeaderListTooLarge as exc:
-            raise _Failure(error_codes.PROTOCOL_ERROR, str(exc)) from None
-        except hpack_codec.DecodingError as exc:
-            raise _Failure(error_codes.COMPRESSION_ERROR, f"header block: {exc}") from None
-        if decoder.generation == generation:
-            if len(self._decoded) >= _DECODED_KEPT:
-                self._decoded.clear()
-            self._decoded[encoded] = list(fields)
-        return fields
-
-    def _on_settings(self, settings: List[Tuple[int, int]], events: List[Event]) -> None:
-        """Apply the peer's SETTINGS in order (RFC 9113 §6.5.3) and acknowledge them."""
-        for setting, value in settings:
-            error = frames.setting_error(setting, value)
-            if error is not None:
-                raise _Failure(*error)
-            if setting == frames.INITIAL_WINDOW_SIZE:
-                delta = value - self._peer_initial_window
-                self._peer_initial_window = value
-                for stream in self.streams.values():
-                    stream.outbound_window += delta
-                    if stream.outbound_window > MAX_WINDOW:
-                        raise _Failure(
-                            error_codes.FLOW_CONTROL_ERROR, "a stream window over 2^31-1"
-                        )
-            elif setting == frames.MAX_FRAME_SIZE:
-                self.max_outbound_frame_size = value
-            elif setting == frames.MAX_CONCURRENT_STREAMS:
-                self.peer_max_concurrent_streams = value
-            elif setting == frames.MAX_HEADER_LIST_SIZE:
-                self.peer_max_header_list_size = value
-            elif setting == frames.HEADER_TABLE_SIZE:
-                self._limit_table_size(value)
-        self._out.append(frames.settings_ack())
-        events.append(SettingsChanged())
-
-    def _limit_table_size(self, value: int) -> None:
-        """The peer's SETTINGS_HEADER_TABLE_SIZE bounds our HPACK encoder (RFC 7541 §4.2); the
-        blocks remembered were coded for the size before."""
-        self._encoder.limit_table_size(value)
-        self._encoded.clear()
-
-    def _on_window_update(self, stream_id: int, increment: int, events: List[Event]) -> None:
-        if not stream_id:
-            self.outbound_flow_control_window += increment
-            if self.outbound_flow_control_window > MAX_WINDOW:
-                raise _Failure(error_codes.FLOW_CONTROL_ERROR, "connection window over 2^31-1")
-            events.append(WindowUpdated(0))
+            stream = self._streams.receive_headers(
+                stream_id, self.peer.initial_window, self._stream_window
+            )
+            if stream is None:
+                return
+            dependency = blocks.dependency  # 0 without priority fields, the common case
+            if dependency and depends_on_itself(stream.state, stream_id, dependency):
+                raise StreamError(PROTOCOL_ERROR, "a stream that depends on itself")
+            event = self._read_block(stream, stream_id, fields, end_stream)
+        except StreamError as exc:
+            self._stream_error(stream_id, exc.error_code)
             return
+        if event is not None:
+            self._events.append(event)
+            if end_stream:
+                self._end_remote(stream_id, stream)
+
+    def _handle_settings(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """SETTINGS (RFC 9113 §6.5): applied in order and acknowledged (RFC 9113 §6.5.3); the
+        peer's HEADER_TABLE_SIZE bounds our HPACK encoder (RFC 7541 §4.2), and the blocks
+        remembered were coded for the size before."""
+        settings = settings_payload(flags, stream_id, payload)
+        if flags & ACK:
+            return
+        self._count(SETTINGS)
+        if self.peer.apply(settings, self.streams.values(), self._encoder):
+            self._encoded.clear()
+        self._out.append(settings_ack())
+        self._events.append(SettingsChanged())
+
+    def _handle_window_update(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """WINDOW_UPDATE (RFC 9113 §6.9): the connection's send window or a stream's."""
+        increment = window_update_payload(stream_id, payload)
+        if not stream_id:
+            self._count(WINDOW_UPDATE)
+            self.outbound_flow_control_window = widen_connection(
+                self.outbound_flow_control_window, increment
+            )
+            self._events.append(WindowUpdated(0))
+            return
+        state = self.stream_state(stream_id)
+        if received(state, RECV_WINDOW_UPDATE, stream_id, "WINDOW_UPDATE") < 0:
+            return
+        stream = self.streams[stream_id]  # neither idle nor closed: open
+        try:
+            stream.widen(increment)
+        except StreamError as exc:
+            self._stream_error(stream_id, exc.error_code)
+            return
+        self._events.append(WindowUpdated(stream_id))
+
+    def _handle_ping(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """PING (RFC 9113 §6.7): answered, or its ACK reported."""
+        data = ping_payload(stream_id, payload)
+        if flags & ACK:
+            self._events.append(PingAcknowledged(data))
+            return
+        self._count(PING)
+        self._out.append(ping_ack(data))
+
+    def _handle_rst_stream(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """RST_STREAM (RFC 9113 §6.4): the peer closes a stream."""
+        error_code = rst_stream_payload(stream_id, payload)
+        self._count(RST_STREAM)
         stream = self.streams.get(stream_id)
         if stream is None:
-            if self._idle(stream_id):
-                raise _Failure(
-                    error_codes.PROTOCOL_ERROR, f"WINDOW_UPDATE on stream {stream_id}, never opened"
-                )
-            return  # closed: ignored
-        stream.outbound_window += increment
-        if stream.outbound_window > MAX_WINDOW:
-            # A stream error (RFC 9113 §6.9.1).
-            self._stream_error(stream_id, error_codes.FLOW_CONTROL_ERROR, events)
+            received(self.stream_state(stream_id), RECV_RST_STREAM, stream_id, "RST_STREAM")
             return
-        events.append(WindowUpdated(stream_id))
+        self._streams.apply(stream_id, stream, RECV_RST_STREAM)
+        self._events.append(StreamReset(stream_id, error_code, True))
 
-    def _on_reset(self, stream_id: int, error_code: int, events: List[Event]) -> None:
-        if stream_id in self.streams:
-            self._close(stream_id, _RESET_BY_PEER)
-            events.append(StreamReset(stream_id, error_code, True))
-        elif self._idle(stream_id):
-            raise _Failure(
-                error_codes.PROTOCOL_ERROR, f"RST_STREAM on stream {stream_id}, never opened"
-            )
+    def _handle_priority(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """PRIORITY (RFC 9113 §6.3): deprecated and ignored (RFC 9113 §5.3.2), but a stream
+        cannot depend on itself (RFC 9113 §5.3.1): a stream error, answered on a stream that is
+        not closed, or not opened yet (a PRIORITY frame may come first, RFC 9113 §5.1)."""
+        dependency = priority_payload(stream_id, payload)
+        self._count(PRIORITY)
+        if depends_on_itself(self.stream_state(stream_id), stream_id, dependency):
+            self._stream_error(stream_id, PROTOCOL_ERROR)
 
-    # -- what the role says -------------------------------------------------------------------
+    def _handle_goaway(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """GOAWAY (RFC 9113 §6.8): reported; the caller decides which calls go on."""
+        last_stream_id, error_code, debug_data = goaway_payload(stream_id, payload)
+        self._events.append(ConnectionTerminated(error_code, last_stream_id, debug_data))
 
-    def _idle(self, stream_id: int) -> bool:
-        """True for a stream neither side has opened yet (RFC 9113 §5.1, "idle")."""
-        raise NotImplementedError
+    def _handle_push_promise(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """PUSH_PROMISE (RFC 9113 §6.6): a connection error, push being refused (RFC 9113
+        §8.4)."""
+        refuse_push_promise(flags, stream_id, payload)
 
-    def _first_frame_error(self, header: bytes) -> Exception:
-        """What to raise when the peer's first frame is not SETTINGS (RFC 9113 §3.4)."""
-        raise NotImplementedError
 
-    def _on_block(
-        self, stream_id: int, block: List[Header], end_stream: bool, events: List[Event]
-    ) -> None:
-        """A decoded header block on ``stream_id`` (``end_stream``: END_STREAM was set)."""
-        raise NotImplementedError
 
-    def _on_block_error(self, stream_id: int, error_code: int, events: List[Event]) -> None:
-        """A header block that is a stream error whatever it says (decoded all the same, so
-        that the dynamic table follows, RFC 7541 §2.2): on an open stream, reset it."""
-        stream = self._stream(stream_id, "HEADERS", events)
-        if stream is not None:
-            self._stream_error(stream_id, error_code, events)
+#: One handler per frame type (RFC 9113 §6), the same on both ends; frames of other types are
+#: ignored (RFC 9113 §5.5).
+_HANDLERS = handlers_by_type((
+    HTTP2Connection._handle_data,
+    HTTP2Connection._handle_headers,
+    HTTP2Connection._handle_priority,
+    HTTP2Connection._handle_rst_stream,
+    HTTP2Connection._handle_settings,
+    HTTP2Connection._handle_push_promise,
+    HTTP2Connection._handle_ping,
+    HTTP2Connection._handle_goaway,
+    HTTP2Connection._handle_window_update,
+    HTTP2Connection._handle_continuation,
+))
+
+
+class StreamIDsExhausted(Exception):
+    """No stream identifier is left on this connection (RFC 9113 §5.1.1): open a new one."""

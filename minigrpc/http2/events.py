@@ -1,10 +1,12 @@
 """The events an HTTP/2 connection reports (:class:`minigrpc.http2.connection.HTTP2Connection`).
 
 One small class per thing that happened on the connection, as the frames that caused it were
-read: a request or response header block, trailers, DATA, a stream's end or reset, a window
-opened, the peer's SETTINGS applied, a PING acknowledged, the peer's GOAWAY, and the connection
-error that ends a read.  Both ends' protocols dispatch on the class
-(:mod:`minigrpc.protocol.client_protocol`, :mod:`minigrpc.protocol.server_protocol`).
+read: a request or response header block (RFC 9113 §8.1), trailers, DATA (RFC 9113 §6.1), a
+stream's end or reset (RFC 9113 §5.1, §6.4), a window opened (RFC 9113 §6.9), the peer's SETTINGS
+applied (RFC 9113 §6.5.3), a PING acknowledged (RFC 9113 §6.7), the peer's GOAWAY (RFC 9113
+§6.8), and the connection error that ends a read (RFC 9113 §5.4.1).  Both ends' protocols
+dispatch on the class (:mod:`minigrpc.protocol.client_protocol`,
+:mod:`minigrpc.protocol.server_protocol`).
 """
 
 from typing import List, Optional, Union

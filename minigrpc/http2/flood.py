@@ -152,16 +152,13 @@ class FrameBudget:
         Counted as the frames are read (RFC 9113 §10.5), whether or not they end up as events:
         joined header blocks and answered PINGs are frames all the same.
         """
-        if counts.empty_frames:
-            empty, counts.empty_frames = counts.empty_frames, 0
-            if not self.spend(empty):
-                return EMPTY_FRAMES_FLOOD
-        if counts.control_frames:
-            counted, counts.control_frames = counts.control_frames, {}
-            for frame_type, count in counted.items():
-                spend = self.spend_unless_earned if frame_type in _EARNED_FRAMES else self.spend
-                if not spend(count):
-                    return FLOOD_NAMES[frame_type]
+        empty, counted = counts.take_counts()
+        if empty and not self.spend(empty):
+            return EMPTY_FRAMES_FLOOD
+        for frame_type, count in counted.items():
+            spend = self.spend_unless_earned if frame_type in _EARNED_FRAMES else self.spend
+            if not spend(count):
+                return FLOOD_NAMES[frame_type]
         return ""
 
 class PeerHistory:

@@ -1,12 +1,13 @@
 """HPACK, the header compression of HTTP/2 (RFC 7541), in one small module.
 
-The one-shot client (:mod:`minigrpc.protocol.oneshot_protocol`) decodes every header block a server
-sends with :class:`Decoder` and encodes its request block with :class:`Encoder`, without the hpack
-library, which a process that makes one call and exits would pay to import (with
-:mod:`logging`). Each representation below names the section of RFC 7541 that defines it, so the
-module can be read beside the RFC.
+Every header block minigrpc sends is coded by an :class:`Encoder` and every one it receives
+decoded by a :class:`Decoder`: both ends' connections (through
+:class:`minigrpc.http2.frames.HeaderBlocks`), the one-shot call, which a process that makes one
+call and exits pays to import (so it loads nothing else), and the frame trace.  Each
+representation below names the section of RFC 7541 that defines it, so the module can be read
+beside the RFC.
 
-Decoding is complete, since a server may use all of HPACK:
+Decoding is complete, since a peer may use all of HPACK:
 
 * integers with an N-bit prefix (RFC 7541 §5.1), at most five continuation octets (any 32-bit
   value): the RFC asks that an implementation bound them and reject what exceeds the bound;

@@ -70,11 +70,9 @@ import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ..driver.logs import get_logger
-from ..http2.error_codes import http2_error_name
-from ..protocol.enums import StatusCode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; the real imports are lazy (cheap import)
-    from ..http2.frames import Frame
+    from ..http2.frames import Frame, FrameHandler, FrameReader
     from ..http2.hpack_codec import Decoder
 
 __all__ = [
@@ -86,7 +84,6 @@ __all__ = [
 
 WIRE_LOGGER = get_logger("minigrpc.protocol.wire")
 
-_FRAME_HEADER_LENGTH = 9
 _GRPC_PREFIX_LENGTH = 5  # PROTOCOL-HTTP2.md, Requests: 1-byte flag + 4-byte big-endian length
 _DEFAULT_MAX_FRAME_SIZE = 16384  # RFC 9113 §6.5.2 initial SETTINGS_MAX_FRAME_SIZE
 _HEX_BYTES_SHOWN = 16
@@ -248,12 +245,20 @@ class _HeaderBlock:
 class _Direction:
     """Everything the tracer knows about the bytes flowing one way on the connection."""
 
-    def __init__(self, prefix: str, expects_preface: bool, from_client: Optional[bool]) -> None:
+    def __init__(
+        self, prefix: str, reader: "FrameReader", from_client: Optional[bool]
+    ) -> None:
         self.prefix = prefix
-        self.expects_preface = expects_preface
+        #: The frames of this direction, cut without checks (the magic read first where the
+        #: client's preface is expected, RFC 9113 §3.4).
+        self.reader = reader
         self.from_client = from_client  # None when the role is neither client nor server
-        self.buffer = bytearray()
-        self.at_start = True  # the client preface can only be at the very start
+        #: The preface line is still to be written, and the first bytes seen, to show if the
+        #: preface is not there.
+        self.preface_pending = reader.awaiting_magic
+        self.start = b""
+        #: The direction the other way (its SETTINGS say how large our frames may be).
+        self.other = self
         self.stopped = False
         self.decoder: Optional[Decoder] = None
         self.hpack_lost: Optional[str] = None
@@ -276,7 +281,7 @@ class FrameTracer:
 
     def __init__(self, role: str, peer: str, logger: logging.Logger = WIRE_LOGGER) -> None:
         # Imported here, not at module level, so that importing minigrpc.net.trace stays cheap.
-        from ..http2.frames import FRAME_TYPE_NAMES, SETTING_NAMES
+        from ..http2.frames import FRAME_TYPE_NAMES, SETTING_NAMES, FrameReader
 
         self._frame_type_names = FRAME_TYPE_NAMES
         self._setting_names = SETTING_NAMES
@@ -287,14 +292,16 @@ class FrameTracer:
         padded_peer = _escape(peer.encode("utf-8", "backslashreplace")).ljust(_MIN_PEER_WIDTH)
         self._out = _Direction(
             f"{role} --> {padded_peer}  ",
-            expects_preface=role == "client",
+            FrameReader(magic=role == "client"),
             from_client=(role == "client") if known_role else None,
         )
         self._in = _Direction(
             f"{role} <-- {padded_peer}  ",
-            expects_preface=role == "server",
+            FrameReader(magic=role == "server"),
             from_client=(role == "server") if known_role else None,
         )
+        self._out.other, self._in.other = self._in, self._out
+        self._handlers = tuple(self._handler_of(type_code) for type_code in range(256))
 
     def sent(self, data: bytes) -> None:
         """Bytes this side wrote to the socket, in any chunking."""
@@ -317,38 +324,44 @@ class FrameTracer:
 
     def _stop(self, way: _Direction, reason: str) -> None:
         way.stopped = True
-        way.buffer = bytearray()
         way.streams.clear()
         self._emit(way, f"{reason}; no further frames are traced in this direction")
 
     def _consume(self, way: _Direction, other: _Direction, data: bytes) -> None:
-        buffer = way.buffer
-        buffer += data
-        pos = 0
-        if way.at_start:
-            from ..http2.settings import CLIENT_PREFACE
+        """Every frame ``data`` completes, cut by the direction's
+        :class:`~minigrpc.http2.frames.FrameReader`, after the client's magic where it is
+        expected (RFC 9113 §3.4)."""
+        from ..http2.frames import CLIENT_PREFACE, FrameError
 
-            seen = bytes(buffer[: len(CLIENT_PREFACE)])
-            if seen == CLIENT_PREFACE[: len(seen)]:
-                if len(seen) < len(CLIENT_PREFACE):
-                    return  # maybe the preface, maybe not: wait for more bytes
-                pos = len(CLIENT_PREFACE)
-                preface = _quote(CLIENT_PREFACE)
-                self._emit(way, f"{'PREFACE':<15}{preface} (client connection preface)")
-            elif way.expects_preface:
-                self._stop(way, f"!! not HTTP/2: expected the client preface, got {_quote(seen)}")
-                return
-            way.at_start = False
-        while len(buffer) - pos >= _FRAME_HEADER_LENGTH:
-            length = int.from_bytes(buffer[pos : pos + 3], "big")
-            end = pos + _FRAME_HEADER_LENGTH + length
-            if len(buffer) < end:
-                break
-            self._frame(way, other, bytes(buffer[pos:end]))
-            if way.stopped:
-                return
-            pos = end
-        del buffer[:pos]
+        if way.preface_pending:
+            way.start = (way.start + data)[: len(CLIENT_PREFACE)]
+        try:
+            way.reader.read(data, self._handlers, way)
+        except FrameError:
+            self._stop(way, f"!! not HTTP/2: expected the client preface, got {_quote(way.start)}")
+            return
+        self._preface_read(way)
+
+    def _handler_of(self, type_code: int) -> "FrameHandler":
+        """What a direction's reader hands a frame of ``type_code`` to (the direction is the
+        reader's owner): :meth:`_frame`; it stops the read once the direction's trace
+        stopped."""
+
+        def handle(way: _Direction, flags: int, stream_id: int, payload: bytes) -> bool:
+            self._preface_read(way)
+            self._frame(way, way.other, type_code, flags, stream_id, payload)
+            return way.stopped
+
+        return handle
+
+    def _preface_read(self, way: _Direction) -> None:
+        """The line of the client's magic, once it has all arrived."""
+        if way.preface_pending and not way.reader.awaiting_magic:
+            from ..http2.frames import CLIENT_PREFACE
+
+            way.preface_pending = False
+            preface = _quote(CLIENT_PREFACE)
+            self._emit(way, f"{'PREFACE':<15}{preface} (client connection preface)")
 
     def _emit(self, way: _Direction, text: str, extra: Tuple[str, ...] = ()) -> None:
         message = (way.prefix + text).rstrip()
@@ -375,17 +388,22 @@ class FrameTracer:
 
     # -- frames ---------------------------------------------------------------------------
 
-    def _frame(self, way: _Direction, other: _Direction, raw: bytes) -> None:
-        """Parse one complete frame (RFC 9113 §4.1) and log its line."""
+    def _frame(
+        self,
+        way: _Direction,
+        other: _Direction,
+        type_code: int,
+        flag_byte: int,
+        stream_id: int,
+        payload: bytes,
+    ) -> None:
+        """Read one whole frame (RFC 9113 §4.1) and log its line."""
         from ..http2 import frames
 
-        length = len(raw) - _FRAME_HEADER_LENGTH
-        type_code, flag_byte = raw[3], raw[4]
+        length = len(payload)
         type_name = self._frame_type_names.get(type_code, f"0x{type_code:02x}")
-        stream_id = int.from_bytes(raw[5:9], "big") & 0x7FFFFFFF
-        payload = raw[_FRAME_HEADER_LENGTH:]
         try:
-            frame = frames.parse_frame(raw[:_FRAME_HEADER_LENGTH], payload)
+            frame = frames.read_frame(type_code, flag_byte, stream_id, payload)
             altsvc = _altsvc(frame) if type_code == frames.ALTSVC else None
         except Exception as exc:
             self._line(way, type_name, stream_id, length, f"0x{flag_byte:02x}", "")
@@ -633,6 +651,8 @@ def _hex_start(data: bytes) -> str:
 
 
 def _error_name(code: int) -> str:
+    from ..http2.frames import http2_error_name
+
     name = http2_error_name(code)
     return f"{'unknown' if name.startswith('0x') else name}({code:#x})"
 
@@ -677,9 +697,10 @@ def _render_header(name: bytes, value: bytes) -> str:
         # grpc core's "true binary" metadata, used only when both sides sent SETTINGS 0xFE03=1.
         line += f"  (true binary metadata: {len(value) - 1} raw bytes, not base64)"
     elif name == b"grpc-status" and value.isdigit():
-        code = StatusCode.from_number(int(value))
-        if code is not None:
-            line += f"  ({code.name})"
+        from ..protocol.codes import CODE_NAMES
+
+        if int(value) < len(CODE_NAMES):
+            line += f"  ({CODE_NAMES[int(value)]})"
     elif name == b"grpc-timeout" and 2 <= len(value) <= 9 and value[:-1].isdigit():
         unit = _TIMEOUT_UNITS.get(chr(value[-1]))
         if unit is not None:

@@ -23,7 +23,7 @@ The tables these read (HTTP status and RST_STREAM codes to gRPC codes) stay in
 
 from typing import Callable, Optional, Sequence, Tuple
 
-from ..http2.error_codes import CANCEL, PROTOCOL_ERROR, REFUSED_STREAM, http2_error_name
+from ..http2.frames import CANCEL, PROTOCOL_ERROR, REFUSED_STREAM, http2_error_name
 from ..http2.hpack_codec import Header
 from . import headers
 from .codes import Code, rst_stream_details, status_from_rst_stream

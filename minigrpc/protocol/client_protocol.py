@@ -33,7 +33,7 @@ import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..http2 import client as client_http2
-from ..http2 import settings
+from ..http2 import streams
 from ..http2.client import ClientHTTP2Connection
 from ..http2.hpack_codec import Header
 from . import client_outcome, headers, wire
@@ -224,10 +224,10 @@ class ClientGrpcConnection(protocol.GrpcConnection):
         self,
         *,
         max_receive_message_length: Optional[int] = DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
-        stream_window: int = settings.DEFAULT_STREAM_WINDOW,
-        connection_window: int = settings.DEFAULT_CONNECTION_WINDOW,
-        max_frame_size: int = settings.DEFAULT_MAX_FRAME_SIZE,
-        max_header_list_size: Optional[int] = settings.CALL_MAX_HEADER_LIST_SIZE,
+        stream_window: int = streams.DEFAULT_STREAM_WINDOW,
+        connection_window: int = streams.DEFAULT_CONNECTION_WINDOW,
+        max_frame_size: int = streams.DEFAULT_MAX_FRAME_SIZE,
+        max_header_list_size: Optional[int] = streams.CALL_MAX_HEADER_LIST_SIZE,
         buffer_limit: int = protocol.DEFAULT_BUFFER_LIMIT,
         clock: Callable[[], float] = time.monotonic,
         peer: str = "",
@@ -288,7 +288,7 @@ class ClientGrpcConnection(protocol.GrpcConnection):
         """The peer's MAX_CONCURRENT_STREAMS; 100 until its SETTINGS arrive."""
         limit = self.conn.peer_max_concurrent_streams
         if not self.settings_received:
-            limit = min(limit, settings.DEFAULT_PEER_MAX_CONCURRENT_STREAMS)
+            limit = min(limit, streams.DEFAULT_PEER_MAX_CONCURRENT_STREAMS)
         return limit
 
     def can_start_call(self) -> bool:

@@ -21,7 +21,7 @@ where enum imports collections and functools): the plugin's path never loads the
 
 from typing import Mapping, Optional, Tuple
 
-from ..http2.error_codes import CANCEL, http2_error_name
+from ..http2.frames import CANCEL, http2_error_name
 
 
 class Code:

@@ -44,7 +44,7 @@ import enum
 import struct
 from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Tuple, Union
 
-from ..http2 import error_codes
+from ..http2 import frames
 from . import wire
 from .memory_budget import MESSAGE_OVERHEAD, PACKED_OVERHEAD, VIEW_OVERHEAD, ConnectionMemory
 from .status import CallError
@@ -674,8 +674,8 @@ class GrpcConnection:
 
 #: RST_STREAM codes both sides send (PROTOCOL_ERROR for a malformed header block: a stream
 #: error, not a connection error, RFC 9113 §8.1.1); written once, in minigrpc.protocol.status.
-NO_ERROR = error_codes.NO_ERROR
-CANCEL = error_codes.CANCEL
-REFUSED_STREAM = error_codes.REFUSED_STREAM
-PROTOCOL_ERROR = error_codes.PROTOCOL_ERROR
-INTERNAL_ERROR = error_codes.INTERNAL_ERROR
+NO_ERROR = frames.NO_ERROR
+CANCEL = frames.CANCEL
+REFUSED_STREAM = frames.REFUSED_STREAM
+PROTOCOL_ERROR = frames.PROTOCOL_ERROR
+INTERNAL_ERROR = frames.INTERNAL_ERROR

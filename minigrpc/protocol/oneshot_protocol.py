@@ -1,34 +1,34 @@
 """One unary call on an HTTP/2 connection of its own, as a sans-IO state machine.
 
 A process that makes a single call and exits (the CNI plugin, once per pod) pays for every
-module it imports, and the full client's connection (:mod:`minigrpc.http2.connection`), built
-for long-lived connections with many streams, is the largest part of that.  This machine runs
-exactly one stream (id 1) on minigrpc's frame codec (:mod:`minigrpc.http2.frames`) and HPACK codec
-(:mod:`minigrpc.http2.hpack_codec`), with the frame-header checks of
-:class:`minigrpc.http2.reader.FrameSplitter`, and imports neither the full connection nor h2 and the
-hyperframe and hpack libraries (nor the :mod:`logging` and :mod:`typing` they load).  Every gRPC
-rule comes from the modules the full client uses: the request headers and the header checks
-(:mod:`minigrpc.protocol.headers`), message framing (:mod:`minigrpc.protocol.wire`), and what the
-server's frames mean for the call (:mod:`minigrpc.protocol.client_outcome`, with the status tables
-of :mod:`minigrpc.protocol.status`).
+module it imports, and the full client's connection (:mod:`minigrpc.http2.connection`, with its
+events and both ends), built for long-lived connections with many streams, is the larger part of
+that.  This machine runs exactly one stream (id 1) and imports three modules of
+:mod:`minigrpc.http2`, the ones the full connection is made of too, so that it writes no rule
+of HTTP/2 itself:
 
-What it does, from the client's side of RFC 9113:
+* :mod:`minigrpc.http2.frames`: every frame is read by its
+  :class:`~minigrpc.http2.frames.FrameReader` (the server's preface, the MAX_FRAME_SIZE we
+  advertised and header blocks checked on each frame's header, RFC 9113 §3.4, §4.2, §6.10) and
+  its payload by the same per-type functions; header blocks are joined and decoded by its
+  :class:`~minigrpc.http2.frames.HeaderBlocks` (RFC 9113 §4.3; RFC 7541 with its dynamic table
+  and Huffman coding);
+* :mod:`minigrpc.http2.streams`: our SETTINGS and the connection window we open, the server's
+  SETTINGS checked and applied (RFC 9113 §6.5), both windows both ways (RFC 9113 §6.9), and the
+  stream's state (RFC 9113 §5.1): what a frame on stream 1, or on any other, means is looked
+  up in its table;
+* :mod:`minigrpc.http2.hpack_codec`: our request block, Huffman-coded without adding to the
+  dynamic table, a peer's lower HEADER_TABLE_SIZE announced all the same (RFC 7541 §4.2).
 
-* the connection preface, our SETTINGS (the values :mod:`minigrpc.http2.settings` holds, which the
-  full client advertises too) and the connection WINDOW_UPDATE, then HEADERS (split into
-  CONTINUATION frames when the block exceeds the peer's MAX_FRAME_SIZE, RFC 9113 §6.10) and
-  the request in DATA frames within the peer's windows and frame size (RFC 9113 §6.9), resumed
-  as WINDOW_UPDATEs and SETTINGS arrive; all of it in the first write;
-* the server's SETTINGS (RFC 9113 §6.5; its first frame, RFC 9113 §3.4) applied and
-  acknowledged, PINGs answered (RFC 9113 §6.7); the server's blocks decoded with all of HPACK
-  (dynamic table, Huffman coding, RFC 7541), ours sent with Huffman coding and without adding to
-  the dynamic table, a peer's lower HEADER_TABLE_SIZE announced all the same (RFC 7541 §4.2);
-* response DATA counted against the windows we advertised and returned with WINDOW_UPDATE as
-  it arrives, once half a window is used (RFC 9113 §6.9); a peer that overruns them is a
-  FLOW_CONTROL_ERROR;
-* response headers, messages and trailers, Trailers-Only, RST_STREAM, GOAWAY below or above
-  the call (RFC 9113 §6.8), and connection errors (RFC 9113 §5.4.1: GOAWAY with the code, the
-  call UNAVAILABLE).
+Its frame handlers have the names the full connection's have (``_handle_data``,
+``_handle_settings``, ...).  Every gRPC rule comes from the modules the full client uses: the
+request headers and the header checks (:mod:`minigrpc.protocol.headers`), message framing
+(:mod:`minigrpc.protocol.wire`), and what the server's frames mean for the call
+(:mod:`minigrpc.protocol.client_outcome`, with the status tables of
+:mod:`minigrpc.protocol.status`).  All of the request goes in the first write, within the peer's
+windows and frame size, resumed as WINDOW_UPDATEs and SETTINGS arrive; a connection error
+(RFC 9113 §5.4.1) sends GOAWAY with its code and ends the call UNAVAILABLE, a stream error
+(RFC 9113 §5.4.2) resets the stream and ends it as the full client's would.
 
 The I/O, the deadline and the one transparent retry are :mod:`minigrpc.oneshot`'s.
 """
@@ -36,31 +36,49 @@ The I/O, the deadline and the one transparent retry are :mod:`minigrpc.oneshot`'
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from ..http2 import error_codes, frames, hpack_codec, reader
-from ..http2 import settings as http2
-from ..http2.error_codes import (
-    CANCEL,
-    COMPRESSION_ERROR,
-    FLOW_CONTROL_ERROR,
-    NO_ERROR,
-    PROTOCOL_ERROR,
-)
+from ..http2 import hpack_codec, streams
 from ..http2.frames import (
     ACK,
-    CONTINUATION,
-    DATA,
-    END_HEADERS,
+    CANCEL,
     END_STREAM,
-    GOAWAY,
-    HEADERS,
-    PING,
-    PUSH_PROMISE,
-    RST_STREAM,
-    SETTINGS,
-    WINDOW_UPDATE,
-    Frame,
+    NO_ERROR,
+    PROTOCOL_ERROR,
+    STREAM_CLOSED,
+    FrameError,
+    FrameReader,
+    HeaderBlocks,
+    StreamError,
+    data_frame,
+    data_payload,
+    goaway_frame,
+    goaway_payload,
+    handlers_by_type,
+    header_frames,
+    ping_ack,
+    ping_payload,
+    priority_payload,
+    refuse_push_promise,
+    rst_stream_frame,
+    rst_stream_payload,
+    settings_ack,
+    settings_payload,
+    window_update_payload,
 )
 from ..http2.hpack_codec import Header
+from ..http2.streams import (
+    INFORMATIONAL,
+    RECV_DATA,
+    RECV_END_STREAM,
+    RECV_RST_STREAM,
+    RECV_WINDOW_UPDATE,
+    SEND_END_STREAM,
+    SEND_RST_STREAM,
+    STREAM_CLOSED_ERROR,
+    InboundWindow,
+    PeerSettings,
+    Stream,
+    Streams,
+)
 from . import client_outcome, headers, wire
 from .codes import Code
 from .headers import ResponseHead
@@ -68,18 +86,6 @@ from .status import DEADLINE_EXCEEDED_DETAILS, CallError, CallStatus, Cardinalit
 
 #: The call's stream: the first a client opens (RFC 9113 §5.1.1).
 STREAM_ID = 1
-#: RFC 9113 §6.5.2 and §6.9.2: the initial windows and frame size before SETTINGS say otherwise.
-_INITIAL_WINDOW = frames.INITIAL_WINDOW
-_INITIAL_MAX_FRAME = frames.INITIAL_MAX_FRAME_SIZE
-_MAX_WINDOW = frames.MAX_WINDOW
-
-
-class _ConnectionError(Exception):
-    """A connection error (RFC 9113 §5.4.1): the GOAWAY code and what went wrong."""
-
-    def __init__(self, error_code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.error_code = error_code
 
 
 class OneShotCall:
@@ -98,10 +104,10 @@ class OneShotCall:
         *,
         deadline: Optional[float] = None,
         max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
-        stream_window: int = http2.DEFAULT_STREAM_WINDOW,
-        connection_window: int = http2.DEFAULT_CONNECTION_WINDOW,
-        max_frame_size: int = http2.DEFAULT_MAX_FRAME_SIZE,
-        max_header_list_size: Optional[int] = http2.CALL_MAX_HEADER_LIST_SIZE,
+        stream_window: int = streams.DEFAULT_STREAM_WINDOW,
+        connection_window: int = streams.DEFAULT_CONNECTION_WINDOW,
+        max_frame_size: int = streams.DEFAULT_MAX_FRAME_SIZE,
+        max_header_list_size: Optional[int] = streams.CALL_MAX_HEADER_LIST_SIZE,
         clock: Callable[[], float] = time.monotonic,
         peer: str = "",
     ) -> None:
@@ -111,40 +117,26 @@ class OneShotCall:
         self._clock = clock
         self._request_headers = list(request_headers)
         self._request = memoryview(request)
-        self._request_ended = False
-        self._stream_window = stream_window
+        self._settings = streams.client_settings(
+            stream_window, max_frame_size, streams.CONNECTION_MAX_HEADER_LIST_SIZE
+        )
         self._connection_window = connection_window
-        self._max_frame_size = max_frame_size
         self._max_header_list_size = max_header_list_size
         self._max_receive = max_receive_message_length
-        self._splitter = reader.FrameSplitter(
-            max_frame_size=max_frame_size,
-            max_header_block=http2.MAX_HEADER_BLOCK,
-            expect_settings_first=True,
-        )
+        self._reader = FrameReader(max_frame_size, streams.MAX_HEADER_BLOCK, settings_first=True)
+        self._blocks = HeaderBlocks(hpack_codec.Decoder(
+            hpack_codec.DEFAULT_TABLE_SIZE, streams.CONNECTION_MAX_HEADER_LIST_SIZE
+        ))
         self._encoder = hpack_codec.Encoder()
-        self._decoder = hpack_codec.Decoder(
-            hpack_codec.DEFAULT_TABLE_SIZE, http2.CONNECTION_MAX_HEADER_LIST_SIZE
-        )
         self._out: List[bytes] = []
-        self._pending = b""
-        # Send side: what the peer allows (RFC 9113 §6.9).
-        self._send_connection = _INITIAL_WINDOW
-        self._send_stream = _INITIAL_WINDOW
-        self._peer_initial_window = _INITIAL_WINDOW
-        self._peer_max_frame = _INITIAL_MAX_FRAME
-        # Receive side: what we advertised and have not yet returned.
-        self._recv_connection = connection_window
-        self._recv_stream = stream_window
-        self._owed_connection = 0
-        self._owed_stream = 0
-        # A header block being collected (HEADERS or PUSH_PROMISE, then CONTINUATION).
-        self._block: Optional[List[bytes]] = None
-        self._block_stream = 0
-        self._block_end_stream = False
-        #: The server ended the stream (END_STREAM), or either side reset it.
-        self._remote_ended = False
-        self._reset = False
+        # What the server allows us to send, and what we allow it (RFC 9113 §6.5, §6.9).
+        self._peer = PeerSettings()
+        self._send_window = self._peer.initial_window
+        self._inbound = InboundWindow(connection_window)
+        self._streams = Streams(client=True)
+        # The call's stream: idle until initiate() opens it.
+        self._stream_window = stream_window
+        self._stream = Stream(self._peer.initial_window, stream_window)
         self._messages = wire.MessageDecoder(max_receive_message_length)
         self._received: List[Tuple[bool, bytes]] = []
         self.response_head: Optional[ResponseHead] = None
@@ -163,20 +155,13 @@ class OneShotCall:
     # -- sending ------------------------------------------------------------------------
 
     def initiate(self) -> None:
-        """Queue the preface, SETTINGS, the connection WINDOW_UPDATE, HEADERS and the request."""
-        # The full client's SETTINGS frame, value for value and in its order.
-        self._out.append(http2.CLIENT_PREFACE)
-        self._out.append(frames.client_settings(
-            self._stream_window,
-            self._max_frame_size,
-            http2.CONNECTION_MAX_HEADER_LIST_SIZE,
-            hpack_codec.DEFAULT_TABLE_SIZE,
-        ))
-        if self._connection_window > _INITIAL_WINDOW:
-            increment = self._connection_window - _INITIAL_WINDOW
-            self._out.append(frames.window_update_frame(0, increment))
+        """Queue the preface (the full client's, value for value), HEADERS and the request."""
+        self._out.append(streams.preface(self._settings, self._connection_window, True))
         block = self._encoder.encode(hpack_codec.outbound_fields(self._request_headers))
-        self._out.extend(frames.header_frames(STREAM_ID, block, self._peer_max_frame))
+        self._stream = self._streams.send_headers(
+            STREAM_ID, self._peer.initial_window, self._stream_window
+        )
+        self._out.extend(header_frames(STREAM_ID, block, self._peer.max_frame_size))
         self._write_request()
 
     def data_to_send(self) -> bytes:
@@ -194,22 +179,23 @@ class OneShotCall:
         """Say goodbye: GOAWAY(NO_ERROR), unless a connection error already sent a GOAWAY."""
         if not self._failed:
             self._failed = True
-            self._out.append(frames.goaway_frame(0, NO_ERROR))
+            self._out.append(goaway_frame(0, NO_ERROR))
 
     def _write_request(self) -> None:
         """DATA within the windows and the peer's frame size; END_STREAM on the last."""
-        while not self._request_ended and self.status is None:
-            size = min(
-                len(self._request), self._send_connection, self._send_stream, self._peer_max_frame
-            )
+        stream = self._stream
+        while stream.sending and self.status is None:
+            size = min(len(self._request), self._send_window, stream.outbound_window,
+                       self._peer.max_frame_size)
             if size <= 0 and self._request:
                 return
             chunk, self._request = self._request[:size], self._request[size:]
             last = not self._request
-            self._out.append(frames.data_frame(STREAM_ID, chunk, last))
-            self._send_connection -= size
-            self._send_stream -= size
-            self._request_ended = last
+            self._out.append(data_frame(STREAM_ID, chunk, last))
+            self._send_window -= size
+            stream.outbound_window -= size
+            if last:
+                self._streams.apply(STREAM_ID, stream, SEND_END_STREAM)
 
     # -- receiving ----------------------------------------------------------------------
 
@@ -219,30 +205,12 @@ class OneShotCall:
             return
         self.bytes_received += len(data)
         try:
-            try:
-                self._splitter.feed(data)
-            except error_codes.FrameError as exc:
-                raise _ConnectionError(
-                    exc.error_code, client_outcome.connection_error_details(
-                        exc, isinstance(exc, error_codes.ServerPrefaceError), self.peer
-                    )
-                ) from None
-            buffer = self._pending + data if self._pending else data
-            view = memoryview(buffer)
-            pos = 0
-            header_length = frames.FRAME_HEADER_LENGTH
-            while self.status is None and len(buffer) - pos >= header_length:
-                length = int.from_bytes(view[pos : pos + 3], "big")
-                body = pos + header_length
-                if len(buffer) - body < length:
-                    break
-                self._frame(view[pos:body], view[body : body + length])
-                pos = body + length
-            self._pending = bytes(view[pos:]) if self.status is None else b""
-            self._return_window()
+            self._reader.read(data, _HANDLERS, self)
             self._write_request()
-        except _ConnectionError as exc:
-            self._fail(exc.error_code, str(exc))
+        except FrameError as exc:
+            self._fail(exc.error_code, client_outcome.connection_error_details(
+                exc, not self.settings_received, self.peer
+            ))
 
     def connection_lost(self, error_text: Optional[str]) -> None:
         """The socket closed (``error_text`` None: EOF) or failed before the call ended.
@@ -260,189 +228,156 @@ class OneShotCall:
         details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
         self._finish(CallStatus(Code.UNAVAILABLE, details))
 
-    def _frame(self, header: memoryview, body: memoryview) -> None:
-        try:
-            frame = frames.parse_frame(header, body)
-        except error_codes.FrameError as exc:
-            raise _ConnectionError(
-                exc.error_code, self._reading(f"invalid frame: {exc}")
-            ) from None
-        kind = frame.type
-        if self._block is not None and kind != CONTINUATION:
-            raise _ConnectionError(
-                PROTOCOL_ERROR, self._reading("a frame inside a header block")
-            )
-        if kind == DATA:
-            self._on_data(frame)
-        elif kind == HEADERS:
-            self._check_stream(frame.stream_id, "HEADERS")
-            self._block = [frame.data]
-            self._block_stream = frame.stream_id
-            self._block_end_stream = bool(frame.flags & END_STREAM)
-            if frame.flags & END_HEADERS:
-                self._end_block()
-        elif kind == PUSH_PROMISE:
-            # ENABLE_PUSH is 0 in our SETTINGS (RFC 9113 §8.4).
-            raise _ConnectionError(PROTOCOL_ERROR, self._reading("PUSH_PROMISE received"))
-        elif kind == CONTINUATION:
-            if self._block is None or frame.stream_id != self._block_stream:
-                raise _ConnectionError(
-                    PROTOCOL_ERROR, self._reading("CONTINUATION without a header block")
-                )
-            self._block.append(frame.data)
-            if frame.flags & END_HEADERS:
-                self._end_block()
-        elif kind == SETTINGS:
-            if not frame.flags & ACK:
-                self._on_settings(frame)
-        elif kind == WINDOW_UPDATE:
-            self._on_window_update(frame)
-        elif kind == PING:
-            if not frame.flags & ACK:
-                self._out.append(frames.ping_ack(frame.data))
-        elif kind == RST_STREAM:
-            self._check_stream(frame.stream_id, "RST_STREAM")
-            self._reset = True
-            past = self.deadline is not None and self._clock() >= self.deadline
-            status, retryable = client_outcome.reset_status(
-                frame.error_code, True, past, self.initial_metadata
-            )
-            self.retryable = retryable
-            self._finish(status)
-        elif kind == GOAWAY:
-            self._on_goaway(frame)
-        # PRIORITY (deprecated, RFC 9113 §5.3.2) and frames of unknown types (§5.5) are ignored.
+    def _on_stream(self, stream_id: int, event: int, kind: str) -> Optional[Stream]:
+        """The stream a ``kind`` frame is for, or None when the frame is dropped
+        (:data:`minigrpc.http2.streams.TRANSITIONS`); a connection error is raised, a stream
+        error ends the call."""
+        result = streams.received(self._streams.state(stream_id), event, stream_id, kind)
+        if result == STREAM_CLOSED_ERROR:
+            self._stream_error(STREAM_CLOSED)
+        return self._streams.active.get(stream_id) if result >= 0 else None
 
-    def _reading(self, what: str) -> str:
-        return client_outcome.connection_error_details(
-            what, not self.settings_received, self.peer
-        )
+    def _stream_error(self, error_code: int) -> None:
+        """A stream error on the call's stream (RFC 9113 §5.4.2): we reset it ourselves."""
+        status, _ = client_outcome.reset_status(error_code, False, False, ())
+        self._finish(status, error_code)
 
-    def _check_stream(self, stream_id: int, kind: str) -> None:
-        """Frames of a stream we never opened are a connection error (RFC 9113 §5.1, idle)."""
-        if stream_id != STREAM_ID:
-            raise _ConnectionError(
-                PROTOCOL_ERROR, self._reading(f"{kind} on stream {stream_id}, never opened")
-            )
-
-    def _on_settings(self, frame: Frame) -> None:
-        """Apply the peer's SETTINGS in order (RFC 9113 §6.5.2) and acknowledge them (§6.5.3)."""
-        for setting, value in frame.settings:
-            error = frames.setting_error(setting, value)
-            if error is not None:
-                raise _ConnectionError(error[0], self._reading(error[1]))
-            if setting == frames.INITIAL_WINDOW_SIZE:
-                self._send_stream += value - self._peer_initial_window
-                self._peer_initial_window = value
-                if self._send_stream > _MAX_WINDOW:
-                    raise _ConnectionError(
-                        FLOW_CONTROL_ERROR, self._reading("stream window over 2^31-1")
-                    )
-            elif setting == frames.MAX_FRAME_SIZE:
-                self._peer_max_frame = value
-            elif setting == frames.HEADER_TABLE_SIZE:
-                self._encoder.limit_table_size(value)
-        self.settings_received = True
-        self._out.append(frames.settings_ack())
-
-    def _on_window_update(self, frame: Frame) -> None:
-        if frame.stream_id == 0:
-            self._send_connection += frame.window_increment
-            if self._send_connection > _MAX_WINDOW:
-                raise _ConnectionError(
-                    FLOW_CONTROL_ERROR, self._reading("connection window over 2^31-1")
-                )
+    def _handle_data(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """DATA (RFC 9113 §6.1): counted against both windows, returned as it arrives once half
+        a window is used (RFC 9113 §6.9), its messages decoded."""
+        data = data_payload(flags, stream_id, payload)
+        length = len(payload)
+        self._inbound.receive(length)
+        stream = self._on_stream(stream_id, RECV_DATA, "DATA")
+        if stream is None:
             return
-        self._check_stream(frame.stream_id, "WINDOW_UPDATE")
-        self._send_stream += frame.window_increment
-        if self._send_stream > _MAX_WINDOW:
-            # A stream error (RFC 9113 §6.9.1): this client resets the stream itself.
-            status, _ = client_outcome.reset_status(FLOW_CONTROL_ERROR, False, False, ())
-            self._finish(status, FLOW_CONTROL_ERROR)
-
-    def _on_goaway(self, frame: Frame) -> None:
-        """GOAWAY (RFC 9113 §6.8): below our stream the call was never processed; at or above
-        it the response may still come, and a later loss of the connection names this code."""
-        self.goaway_error_code = frame.error_code
-        self.goaway_debug_data = frame.data
-        if frame.last_stream_id < STREAM_ID:
-            self.retryable = True
-            self._finish(client_outcome.refused_by_goaway(frame.last_stream_id))
-
-    def _on_data(self, frame: Frame) -> None:
-        self._check_stream(frame.stream_id, "DATA")
-        length = frame.flow_controlled_length
-        if length > self._recv_connection or length > self._recv_stream:
-            raise _ConnectionError(
-                FLOW_CONTROL_ERROR, self._reading("DATA beyond the advertised window")
-            )
-        self._recv_connection -= length
-        self._recv_stream -= length
-        self._owed_connection += length
-        self._owed_stream += length
+        stream.inbound.receive(length)
         try:
-            messages = self._messages.feed(frame.data) if frame.data else []
+            messages = self._messages.feed(data) if data else []
             self._received.extend(messages)
             if len(self._received) > 1:
                 raise CardinalityViolation(client_outcome.EXTRA_MESSAGE_DETAILS)
         except CallError as exc:
             self._finish(CallStatus(exc.code_number, str(exc), self.initial_metadata), CANCEL)
-            return
-        if frame.flags & END_STREAM:
-            self._remote_ended = True
-            self._end_of_stream()
-
-    def _return_window(self) -> None:
-        """WINDOW_UPDATE for the DATA consumed, once half a window is used (RFC 9113 §6.9)."""
-        if frames.window_update_due(
-            self._recv_connection, self._owed_connection, self._connection_window
-        ):
-            self._out.append(frames.window_update_frame(0, self._owed_connection))
-            self._recv_connection += self._owed_connection
-            self._owed_connection = 0
-        if self.status is None and frames.window_update_due(
-            self._recv_stream, self._owed_stream, self._stream_window
-        ):
-            self._out.append(frames.window_update_frame(STREAM_ID, self._owed_stream))
-            self._recv_stream += self._owed_stream
-            self._owed_stream = 0
-
-    def _end_block(self) -> None:
-        """A whole header block arrived: decode it (the dynamic table must follow every block,
-        RFC 7541 §2.2) and act on it as response headers or trailers."""
-        assert self._block is not None
-        encoded = b"".join(self._block)
-        self._block = None
-        try:
-            block = self._decoder.decode(encoded)
-        except hpack_codec.HeaderListTooLarge as exc:
-            raise _ConnectionError(PROTOCOL_ERROR, self._reading(str(exc))) from None
-        except hpack_codec.DecodingError as exc:
-            raise _ConnectionError(
-                COMPRESSION_ERROR, self._reading(f"header block: {exc}")
-            ) from None
-        end_stream = self._block_end_stream
-        if self.response_head is None:
-            self._on_response_headers(block, end_stream)
-        elif not end_stream:
-            raise _ConnectionError(PROTOCOL_ERROR, self._reading("trailers without END_STREAM"))
         else:
-            self._remote_ended = True
-            failure = client_outcome.block_failure(
-                block, self._max_header_list_size, headers.malformed_trailers
-            )
-            if failure is not None:
-                self._finish(*failure)
+            if flags & END_STREAM:
+                self._streams.apply(STREAM_ID, stream, RECV_END_STREAM)
+                self._end_of_stream()
+        streams.acknowledge(self._out, self._inbound, STREAM_ID, stream, length)
+
+    def _handle_headers(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """HEADERS (RFC 9113 §6.2): a header block, whole or continued."""
+        block = self._blocks.headers(flags, stream_id, payload)
+        if block is not None:
+            self._header_block(block)
+
+    def _handle_continuation(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """CONTINUATION (RFC 9113 §6.10): the next fragment of the open header block."""
+        block = self._blocks.continuation(flags, stream_id, payload)
+        if block is not None:
+            self._header_block(block)
+
+    def _header_block(self, block: List[Header]) -> None:
+        """A whole header block, decoded (the dynamic table must follow every block, RFC 7541
+        §2.2): the response headers or the trailers."""
+        blocks = self._blocks
+        try:
+            # A client's peer opens no stream (RFC 9113 §5.1.1): no new one is made here.
+            stream = self._streams.receive_headers(blocks.stream_id, 0, 0)
+            if stream is None:
                 return
-            self._trailers = block
-            self.trailing_metadata = wire.decode_metadata(block)
-            self._end_of_stream()
+            if streams.depends_on_itself(stream.state, blocks.stream_id, blocks.dependency):
+                raise StreamError(PROTOCOL_ERROR, "a stream that depends on itself")
+        except StreamError as exc:
+            self._stream_error(exc.error_code)
+            return
+        end_stream = blocks.end_stream
+        kind = stream.response_block(hpack_codec.find_header(block, b":status"), end_stream)
+        if kind == INFORMATIONAL:
+            return
+        if end_stream:
+            self._streams.apply(STREAM_ID, stream, RECV_END_STREAM)
+        if kind == streams.RESPONSE:
+            self._on_response_headers(block, end_stream)
+            return
+        failure = client_outcome.block_failure(
+            block, self._max_header_list_size, headers.malformed_trailers
+        )
+        if failure is not None:
+            self._finish(*failure)
+            return
+        self._trailers = block
+        self.trailing_metadata = wire.decode_metadata(block)
+        self._end_of_stream()
+
+    def _handle_settings(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """SETTINGS (RFC 9113 §6.5; the server's first frame, RFC 9113 §3.4): applied in order
+        and acknowledged (RFC 9113 §6.5.3)."""
+        settings = settings_payload(flags, stream_id, payload)
+        if flags & ACK:
+            return
+        self._peer.apply(settings, self._streams.active.values(), self._encoder)
+        self.settings_received = True
+        self._out.append(settings_ack())
+
+    def _handle_window_update(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """WINDOW_UPDATE (RFC 9113 §6.9): more room for the request."""
+        increment = window_update_payload(stream_id, payload)
+        if not stream_id:
+            self._send_window = streams.widen_connection(self._send_window, increment)
+            return
+        stream = self._on_stream(stream_id, RECV_WINDOW_UPDATE, "WINDOW_UPDATE")
+        if stream is None:
+            return
+        try:
+            stream.widen(increment)
+        except StreamError as exc:
+            self._stream_error(exc.error_code)
+
+    def _handle_ping(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """PING (RFC 9113 §6.7): answered."""
+        data = ping_payload(stream_id, payload)
+        if not flags & ACK:
+            self._out.append(ping_ack(data))
+
+    def _handle_rst_stream(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """RST_STREAM (RFC 9113 §6.4): the server ends the call (PROTOCOL-HTTP2.md, Errors)."""
+        error_code = rst_stream_payload(stream_id, payload)
+        stream = self._on_stream(stream_id, RECV_RST_STREAM, "RST_STREAM")
+        if stream is None:
+            return
+        self._streams.apply(STREAM_ID, stream, RECV_RST_STREAM)
+        past = self.deadline is not None and self._clock() >= self.deadline
+        status, retryable = client_outcome.reset_status(
+            error_code, True, past, self.initial_metadata
+        )
+        self.retryable = retryable
+        self._finish(status)
+
+    def _handle_priority(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """PRIORITY (RFC 9113 §6.3): ignored (RFC 9113 §5.3.2), but the call's stream cannot
+        depend on itself (RFC 9113 §5.3.1)."""
+        dependency = priority_payload(stream_id, payload)
+        if stream_id == STREAM_ID and streams.depends_on_itself(
+            self._streams.state(STREAM_ID), STREAM_ID, dependency
+        ):
+            self._stream_error(PROTOCOL_ERROR)
+
+    def _handle_goaway(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """GOAWAY (RFC 9113 §6.8): below our stream the call was never processed; at or above
+        it the response may still come, and a later loss of the connection names this code."""
+        last_stream_id, self.goaway_error_code, self.goaway_debug_data = goaway_payload(
+            stream_id, payload
+        )
+        if last_stream_id < STREAM_ID:
+            self.retryable = True
+            self._finish(client_outcome.refused_by_goaway(last_stream_id))
+
+    def _handle_push_promise(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """PUSH_PROMISE (RFC 9113 §6.6): ENABLE_PUSH is 0 in our SETTINGS (RFC 9113 §8.4)."""
+        refuse_push_promise(flags, stream_id, payload)
 
     def _on_response_headers(self, block: List[Header], end_stream: bool) -> None:
-        status_value = hpack_codec.find_header(block, b":status")
-        if status_value is not None and status_value[:1] == b"1" and not end_stream:
-            return  # 1xx: informational, the response headers follow (RFC 9110 §15.2)
-        self._remote_ended = end_stream
         failure = client_outcome.block_failure(
             block, self._max_header_list_size, headers.malformed_response
         )
@@ -494,19 +429,49 @@ class OneShotCall:
         if self.status is not None:
             return
         self.status = status
-        if self._reset or self._failed or (self._remote_ended and self._request_ended):
-            return  # the stream is closed (RFC 9113 §5.1), or the connection is
-        if reset_code is None and not self._request_ended:
+        stream = self._stream
+        if self._failed or stream.closed:
+            return  # the connection is gone, or the stream closed (RFC 9113 §5.1)
+        if reset_code is None and stream.sending:
             reset_code = NO_ERROR
         if reset_code is not None:
-            self._out.append(frames.rst_stream_frame(STREAM_ID, reset_code))
-            self._reset = True
+            self._out.append(rst_stream_frame(STREAM_ID, reset_code))
+            self._streams.apply(STREAM_ID, stream, SEND_RST_STREAM)
 
     def _fail(self, error_code: int, details: str) -> None:
         """A connection error: GOAWAY with its code (RFC 9113 §5.4.1); the call UNAVAILABLE."""
         if self.status is not None:
             return
-        self._out.append(frames.goaway_frame(0, error_code))
+        self._out.append(goaway_frame(0, error_code))
         self._failed = True
         details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
         self._finish(CallStatus(Code.UNAVAILABLE, details))
+
+
+def _until_done(
+    handler: Callable[[OneShotCall, int, int, bytes], None],
+) -> Callable[[OneShotCall, int, int, bytes], bool]:
+    """``handler``, then whether the call has its status, which ends the read: what follows
+    is not looked at."""
+
+    def handle(call: OneShotCall, flags: int, stream_id: int, payload: bytes) -> bool:
+        handler(call, flags, stream_id, payload)
+        return call.status is not None
+
+    return handle
+
+
+#: One handler per frame type (RFC 9113 §6), named as the full connection's are; frames of other
+#: types are ignored (RFC 9113 §5.5).
+_HANDLERS = handlers_by_type([_until_done(handler) for handler in (
+    OneShotCall._handle_data,
+    OneShotCall._handle_headers,
+    OneShotCall._handle_priority,
+    OneShotCall._handle_rst_stream,
+    OneShotCall._handle_settings,
+    OneShotCall._handle_push_promise,
+    OneShotCall._handle_ping,
+    OneShotCall._handle_goaway,
+    OneShotCall._handle_window_update,
+    OneShotCall._handle_continuation,
+)])

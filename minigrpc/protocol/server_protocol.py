@@ -70,8 +70,8 @@ from typing import (
     Tuple,
 )
 
-from ..http2 import error_codes
 from ..http2 import events as events_
+from ..http2 import frames
 from ..http2.flood import PASS_LIMIT, PASS_MESSAGES, FrameBudget, PeerHistory, flood_name
 from ..http2.server import ServerHTTP2Connection
 from . import headers as hdrs
@@ -116,7 +116,7 @@ _MAX_STREAM_ID = 2**31 - 1
 #: A lead allowance with no bound (the receive limit lifted).
 _UNBOUNDED = 2**63
 #: GOAWAY code for a client that floods us (RFC 9113 §10.5).
-ENHANCE_YOUR_CALM = error_codes.ENHANCE_YOUR_CALM
+ENHANCE_YOUR_CALM = frames.ENHANCE_YOUR_CALM
 #: What a call still running at ``stop(0)`` (or when the grace ends) is told: grpc-core's words.
 SHUTDOWN_DETAILS = "Cancelling all calls"
 

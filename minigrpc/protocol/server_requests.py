@@ -21,8 +21,8 @@ What it decides (docs/wire-rules.md, "Server-side rejections" and "Messages and 
 import enum
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
-from ..http2.error_codes import http2_error_name
 from ..http2.events import DataReceived, RequestReceived, StreamEnded, StreamReset
+from ..http2.frames import http2_error_name
 from . import headers as hdrs
 from . import wire
 from .enums import StatusCode

@@ -7,7 +7,7 @@ per server. The values are checked here, so a connection never starts with limit
 
 from typing import FrozenSet, Optional
 
-from ..http2 import settings
+from ..http2 import streams
 from . import wire
 
 __all__ = ["ServerSettings"]
@@ -42,10 +42,10 @@ class ServerSettings:
         max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
         max_send_message_length: Optional[int] = None,
         max_concurrent_streams: int = 100,
-        max_header_list_size: int = settings.CALL_MAX_HEADER_LIST_SIZE,
-        initial_window_size: int = settings.DEFAULT_STREAM_WINDOW,
-        connection_window: int = settings.DEFAULT_CONNECTION_WINDOW,
-        max_frame_size: int = settings.DEFAULT_MAX_FRAME_SIZE,
+        max_header_list_size: int = streams.CALL_MAX_HEADER_LIST_SIZE,
+        initial_window_size: int = streams.DEFAULT_STREAM_WINDOW,
+        connection_window: int = streams.DEFAULT_CONNECTION_WINDOW,
+        max_frame_size: int = streams.DEFAULT_MAX_FRAME_SIZE,
         enabled_encodings: FrozenSet[str] = frozenset(wire.SUPPORTED_ENCODINGS),
     ) -> None:
         if max_concurrent_streams < 1:

@@ -7,4 +7,7 @@ the same for the ``grpc.reflection.v1`` service, which grpcio-reflection does no
 (grpcurl, grpc-go's client) and grpcio's v1alpha client all find it.  Both versions answer from
 one implementation, :mod:`minigrpc.reflection.servicer`.  The client side, grpcio-reflection's
 ``ProtoReflectionDescriptorDatabase``, is :mod:`minigrpc.reflection.descriptor_database`.
+
+It may import: :mod:`minigrpc` (the public API), :mod:`minigrpc.aio`, :mod:`minigrpc.protocol`
+and :mod:`minigrpc._pb`.
 """

@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Callable, Iterator, List
 import pytest
 
 from minigrpc import ChannelConnectivity, StatusCode, aio
-from minigrpc.http2 import settings
+from minigrpc.http2 import streams
 from minigrpc.protocol import grpc_connection as protocol
 from tests.aio.async_peers import GrpcioAioServer
 from tests.aio.calls import (
@@ -335,7 +335,7 @@ def test_a_reader_that_stops_holds_the_server_back(aio_server: GrpcioAioServer) 
     server = GrpcioAioServer(extra_handlers=[handler])
     # What may be in flight: the client's stream window, its buffer of untaken messages, and
     # as much again for grpc-core's own buffers and the socket's.
-    in_flight = 2 * (settings.DEFAULT_STREAM_WINDOW + protocol.DEFAULT_BUFFER_LIMIT)
+    in_flight = 2 * (streams.DEFAULT_STREAM_WINDOW + protocol.DEFAULT_BUFFER_LIMIT)
     bound = in_flight // MESSAGE_SIZE
 
     def produced_past(count: int, timeout: float) -> bool:

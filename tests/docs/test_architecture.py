@@ -62,3 +62,22 @@ def test_sans_io_packages_do_no_io() -> None:
             continue
         _, outside = architecture.imports_of(module)
         assert not {"socket", "selectors", "ssl", "asyncio"} & outside, module
+
+
+def test_each_package_says_what_it_may_import() -> None:
+    """Each package's docstring ends with "It may import:" and names exactly the packages its
+    row of tools/architecture.py allows (the root package as :mod:`minigrpc`), so a reader of
+    the package alone learns its place, and the text cannot drift from the rule."""
+    import ast
+    import re
+
+    for name in architecture.PACKAGES:
+        if name in ("root", "_version"):
+            continue
+        path = architecture.PACKAGE / name / "__init__.py"
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        assert "It may import:" in doc, f"minigrpc/{name}/__init__.py: no \"It may import:\""
+        said = doc[doc.index("It may import:"):]
+        named = {match or "root" for match in re.findall(r":mod:`minigrpc(?:\.(\w+))?`", said)}
+        allowed = set(architecture.PACKAGES[name].may_import)
+        assert named == allowed, (name, sorted(named), sorted(allowed))

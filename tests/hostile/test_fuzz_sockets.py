@@ -2,8 +2,9 @@
 
 * A real channel against the scripted peer answering with generated or mutated response bytes:
   every call ends with an outcome, never a hang.
-* Generated or mutated request bytes on a raw connection to a running ``minigrpc.server()``;
-  a well-formed call on another connection must still succeed.
+* Generated or mutated request bytes on a raw connection to a running ``minigrpc.server()``,
+  and to a running ``minigrpc.aio.server()``; a well-formed call on another connection must
+  still succeed.
 
 The generators are those of tests/support/fuzzing.py (the sans-IO fuzzing is
 tests/unit/test_fuzz.py); ``HYPOTHESIS_PROFILE=long`` multiplies the examples by 20.
@@ -11,9 +12,11 @@ tests/unit/test_fuzz.py); ``HYPOTHESIS_PROFILE=long`` multiplies the examples by
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import os
-from typing import Any, Iterator, List, Tuple
+import threading
+from typing import Any, Callable, Iterator, List, Tuple
 
 import pytest
 
@@ -82,25 +85,76 @@ def test_client_over_socket(specs: List[Tuple[Any, ...]], edits: List[Any], clos
             assert isinstance(exc.code(), StatusCode)
 
 
-@pytest.fixture(scope="module")
-def echo_server() -> Iterator[str]:
+def _echo_handler(minigrpc: Any, behaviour: Any) -> Any:
+    return minigrpc.method_handlers_generic_handler(
+        "f.S", {"M": minigrpc.unary_unary_rpc_method_handler(behaviour)}
+    )
+
+
+def _blocking_echo(target: str) -> Callable[[], None]:
+    import minigrpc
+
+    server = minigrpc.server(
+        concurrent.futures.ThreadPoolExecutor(2),
+        handlers=[_echo_handler(minigrpc, lambda request, context: request)],
+    )
+    server.add_insecure_port(target)
+    server.start()
+    return lambda: server.stop(0).wait(10)
+
+
+def _asyncio_echo(target: str) -> Callable[[], None]:
+    """The same echo on ``minigrpc.aio``, its event loop on a thread of its own."""
+    import minigrpc
+    from minigrpc import aio
+
+    async def echo(request: bytes, context: Any) -> bytes:
+        return request
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    servers: List[Any] = []
+
+    async def start() -> None:
+        server = aio.server(handlers=[_echo_handler(minigrpc, echo)])
+        server.add_insecure_port(target)
+        await server.start()
+        servers.append(server)
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name="fuzz-aio-server", daemon=True)
+    thread.start()
+    assert started.wait(30), "the asyncio server did not start"
+
+    def stop() -> None:
+        asyncio.run_coroutine_threadsafe(servers[0].stop(0), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+    return stop
+
+
+@pytest.fixture(scope="module", params=("blocking", "aio"))
+def echo_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The fuzzed bytes go to the blocking server and to the asyncio server."""
     try:
-        import minigrpc
-        import minigrpc.blocking.server_api
+        import minigrpc.aio.server_api
+        import minigrpc.blocking.server_api  # noqa: F401
     except Exception as exc:
         pytest.skip(f"minigrpc's server is not available: {exc!r}")
     from tests.support.scripted_peer import short_temp_dir
 
     directory = short_temp_dir()
     target = "unix:" + os.path.join(directory, "fuzz.sock")
-    handler = minigrpc.method_handlers_generic_handler(
-        "f.S", {"M": minigrpc.unary_unary_rpc_method_handler(lambda request, context: request)}
-    )
-    server = minigrpc.server(concurrent.futures.ThreadPoolExecutor(2), handlers=[handler])
-    server.add_insecure_port(target)
-    server.start()
+    stop = (_asyncio_echo if request.param == "aio" else _blocking_echo)(target)
     yield target
-    server.stop(0).wait(10)
+    stop()
     import shutil
 
     shutil.rmtree(directory, ignore_errors=True)

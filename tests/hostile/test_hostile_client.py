@@ -56,8 +56,8 @@ FIXED_BUGS: Dict[str, str] = {
     "garbage_preface_then_hang": (
         "an HTTP/1.1 answer on a socket kept open hung a call without deadline (h2 waited for"
         " the 4.7 MB 'frame' the text encodes); fixed: the server's first frame must be"
-        " SETTINGS (RFC 9113 §3.4), checked on its 9-byte header (connection_core's frame"
-        " loop; http2.FrameSplitter in the one-shot client)"
+        " SETTINGS (RFC 9113 §3.4), checked on its 9-byte header (http2.frames.FrameReader,"
+        " for both ends and the one-shot client)"
     ),
     "header_block_over_call_limit": (
         "20 kB response headers were accepted; fixed: response headers and trailers are"

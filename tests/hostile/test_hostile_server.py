@@ -77,8 +77,8 @@ KNOWN_BUGS: Dict[str, Tuple[str, str]] = {}
 FIXED_BUGS: Dict[str, str] = {
     "oversized_frame_header": (
         "a frame header announcing 16 MiB (> our 1 MiB MAX_FRAME_SIZE) was not rejected: h2"
-        " buffered up to 16 MiB waiting for the body; fixed: the frame loop"
-        " (connection_core) checks each frame header's length against the advertised"
+        " buffered up to 16 MiB waiting for the body; fixed: the frame reader"
+        " (http2.frames.FrameReader) checks each frame header's length against the advertised"
         " MAX_FRAME_SIZE as soon as its 9 bytes arrive, and the server answers"
         " GOAWAY(FRAME_SIZE_ERROR) and closes (RFC 9113 §4.2)"
     ),

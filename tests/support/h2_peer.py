@@ -27,7 +27,7 @@ import h2.connection
 import h2.settings
 
 from minigrpc.http2 import frames
-from minigrpc.http2 import settings as http2
+from minigrpc.http2 import streams as http2
 
 
 def client_config() -> h2.config.H2Configuration:

@@ -71,7 +71,7 @@ from hyperframe.frame import (
     WindowUpdateFrame,
 )
 
-from minigrpc.http2 import settings as http2
+from minigrpc.http2 import frames as http2
 from minigrpc.http2.frames import FRAME_HEADER_LENGTH, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE
 from minigrpc.protocol import targets, wire
 from minigrpc.protocol.client_protocol import ClientCall, ClientGrpcConnection

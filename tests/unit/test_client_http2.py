@@ -15,7 +15,7 @@ import hpack
 import pytest
 
 from minigrpc.http2 import frames
-from minigrpc.http2 import settings as http2
+from minigrpc.http2 import streams as http2
 from minigrpc.http2.client import (
     ClientHTTP2Connection,
     ConnectionTerminated,
@@ -30,7 +30,7 @@ from minigrpc.http2.client import (
     TrailersReceived,
     WindowUpdated,
 )
-from minigrpc.http2.error_codes import (
+from minigrpc.http2.frames import (
     CANCEL,
     COMPRESSION_ERROR,
     ENHANCE_YOUR_CALM,
@@ -39,8 +39,8 @@ from minigrpc.http2.error_codes import (
     NO_ERROR,
     PROTOCOL_ERROR,
     STREAM_CLOSED,
+    frame_bytes,
 )
-from minigrpc.http2.frames import frame_bytes
 
 REQUEST = [
     (b":method", b"POST"),

@@ -1,5 +1,5 @@
-"""minigrpc.http2.frames, the one-shot client's HTTP/2 frame codec (RFC 9113 §4.1, §6), against the
-RFC and against hyperframe (the frame codec h2 uses).
+"""minigrpc.http2.frames, the HTTP/2 frame codec of both ends and the one-shot client (RFC 9113
+§4.1, §6), against the RFC and against hyperframe (the frame codec h2 uses).
 
 * The frames we build are byte for byte what hyperframe serializes for the same frame.
 * Parsing, differentially: any frame header and payload are accepted by both, with the same
@@ -30,7 +30,7 @@ from hyperframe.frame import (
 )
 
 from minigrpc.http2 import frames
-from minigrpc.http2.error_codes import FRAME_SIZE_ERROR, PROTOCOL_ERROR, FrameError
+from minigrpc.http2.frames import FRAME_SIZE_ERROR, PROTOCOL_ERROR, FrameError
 
 
 def _header(frame_type: int, flags: int, stream_id: int, length: int) -> bytes:

@@ -30,7 +30,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from minigrpc.http2 import error_codes, reader  # noqa: E402
+from minigrpc.http2 import frames  # noqa: E402
 from minigrpc.protocol import codes, headers, status, wire  # noqa: E402
 from minigrpc.protocol.enums import StatusCode  # noqa: E402
 from tests.support.fuzzing import (  # noqa: E402
@@ -50,6 +50,7 @@ from tests.support.fuzzing import (  # noqa: E402
 from tests.support.scripted_peer import (  # noqa: E402
     CLIENT_PREFACE,
 )
+from tests.unit.test_status_and_http2 import read_frames  # noqa: E402
 
 # ============================================================================ client, sans-IO
 
@@ -273,21 +274,22 @@ def test_status_tables_total(number: int) -> None:
     if number >= 0:
         code = codes.status_from_rst_stream(number, past_deadline=True)
         assert StatusCode.from_number(code) is not None
-        assert isinstance(error_codes.http2_error_name(number), str)
+        assert isinstance(frames.http2_error_name(number), str)
 
 
 @fuzz(300)
 @given(data=st.binary(max_size=300), cuts=CUTS, settings_first=st.booleans())
-def test_frame_splitter_raises_only_frame_errors(
+def test_frame_reader_raises_only_frame_errors(
     data: bytes, cuts: List[int], settings_first: bool
 ) -> None:
-    splitter = reader.FrameSplitter(
-        max_frame_size=64, max_header_block=100, expect_settings_first=settings_first
-    )
+    """Whatever it is fed, the reader yields frames no longer than the limit, or raises a
+    FrameError."""
+    reader = frames.FrameReader(64, 100, magic=settings_first, settings_first=settings_first)
     try:
         for chunk in chunked(data, cuts):
-            splitter.feed(chunk)
-    except error_codes.FrameError:
+            for _, _, stream_id, payload in read_frames(reader, chunk):
+                assert len(payload) <= 64 and stream_id < 2**31
+    except frames.FrameError:
         pass
 
 

@@ -18,7 +18,7 @@ from minigrpc.driver.keepalive import (
     is_too_many_pings,
     keepalive_time_after_too_many_pings,
 )
-from minigrpc.http2.error_codes import ENHANCE_YOUR_CALM, NO_ERROR
+from minigrpc.http2.frames import ENHANCE_YOUR_CALM, NO_ERROR
 
 CLIENT = KeepaliveOptions.client([("grpc.keepalive_time_ms", 1000),
                                   ("grpc.keepalive_timeout_ms", 1000)])

@@ -1,11 +1,11 @@
-"""Status codes, mapping tables, targets, :mod:`minigrpc.http2.settings`, h2 as a peer, and the
-header
-blocks both ends send compared with h2's (doc/statuscodes.md, doc/http-grpc-status-mapping.md,
-PROTOCOL-HTTP2.md "Errors")."""
+"""Status codes, mapping tables, targets, :mod:`minigrpc.http2.streams`' values, the frame
+reader, h2 as a peer, and the header blocks both ends send compared with h2's
+(doc/statuscodes.md, doc/http-grpc-status-mapping.md, PROTOCOL-HTTP2.md "Errors")."""
 
 from __future__ import annotations
 
 import socket
+from typing import List, Tuple
 
 import h2.connection
 import h2.errors
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from minigrpc.http2 import error_codes, hpack_codec, reader
-from minigrpc.http2 import settings as http2
+from minigrpc.http2 import frames, hpack_codec
+from minigrpc.http2 import streams as http2
 from minigrpc.net import sockets
 from minigrpc.protocol import codes, headers, status, targets, wire
 from minigrpc.protocol.codes import Code
@@ -101,10 +101,10 @@ def test_rst_stream_mapping_table() -> None:
 def test_http2_error_names_are_h2s() -> None:
     """RFC 9113 §7's names, as h2 (the reference peer) gives them; any other code in hex."""
     for code in range(0x0, 0xE):
-        assert error_codes.http2_error_name(code) == h2.errors.ErrorCodes(code).name
-    assert dict(error_codes.HTTP2_ERROR_NAMES) == {int(c): c.name for c in h2.errors.ErrorCodes}
-    assert error_codes.http2_error_name(0x2A) == "0x2a"
-    assert error_codes.http2_error_name(0xE) == "0xe"
+        assert frames.http2_error_name(code) == h2.errors.ErrorCodes(code).name
+    assert dict(frames.HTTP2_ERROR_NAMES) == {int(c): c.name for c in h2.errors.ErrorCodes}
+    assert frames.http2_error_name(0x2A) == "0x2a"
+    assert frames.http2_error_name(0xE) == "0xe"
 
 
 # ---- targets ----------------------------------------------------------------------------------
@@ -149,62 +149,142 @@ def _frame_header(length: int, frame_type: int, flags: int = 0, stream_id: int =
     return length.to_bytes(3, "big") + bytes((frame_type, flags)) + stream_id.to_bytes(4, "big")
 
 
-def test_frame_splitter_rejects_an_oversized_frame_at_its_header() -> None:
+RawFrame = Tuple[int, int, int, bytes]
+
+
+def read_frames(reader: frames.FrameReader, data: bytes) -> List[RawFrame]:
+    """The frames ``reader`` hands on for ``data``, as (type, flags, stream id, payload)."""
+    found: List[RawFrame] = []
+
+    def collector(frame_type: int) -> frames.FrameHandler:
+        return lambda owner, flags, stream_id, payload: found.append(
+            (frame_type, flags, stream_id, payload)
+        )
+
+    reader.read(data, [collector(frame_type) for frame_type in range(256)], None)
+    return found
+
+
+_read = read_frames
+
+
+def test_frame_reader_rejects_an_oversized_frame_at_its_header() -> None:
     """RFC 9113 §4.2: the length is known from the header; no body byte is needed to reject."""
-    splitter = reader.FrameSplitter(max_frame_size=16384)
-    splitter.feed(_frame_header(16384, 0x0) + b"\0" * 16384)  # exactly the limit passes
+    reader = frames.FrameReader(max_frame_size=16384)
+    body = b"\0" * 16384
+    assert _read(reader, _frame_header(16384, 0x0) + body) == [(0, 0, 1, body)]  # the limit
     header = _frame_header(16385, 0x0)
-    splitter.feed(header[:5])  # an incomplete header decides nothing
-    with pytest.raises(error_codes.FrameSizeError) as caught:
-        splitter.feed(header[5:])
+    assert _read(reader, header[:5]) == []  # an incomplete header decides nothing
+    with pytest.raises(frames.FrameSizeError) as caught:
+        _read(reader, header[5:])
     assert (caught.value.length, caught.value.limit) == (16385, 16384)
     assert isinstance(caught.value, ValueError) and "frame too large" in str(caught.value)
 
 
-def test_frame_splitter_without_limits_accepts_any_length() -> None:
-    reader.FrameSplitter().feed(_frame_header(2**24 - 1, 0x0))
+def test_frame_reader_without_limits_accepts_any_length() -> None:
+    reader = frames.FrameReader()
+    assert _read(reader, _frame_header(2**24 - 1, 0x0)) == []  # waits for the body
+    assert _read(reader, b"x" * (2**24 - 1)) == [(0, 0, 1, b"x" * (2**24 - 1))]
 
 
-def test_frame_splitter_skips_bodies_split_over_reads() -> None:
-    """A body that ends in a later read is skipped there; the next header is checked."""
-    splitter = reader.FrameSplitter(max_frame_size=100)
-    data = _frame_header(100, 0x0) + b"d" * 100 + _frame_header(101, 0x0)
-    for piece in (data[:50], data[50:112]):
-        splitter.feed(piece)
-    with pytest.raises(error_codes.FrameSizeError):
-        splitter.feed(data[112:])
+def test_frame_reader_joins_bodies_split_over_reads() -> None:
+    """A body that ends in a later read is yielded there, whole; the next header is checked."""
+    reader = frames.FrameReader(max_frame_size=100)
+    data = _frame_header(100, 0x0, stream_id=2**31 + 3) + b"d" * 100 + _frame_header(101, 0x0)
+    assert _read(reader, data[:50]) == []
+    assert _read(reader, data[50:112]) == [(0, 0, 3, b"d" * 100)]  # the reserved bit cleared
+    with pytest.raises(frames.FrameSizeError):
+        _read(reader, data[112:])
 
 
-def test_frame_splitter_bounds_a_growing_header_block() -> None:
+def test_frame_reader_bounds_a_growing_header_block() -> None:
     """HEADERS + CONTINUATION without END_HEADERS past the limit (CVE-2024-27316)."""
-    splitter = reader.FrameSplitter(max_header_block=250)
-    splitter.feed(_frame_header(100, 0x1) + b"h" * 100)  # HEADERS without END_HEADERS
-    splitter.feed(_frame_header(100, 0x9) + b"c" * 100)  # CONTINUATION: 200 so far
-    with pytest.raises(error_codes.HeaderBlockTooLarge, match="CONTINUATION"):
-        splitter.feed(_frame_header(100, 0x9))
+    reader = frames.FrameReader(max_header_block=250)
+    assert len(_read(reader, _frame_header(100, 0x1) + b"h" * 100)) == 1  # no END_HEADERS
+    assert len(_read(reader, _frame_header(100, 0x9) + b"c" * 100)) == 1  # 200 so far
+    with pytest.raises(frames.HeaderBlockTooLarge, match="CONTINUATION"):
+        _read(reader, _frame_header(100, 0x9))
 
 
-def test_frame_splitter_counts_each_header_block_separately() -> None:
-    splitter = reader.FrameSplitter(max_header_block=250)
+def test_frame_reader_counts_each_header_block_separately() -> None:
+    reader = frames.FrameReader(max_header_block=250)
     for stream_id in (1, 3, 5):
         block = _frame_header(200, 0x1, stream_id=stream_id) + b"h" * 200
         block += _frame_header(50, 0x9, flags=0x4, stream_id=stream_id) + b"c" * 50
-        splitter.feed(block)
-    splitter.feed(_frame_header(1000, 0x0))  # DATA frames never count towards a header block
+        assert len(_read(reader, block)) == 2
+    assert _read(reader, _frame_header(1000, 0x0)) == []  # DATA never counts towards a block
 
 
-def test_frame_splitter_wants_settings_first() -> None:
+@pytest.mark.parametrize(
+    ("after", "problem"),
+    [
+        (_frame_header(0, 0x0), "inside a header block"),  # DATA
+        (_frame_header(0, 0x9, flags=0x4, stream_id=3), "inside a header block"),
+        (_frame_header(0, 0x1, flags=0x4, stream_id=3), "inside a header block"),
+    ],
+    ids=["DATA", "CONTINUATION on another stream", "HEADERS"],
+)
+def test_frame_reader_lets_nothing_into_a_header_block(after: bytes, problem: str) -> None:
+    """RFC 9113 §6.10: a block's CONTINUATION frames follow it on its stream, with nothing in
+    between; the frame that breaks in is refused on its header."""
+    reader = frames.FrameReader(max_header_block=1000)
+    assert len(_read(reader, _frame_header(1, 0x1) + b"h")) == 1
+    with pytest.raises(frames.FrameError, match=problem) as caught:
+        _read(reader, after)
+    assert caught.value.error_code == frames.PROTOCOL_ERROR
+
+
+def test_frame_reader_refuses_a_continuation_outside_a_block() -> None:
+    reader = frames.FrameReader(max_header_block=1000)
+    block = _frame_header(1, 0x1, flags=0x4) + b"h"
+    assert len(_read(reader, block)) == 1
+    with pytest.raises(frames.FrameError, match="without a header block"):
+        _read(reader, _frame_header(1, 0x9, flags=0x4) + b"c")
+    # Without the limit (the trace's reader) nothing about blocks is checked.
+    assert len(_read(frames.FrameReader(), _frame_header(1, 0x9) + b"c")) == 1
+
+
+def test_frame_reader_wants_settings_first() -> None:
     """The server's connection preface is a SETTINGS frame (RFC 9113 §3.4), checked on its
     header; later frames of any type pass."""
     settings = b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x03\x00\x00\x00\x64"
     ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
-    splitter = reader.FrameSplitter(expect_settings_first=True)
-    splitter.feed(settings[:4])
-    splitter.feed(settings[4:] + ping + settings)
-    with pytest.raises(error_codes.ServerPrefaceError, match="not a SETTINGS frame"):
-        reader.FrameSplitter(expect_settings_first=True).feed(ping)
-    with pytest.raises(error_codes.ServerPrefaceError):  # HTTP/1.1 reads as a 4.7 MB frame header
-        reader.FrameSplitter(expect_settings_first=True).feed(b"HTTP/1.1 400 Bad Request\r\n")
+    reader = frames.FrameReader(settings_first=True)
+    assert _read(reader, settings[:4]) == []
+    assert [kind for kind, _, _, _ in _read(reader, settings[4:] + ping + settings)] == [4, 6, 4]
+    with pytest.raises(frames.ServerPrefaceError, match="not a SETTINGS frame"):
+        _read(frames.FrameReader(settings_first=True), ping)
+    with pytest.raises(frames.ServerPrefaceError):  # HTTP/1.1 reads as a 4.7 MB frame header
+        _read(frames.FrameReader(settings_first=True), b"HTTP/1.1 400 Bad Request\r\n")
+
+
+def test_frame_reader_reads_the_clients_magic_first() -> None:
+    """A client's preface (RFC 9113 §3.4): the 24 octets of magic, checked as they arrive, then
+    SETTINGS; from a client, a wrong preface is a PrefaceError."""
+    settings = frames.settings_frame(())
+    reader = frames.FrameReader(magic=True, settings_first=True)
+    assert _read(reader, frames.CLIENT_PREFACE[:10]) == [] and reader.awaiting_magic
+    assert _read(reader, frames.CLIENT_PREFACE[10:] + settings) == [(4, 0, 0, b"")]
+    assert not reader.awaiting_magic
+    with pytest.raises(frames.PrefaceError, match="invalid HTTP/2 connection preface"):
+        _read(frames.FrameReader(magic=True), b"GET / HTTP/1.1\r\n")
+    with pytest.raises(frames.PrefaceError, match="first frame is not SETTINGS"):
+        _read(frames.FrameReader(magic=True, settings_first=True),
+              frames.CLIENT_PREFACE + frames.ping_ack(bytes(8)))
+
+
+def test_frame_reader_holds_what_passes_its_pass_limit() -> None:
+    """:attr:`FrameReader.pass_limit`: one read yields that many frames' worth (one more per KiB
+    of body); the rest is kept whole and comes with the next read, even an empty one."""
+    reader = frames.FrameReader()
+    reader.pass_limit = 3
+    pings = b"".join(frames.ping_ack(bytes((n,)) * 8) for n in range(5))
+    first = _read(reader, pings)
+    assert [payload[0] for _, _, _, payload in first] == [0, 1, 2] and reader.held
+    assert [payload[0] for _, _, _, payload in _read(reader, b"")] == [3, 4]
+    assert not reader.held
+    big = frames.data_frame(1, bytes(4096), False)  # counts 5
+    assert len(_read(reader, big + pings)) == 1 and reader.held
 
 
 # ---- h2 as a peer (tests/support/h2_peer.py) ----------------------------------------------------

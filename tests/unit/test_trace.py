@@ -27,7 +27,7 @@ from hyperframe.frame import DataFrame, HeadersFrame, PingFrame, SettingsFrame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minigrpc.http2.settings import CLIENT_PREFACE
+from minigrpc.http2.frames import CLIENT_PREFACE
 from minigrpc.net.trace import WIRE_LOGGER, FrameTracer, tracer_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -434,7 +434,7 @@ def run_python(code: str, trace_env: str | None) -> subprocess.CompletedProcess[
 TRACE_SCRIPT = """
 import minigrpc.net.trace as trace
 from hyperframe.frame import SettingsFrame
-from minigrpc.http2.settings import CLIENT_PREFACE
+from minigrpc.http2.frames import CLIENT_PREFACE
 trace.enable_from_environment()
 trace.enable_from_environment()  # idempotent: still one line per frame
 tracer = trace.tracer_for('client', 'unix:/run/x.sock')
@@ -496,7 +496,7 @@ def test_tracing_needs_no_h2() -> None:
         "    sys.modules[name] = None\n"
         "from minigrpc.http2 import frames, hpack_codec\n"
         "from minigrpc.net import trace\n"
-        "from minigrpc.http2.settings import CLIENT_PREFACE\n"
+        "from minigrpc.http2.frames import CLIENT_PREFACE\n"
         "trace.enable_from_environment()\n"
         "tracer = trace.tracer_for('client', 'unix:/run/x.sock')\n"
         "block = hpack_codec.Encoder().encode([(b':method', b'POST', False)])\n"

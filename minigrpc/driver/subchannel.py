@@ -424,7 +424,10 @@ class Subchannels(Generic[Connection]):
         self._changed()
 
     def next_wakeup(self) -> Optional[float]:
-        """When :meth:`on_timer` has something to do (a backoff ends), or None."""
+        """When :meth:`on_timer` has something to do (a backoff ends), or None (nothing, or
+        the channel is closed: a dial that ends after the close arms no timer)."""
+        if self.closed:
+            return None
         times = [self._resolve_at]
         if self.policy is not None:
             times.append(self.policy.next_wakeup())

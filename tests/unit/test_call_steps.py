@@ -314,6 +314,18 @@ def test_a_closed_channel_ends_calls_cancelled_and_refuses_a_late_connection() -
     assert channel.states == [CONNECTING, SHUTDOWN]
 
 
+def test_a_closed_channel_has_no_backoff_left_to_wake_for() -> None:
+    """A transport that arms its timer after the close (a report that raced it) arms none: the
+    timer would outlive the channel by a whole backoff."""
+    channel = Channel()
+    channel.steps().next()
+    (address,) = channel.dials()
+    channel.subchannels.dial_failed(address, REFUSED_DIAL, channel.now)
+    assert channel.subchannels.next_wakeup() == channel.now + 1.0
+    channel.subchannels.close()
+    assert channel.subchannels.next_wakeup() is None
+
+
 def test_shutdown_is_final_and_each_state_is_told_once() -> None:
     channel = Channel()
     connection = channel.connected()

@@ -17,7 +17,9 @@ grpcio takes its options as gRPC core's channel arguments: the names of
 :func:`arguments_to_warn_about` takes the options a user passed and returns those that deserve a
 warning: unknown names, and known ones that are not carried out (:data:`DECIDED` or
 :data:`UNSUPPORTED`) unless their value asks for what minigrpc does anyway
-(``grpc.enable_http_proxy=0``).  :func:`warn_once` logs each such name once per process.
+(``grpc.enable_http_proxy=0``); :func:`warning_messages` words a warning for each.  Every
+channel logs its own (:mod:`minigrpc.driver.channel_core`); :func:`warn_once` logs each name
+once per process.
 
 What grpcio itself does with an argument it does not know (the floor this improves on): nothing.
 gRPC core keeps channel arguments as a map and reads only the keys it looks for, so an unknown
@@ -44,6 +46,7 @@ __all__ = [
     "integer",
     "option_value",
     "warn_once",
+    "warning_messages",
 ]
 
 IMPLEMENTED = "implemented"
@@ -183,8 +186,10 @@ ARGUMENTS: Tuple[Argument, ...] = (
     _implemented("minigrpc.retry_buffer_size", CLIENT, "driver.retries",
                  "request bytes all calls of the channel buffer for retries (16 MiB)"),
     # -- service config, naming, load balancing
-    _decided("grpc.service_config", CLIENT, "driver.service_config",
-             "the service config (JSON)"),
+    _implemented("grpc.service_config", CLIENT, "driver.service_config, driver.channel_core",
+                 "the service config (JSON): timeout, waitForReady, message sizes, retryPolicy, "
+                 "retryThrottling, loadBalancingConfig; a hedgingPolicy is validated, not "
+                 "carried out"),
     _unsupported("grpc.service_config_disable_resolution", CLIENT,
                  "no service config is looked up in DNS, which is grpcio's default too",
                  fine_values=(1, True)),
@@ -347,6 +352,15 @@ def arguments_to_warn_about(
     return found
 
 
+def warning_messages(
+    options: Optional[Iterable[Tuple[Any, Any]]], side: str
+) -> List[Tuple[str, str]]:
+    """The warning for each option :func:`arguments_to_warn_about` returns, as ``(name,
+    message)``: the message names the option and says why it deserves one."""
+    return [(name, f"{side} option {name!r}: {why}")
+            for name, why in arguments_to_warn_about(options, side)]
+
+
 #: The names :func:`warn_once` has logged, in this process.
 _WARNED: Set[Tuple[str, str]] = set()
 
@@ -354,14 +368,13 @@ _WARNED: Set[Tuple[str, str]] = set()
 def warn_once(
     options: Optional[Iterable[Tuple[Any, Any]]], side: str, log: Callable[[str], None]
 ) -> List[str]:
-    """Log each option :func:`arguments_to_warn_about` returns, naming it, the first time this
-    process sees it on this side; returns the messages logged."""
+    """Log each of :func:`warning_messages` the first time this process sees its option on this
+    side; returns the messages logged."""
     logged = []
-    for name, why in arguments_to_warn_about(options, side):
+    for name, message in warning_messages(options, side):
         if (name, side) in _WARNED:
             continue
         _WARNED.add((name, side))
-        message = f"{side} option {name!r}: {why}"
         log(message)
         logged.append(message)
     return logged

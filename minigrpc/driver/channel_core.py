@@ -1,8 +1,11 @@
 """What a channel is without I/O, once for the blocking and the asyncio API: its target, its
 parsed options, what its credentials and compression mean for a call, and its subchannels.
 
-Channel options (``options=[(name, value), ...]``), the same for both APIs; unknown names are
-ignored, as in grpcio:
+Channel options (``options=[(name, value), ...]``), the same for both APIs.  grpcio ignores a
+name it does not know, or one it knows but does not carry out, without a word; a minigrpc
+channel logs one warning for each (``minigrpc.channel`` logger), naming it and saying why
+(:func:`minigrpc.driver.channel_args.warning_messages`), and otherwise ignores it too.  The
+options it carries out:
 
 * ``grpc.max_receive_message_length``: largest response message in bytes; default 4 MiB,
   -1 for no limit. Larger: RESOURCE_EXHAUSTED, decided on the length prefix.
@@ -53,6 +56,7 @@ from ..protocol.client_protocol import ClientGrpcConnection
 from ..protocol.targets import Target, TargetAddresses, parse_target_addresses
 from .attempts import Attempts
 from .balancing import choose_policy
+from .channel_args import CLIENT, warning_messages
 from .connectivity import ChannelConnectivity
 from .retries import CallRetries, RetryBuffer, RetryOptions, RetryThrottle
 from .service_config import MethodConfig, ServiceConfig, service_config_option
@@ -247,6 +251,7 @@ class ChannelCore:
             if self.target_error:
                 self.addresses = self.target = None
         self.config = ChannelConfig(self.target, options, credentials is not None)
+        _warn_about(options)
         #: ``grpc.service_config``, validated: a config grpcio would refuse fails the channel
         #: here (ServiceConfigError, a ValueError naming every problem), not its calls later.
         self.service_config: Optional[ServiceConfig] = service_config_option(options)
@@ -309,6 +314,17 @@ class ChannelCore:
     def close(self) -> None:
         """No new call starts from now on; the transport closes the connections."""
         self.closed = True
+
+
+def _warn_about(options: Options) -> None:
+    """Log a warning for each option the channel leaves unknown or does not carry out."""
+    found = warning_messages(options, CLIENT)
+    if found:
+        from .logs import get_logger
+
+        log = get_logger("minigrpc.channel")
+        for _name, message in found:
+            log.warning(message)
 
 
 def _as_one_target(addresses: TargetAddresses) -> Target:

@@ -59,9 +59,8 @@ class AsyncTransport:
         self._change: Optional[asyncio.Future[None]] = None
         #: The dials and lookups running, cancelled when the channel closes.
         self._tasks: Set[asyncio.Task[None]] = set()
-        #: The timer that wakes the subchannels when a backoff ends, and when.
+        #: The timer that wakes the subchannels when a backoff ends.
         self._timer: Optional[asyncio.TimerHandle] = None
-        self._timer_at = 0.0
 
     def steps(
         self, invocation: "Invocation", request: Optional[Framed], unary_response: bool
@@ -157,12 +156,11 @@ class AsyncTransport:
 
     def _arm_timer(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wake the subchannels when their next backoff ends (one timer at a time)."""
-        due = self.subchannels.next_wakeup()
-        if due is None or (self._timer is not None and self._timer_at <= due):
+        due = self.subchannels.timer_due()
+        if due is None:
             return
         if self._timer is not None:
             self._timer.cancel()
-        self._timer_at = due
         self._timer = loop.call_later(max(0.0, due - time.monotonic()), self._on_timer)
 
     def _on_timer(self) -> None:

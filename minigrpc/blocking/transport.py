@@ -65,9 +65,8 @@ class BlockingTransport:
         #: Guards the subchannels (short holds, never across I/O); notified at each change.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        #: The timer thread that wakes the subchannels when a backoff ends, and when.
+        #: The timer thread that wakes the subchannels when a backoff ends.
         self._timer: Optional[threading.Timer] = None
-        self._timer_at = 0.0
 
     def steps(
         self, invocation: "Invocation", request: Optional[Framed], unary_response: bool
@@ -199,12 +198,11 @@ class BlockingTransport:
     def _arm_timer(self) -> None:
         """Wake the subchannels when their next backoff ends (one timer thread at a time)."""
         with self._lock:
-            due = self.subchannels.next_wakeup()
-            if due is None or (self._timer is not None and self._timer_at <= due):
+            due = self.subchannels.timer_due()
+            if due is None:
                 return
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer_at = due
             self._timer = threading.Timer(max(0.0, due - time.monotonic()), self._on_timer)
             self._timer.daemon = True
             self._timer.name = "minigrpc-backoff"

@@ -23,9 +23,10 @@ the next change, :attr:`Subchannels.version`; or :data:`FAIL`: the call fails wi
 :attr:`Subchannels.failure`), reports what happened (:meth:`~Subchannels.dialled`,
 :meth:`~Subchannels.dial_failed`, :meth:`~Subchannels.connection_lost`,
 :meth:`~Subchannels.resolved`, :meth:`~Subchannels.resolve_failed`,
-:meth:`~Subchannels.on_timer` at :meth:`~Subchannels.next_wakeup`), and carries out the
-:class:`Work` each of these leaves (:meth:`~Subchannels.take_work`): dial an address (with its
-own I/O, off any call's path), resolve the name, retire a connection.
+:meth:`~Subchannels.on_timer` when its one timer goes off), and carries out the :class:`Work`
+each of these leaves (:meth:`~Subchannels.take_work`): dial an address (with its own I/O, off
+any call's path), resolve the name, retire a connection; and (re)arms its timer when
+:meth:`~Subchannels.timer_due` says so.
 
 A connection is reused while it takes new calls and is not *stale*: one a call used that is idle
 again although the server never sent its SETTINGS (a server that accepts but never speaks
@@ -182,6 +183,8 @@ class Subchannels(Generic[Connection]):
         #: Addresses being dialled.
         self.dialling: Set[Target] = set()
         self._work: List[Work] = []
+        #: When the transport's timer is armed to go off (None: it is not).
+        self._timer_at: Optional[float] = None
         #: Bumped at every change a waiting call may care about (:data:`WAIT`).
         self.version = 0
         #: Why a call picked :data:`FAIL` fails (UNAVAILABLE with these details).
@@ -434,8 +437,20 @@ class Subchannels(Generic[Connection]):
         due = [time for time in times if time is not None]
         return min(due) if due else None
 
+    def timer_due(self) -> Optional[float]:
+        """When the transport's one timer is to go off, if it must be armed anew: the next
+        wakeup when it comes before the timer armed now (the transport cancels that one), else
+        None (the armed timer will do, or there is nothing to wake for)."""
+        due = self.next_wakeup()
+        if due is None or (self._timer_at is not None and self._timer_at <= due):
+            return None
+        self._timer_at = due
+        return due
+
     def on_timer(self, now: float) -> None:
-        """A backoff may have ended: resolve or dial again what is due."""
+        """The transport's timer went off (:meth:`timer_due`): resolve or dial again what is
+        due."""
+        self._timer_at = None
         if self.closed:
             return
         if self._resolve_at is not None and now >= self._resolve_at and not self.resolving:

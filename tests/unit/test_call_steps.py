@@ -324,6 +324,23 @@ def test_a_closed_channel_has_no_backoff_left_to_wake_for() -> None:
     assert channel.subchannels.next_wakeup() == channel.now + 1.0
     channel.subchannels.close()
     assert channel.subchannels.next_wakeup() is None
+    assert channel.subchannels.timer_due() is None
+
+
+def test_the_transport_rearms_its_timer_only_for_an_earlier_wakeup() -> None:
+    """One timer per channel: armed for the first backoff's end, left alone for a later one,
+    armed anew once it went off."""
+    channel = Channel(LIST, "round_robin")
+    channel.steps().next()
+    first, second, _third = channel.dials()
+    channel.subchannels.dial_failed(first, "refused", channel.now)
+    assert channel.subchannels.timer_due() == channel.now + 1.0
+    channel.now += 0.5
+    channel.subchannels.dial_failed(second, "refused", channel.now)
+    assert channel.subchannels.timer_due() is None  # the armed timer comes first
+    channel.now += 0.5
+    channel.subchannels.on_timer(channel.now)
+    assert channel.subchannels.timer_due() == channel.now + 0.5
 
 
 def test_shutdown_is_final_and_each_state_is_told_once() -> None:

@@ -60,6 +60,25 @@ def grpcio_in_process() -> bool:
         return False
 
 
+#: The grpcio release whose answers the tables of grpcio's verdicts record (channel arguments,
+#: service configs, address lists).  Older releases word their errors otherwise and lack the
+#: newer arguments (the last grpcio for Python 3.7 is 1.62), so those comparisons need it.
+REFERENCE_GRPCIO = (1, 85)
+
+
+def reference_grpcio_unavailable() -> Optional[str]:
+    """Why the tables of grpcio's verdicts cannot be checked here (a skip reason), or None."""
+    if not grpcio_in_process():
+        return "needs grpcio in this process"
+    import grpc
+
+    installed = tuple(int(part) for part in grpc.__version__.split(".")[:2])
+    if installed < REFERENCE_GRPCIO:
+        wanted = ".".join(map(str, REFERENCE_GRPCIO))
+        return f"the tables record grpcio {wanted}'s answers; this is grpcio {grpc.__version__}"
+    return None
+
+
 def grpcio_peer_unavailable() -> Optional[str]:
     """Why no grpcio peer can run here (a skip reason), or None when one can."""
     if grpcio_in_process():

@@ -239,7 +239,10 @@ def _generated_as(version: str, module: str = "cni_pb2_grpc.py") -> str:
 
 def _load(source: str, name: str) -> Any:
     module: Any = type(sys)(name)
-    exec(compile(source, f"{name}.py", "exec"), module.__dict__)
+    # A warning names the file from the module's __file__ on older Pythons (3.7), from the
+    # code's file name on newer ones: both say the same.
+    module.__file__ = f"{name}.py"
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
     return module
 
 

@@ -24,7 +24,7 @@ from minigrpc.driver.channel_args import (
     option_value,
     warn_once,
 )
-from tests.peers import grpcio_in_process
+from tests.peers import reference_grpcio_unavailable
 from tools import architecture
 
 PACKAGE = os.path.dirname(os.path.abspath(channel_args.__file__ + "/.."))
@@ -68,7 +68,8 @@ def test_every_decided_argument_is_read_by_its_module() -> None:
             assert f'"{argument.name}"' in path.read_text(encoding="utf-8"), argument
 
 
-@pytest.mark.skipif(not grpcio_in_process(), reason="needs grpcio in this process")
+@pytest.mark.skipif(reference_grpcio_unavailable() is not None,
+                    reason=str(reference_grpcio_unavailable()))
 def test_every_grpc_name_is_one_grpcio_knows() -> None:
     """Each ``grpc.*`` name is in grpcio's own library (no typo, nothing invented), but for the
     ones the table says grpcio ignores."""

@@ -24,7 +24,7 @@ from minigrpc.driver.service_config import (
     service_config_option,
 )
 from minigrpc.protocol.codes import Code
-from tests.peers import grpcio_in_process
+from tests.peers import reference_grpcio_unavailable
 
 RETRY = {"maxAttempts": 3, "initialBackoff": "1s", "maxBackoff": "1s", "backoffMultiplier": 2,
          "retryableStatusCodes": ["UNAVAILABLE"]}
@@ -223,7 +223,8 @@ def grpcio_refuses(config: str) -> bool:
 
 
 @pytest.mark.grpcio_peer
-@pytest.mark.skipif(not grpcio_in_process(), reason="needs grpcio in this process")
+@pytest.mark.skipif(reference_grpcio_unavailable() is not None,
+                    reason=str(reference_grpcio_unavailable()))
 def test_grpcio_accepts_what_the_table_says() -> None:
     wrong = [(config, field) for config, field in CASES
              if grpcio_refuses(config) != (field is not None)]

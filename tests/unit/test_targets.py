@@ -17,7 +17,7 @@ from minigrpc.protocol.targets import (
     parse_target,
     parse_target_addresses,
 )
-from tests.peers import grpcio_in_process
+from tests.peers import reference_grpcio_unavailable
 
 
 def addresses(target: str) -> List[Tuple[int, object]]:
@@ -200,7 +200,8 @@ def test_the_verdicts_table_is_minigrpcs() -> None:
 
 
 @pytest.mark.grpcio_peer
-@pytest.mark.skipif(not grpcio_in_process(), reason="needs grpcio in this process")
+@pytest.mark.skipif(reference_grpcio_unavailable() is not None,
+                    reason=str(reference_grpcio_unavailable()))
 def test_the_verdicts_table_is_grpcios() -> None:
     """grpcio refuses the same lists: a call on such a channel fails at once, naming the target
     as not valid; on an accepted one it fails to connect (nothing listens on those ports)."""

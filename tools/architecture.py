@@ -129,8 +129,8 @@ MODULES: Dict[str, str] = {
     "driver": "the shared package without I/O: what it holds",
     "driver.attempts": "one call's retry budget, deadline and backoff: the client's verdicts "
                        "after each attempt",
-    "driver.subchannel": "a channel's connection and connectivity state: which connection a "
-                         "call goes to, when to dial",
+    "driver.subchannel": "a channel's connections, one per address, and its state: which a "
+                         "call goes to, when to dial or resolve",
     "driver.call_steps": "the client's reconnect and retry loop as steps both transports carry "
                          "out",
     "driver.channel_core": "a channel's target, options, credentials and compression, parsed "

@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator, Callable, List, Optional, Tuple
 
 from ..driver.attempts import finished
 from ..driver.call_steps import START, CallSteps
+from ..driver.connectivity import ChannelConnectivity
 from ..driver.invocation import CANCELLED, REQUESTS_FAILED, CallFailed, Invocation
 from ..protocol.client_protocol import ClientCall
 from ..protocol.enums import StatusCode
@@ -31,6 +32,8 @@ from .client_connection import AsyncClientConnection
 from .errors import EOF, AioRpcError, UsageError
 from .metadata import Metadata
 from .transport import AsyncTransport
+
+READY = ChannelConnectivity.READY
 
 #: A stream is taken either by iteration or by ``read()``/``write()``, never both (UsageError,
 #: as in grpcio); and nothing is written after ``done_writing()``.
@@ -109,17 +112,19 @@ class Call(_interfaces.Call):
             or invocation.wait_for_ready
         ):
             return False
-        if transport.ready_connection() is None:
+        if transport.subchannels.state is not READY:
             return False
-        steps = transport.steps(invocation.deadline, False)
-        if steps.next() is not START:  # closed, or past its deadline: the task ends it
-            return False
-        connection: AsyncClientConnection = steps.connection
         try:
-            call = invocation.new_call(invocation.frame(self._request), True)
+            framed = invocation.frame(self._request)
         except Exception:  # the task raises it again and reports it
             return False
-        self._steps = steps
+        self._steps = steps = transport.steps(invocation, framed, True)
+        if transport.next_step(steps) is not START:  # closed, past its deadline: the task
+            return False
+        connection: AsyncClientConnection = steps.connection
+        if not connection.can_start_now():  # a stream slot, the write buffer: the task waits
+            return False
+        call = steps.new_attempt()
         self._connection, self._call = connection, call
         self._opened.set_result(None)
         connection.when_finished(call, self._ended)
@@ -198,32 +203,26 @@ class Call(_interfaces.Call):
             raise AioRpcError.from_status(self._failure)
         invocation, transport = self._invocation, self._transport
         assert invocation is not None and transport is not None
-        framed = None
-        if self._request_iterator is None and not self._streaming_request:
-            framed = invocation.frame(self._request)
         unary_response = self._unary_response
-
-        def make_call() -> ClientCall:
-            return invocation.new_call(framed, unary_response)
-
         steps = self._steps
         if steps is None:
-            steps = self._steps = transport.steps(invocation.deadline, invocation.wait_for_ready)
+            framed = None
+            if not self._streaming_request:
+                framed = invocation.frame(self._request)
+            steps = self._steps = transport.steps(invocation, framed, unary_response)
         unary = unary_response and not self._streaming_request
         while True:
-            connection, call = await transport.attempt(steps, make_call, unary, self._on_open)
+            connection, call = await transport.attempt(steps, unary, self._on_open)
             if call is None:
                 assert steps.status is not None
-                call = finished(make_call(), steps.status)
+                call = finished(steps.new_attempt(), steps.status)
             self._on_open(connection, call)
             if connection is None or call.done:
                 break
-            if self._streaming_request:
-                steps.commit()  # the request stream is sent once: no attempt after this one
-                if self._request_iterator is not None:
-                    self._sender = asyncio.get_running_loop().create_task(
-                        self._send_all(connection, call, self._request_iterator)
-                    )
+            if self._request_iterator is not None and self._sender is None:
+                self._sender = asyncio.get_running_loop().create_task(
+                    self._send_all(self._request_iterator)
+                )
             await connection.wait_done(call, invocation.deadline)
             if steps.attempt_ended(call):
                 break
@@ -248,7 +247,7 @@ class Call(_interfaces.Call):
             return status
         await connection.wait_read(call)
         transport = self._transport
-        if call.messages_waiting and transport is not None and transport.subchannel.closed:
+        if call.messages_waiting and transport is not None and transport.subchannels.closed:
             self._locally_cancelled = True
             return CANCELLED
         return status
@@ -299,49 +298,87 @@ class Call(_interfaces.Call):
         self._finish(status)
         raise AioRpcError.from_status(status)
 
-    async def _send_all(
-        self, connection: AsyncClientConnection, call: ClientCall, requests: Any
-    ) -> None:
+    async def _send_all(self, requests: Any) -> None:
         """Send a request iterator's messages (sync or async), then END_STREAM.
 
         An exception from the iterator ends the call UNKNOWN, as in the blocking API.
         """
-        invocation = self._invocation
-        assert invocation is not None
-        deadline = invocation.deadline
         try:
             if hasattr(requests, "__aiter__"):
                 async for request in requests:
-                    if not await self._send_one(connection, call, request, deadline):
+                    if not await self._send_one(request):
                         return
             else:
                 for request in requests:
-                    if not await self._send_one(connection, call, request, deadline):
+                    if not await self._send_one(request):
                         return
         except CallFailed as exc:
-            connection.cancel(call, exc.status)
+            self._fail_locally(exc.status)
             return
         except asyncio.CancelledError:
             raise
         except Exception:
-            connection.cancel(call, REQUESTS_FAILED)
+            self._fail_locally(REQUESTS_FAILED)
             return
-        await connection.close_request(call, deadline)
+        await self._close_requests()
 
-    async def _send_one(
-        self,
-        connection: AsyncClientConnection,
-        call: ClientCall,
-        request: Any,
-        deadline: Optional[float],
-    ) -> bool:
-        assert self._invocation is not None
-        return await connection.send(call, self._invocation.frame(request), False, deadline)
+    async def _current_attempt(self) -> bool:
+        """Wait until the call has an attempt that runs (the one after an attempt that ended
+        is being made); False once the call is over."""
+        while self._status is None:
+            call = self._call
+            if call is not None and not call.done:
+                return True
+            steps = self._steps
+            if call is not None and (steps is None or steps.attempt_ended(call)):
+                return False  # that attempt is the call's outcome
+            if self._attempt_changed is None:
+                self._attempt_changed = asyncio.get_running_loop().create_future()
+            await self._attempt_changed
+        return False
+
+    async def _send_one(self, request: Any) -> bool:
+        """Send one request message on the current attempt, kept for the attempts to come
+        while the call may be retried; False once the call is over."""
+        invocation = self._invocation
+        assert invocation is not None
+        framed = invocation.frame(request)
+        if not await self._current_attempt():
+            return False
+        connection, call = self._connection, self._call
+        assert connection is not None and call is not None
+        if self._steps is not None:
+            self._steps.message_sent(framed)  # no await since the attempt was looked at
+        if await connection.send(call, framed, False, invocation.deadline):
+            return True
+        # The attempt ended meanwhile: a retry sends the message again, if there is one.
+        return await self._current_attempt()
+
+    async def _close_requests(self) -> None:
+        """End the request stream on the current attempt and on any that follows."""
+        if not await self._current_attempt():
+            return
+        connection, call = self._connection, self._call
+        assert connection is not None and call is not None and self._invocation is not None
+        if self._steps is not None:
+            self._steps.request_closed()
+        await connection.close_request(call, self._invocation.deadline)
+
+    def _fail_locally(self, status: CallStatus) -> None:
+        """The request iterator or the serializer failed: the call ends with ``status`` on its
+        current attempt, never tried again."""
+        if self._steps is not None:
+            self._steps.commit()
+        connection, call = self._connection, self._call
+        if connection is not None and call is not None:
+            connection.cancel(call, status)
 
     def _finish(self, status: CallStatus) -> None:
         if self._status is not None:
             return
         self._status = status
+        if self._steps is not None:
+            self._steps.finish()
         if not self._finished.done():
             self._finished.set_result(None)
         self._attempt_moved()
@@ -360,6 +397,8 @@ class Call(_interfaces.Call):
         An OK status the application has not been given yet (a stream's responses still
         unread, :meth:`_responses_read`) gives way to ``status``, as in grpcio.
         """
+        if self._steps is not None:
+            self._steps.commit()  # ended here: never tried again
         connection, call = self._connection, self._call
         if connection is not None and call is not None:
             connection.cancel(call, status)
@@ -534,8 +573,9 @@ class _StreamResponseMixin(Call):
             self._raise_for_status(await self._wait_finished())
             return EOF
         assert call is not None and invocation is not None
-        if self._steps is not None:
-            self._steps.commit()  # the application has a response: no retry now
+        steps = self._steps
+        if steps is not None and not steps.committed:
+            steps.commit()  # the application has a response: no retry now
         try:
             return invocation.decode(message, call)
         except CallFailed as exc:
@@ -556,15 +596,11 @@ class _StreamRequestMixin(Call):
             raise asyncio.InvalidStateError(FINISHED)
         await asyncio.shield(self._opened)
         self._raise_if_ended()
-        connection, call = self._connection, self._call
-        assert connection is not None and call is not None and self._invocation is not None
         try:
-            framed = self._invocation.frame(request)
+            sent = await self._send_one(request)
         except CallFailed as exc:
-            connection.cancel(call, exc.status)
+            self._fail_locally(exc.status)
             raise AioRpcError.from_status(exc.status) from None
-        try:
-            sent = await connection.send(call, framed, False, self._invocation.deadline)
         except asyncio.CancelledError:
             self.cancel()
             raise
@@ -579,10 +615,7 @@ class _StreamRequestMixin(Call):
             return
         self._half_closed = True
         await asyncio.shield(self._opened)
-        connection, call = self._connection, self._call
-        if connection is not None and call is not None and not call.done:
-            assert self._invocation is not None
-            await connection.close_request(call, self._invocation.deadline)
+        await self._close_requests()
 
     def _raise_if_ended(self) -> None:
         """Refuse a write to an ended call: the error it ended with, else InvalidStateError.

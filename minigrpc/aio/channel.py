@@ -43,13 +43,12 @@ class Channel(interfaces.Channel):
     ) -> None:
         self._state_changed: Optional[asyncio.Event] = None
         self._calls: Set[Call] = set()
-        self._connecting: Optional[asyncio.Task[None]] = None
         self._core = ChannelCore(target, options, compression, credentials, self._on_state)
         core = self._core
         self._transport: Optional[AsyncTransport] = None
         if core.target is not None:
             self._transport = AsyncTransport(
-                core.target, core.config.transport, core.client_tls(), core.subchannel
+                core.subchannels, core.config.transport, core.client_tls()
             )
         self._interceptors: Dict[str, List[Any]] = split_interceptors(interceptors)
 
@@ -64,33 +63,27 @@ class Channel(interfaces.Channel):
     # -- connectivity -----------------------------------------------------------------------
 
     def _on_state(self, state: ChannelConnectivity) -> None:
-        """The subchannel changed state: wake ``wait_for_state_change``."""
+        """The channel changed state: wake ``wait_for_state_change``."""
         changed, self._state_changed = self._state_changed, None
         if changed is not None:
             changed.set()
 
     @property
     def _state(self) -> ChannelConnectivity:
-        return self._core.subchannel.state
+        return self._core.subchannels.state
 
     def get_state(self, try_to_connect: bool = False) -> ChannelConnectivity:
-        """The connectivity state; ``try_to_connect`` starts connecting an IDLE channel."""
-        if try_to_connect and self._state in (
-            ChannelConnectivity.IDLE,
-            ChannelConnectivity.TRANSIENT_FAILURE,
-        ):
+        """The connectivity state; ``try_to_connect`` starts connecting an IDLE channel (the
+        state returned is the one it was in, as in grpcio: the change is for
+        ``wait_for_state_change`` to see)."""
+        state = self._state
+        if try_to_connect and state is ChannelConnectivity.IDLE:
             self._try_to_connect()
-        return self._state
+        return state
 
     def _try_to_connect(self) -> None:
-        transport = self._transport
-        if transport is None or (self._connecting is not None and not self._connecting.done()):
-            return
-        self._connecting = asyncio.get_running_loop().create_task(
-            transport.connect_until_ready()
-        )
-        # Its failures are states (TRANSIENT_FAILURE); an exception is seen, never logged.
-        self._connecting.add_done_callback(lambda task: task.cancelled() or task.exception())
+        if self._transport is not None:
+            self._transport.try_to_connect()
 
     async def wait_for_state_change(self, last_observed_state: ChannelConnectivity) -> None:
         """Return once the state differs from ``last_observed_state``; UsageError on a closed
@@ -121,12 +114,10 @@ class Channel(interfaces.Channel):
         running = [call._running() for call in self._calls if not call.done()]
         if grace and running:
             await asyncio.wait(running, timeout=grace)
-        if self._connecting is not None:
-            self._connecting.cancel()
         if self._transport is not None:
             self._transport.close()
         else:
-            self._core.subchannel.close()
+            self._core.subchannels.close()
         running = [call._running() for call in self._calls if not call.done()]
         if running:
             await asyncio.wait(running)

@@ -56,6 +56,8 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._closed = False
+        #: The channel sends no new calls here (:meth:`retire`).
+        self._retired = False
         #: A call has been started here (:mod:`minigrpc.driver.subchannel` reads it).
         self.started = False
         #: What to run when a call ends (:meth:`when_finished`), by call.
@@ -150,8 +152,15 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
 
     @property
     def usable(self) -> bool:
-        """New calls may go here (no GOAWAY, no failure, not closed)."""
-        return not self._closed and not self.protocol.draining
+        """New calls may go here (no GOAWAY, no failure, not closed or retired)."""
+        return not self._closed and not self._retired and not self.protocol.draining
+
+    def retire(self) -> None:
+        """The channel sends no new calls here any more (its address left the policy): close it
+        now if idle, else once its last call is over."""
+        self._retired = True
+        if self.protocol.idle:
+            self.close()
 
     @property
     def peer_accept_encodings(self) -> Optional[frozenset]:

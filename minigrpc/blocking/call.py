@@ -51,6 +51,9 @@ from .transport import CallHandle
 Decode = Callable[[Message, ClientCall], Any]
 #: Opens the call's next attempt (:meth:`minigrpc.blocking.transport.BlockingTransport.open`).
 Reopen = Callable[[], Tuple[Optional[BlockingClientConnection], ClientCall]]
+#: Runs a call's decision about its attempts where the channel's shared state is safe
+#: (:meth:`minigrpc.blocking.transport.BlockingTransport.guarded`).
+Guard = Callable[..., Any]
 
 _LOGGER = get_logger(__name__)
 
@@ -321,8 +324,11 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
     returns the one response of a ``stream_unary`` call (None for a response stream).
     ``cancel()`` sends RST_STREAM(CANCEL) and ends the call CANCELLED.
 
-    An attempt that ends before the server processed it is tried again when the call's
-    ``steps`` say so (:mod:`minigrpc.driver.call_steps`): ``reopen`` opens the next attempt.
+    An attempt that ends before the call is committed is tried again when the call's ``steps``
+    say so (:mod:`minigrpc.driver.call_steps`: its retry policy, or a server that never
+    processed it): ``reopen`` opens the next attempt, and the request messages sent so far go
+    out again on it (:meth:`send_request`).  ``guard`` runs the steps' decisions where the
+    channel's shared retry state is safe.
     """
 
     def __init__(
@@ -333,6 +339,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         unary_response: bool = False,
         steps: Optional[CallSteps] = None,
         reopen: Optional[Reopen] = None,
+        guard: Optional[Guard] = None,
     ) -> None:
         self._connection = connection
         self._call = call
@@ -340,9 +347,11 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         self._unary_response = unary_response
         self._steps = steps
         self._reopen = reopen
+        self._guard: Guard = guard if guard is not None else _unguarded
         Exception.__init__(self, "running")
         self._lock = threading.Lock()
-        #: Held while an ended attempt is judged and the next one opened.
+        #: Held while an ended attempt is judged and the next one opened, and while a request
+        #: message is recorded for the attempts to come: the two never overlap.
         self._reopening = threading.Lock()
         #: Held while the end is recorded; re-entrant, for a callback that asks for the result.
         self._ending = threading.RLock()
@@ -372,6 +381,8 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
             self.status = status
             self.args = (str(status),)
             callbacks, self._callbacks = self._callbacks, []
+        if self._steps is not None:
+            self._guard(self._steps.finish)
         _run_callbacks(callbacks)
 
     def watch(self) -> None:
@@ -391,11 +402,63 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         with self._reopening:
             if self._call is not call:
                 return True
-            if steps.attempt_ended(call):
+            if self._guard(steps.attempt_ended, call):
                 return False
             self._connection, self._call = reopen()
             self.status = self._call.status or CallStatus(Code.OK)
         return True
+
+    # -- the request stream ------------------------------------------------------------------
+
+    def _current(self, record: Optional[Callable[..., None]], *args: Any) -> Any:
+        """The current attempt, with ``record(*args)`` told to the steps while no attempt is
+        being replaced (so that the next attempt's replay holds exactly what was recorded)."""
+        with self._reopening:
+            connection, call = self._connection, self._call
+            if record is not None and not call.done:
+                self._guard(record, *args)
+        return connection, call
+
+    def send_request(self, framed: wire.Framed) -> bool:
+        """Send one request message on the current attempt; False once the call is over.
+
+        The message is kept for the attempts to come while the call may be retried
+        (:meth:`CallSteps.message_sent`); if the attempt ends meanwhile, the next one sends it
+        again with the others, so it counts as sent."""
+        steps = self._steps
+        while True:
+            connection, call = self._current(steps.message_sent if steps else None, framed)
+            if call.done:
+                if self._tried_again(call):
+                    continue
+                return False
+            assert connection is not None
+            if connection.send(call, framed, False, call.deadline):
+                return True
+            return self._tried_again(call)
+
+    def close_requests(self) -> None:
+        """End the request stream (END_STREAM), on this attempt and on any that follows."""
+        steps = self._steps
+        while True:
+            connection, call = self._current(steps.request_closed if steps else None)
+            if call.done:
+                if self._tried_again(call):
+                    continue
+                return
+            assert connection is not None
+            connection.close_request(call, call.deadline)
+            return
+
+    def fail(self, status: CallStatus) -> None:
+        """End the call here with ``status`` (its request iterator or serializer failed): never
+        tried again."""
+        with self._reopening:
+            if self._steps is not None:
+                self._guard(self._steps.commit)
+            connection, call = self._connection, self._call
+        if connection is not None:
+            connection.cancel(call, status)
 
     def _wait_done(self, timeout: Optional[float] = None) -> bool:
         """Wait for the end (reading for the connection); False if ``timeout`` passed first."""
@@ -443,8 +506,9 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
             if connection is not None:
                 message = connection.receive(call, call.deadline)
             if message is not None:
-                if self._steps is not None:
-                    self._steps.commit()  # the application has a response: no retry now
+                steps = self._steps
+                if steps is not None and not steps.committed:
+                    self._guard(steps.commit)  # the application has a response: no retry now
                 try:
                     return self._decode(message, call)
                 except CallFailed as exc:
@@ -508,6 +572,8 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         if call.done:
             return False
         self._cancelled = True
+        if self._steps is not None:
+            self._guard(self._steps.commit)  # cancelled here: never tried again
         if self._connection is not None:
             self._connection.cancel(call, CANCELLED)
         else:  # pragma: no cover - a call without a connection has always ended
@@ -523,10 +589,12 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         return False
 
     def _notice_deadline(self) -> None:
-        """A call nobody waits on learns of its passed deadline here."""
+        """A call nobody waits on learns of its passed deadline here, and of its end (unless
+        its last attempt is to be tried again: whoever waits for the call next does that)."""
+        call = self._call
         if self._connection is not None:
-            self._connection.expire_if_overdue(self._call)
-        if self._call.done:
+            self._connection.expire_if_overdue(call)
+        if call.done and (self._steps is None or self._guard(self._steps.attempt_ended, call)):
             self._complete()
 
     # -- grpc.Future -----------------------------------------------------------------------------
@@ -581,18 +649,17 @@ class RequestSender:
     The iterator may block until the server has answered (a ping-pong), so it cannot run on the
     thread that reads the responses.  An exception from the iterator cancels the call UNKNOWN
     ("Exception iterating requests!"), one from the serializer INTERNAL ("Exception serializing
-    request!"), as in grpcio.  The iterator is left alone once the call has ended.
+    request!"), as in grpcio.  The iterator is left alone once the call has ended.  Each message
+    goes to the call's current attempt (:meth:`StreamingCall.send_request`).
     """
 
     def __init__(
         self,
-        connection: BlockingClientConnection,
-        call: ClientCall,
+        stream: StreamingCall,
         requests: Any,
         frame: Callable[[Any], wire.Framed],
     ) -> None:
-        self._connection = connection
-        self._call = call
+        self._stream = stream
         self._requests = requests
         self._frame = frame
         self._thread = threading.Thread(
@@ -603,25 +670,29 @@ class RequestSender:
         self._thread.start()
 
     def _run(self) -> None:
-        connection, call = self._connection, self._call
+        stream = self._stream
         try:
             iterator = iter(self._requests)
         except Exception:
-            connection.cancel(call, REQUESTS_FAILED)
+            stream.fail(REQUESTS_FAILED)
             return
-        while not call.done:
+        while not stream.done():
             try:
                 request = next(iterator)
             except StopIteration:
-                connection.close_request(call, call.deadline)
+                stream.close_requests()
                 return
             except Exception:
-                connection.cancel(call, REQUESTS_FAILED)
+                stream.fail(REQUESTS_FAILED)
                 return
             try:
                 framed = self._frame(request)
             except CallFailed as exc:
-                connection.cancel(call, exc.status)
+                stream.fail(exc.status)
                 return
-            if not connection.send(call, framed, False, call.deadline):
+            if not stream.send_request(framed):
                 return
+
+
+def _unguarded(decision: Callable[..., Any], *args: Any) -> Any:
+    return decision(*args)

@@ -56,7 +56,8 @@ Deserializer = Optional[Callable[[bytes], Any]]
 
 
 class Channel(interfaces.Channel):
-    """A client channel: one lazily opened HTTP/2 connection shared by every call.
+    """A client channel: lazily opened HTTP/2 connections (one per address the load-balancing
+    policy uses; one in all with the default pick_first) shared by every call.
 
     Thread-safe: calls from many threads are multiplexed on the connection. ``close()`` (or
     leaving a ``with`` block) closes it; calls still running end CANCELLED, as in grpcio.
@@ -81,16 +82,15 @@ class Channel(interfaces.Channel):
         core = self.core
         if core.target is not None:
             self.transport = BlockingTransport(
-                core.target,
+                core.subchannels,
                 core.config.transport,
                 core.client_tls(),
-                core.subchannel,
                 self._connectivity,
             )
 
     def _connect_in_background(self) -> None:
         if self.transport is not None:
-            self.transport.connect_until_ready()
+            self.transport.try_to_connect()
 
     def _watch_idle(self) -> None:
         if self.transport is not None:
@@ -166,7 +166,7 @@ class Channel(interfaces.Channel):
         if self.transport is not None:
             self.transport.close()
         else:
-            self.core.subchannel.close()
+            self.core.subchannels.close()
 
     def __del__(self) -> None:
         # Like grpcio: a channel dropped without close() still releases its socket. Nothing else

@@ -103,6 +103,8 @@ class BlockingClientConnection:
         #: ``start_call``); ``_used`` is set before that, while other threads may look.
         self._started = False
         self._closed = False
+        #: The channel sends no new calls here (:meth:`retire`).
+        self._retired = False
         self._tracer = client_tracer(target.display)
         self._poller: Any = None
         #: Wakes the reader when another thread ends a call (:meth:`make_wakeable`); None until
@@ -121,8 +123,22 @@ class BlockingClientConnection:
 
     @property
     def usable(self) -> bool:
-        """New calls may go here (no GOAWAY, no failure, not closed)."""
-        return not self._closed and not self.protocol.draining and self._write_error is None
+        """New calls may go here (no GOAWAY, no failure, not closed or retired)."""
+        return (
+            not self._closed
+            and not self._retired
+            and not self.protocol.draining
+            and self._write_error is None
+        )
+
+    def retire(self) -> None:
+        """The channel sends no new calls here any more (its address left the policy): close it
+        now if idle, else once its last call is over."""
+        with self._lock:
+            self._retired = True
+            idle = self.protocol.idle
+        if idle:
+            self.close()
 
     @property
     def started(self) -> bool:

@@ -70,18 +70,18 @@ class _MultiCallable:
         unary_response: bool,
     ) -> StreamingCall:
         """Open a call whose request or response streams, and start sending its requests."""
-        steps = transport.steps(invocation.deadline, invocation.wait_for_ready)
+        steps = transport.steps(invocation, request, unary_response)
 
         def open_call() -> Tuple[Optional[BlockingClientConnection], ClientCall]:
-            return transport.open(steps, lambda: invocation.new_call(request, unary_response))
+            return transport.open(steps)
 
         connection, call = open_call()
         streaming = StreamingCall(
-            connection, call, invocation.decode, unary_response, steps, open_call
+            connection, call, invocation.decode, unary_response, steps, open_call,
+            transport.guarded,
         )
         if requests is not None and connection is not None and not call.done:
-            steps.commit()  # the request stream is read once: no attempt after this one
-            RequestSender(connection, call, requests, invocation.frame).start()
+            RequestSender(streaming, requests, invocation.frame).start()
         return streaming
 
 
@@ -156,8 +156,8 @@ class UnaryUnaryMultiCallable(_MultiCallable, interfaces.UnaryUnaryMultiCallable
         invocation, transport, message = self._invocation(
             timeout, metadata, credentials, wait_for_ready, compression, request, True
         )
-        steps = transport.steps(invocation.deadline, invocation.wait_for_ready)
-        call = transport.run(steps, lambda: invocation.new_call(message, True), handle)
+        steps = transport.steps(invocation, message, True)
+        call = transport.run(steps, handle)
         status = call.status
         assert status is not None
         if status.code is not StatusCode.OK:

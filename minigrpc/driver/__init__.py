@@ -2,12 +2,13 @@
 
 Both transports carry out what is decided here.  The client: a channel's target, options,
 credentials and compression (:mod:`.channel_core`), a call's start-up and the decoding of its
-responses (:mod:`.invocation`), the channel's connection and connectivity state
-(:mod:`.subchannel`), and the reconnect and retry loop as steps (:mod:`.call_steps`) over one
-call's retry budget and backoff (:mod:`.attempts`).  The server: the orchestration of its
-calls and connections, written once for both servers (:mod:`.server_driver`, over each call's
-state, :mod:`.server_call_state`), what it decides for each call (:mod:`.server_dispatch`,
-:mod:`.server_timers`, :mod:`.server_accept`), its options (:mod:`.server_options`).  Both:
+responses (:mod:`.invocation`), the channel's connections, one per address, and its
+connectivity state (:mod:`.subchannel`), and the reconnect and retry loop as steps
+(:mod:`.call_steps`) over one call's deadline and backoff (:mod:`.attempts`).  The server: the
+orchestration of its calls and connections, written once for both servers
+(:mod:`.server_driver`, over each call's state, :mod:`.server_call_state`), what it decides for
+each call (:mod:`.server_dispatch`, :mod:`.server_timers`, :mod:`.server_accept`), its options
+(:mod:`.server_options`).  Both:
 grpcio's abstract classes and handler types (:mod:`.interfaces`, :mod:`.handlers`), the
 connectivity states (:mod:`.connectivity`), and minigrpc's loggers (:mod:`.logs`).  Nothing
 here opens a socket, starts a thread or awaits.

@@ -5,10 +5,10 @@ verdict after each attempt.
   draining before the call got a stream, RST_STREAM(REFUSED_STREAM), or a stream above a
   GOAWAY's last-stream-id (RFC 9113 §8.7, "Request Reliability") — is retried once on a new
   connection, without the application seeing it.
-* **Wait for ready**: a failed connect, or a server that closed before sending anything, fails
-  the call UNAVAILABLE at once, unless the call waits for the channel to be ready; then it
-  backs off with gRPC's connection backoff (``doc/connection-backoff.md``: exponential,
-  jittered, capped) and tries again until the deadline.
+* **Wait for ready**: a server that closed before sending anything fails the call UNAVAILABLE
+  at once, unless the call waits for the channel to be ready; then it backs off with gRPC's
+  connection backoff (``doc/connection-backoff.md``: exponential, jittered, capped) and tries
+  again until the deadline.
 
 :class:`Attempts` keeps that state for one call.  The channel's calls take their steps from it
 (:mod:`minigrpc.driver.call_steps`, for both transports); the one-shot call
@@ -97,12 +97,6 @@ class Attempts:
             return CHANNEL_CLOSED
         if self.expired:
             return deadline_status()
-        return None
-
-    def after_connect_failure(self, details: str, channel_closed: bool) -> Optional[CallStatus]:
-        """A connect failed: the call's status (UNAVAILABLE), or None to back off and retry."""
-        if not self.wait_for_ready or channel_closed:
-            return CallStatus(Code.UNAVAILABLE, details)
         return None
 
     def after_attempt(

@@ -128,6 +128,12 @@ def choose_policy(from_service_config: Optional[LoadBalancingConfig],
     return LoadBalancingConfig(name if name in SUPPORTED_LB_POLICIES else "pick_first")
 
 
+def _all_failed(what: str, error: str, addresses: int) -> str:
+    """Why calls fail when every address failed: with one address, its error alone (grpc-go's
+    words, the same as a channel of one address always gave); with several, grpcio's."""
+    return error if addresses == 1 else f"{what}; last error: {error}"
+
+
 class _Subchannel:
     """One address: its state, and the backoff between its connection attempts."""
 
@@ -250,7 +256,8 @@ class PickFirst(_Policy):
             return self._try(self._trying + 1)
         self._trying = None
         self.state = TRANSIENT_FAILURE
-        self.failure = f"failed to connect to all addresses; last error: {error}"
+        self.failure = _all_failed("failed to connect to all addresses", error,
+                                   len(self.addresses))
         self._pass_at = now + self._pass_backoff.next_delay()
         return []
 
@@ -346,7 +353,8 @@ class RoundRobin(_Policy):
             subchannel.state, subchannel.last_error = TRANSIENT_FAILURE, error
             subchannel.retry_at = now + subchannel.backoff.next_delay()
             if self.state is TRANSIENT_FAILURE:
-                self.failure = ("connections to all backends failing; last error: " + error)
+                self.failure = _all_failed("connections to all backends failing", error,
+                                           len(self.addresses))
         return []
 
     def on_disconnected(self, address: Target, now: float) -> List[Action]:

@@ -17,7 +17,9 @@ grpcio takes its options as gRPC core's channel arguments: the names of
 :func:`arguments_to_warn_about` takes the options a user passed and returns those that deserve a
 warning: unknown names, and known ones that are not carried out (:data:`DECIDED` or
 :data:`UNSUPPORTED`) unless their value asks for what minigrpc does anyway
-(``grpc.enable_http_proxy=0``).  :func:`warn_once` logs each such name once per process.
+(``grpc.enable_http_proxy=0``); :func:`warning_messages` words a warning for each.  Every
+channel logs its own (:mod:`minigrpc.driver.channel_core`); :func:`warn_once` logs each name
+once per process.
 
 What grpcio itself does with an argument it does not know (the floor this improves on): nothing.
 gRPC core keeps channel arguments as a map and reads only the keys it looks for, so an unknown
@@ -44,6 +46,7 @@ __all__ = [
     "integer",
     "option_value",
     "warn_once",
+    "warning_messages",
 ]
 
 IMPLEMENTED = "implemented"
@@ -174,24 +177,26 @@ ARGUMENTS: Tuple[Argument, ...] = (
     _inert("grpc.experimental.server_config_change_drain_grace_time_ms", SERVER,
            "applies to xDS server config updates, which are not implemented"),
     # -- retries (gRFC A6)
-    _decided("grpc.enable_retries", CLIENT, "driver.retries",
-             "transparent and configured retries; 0 turns both off"),
-    _decided("grpc.per_rpc_retry_buffer_size", CLIENT, "driver.retries",
-             "request bytes a call buffers for retries (256 KiB)"),
+    _implemented("grpc.enable_retries", CLIENT, "driver.retries",
+                 "transparent and configured retries; 0 turns both off"),
+    _implemented("grpc.per_rpc_retry_buffer_size", CLIENT, "driver.retries",
+                 "request bytes a call buffers for retries (256 KiB)"),
     _decided("grpc.experimental.enable_hedging", CLIENT, "driver.service_config",
              "read the service config's hedgingPolicy (carried out by driver.hedging)"),
-    _decided("minigrpc.retry_buffer_size", CLIENT, "driver.retries",
-             "request bytes all calls of the channel buffer for retries (16 MiB)"),
+    _implemented("minigrpc.retry_buffer_size", CLIENT, "driver.retries",
+                 "request bytes all calls of the channel buffer for retries (16 MiB)"),
     # -- service config, naming, load balancing
-    _decided("grpc.service_config", CLIENT, "driver.service_config",
-             "the service config (JSON)"),
+    _implemented("grpc.service_config", CLIENT, "driver.service_config, driver.channel_core",
+                 "the service config (JSON): timeout, waitForReady, message sizes, retryPolicy, "
+                 "retryThrottling, loadBalancingConfig; a hedgingPolicy is validated, not "
+                 "carried out"),
     _unsupported("grpc.service_config_disable_resolution", CLIENT,
                  "no service config is looked up in DNS, which is grpcio's default too",
                  fine_values=(1, True)),
-    _decided("grpc.lb_policy_name", CLIENT, "driver.balancing",
-             "pick_first or round_robin, when the service config chooses none"),
-    _unsupported("grpc.dns_min_time_between_resolutions_ms", CLIENT, "names are resolved when "
-                 "a connection is dialled"),
+    _implemented("grpc.lb_policy_name", CLIENT, "driver.balancing",
+                 "pick_first or round_robin, when the service config chooses none"),
+    _unsupported("grpc.dns_min_time_between_resolutions_ms", CLIENT, "a name is resolved "
+                 "again at most every 30 s, grpcio's default"),
     _unsupported("grpc.dns_enable_srv_queries", CLIENT, "grpclb is not implemented",
                  fine_values=(0, False)),
     _unsupported("grpc.dns_ares_query_timeout", CLIENT, "names are resolved by the system's "
@@ -204,16 +209,16 @@ ARGUMENTS: Tuple[Argument, ...] = (
     _unsupported("grpc.TEST_ONLY_DO_NOT_USE_IN_PROD.xds_bootstrap_config", CLIENT, _NO_XDS),
     _unsupported("grpc.use_local_subchannel_pool", CLIENT, "each channel has its own "
                  "connections anyway", fine_values=(1, True)),
-    _unsupported("grpc.happy_eyeballs_connection_attempt_delay_ms", CLIENT, "the addresses of "
-                 "a name are tried one after the other"),
+    _unsupported("grpc.happy_eyeballs_connection_attempt_delay_ms", CLIENT, "pick_first tries "
+                 "the addresses one after the other"),
     _unsupported("grpc.inhibit_health_checking", CLIENT, _NO_HEALTH, fine_values=(1, True)),
     # -- connecting
     _implemented("grpc.initial_reconnect_backoff_ms", CLIENT, _CHANNEL,
                  "the first wait between connection attempts"),
     _implemented("grpc.max_reconnect_backoff_ms", CLIENT, _CHANNEL,
                  "the longest wait between connection attempts"),
-    _unsupported("grpc.min_reconnect_backoff_ms", CLIENT, "a connection attempt is bounded by "
-                 "the call's deadline, not by a minimum connect timeout"),
+    _implemented("grpc.min_reconnect_backoff_ms", CLIENT, _CHANNEL,
+                 "how long one connection attempt may take (20 s)"),
     _implemented("grpc.default_authority", CLIENT, _CHANNEL, ":authority of every call"),
     _implemented("grpc.primary_user_agent", CLIENT, _CHANNEL, "put before minigrpc's user-agent"),
     _implemented("grpc.secondary_user_agent", CLIENT, _CHANNEL, "put after minigrpc's user-agent"),
@@ -347,6 +352,15 @@ def arguments_to_warn_about(
     return found
 
 
+def warning_messages(
+    options: Optional[Iterable[Tuple[Any, Any]]], side: str
+) -> List[Tuple[str, str]]:
+    """The warning for each option :func:`arguments_to_warn_about` returns, as ``(name,
+    message)``: the message names the option and says why it deserves one."""
+    return [(name, f"{side} option {name!r}: {why}")
+            for name, why in arguments_to_warn_about(options, side)]
+
+
 #: The names :func:`warn_once` has logged, in this process.
 _WARNED: Set[Tuple[str, str]] = set()
 
@@ -354,14 +368,13 @@ _WARNED: Set[Tuple[str, str]] = set()
 def warn_once(
     options: Optional[Iterable[Tuple[Any, Any]]], side: str, log: Callable[[str], None]
 ) -> List[str]:
-    """Log each option :func:`arguments_to_warn_about` returns, naming it, the first time this
-    process sees it on this side; returns the messages logged."""
+    """Log each of :func:`warning_messages` the first time this process sees its option on this
+    side; returns the messages logged."""
     logged = []
-    for name, why in arguments_to_warn_about(options, side):
+    for name, message in warning_messages(options, side):
         if (name, side) in _WARNED:
             continue
         _WARNED.add((name, side))
-        message = f"{side} option {name!r}: {why}"
         log(message)
         logged.append(message)
     return logged

@@ -1,8 +1,11 @@
 """What a channel is without I/O, once for the blocking and the asyncio API: its target, its
-parsed options, what its credentials and compression mean for a call, and its subchannel.
+parsed options, what its credentials and compression mean for a call, and its subchannels.
 
-Channel options (``options=[(name, value), ...]``), the same for both APIs; unknown names are
-ignored, as in grpcio:
+Channel options (``options=[(name, value), ...]``), the same for both APIs.  grpcio ignores a
+name it does not know, or one it knows but does not carry out, without a word; a minigrpc
+channel logs one warning for each (``minigrpc.channel`` logger), naming it and saying why
+(:func:`minigrpc.driver.channel_args.warning_messages`), and otherwise ignores it too.  The
+options it carries out:
 
 * ``grpc.max_receive_message_length``: largest response message in bytes; default 4 MiB,
   -1 for no limit. Larger: RESOURCE_EXHAUSTED, decided on the length prefix.
@@ -14,8 +17,18 @@ ignored, as in grpcio:
   product token in ``user-agent`` (``<primary> grpc-python-minigrpc/<v> <secondary>``), as
   grpcio places them.
 * ``grpc.initial_reconnect_backoff_ms`` / ``grpc.max_reconnect_backoff_ms``: the waits between
-  connection attempts of a ``wait_for_ready`` call (defaults 1 s and 120 s,
-  ``doc/connection-backoff.md``).
+  connection attempts to an address (defaults 1 s and 120 s, ``doc/connection-backoff.md``),
+  and between the tries of a ``wait_for_ready`` call whose server closed before it spoke;
+  ``grpc.min_reconnect_backoff_ms``: how long one connection attempt may take (20 s).
+* ``grpc.lb_policy_name``: ``pick_first`` (the default) or ``round_robin``, for a target of
+  several addresses (``ipv4:a,b``, a DNS name with several records); a service config's
+  ``loadBalancingConfig`` comes first (:mod:`minigrpc.driver.balancing`).
+* ``grpc.service_config``: the service config (JSON, gRPC's ``doc/service_config.md``), read
+  and validated by :mod:`minigrpc.driver.service_config` when the channel is made: a config
+  that does not validate raises ValueError there.  A method's ``timeout`` caps its calls'
+  deadlines, ``waitForReady`` applies to calls that do not say, ``maxRequestMessageBytes`` and
+  ``maxResponseMessageBytes`` tighten the two limits above
+  (:class:`minigrpc.driver.invocation.Method`).
 * ``minigrpc.initial_window_size``: per-stream receive window we advertise; default 4 MiB.
 * ``minigrpc.connection_window_size``: connection receive window; default 16 MiB.
 * ``minigrpc.max_frame_size``: largest frame we accept (16 KiB to 16 MiB); default 1 MiB.
@@ -33,16 +46,21 @@ TLS settings of a connection, whether a target is local enough), so that a plain
 never loads ``ssl``.
 """
 
+import _socket
 import time
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 from ..http2 import streams
 from ..protocol import headers, wire
 from ..protocol.client_protocol import ClientGrpcConnection
-from ..protocol.targets import Target, parse_target
+from ..protocol.targets import Target, TargetAddresses, parse_target_addresses
 from .attempts import Attempts
+from .balancing import choose_policy
+from .channel_args import CLIENT, warning_messages
 from .connectivity import ChannelConnectivity
-from .subchannel import Subchannel
+from .retries import CallRetries, RetryBuffer, RetryOptions, RetryThrottle
+from .service_config import MethodConfig, ServiceConfig, service_config_option
+from .subchannel import Subchannels
 
 __all__ = ["ChannelConfig", "ChannelCore", "TransportOptions"]
 
@@ -62,11 +80,15 @@ class TransportOptions(NamedTuple):
     #: Largest response header block / trailers per call (docs/wire-rules.md, "Flow control and
     #: sizes"); None: no limit.
     max_header_list_size: Optional[int] = streams.CALL_MAX_HEADER_LIST_SIZE
-    #: gRPC connection backoff (connection-backoff.md): used only while wait_for_ready waits.
+    #: gRPC connection backoff (connection-backoff.md): between connection attempts to an
+    #: address, and between the tries of a wait_for_ready call whose server never spoke.
     initial_backoff: float = 1.0
     max_backoff: float = 120.0
     backoff_multiplier: float = 1.6
     backoff_jitter: float = 0.2
+    #: How long one connection attempt may take (connection-backoff.md's MIN_CONNECT_TIMEOUT,
+    #: ``grpc.min_reconnect_backoff_ms``): dials run apart from the calls that wait for them.
+    connect_timeout: float = 20.0
 
     def new_protocol(self, peer: str) -> ClientGrpcConnection:
         """A connection's sans-IO protocol state with these limits, its preface queued (both
@@ -154,6 +176,8 @@ class ChannelConfig:
                 transport["initial_backoff"] = max(0.0, float(value) / 1000.0)
             elif name == "grpc.max_reconnect_backoff_ms":
                 transport["max_backoff"] = max(0.0, float(value) / 1000.0)
+            elif name == "grpc.min_reconnect_backoff_ms":
+                transport["connect_timeout"] = max(0.001, float(value) / 1000.0)
             elif name == "minigrpc.initial_window_size":
                 transport["stream_window"] = _ranged_option(value, name, 1, _MAX_WINDOW)
             elif name == "minigrpc.connection_window_size":
@@ -179,7 +203,7 @@ class ChannelConfig:
 
 class ChannelCore:
     """A channel as both APIs share it: target, options, credentials, compression, whether it
-    still takes calls, and its :class:`~minigrpc.driver.subchannel.Subchannel` (whose state
+    still takes calls, and its :class:`~minigrpc.driver.subchannel.Subchannels` (whose state
     changes ``on_state`` hears).
 
     ``credentials`` (None: plaintext) are :mod:`minigrpc.net.tls`'s channel credentials.  A
@@ -206,27 +230,68 @@ class ChannelCore:
         self.scheme = (
             "https" if credentials is not None and credentials.local is None else "http"
         )
+        #: What the target names: its addresses, or the DNS name to resolve.
+        self.addresses: Optional[TargetAddresses] = None
+        #: The target as one :class:`Target`, for what concerns it as a whole (its
+        #: ``:authority``, the name TLS verifies, messages): the one address, a DNS name (an
+        #: ``AF_UNSPEC`` Target), or the first address of a list, shown as the list.
         self.target: Optional[Target] = None
         #: Why calls fail UNAVAILABLE when the channel has no target.
         self.target_error = ""
         try:
-            self.target = parse_target(target)
+            self.addresses = parse_target_addresses(target)
         except ValueError as exc:
             self.target_error = f"failed to parse target {target!r}: {exc}"
-        if self.target is not None and credentials is not None:
-            self.target_error = credentials.target_refusal(self.target)
+        else:
+            self.target = _as_one_target(self.addresses)
+        if self.addresses is not None and credentials is not None:
+            named = self.addresses.addresses or (self.target,)
+            self.target_error = next(
+                filter(None, (credentials.target_refusal(one) for one in named)), "")
             if self.target_error:
-                self.target = None
+                self.addresses = self.target = None
         self.config = ChannelConfig(self.target, options, credentials is not None)
+        _warn_about(options)
+        #: ``grpc.service_config``, validated: a config grpcio would refuse fails the channel
+        #: here (ServiceConfigError, a ValueError naming every problem), not its calls later.
+        self.service_config: Optional[ServiceConfig] = service_config_option(options)
+        #: Retries (gRFC A6): the channel's options, the request bytes all its calls keep for
+        #: replay, and its token bucket when the service config throttles retries.
+        self.retry_options = RetryOptions.from_options(options)
+        self.retry_buffer = RetryBuffer(self.retry_options.channel_buffer)
+        throttling = self.service_config.retry_throttling if self.service_config else None
+        self.retry_throttle = RetryThrottle(throttling) if throttling is not None else None
         self.compression = compression
         #: Set by :meth:`close`: no new call starts (calls already running may finish).
         self.closed = False
-        self.subchannel: Subchannel[Any] = Subchannel(
+        transport = self.config.transport
+        #: The channel's connections, one per address, under its load-balancing policy: the
+        #: service config's ``loadBalancingConfig``, else ``grpc.lb_policy_name``, else
+        #: pick_first (:mod:`minigrpc.driver.balancing`).
+        self.subchannels: Subchannels[Any] = Subchannels(
             on_state,
-            ChannelConnectivity.IDLE
-            if self.target is not None
-            else ChannelConnectivity.TRANSIENT_FAILURE,
+            self.addresses,
+            choose_policy(self.service_config.load_balancing if self.service_config else None,
+                          options),
+            transport.initial_backoff,
+            transport.max_backoff,
         )
+
+    def method_config(self, path: str) -> Optional[MethodConfig]:
+        """What the service config says about the method ``path`` (None: no service config)."""
+        config = self.service_config
+        return None if config is None else config.for_method(path)
+
+    def call_retries(
+        self, config: Optional[MethodConfig], streaming_request: bool
+    ) -> Optional[CallRetries]:
+        """A new call's retries, under its method's retry policy; None for a unary request
+        without one (its steps decide its transparent retries alone:
+        :class:`~minigrpc.driver.call_steps.CallSteps`)."""
+        policy = config.retry_policy if config is not None else None
+        if policy is None and not streaming_request:
+            return None
+        return CallRetries(policy, self.retry_options, self.retry_buffer, self.retry_throttle)
 
     def client_tls(self) -> Any:
         """The TLS settings of the channel's connections (``minigrpc.net.tls.ClientTLS``), or
@@ -242,10 +307,33 @@ class ChannelCore:
         (doc/compression.md)."""
         choice = compression if compression is not None else self.compression
         name = wire.compression_name(choice)
-        if name is not None and self.subchannel.peer_accepts(name):
+        if name is not None and self.subchannels.peer_accepts(name):
             return name
         return None
 
     def close(self) -> None:
-        """No new call starts from now on; the transport closes the connection."""
+        """No new call starts from now on; the transport closes the connections."""
         self.closed = True
+
+
+def _warn_about(options: Options) -> None:
+    """Log a warning for each option the channel leaves unknown or does not carry out."""
+    found = warning_messages(options, CLIENT)
+    if found:
+        from .logs import get_logger
+
+        log = get_logger("minigrpc.channel")
+        for _name, message in found:
+            log.warning(message)
+
+
+def _as_one_target(addresses: TargetAddresses) -> Target:
+    """The target as one :class:`Target` (see :attr:`ChannelCore.target`)."""
+    if not addresses.addresses:
+        return Target(_socket.AF_UNSPEC, (addresses.host, addresses.port), addresses.authority,
+                      addresses.display)
+    first = addresses.addresses[0]
+    if len(addresses.addresses) == 1 and addresses.scheme != "ipv4" and (
+            addresses.scheme != "ipv6"):
+        return first
+    return first._replace(display=addresses.display)

@@ -20,11 +20,13 @@ from ..protocol.client_outcome import DESERIALIZE_FAILED_DETAILS
 from ..protocol.client_protocol import ClientCall
 from ..protocol.codes import Code
 from ..protocol.grpc_connection import Message
-from ..protocol.headers import malformed_path, request_headers
+from ..protocol.headers import PREVIOUS_ATTEMPTS_HEADER, malformed_path, request_headers
 from ..protocol.status import CallError, CallStatus, MessageTooLarge
+from .call_steps import CallSteps
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .channel_core import ChannelCore
+    from .channel_core import ChannelCore, TransportOptions
+    from .subchannel import Subchannels
 
 __all__ = [
     "CANCELLED",
@@ -64,11 +66,28 @@ def _failed(code: int, details: str, call: Optional[ClientCall] = None) -> CallF
     return CallFailed(CallStatus(code, details, call.initial_metadata, call.trailing_metadata))
 
 
-class Method:
-    """What the four multi-callables of either API share: the channel, the path and the
-    (de)serializers."""
+def _smaller(limit: Optional[int], other: Optional[int]) -> Optional[int]:
+    """The tighter of two message-size limits (None: no limit)."""
+    if other is None:
+        return limit
+    return other if limit is None else min(limit, other)
 
-    __slots__ = ("core", "deserializer", "path", "serializer")
+
+class Method:
+    """What the four multi-callables of either API share: the channel, the path, the
+    (de)serializers, and what the channel's service config says about the method (its
+    ``timeout``, ``waitForReady`` and message sizes, looked up once here; gRPC's
+    ``doc/service_config.md``)."""
+
+    __slots__ = (
+        "config",
+        "core",
+        "deserializer",
+        "max_receive",
+        "max_send",
+        "path",
+        "serializer",
+    )
 
     def __init__(
         self,
@@ -81,6 +100,18 @@ class Method:
         self.path: str = method.decode("ascii") if isinstance(method, bytes) else method
         self.serializer = request_serializer
         self.deserializer = response_deserializer
+        config = core.method_config(self.path) if isinstance(self.path, str) else None
+        #: The method's service config (None without one).
+        self.config = config
+        limits = core.config
+        #: The largest request and response messages: the channel's limit, or the service
+        #: config's ``maxRequestMessageBytes`` / ``maxResponseMessageBytes`` when tighter (the
+        #: smaller applies, as in grpc core).
+        self.max_send = limits.max_send
+        self.max_receive = limits.max_receive
+        if config is not None:
+            self.max_send = _smaller(self.max_send, config.max_request_message_bytes)
+            self.max_receive = _smaller(self.max_receive, config.max_response_message_bytes)
 
     def with_path(self, path: Any) -> "Method":
         """The same method under another path (an interceptor changed it)."""
@@ -112,6 +143,15 @@ class Invocation:
         core = method.core
         if core.closed:
             raise ValueError(CLOSED_CHANNEL)
+        method_config = method.config
+        if method_config is not None:
+            # The service config's timeout caps the call's; its waitForReady applies unless the
+            # call says otherwise (grpc core's order: an explicit wait_for_ready wins).
+            limit = method_config.timeout
+            if limit is not None and (timeout is None or limit < timeout):
+                timeout = limit
+            if wait_for_ready is None:
+                wait_for_ready = method_config.wait_for_ready
         path = method.path
         if malformed_path(path):
             raise _failed(Code.INTERNAL, f"malformed method name: {path!r}")
@@ -146,6 +186,33 @@ class Invocation:
 
         self.make_headers = make_headers
 
+    def new_steps(
+        self,
+        subchannels: "Subchannels[Any]",
+        options: "TransportOptions",
+        request: Optional[wire.Framed],
+        unary_response: bool,
+    ) -> CallSteps:
+        """This call's steps on a channel's subchannels: its deadline, readiness, retries and
+        the making of its attempts (``request``: a unary request's message, else None)."""
+        method = self.method
+        core = method.core
+        config = method.config
+        retries = None
+        if request is None or (config is not None and config.retry_policy is not None):
+            retries = core.call_retries(config, request is None)
+        return CallSteps(
+            subchannels,
+            options,
+            self.deadline,
+            self.wait_for_ready,
+            retries=retries,
+            new_call=self.new_call,
+            request=request,
+            unary_response=unary_response,
+            retry_options=core.retry_options,
+        )
+
     def frame(self, request: Any) -> wire.Framed:
         """Serialize, compress (when chosen) and length-prefix one request message."""
         method = self.method
@@ -160,18 +227,29 @@ class Invocation:
         compressed = self.encoding is not None
         if self.encoding is not None:
             payload = wire.compress(self.encoding, payload)
-        limit = method.core.config.max_send
+        limit = method.max_send
         if limit is not None and len(payload) > limit:
             raise _failed(Code.RESOURCE_EXHAUSTED, str(MessageTooLarge(len(payload), limit, True)))
         return wire.frame_message(payload, compressed)
 
-    def new_call(self, request: Optional[wire.Framed], unary_response: bool) -> ClientCall:
-        """The protocol's state of one attempt of this call."""
+    def new_call(
+        self, request: Optional[wire.Framed], unary_response: bool, previous_attempts: int = 0
+    ) -> ClientCall:
+        """The protocol's state of one attempt of this call; from the second attempt on, its
+        headers say how many came before (``grpc-previous-rpc-attempts``, gRFC A6)."""
+        make_headers = self.make_headers
+        if previous_attempts:
+            extra = [(PREVIOUS_ATTEMPTS_HEADER, str(previous_attempts).encode("ascii"))]
+
+            def make_headers(time_left: "Optional[float]") -> "List[Header]":
+                return self.make_headers(time_left) + extra
+
         return ClientCall(
             deadline=self.deadline,
-            header_factory=self.make_headers,
+            header_factory=make_headers,
             request=request,
             unary_response=unary_response,
+            max_receive_message_length=self.method.max_receive,
         )
 
     def decode(self, message: Message, call: ClientCall) -> Any:
@@ -182,7 +260,7 @@ class Invocation:
         method = self.method
         try:
             payload = wire.decode_message(
-                compressed, payload, call.response_encoding, method.core.config.max_receive
+                compressed, payload, call.response_encoding, method.max_receive
             )
         except CallError as exc:
             raise _failed(exc.code_number, str(exc), call) from None

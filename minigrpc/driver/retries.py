@@ -63,6 +63,7 @@ __all__ = [
     "RetryDecision",
     "RetryOptions",
     "RetryThrottle",
+    "fits_call_buffer",
     "pushback",
     "transparent_retry",
 ]
@@ -144,6 +145,13 @@ class RetryThrottle:
         return RetryThrottle(config, int(share * config.max_milli_tokens))
 
 
+def fits_call_buffer(size: int, limit: int) -> bool:
+    """A call that buffered ``size`` request bytes may still be sent again: it is below the
+    call's share of the buffer, ``limit`` (grpc core commits a call once it buffered that
+    much)."""
+    return size < limit
+
+
 class RetryBuffer:
     """What all calls of a channel buffer for retries, against ``minigrpc.retry_buffer_size``."""
 
@@ -182,7 +190,7 @@ class CallBuffer:
         buffer is full."""
         if self.overflowed:
             return False
-        if self.buffered + size >= self.limit or not self._pool.reserve(size):
+        if not fits_call_buffer(self.buffered + size, self.limit) or not self._pool.reserve(size):
             self.overflowed = True
             self.release()
             return False
@@ -237,6 +245,7 @@ class CallRetries:
         "_backoff",
         "_buffer",
         "_refused_retry_used",
+        "_rng",
         "attempts_completed",
         "committed",
         "options",
@@ -261,11 +270,9 @@ class CallRetries:
         #: The current attempt is the last: its outcome is the call's.
         self.committed = not options.enabled
         self._refused_retry_used = False
+        #: Made at the first retry (most calls never retry; a random source costs a seed).
         self._backoff: Optional[ExponentialBackoff] = None
-        if self.policy is not None:
-            self._backoff = ExponentialBackoff(
-                self.policy.initial_backoff, self.policy.backoff_multiplier,
-                self.policy.max_backoff, rng=rng)
+        self._rng = rng
 
     def attempt_metadata(self) -> Tuple[Tuple[str, str], ...]:
         """The header the next attempt sends: ``grpc-previous-rpc-attempts``, from the second
@@ -295,6 +302,10 @@ class CallRetries:
     def finish(self) -> None:
         """The call is over, whatever ended it."""
         self.commit()
+
+    def retries_transparently(self, unprocessed: str) -> bool:
+        """Whether an attempt that ended ``unprocessed`` would be retried transparently now."""
+        return not self.committed and transparent_retry(unprocessed, self._refused_retry_used)
 
     def attempt_finished(
         self, code: int, now: float, pushback_after: Optional[float] = None,
@@ -332,8 +343,12 @@ class CallRetries:
             return RetryDecision(None, reason="out of attempts")
         if pushback_after is not None and pushback_after < 0:
             return RetryDecision(None, reason="server pushback: no retry")
-        assert self._backoff is not None
+        backoff = self._backoff
+        if backoff is None:
+            backoff = self._backoff = ExponentialBackoff(
+                policy.initial_backoff, policy.backoff_multiplier, policy.max_backoff,
+                rng=self._rng)
         if pushback_after is not None:
-            self._backoff.reset()
+            backoff.reset()
             return RetryDecision(now + pushback_after, reason="server pushback")
-        return RetryDecision(now + self._backoff.next_delay(), reason="backoff")
+        return RetryDecision(now + backoff.next_delay(), reason="backoff")

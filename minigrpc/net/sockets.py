@@ -87,6 +87,40 @@ def lookup_error(host: str, error: BaseException) -> ConnectFailed:
     )
 
 
+def dial_timeout_error(target: Target) -> ConnectFailed:
+    """grpc-go's wording for a connection attempt that did not finish in time."""
+    return ConnectFailed(
+        'connection error: desc = "transport: Error while dialing: '
+        f'dial {target.dial_text}: i/o timeout"'
+    )
+
+
+def resolve_name(host: str, port: int) -> List[Tuple[int, str]]:
+    """Every A and AAAA record of ``host``, as ``(family, ip)`` pairs in the resolver's order
+    (duplicates left out); raises ConnectFailed in grpc-go's words when it does not resolve.
+
+    gRPC's DNS resolver takes every address of a name (``doc/naming.md``); which of them a call
+    goes to is the load-balancing policy's choice (:mod:`minigrpc.driver.balancing`).
+    """
+    try:
+        infos = _socket.getaddrinfo(host, port, _socket.AF_UNSPEC, _socket.SOCK_STREAM)
+    except (_socket.gaierror, UnicodeError) as exc:
+        raise lookup_error(host, exc) from None
+    return address_records(infos)
+
+
+def address_records(infos: Any) -> List[Tuple[int, str]]:
+    """``getaddrinfo()``'s answer (the socket module's or the event loop's) as ``(family, ip)``
+    pairs: IPv4 and IPv6 only, each once, in its order."""
+    records: List[Tuple[int, str]] = []
+    for family, _type, _proto, _name, address in infos:
+        if family in (_socket.AF_INET, _socket.AF_INET6):
+            record = (int(family), str(address[0]))
+            if record not in records:
+                records.append(record)
+    return records
+
+
 def handshake_error(target: Target, why: object) -> ConnectFailed:
     """grpc-go's wording for a failed TLS handshake, naming the target (grpc-go leaves it out,
     which leaves a user with several channels guessing which server's certificate failed)."""

@@ -44,6 +44,9 @@ from .headers import ResponseHead, header_list_size
 from .status import DEADLINE_EXCEEDED_DETAILS, CallError, CallStatus, CardinalityViolation, Metadata
 from .wire import DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, decode_metadata
 
+#: A call's :attr:`ClientCall.receive_limit` when it takes the connection's.
+CONNECTION_LIMIT = -1
+
 
 class CallPhase(enum.Enum):
     """Where a client call is."""
@@ -71,10 +74,12 @@ class ClientCall:
         "headers",
         "initial_metadata",
         "phase",
+        "receive_limit",
         "request",
         "response",
         "response_head",
         "response_headers",
+        "response_started",
         "retryable",
         "status",
         "stream_id",
@@ -90,8 +95,12 @@ class ClientCall:
         header_factory: Optional[Callable[[Optional[float]], List[Header]]] = None,
         request: Optional[wire.Framed] = None,
         unary_response: bool = True,
+        max_receive_message_length: Optional[int] = CONNECTION_LIMIT,
     ) -> None:
         self.headers: List[Header] = headers or []
+        #: The largest response message this call takes (None: no limit); by default the
+        #: connection's, else its method's (a service config's ``maxResponseMessageBytes``).
+        self.receive_limit = max_receive_message_length
         self.deadline = deadline
         #: Rebuilds ``headers`` for the time left when the stream actually opens, so that
         #: ``grpc-timeout`` is right even after waiting for a connection or a stream slot.
@@ -109,6 +118,9 @@ class ClientCall:
         self.status: Optional[CallStatus] = None
         self.retryable = False
         self.response_head: Optional[ResponseHead] = None
+        #: Response-Headers arrived (not a Trailers-Only response): the call is past the point
+        #: where it may be retried (gRFC A6).
+        self.response_started = False
         self.initial_metadata: Metadata = ()
         self.trailing_metadata: Metadata = ()
         #: The response header block and the trailers as received (bytes pairs); a
@@ -119,6 +131,15 @@ class ClientCall:
     @property
     def done(self) -> bool:
         return self.status is not None
+
+    def replay(self, messages: Sequence[wire.Framed], closed: bool) -> None:
+        """Queue what an earlier attempt of the same call sent (a retry, gRFC A6): its request
+        messages and, when ``closed``, the end of the request.  Only before the call starts."""
+        request = self.request
+        for framed in messages:
+            request.add(framed)
+        if closed and request.state is SendState.OPEN:
+            request.close()
 
     @property
     def request_complete(self) -> bool:
@@ -324,7 +345,10 @@ class ClientGrpcConnection(protocol.GrpcConnection):
             return self._finish(call, CallStatus(Code.UNAVAILABLE, "stream ids exhausted"))
         call.stream_id = stream_id
         call.phase = CallPhase.OPEN
-        call.response = Inbound(self.max_receive_message_length, self._buffer_limit)
+        limit = call.receive_limit
+        if limit == CONNECTION_LIMIT:
+            limit = self.max_receive_message_length
+        call.response = Inbound(limit, self._buffer_limit)
         self.conn.send_headers(stream_id, call.headers)
         self.calls[stream_id] = call
         self.write_request(call)
@@ -601,6 +625,7 @@ class ClientGrpcConnection(protocol.GrpcConnection):
             call.trailing_metadata = metadata
             return
         call.initial_metadata = metadata
+        call.response_started = True
         failure = client_outcome.not_grpc_status(head)
         if failure is not None:
             events.extend(self._finish(call, failure[0], reset_code=failure[1]))

@@ -34,6 +34,10 @@ Headers = List[Header]
 #: The ``user-agent`` product token (PROTOCOL-HTTP2.md: ``grpc-<lang>-<variant>/<version>``).
 USER_AGENT = f"grpc-python-minigrpc/{__version__}"
 
+#: Sent by every attempt of a retried or hedged call after the first: how many came before
+#: (gRFC A6, "Exposed Retry Metadata").
+PREVIOUS_ATTEMPTS_HEADER = b"grpc-previous-rpc-attempts"
+
 #: The base content-type; ``+proto``, ``+json`` or ``;params`` may follow (PROTOCOL-HTTP2.md).
 GRPC_CONTENT_TYPE = b"application/grpc"
 _CONTENT_TYPE = (b"content-type", GRPC_CONTENT_TYPE)

@@ -23,8 +23,9 @@ target                                 socket addresses                        `
 :func:`parse_target_addresses` reads every form: its :class:`TargetAddresses` holds the socket
 addresses, or, for a DNS name, the name and port that a resolver step turns into addresses
 (:meth:`TargetAddresses.resolved`); resolving is I/O and happens elsewhere.
-:func:`parse_target` is the single-address view the transports dial today: it raises for a
-list of more than one address.
+:func:`parse_target` is the single-address view of the one-shot call and the server's ports:
+it raises for a list of more than one address.  A channel keeps every address
+(:mod:`minigrpc.driver.subchannel`).
 
 A target that does not parse is a :class:`ValueError` naming it: a list of addresses with a
 malformed entry is never looked up in DNS as one long name (which is what grpcio does with

@@ -88,6 +88,13 @@ def frame_message(payload: bytes, compressed: bool = False) -> Framed:
     return message_prefix(len(payload), compressed), payload
 
 
+def framed_size(framed: Framed) -> int:
+    """The bytes a framed message puts on the wire, prefix included."""
+    if isinstance(framed, tuple):
+        return len(framed[0]) + len(framed[1])
+    return len(framed)
+
+
 class MessageDecoder:
     """Reassemble Length-Prefixed-Messages from DATA payloads of any size.
 

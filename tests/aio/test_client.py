@@ -145,15 +145,20 @@ def test_a_response_stream_refused_twice_is_unavailable() -> None:
         assert len(server.requests) == 2
 
 
-def test_a_request_stream_is_not_sent_twice() -> None:
-    """Messages a request iterator gave are gone: a refused stream-unary call fails."""
+@pytest.mark.parametrize("writing", ["iterator", "write"])
+def test_a_refused_request_stream_is_sent_again(writing: str) -> None:
+    """The messages of a request stream are kept until the call is committed (gRFC A6): a
+    stream-unary call the server refused goes out again, whole, on a second attempt."""
 
     async def body(channel: aio.Channel) -> None:
-        call = channel.stream_unary("/a.B/C")(iter([b"one"]), timeout=10)
-        with pytest.raises(aio.AioRpcError) as caught:
-            await call
-        assert caught.value.code() is StatusCode.UNAVAILABLE
+        if writing == "iterator":
+            call = channel.stream_unary("/a.B/C")(iter([b"one"]), timeout=10)
+        else:
+            call = channel.stream_unary("/a.B/C")(timeout=10)
+            await call.write(b"one")
+            await call.done_writing()
+        assert await call == b"echo:one"
 
     with ScriptedServer.h2(_refuse_first(1)) as server:
         run(server.target, body)
-        assert len(server.requests) == 1
+        assert [request.message for request in server.requests] == [b"one", b"one"]

@@ -89,9 +89,12 @@ def test_goaway_lets_the_call_in_flight_finish(grpcio_server_factory: Callable[.
             assert await loop.run_in_executor(None, stopped.wait, 10.0)
             stopper.join()
 
-            server.start()  # the same address: new calls go to a new connection
+            # The same address: new calls go to a new connection, once the channel tries
+            # again after its backoff (a failed dial is sticky, as in grpcio: gRFC A62).
+            server.start()
             assert isinstance(
-                await empty_call(channel)(empty_pb2.Empty(), timeout=10), empty_pb2.Empty
+                await empty_call(channel)(empty_pb2.Empty(), timeout=10, wait_for_ready=True),
+                empty_pb2.Empty,
             )
 
     asyncio.run(main())

@@ -59,7 +59,7 @@ def test_ping_ack_joins_the_next_calls_request() -> None:
             echo = channel.unary_unary(PATH)
             assert await echo(b"first") == b"first"  # connected, and its ACK written
             transport: Any = channel._transport
-            connection = transport.subchannel.connection._transport
+            connection = next(iter(transport.subchannels.connections.values()))._transport
             loop_write = connection.write
 
             def write(data: Any) -> None:

@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from typing import Any, Callable, Iterator, List, Optional, Set
 
 import pytest
@@ -179,6 +180,8 @@ def test_server_restart_between_calls(grpcio_server_factory: Any, kind: str) -> 
 
 @pytest.mark.parametrize("kind", ADDRESS_KINDS)
 def test_server_down_then_back(grpcio_server_factory: Any, kind: str) -> None:
+    """The failed dial is sticky (gRFC A62, as in grpcio): calls fail at once until the channel
+    tries again after its backoff; a call that waits for ready is answered then."""
     server = grpcio_server_factory(kind)
     with minigrpc.insecure_channel(server.target) as chan:
         call = empty_call(chan)
@@ -188,7 +191,10 @@ def test_server_down_then_back(grpcio_server_factory: Any, kind: str) -> None:
             call(empty_pb2.Empty(), timeout=10)
         assert info.value.code() is StatusCode.UNAVAILABLE
         server.start()
-        assert isinstance(call(empty_pb2.Empty(), timeout=10), empty_pb2.Empty)
+        started = time.monotonic()
+        assert isinstance(call(empty_pb2.Empty(), timeout=10, wait_for_ready=True),
+                          empty_pb2.Empty)
+        assert time.monotonic() - started < 3.0  # the first backoff: 1 s ± 20%
 
 
 class GatedServicer:
@@ -279,9 +285,10 @@ def test_goaway_covering_the_call_lets_it_finish_then_reconnects() -> None:
 
 
 def test_refused_stream_is_retried_once() -> None:
-    """A stream refused after the client sent all of it was never processed (RFC 9113 §8.7): a
-    unary request is sent again, whether the response streams or not (as on the asyncio API,
-    tests/aio/test_client.py); a request iterator's messages are gone, so that call fails."""
+    """A stream refused after the client sent all of it was never processed (RFC 9113 §8.7): it
+    is sent again once, whether the response streams or not, and a request iterator's messages
+    too (they are kept until the call is committed, gRFC A6; as on the asyncio API,
+    tests/aio/test_client.py); refused twice, the call fails."""
     refused: Set[str] = set()
 
     def handler(request: ServerRequest) -> None:
@@ -297,7 +304,8 @@ def test_refused_stream_is_retried_once() -> None:
             assert list(chan.unary_stream("/a.B/D")(b"s", timeout=10)) == [b"echo:s"]
             with pytest.raises(RpcError) as info:
                 chan.stream_unary("/a.B/Once")(iter([b"t"]), timeout=10)
-        assert len(server.requests) == 5
+        assert len(server.requests) == 6
+        assert [request.message for request in server.requests[-2:]] == [b"t", b"t"]
     assert info.value.code() is StatusCode.UNAVAILABLE
 
 

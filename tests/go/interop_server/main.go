@@ -15,7 +15,8 @@
 // certificate signed by that CA (mutual TLS).
 //
 // With -addons it also serves grpc-go's health service and server reflection, the peers of
-// minigrpc's health and reflection clients.
+// minigrpc's health and reflection clients.  -server_id names the server in fill_server_id's
+// answers (a client balancing over several is counted by it).
 package main
 
 import (
@@ -58,8 +59,11 @@ const (
 	echoInitialKey  = "x-grpc-test-echo-initial"
 	echoTrailingKey = "x-grpc-test-echo-trailing-bin"
 	sleepKey        = "x-test-sleep-ms"
-	serverID        = "grpc-go-interop-server"
 )
+
+// serverID is what fill_server_id answers: -server_id, so that a client's load balancing over
+// several of these servers can be counted.
+var serverID = "grpc-go-interop-server"
 
 // ---------------------------------------------------------------------------------------------
 // Per-message response compression.
@@ -447,6 +451,7 @@ func main() {
 	addons := flag.Bool("addons", false, "also serve grpc-go's health service ("+
 		"grpc.testing.TestService SERVING, grpc.testing.NotServing NOT_SERVING) and its server "+
 		"reflection (v1alpha)")
+	flag.StringVar(&serverID, "server_id", serverID, "what fill_server_id answers")
 	flag.Parse()
 	if len(addresses) == 0 {
 		fmt.Fprintln(os.Stderr, "interop_server: at least one -listen address is needed")

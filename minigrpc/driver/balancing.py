@@ -197,6 +197,7 @@ class PickFirst(_Policy):
         self.state = IDLE
         #: The address whose connection carries the calls (READY).
         self.selected: Optional[Target] = None
+        self._selected_pick = Pick(QUEUE)
         #: The address being tried in the current pass over the list.
         self._trying: Optional[int] = None
         #: One backoff for the passes over the whole list.
@@ -229,7 +230,11 @@ class PickFirst(_Policy):
         """Where a call goes; :data:`QUEUE` while IDLE (call :meth:`exit_idle`) or
         CONNECTING."""
         if self.state is READY:
-            return Pick(USE, self.selected)
+            picked = self._selected_pick
+            if picked.address is not self.selected:
+                # Every call picks the selected address: one answer per selection, not per call.
+                picked = self._selected_pick = Pick(USE, self.selected)
+            return picked
         if self.state is TRANSIENT_FAILURE:
             return self._failed_pick(wait_for_ready, self.failure)
         return Pick(QUEUE)

@@ -251,7 +251,10 @@ class CallSteps:
         assert status is not None
         retries = self.retries
         if retries is None:
-            final = self._judged_without_policy(call, status)
+            if status.code_number == Code.OK:  # answered: nothing to try again
+                self._committed = final = True
+            else:
+                final = self._judged_without_policy(call, status)
         else:
             final = self._judged_by_policy(call, status, retries)
         self._judged, self._final = call, final

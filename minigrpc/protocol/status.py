@@ -20,7 +20,7 @@ of both implementations read alike.
 """
 
 import abc
-from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .codes import CODE_NAMES, Code, go_code_text
 
@@ -125,11 +125,19 @@ def parse_grpc_status(value: Union[bytes, str, None]) -> Tuple[int, Optional[int
     return number, None
 
 
+#: grpcio's enum members by number, filled on the first :func:`enum_member` (every call's status
+#: asks for one: an import statement per call would cost more than the lookup).
+_ENUM_MEMBERS: "List[StatusCode]" = []
+
+
 def enum_member(code: int) -> "StatusCode":
     """grpcio's enum member for code number ``code`` (0..16); loads the enum on first use."""
-    from .enums import StatusCode
+    members = _ENUM_MEMBERS
+    if not members:
+        from .enums import StatusCode
 
-    return StatusCode.from_number(code) or StatusCode.UNKNOWN
+        members.extend(StatusCode)
+    return members[code] if 0 <= code < len(members) else members[Code.UNKNOWN]
 
 
 class CallError(Exception):

@@ -9,13 +9,19 @@ keeps the harness (which forks the cold-start runs) small.  The harness runs::
     python -m bench.workloads throughput --client grpcio   --socket PATH --threads 8 --calls 1000
     python -m bench.workloads stream     --client grpclib  --socket PATH --count 10000 --size 16
 
-and reads the JSON from stdout.  Every client calls ``/bench.Echo/Echo`` (:mod:`bench.peers`)
-with identity serializers and checks that the echo came back unchanged, so a broken library
-fails its row instead of producing a fast but meaningless number.
+and reads the JSON from stdout.  The grpcio-API clients (``grpcio``, ``minigrpc`` and the
+asyncio ones) also take ``--target`` (any target, such as an ``ipv4:`` address list, in place of
+the socket) and ``--option NAME=VALUE`` (a channel option; repeatable), which the long-lived
+channel rows use (:mod:`bench.channels`).
+
+Every client calls ``/bench.Echo/Echo`` (:mod:`bench.peers`) with identity serializers and
+checks that the echo came back unchanged, so a broken library fails its row instead of producing
+a fast but meaningless number.
 
 Clients: ``grpcio``, ``minigrpc`` (same synchronous API), ``grpclib`` (asyncio), ``raw`` (the
 length-prefixed socket floor, only against the raw server); for the latency workload also
-``minigrpc-aio`` and ``grpcio-aio`` (grpc.aio's API, asyncio).
+``minigrpc-aio`` and ``grpcio-aio`` (grpc.aio's API, asyncio), which also run the throughput
+workload (as many tasks as threads, on one channel).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ AIO_CLIENTS = ("minigrpc-aio", "grpcio-aio")
 DEFAULT_WARMUP = 200
 
 EchoCall = Callable[[bytes], bytes]
+#: Channel options, as grpcio takes them.
+Options = Sequence[Tuple[str, Any]]
 
 
 def make_payload(size: int) -> bytes:
@@ -79,13 +87,15 @@ def _grpc_api_module(client: str) -> Any:
 
 
 def open_sync_client(
-    client: str, socket_path: str, *, unlimited: bool = False, separate_connection: bool = False
+    client: str, socket_path: str, *, unlimited: bool = False, separate_connection: bool = False,
+    target: Optional[str] = None, options: Options = ()
 ) -> Tuple[EchoCall, Callable[[], None]]:
     """Returns ``(echo, close)`` for a synchronous client of ``client``.
 
     ``unlimited`` lifts the 4 MiB message limits; ``separate_connection`` asks grpcio for a
     channel that does not share its connection with other channels of this process (grpcio
-    pools subchannels globally; minigrpc channels never share)."""
+    pools subchannels globally; minigrpc channels never share).  ``target`` replaces the
+    socket's and ``options`` are added to the channel's (not for ``raw``)."""
     if client == "raw":
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(socket_path)
@@ -105,10 +115,12 @@ def open_sync_client(
         return raw_echo, sock.close
 
     module = _grpc_api_module(client)
-    options: List[Tuple[str, Any]] = list(UNLIMITED_MESSAGE_OPTIONS) if unlimited else []
+    channel_options: List[Tuple[str, Any]] = list(UNLIMITED_MESSAGE_OPTIONS) if unlimited else []
     if separate_connection and client == "grpcio":
-        options.append(("grpc.use_local_subchannel_pool", 1))
-    channel = module.insecure_channel("unix:" + socket_path, options=options or None)
+        channel_options.append(("grpc.use_local_subchannel_pool", 1))
+    channel_options += options
+    channel = module.insecure_channel(target or "unix:" + socket_path,
+                                      options=channel_options or None)
     multicallable = channel.unary_unary(ECHO_PATH)
     return multicallable, channel.close
 
@@ -117,16 +129,17 @@ def open_sync_client(
 # Workloads.
 
 
-def latency(client: str, socket_path: str, size: int, calls: int, warmup: int) -> Dict[str, Any]:
+def latency(client: str, socket_path: str, size: int, calls: int, warmup: int,
+            target: Optional[str] = None, options: Options = ()) -> Dict[str, Any]:
     """Per-call round trip in microseconds, one call at a time on one warm connection, and
     the client process's CPU time per call (all its threads: grpcio's pollers count too)."""
     payload = make_payload(size)
     if client == "grpclib" or client in AIO_CLIENTS:
-        measure = _aio_latency(client, socket_path) if client in AIO_CLIENTS else (
-            _grpclib_latency(socket_path))
+        measure = _aio_latency(client, target or "unix:" + socket_path, options) if (
+            client in AIO_CLIENTS) else _grpclib_latency(socket_path)
         samples, cpu_seconds = _grpclib_run(measure(payload, calls, warmup))
         return {"samples_us": samples, "cpu_us_per_call": cpu_seconds / calls * 1e6}
-    echo, close = open_sync_client(client, socket_path)
+    echo, close = open_sync_client(client, socket_path, target=target, options=options)
     try:
         for _ in range(warmup):
             _check_echo(payload, echo(payload))
@@ -176,20 +189,27 @@ def large(client: str, socket_path: str, sizes: Sequence[int], reps: Sequence[in
 
 
 def throughput(
-    client: str, socket_path: str, size: int, threads: int, calls: int, connections: str
+    client: str, socket_path: str, size: int, threads: int, calls: int, connections: str,
+    target: Optional[str] = None, options: Options = ()
 ) -> Dict[str, Any]:
     """``threads`` threads × ``calls`` calls each, all released together by a barrier.
 
     ``connections``: ``shared`` (one channel for all threads, the usual way to use grpcio) or
-    ``per-thread`` (one channel, hence one HTTP/2 connection, per thread)."""
+    ``per-thread`` (one channel, hence one HTTP/2 connection, per thread).  The asyncio
+    clients run as many tasks on one channel."""
     payload = make_payload(size)
     if client == "grpclib":
         result: Dict[str, Any] = _grpclib_run(
             _grpclib_throughput(socket_path, payload, threads, calls))
         return result
+    if client in AIO_CLIENTS:
+        result = _grpclib_run(_aio_throughput(client, target or "unix:" + socket_path, options,
+                                              payload, threads, calls))
+        return result
     per_thread = connections == "per-thread"
     clients = [
-        open_sync_client(client, socket_path, separate_connection=per_thread)
+        open_sync_client(client, socket_path, separate_connection=per_thread, target=target,
+                         options=options)
         for _ in range(threads if per_thread else 1)
     ]
     for echo, _ in clients:
@@ -215,16 +235,22 @@ def throughput(
     for thread in workers:
         thread.start()
     barrier.wait()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for thread in workers:
         thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     for _, close in clients:
         close()
     if errors:
         raise RuntimeError(f"{len(errors)} client threads failed; first: {errors[0]}")
-    total = threads * calls
-    return {"calls": total, "seconds": elapsed, "calls_per_s": total / elapsed}
+    return _rate(threads * calls, elapsed, cpu_seconds)
+
+
+def _rate(total: int, elapsed: float, cpu_seconds: float) -> Dict[str, Any]:
+    """A throughput run's result: calls/s, and the client process's CPU per call (all its
+    threads), which another process's load hardly moves."""
+    return {"calls": total, "seconds": elapsed, "calls_per_s": total / elapsed,
+            "cpu_us_per_call": cpu_seconds / total * 1e6}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,18 +343,32 @@ def _grpclib_latency(socket_path: str) -> LatencyRun:
     return measure
 
 
-def _aio_latency(client: str, socket_path: str) -> LatencyRun:
-    """The latency loop on grpc.aio's API: ``minigrpc.aio`` or grpcio's ``grpc.aio``."""
+def _aio_module(client: str) -> Any:
+    """grpc.aio's API: ``minigrpc.aio`` or grpcio's ``grpc.aio``."""
     if client == "grpcio-aio":
         from grpc import aio
     else:
         from minigrpc import aio
+    return aio
+
+
+def _aio_latency(client: str, target: str, options: Options) -> LatencyRun:
+    """The latency loop on grpc.aio's API."""
+    aio = _aio_module(client)
 
     async def measure(payload: bytes, calls: int, warmup: int) -> Tuple[List[float], float]:
-        async with aio.insecure_channel("unix:" + socket_path) as channel:
+        async with aio.insecure_channel(target, options=list(options) or None) as channel:
             return await _timed_calls(channel.unary_unary(ECHO_PATH), payload, calls, warmup)
 
     return measure
+
+
+async def _aio_throughput(client: str, target: str, options: Options, payload: bytes,
+                          tasks: int, calls: int) -> Dict[str, Any]:
+    """The throughput workload on grpc.aio's API: ``tasks`` tasks on one channel."""
+    aio = _aio_module(client)
+    async with aio.insecure_channel(target, options=list(options) or None) as channel:
+        return await _tasks_throughput(channel.unary_unary(ECHO_PATH), payload, tasks, calls)
 
 
 async def _timed_calls(echo: AsyncEcho, payload: bytes, calls: int, warmup: int
@@ -376,26 +416,31 @@ async def _grpclib_throughput(
     socket_path: str, payload: bytes, tasks: int, calls: int
 ) -> Dict[str, Any]:
     """grpclib is single-threaded: ``tasks`` coroutines stand in for the client threads."""
-    import asyncio
-
     channel, method = _grpclib_method(socket_path)
     try:
-        for _ in range(20):
-            _check_echo(payload, await method(payload))
-
-        async def worker() -> None:
-            reply = b""
-            for _ in range(calls):
-                reply = await method(payload)
-            _check_echo(payload, reply)
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(tasks)))
-        elapsed = time.perf_counter() - started
+        return await _tasks_throughput(method, payload, tasks, calls)
     finally:
         channel.close()
-    total = tasks * calls
-    return {"calls": total, "seconds": elapsed, "calls_per_s": total / elapsed}
+
+
+async def _tasks_throughput(echo: AsyncEcho, payload: bytes, tasks: int, calls: int
+                            ) -> Dict[str, Any]:
+    """20 untimed calls, then ``tasks`` coroutines × ``calls`` calls, started together."""
+    import asyncio
+
+    for _ in range(20):
+        _check_echo(payload, await echo(payload))
+
+    async def worker() -> None:
+        reply = b""
+        for _ in range(calls):
+            reply = await echo(payload)
+        _check_echo(payload, reply)
+
+    started, cpu_started = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(worker() for _ in range(tasks)))
+    return _rate(tasks * calls, time.perf_counter() - started,
+                 time.process_time() - cpu_started)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,11 +451,23 @@ def _int_list(text: str) -> List[int]:
     return [int(part) for part in text.split(",") if part]
 
 
+def _option(text: str) -> Tuple[str, Any]:
+    """``NAME=VALUE`` as a channel option: the value an int where it reads as one (as gRPC
+    core's integer arguments are), else the string (a service config's JSON)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"--option takes NAME=VALUE, not {text!r}")
+    try:
+        return name, int(value)
+    except ValueError:
+        return name, value
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workloads")
     parser.add_argument("workload", choices=("latency", "large", "throughput", "stream"))
     parser.add_argument("--client", choices=CLIENT_IMPLS, required=True)
-    parser.add_argument("--socket", required=True)
+    parser.add_argument("--socket", default="", help="the server's unix socket")
     parser.add_argument("--size", type=int, default=200, help="payload bytes (latency, throughput)")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
@@ -420,7 +477,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--connections", choices=("shared", "per-thread"), default="shared")
     parser.add_argument("--count", type=int, default=10000, help="messages per stream (stream)")
     parser.add_argument("--profile", help="dump a cProfile of the workload (not its imports)")
+    parser.add_argument("--target", help="the channel's target, in place of the socket's "
+                        "(latency, throughput; the grpcio-API clients)")
+    parser.add_argument("--option", type=_option, action="append", default=[],
+                        metavar="NAME=VALUE", help="a channel option (repeatable)")
     options = parser.parse_args(argv)
+    if not options.socket and not (options.target and options.workload in ("latency",
+                                                                           "throughput")):
+        parser.error("--socket is required (--target may replace it for latency and throughput)")
     profiler = None
     if options.profile:
         import cProfile
@@ -433,7 +497,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if options.workload == "latency":
             result = latency(options.client, options.socket, options.size, options.calls,
-                             options.warmup)
+                             options.warmup, options.target, options.option)
         elif options.workload == "large":
             result = large(options.client, options.socket, options.sizes, options.reps)
         elif options.workload == "stream":
@@ -441,7 +505,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             options.reps[0])
         else:
             result = throughput(options.client, options.socket, options.size, options.threads,
-                                options.calls, options.connections)
+                                options.calls, options.connections, options.target,
+                                options.option)
     except Exception as exc:  # one line for the report, never a traceback on the console
         result = {"error": f"{type(exc).__name__}: {exc}"[:500]}
     if profiler is not None:

@@ -59,7 +59,8 @@ MIB = 1 << 20
 
 # Seconds one client child may run before it is killed and its row marked failed (full mode;
 # the other modes scale these down).
-CLIENT_TIMEOUT = {"latency": 120.0, "large": 300.0, "throughput": 120.0, "stream": 120.0}
+CLIENT_TIMEOUT = {"latency": 120.0, "large": 300.0, "throughput": 120.0, "stream": 120.0,
+                  "paired-latency": 240.0, "paired-throughput": 240.0}
 
 
 class Mode:
@@ -478,7 +479,8 @@ def channels_section(mode: Mode) -> Dict[str, Any]:
     load_start = _load()
     config = {"size": LATENCY_SIZE, "latency_calls": mode.latency_calls,
               "warmup": mode.latency_warmup, "threads": mode.throughput_threads,
-              "calls": mode.throughput_calls, "rounds": mode.channel_rounds}
+              "calls": mode.throughput_calls, "rounds": mode.channel_rounds,
+              "blocks": channels.BLOCKS}
     rows = channels.new_rows()
     peers: List[PeerProcess] = []
     with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
@@ -499,17 +501,18 @@ def channels_section(mode: Mode) -> Dict[str, Any]:
             targets = [peer.target for peer in peers]
             for round_index in range(rounds):
                 log(f"channels round {round_index + 1}/{rounds}")
-                for row in channels.round_order(rows, round_index):
-                    if _timed_out(row):
-                        continue  # a row that hung once would only hang again
+                for workload, client, arguments, parts in channels.runs(
+                        rows, round_index, targets, config):
+                    if any(_timed_out(row) for row, _ in parts):
+                        continue  # a run that hung once would only hang again
                     cpu_before = [peer.cpu_seconds() for peer in peers]
-                    result = run_client(mode, row["workload"], row["client"], "",
-                                        channels.arguments(row, targets, config))
-                    if "error" in result:
-                        row["errors"].append(result["error"])
-                        continue
-                    channels.record(row, round_index, result, _cpu_split(
-                        cpu_before, [peer.cpu_seconds() for peer in peers]))
+                    result = run_client(mode, workload, client, "", arguments)
+                    split = _cpu_split(cpu_before, [peer.cpu_seconds() for peer in peers])
+                    for row, key in parts:
+                        if "error" in result:
+                            row["errors"].append(result["error"])
+                        else:
+                            channels.record(row, round_index, result[key], split)
         finally:
             for peer in peers:
                 peer.stop()

@@ -13,13 +13,21 @@ Two comparisons, each an A/B on minigrpc's client with only the feature changed:
   the first address).  Calls/s of the throughput workload (8 threads, or 8 tasks for
   ``minigrpc-aio``, on one channel): round_robin must keep at least :data:`BALANCING_LIMIT` of
   pick_first's rate, so that a pick per call and three connections cost the client little.
-  The servers' CPU split shows the calls really went to all three (or to one).
+  The servers' shares of their CPU time over the pair's run show that the calls really went to
+  all three: with pick_first's half on the first server, about 67% / 17% / 17%.  On a machine
+  with fewer cores than the client and three servers could keep busy, round_robin's calls/s
+  also pays for the servers: three servers each woken for a third of the calls spend more CPU
+  per call, all told, than one that takes them all, and share the same cores with the client.
+  The client's CPU per call (the CPU ratio) is what the pick itself costs.
 
-Rounds run every row once, A and B in turn (their order swapped every other round), so a load
-that comes and goes on the machine falls on both alike; ratios are of medians over rounds, with
-the spread of the per-round ratios.  The section sits between :data:`DOC_BEGIN` and
-:data:`DOC_END` in docs/benchmarks.md, so that ``python -m bench --only channels`` replaces it
-alone.
+Each pair runs in one child process, its two channels taking turns in blocks of calls
+(``paired-latency`` and ``paired-throughput`` in :mod:`bench.workloads`), B's block first every
+other round: separate processes seconds apart differ by more than 5% on a shared machine
+whatever they run, blocks a fraction of a second apart see the same machine.  Ratios are of
+medians over rounds, with the spread of the per-round ratios.
+
+The section sits between :data:`DOC_BEGIN` and :data:`DOC_END` in docs/benchmarks.md, so that
+``python -m bench --only channels`` replaces it alone.
 """
 
 from __future__ import annotations
@@ -52,6 +60,9 @@ BALANCING_LIMIT = 0.9
 #: (tasks).
 BALANCING_CLIENTS = ("minigrpc", "minigrpc-aio")
 
+#: Blocks of calls each channel of the retry pair makes per round, in turn.
+BLOCKS = 10
+
 #: (kind, A variant, B variant): B is the feature, A the same client without it.
 PAIRS = (("retry", "no service config", "retryPolicy"),
          ("balancing", "pick_first", "round_robin"))
@@ -59,54 +70,52 @@ PAIRS = (("retry", "no service config", "retryPolicy"),
 
 def new_rows() -> List[Dict[str, Any]]:
     """The section's rows, unmeasured: the retry pair, then a balancing pair per client."""
-    rows = [{"kind": "retry", "variant": variant, "client": "minigrpc", "workload": "latency",
-             "samples_us": [], "round_p50": [], "cpu_us_per_call": [], "rounds": [],
-             "errors": []}
+    rows = [{"kind": "retry", "variant": variant, "client": "minigrpc", "samples_us": [],
+             "round_p50": [], "cpu_us_per_call": [], "rounds": [], "errors": []}
             for variant in PAIRS[0][1:]]
-    rows += [{"kind": "balancing", "variant": variant, "client": client,
-              "workload": "throughput", "calls_per_s": [], "cpu_us_per_call": [],
-              "server_cpu_split": [], "rounds": [], "errors": []}
+    rows += [{"kind": "balancing", "variant": variant, "client": client, "calls_per_s": [],
+              "cpu_us_per_call": [], "server_cpu_split": [], "rounds": [], "errors": []}
              for client in BALANCING_CLIENTS for variant in PAIRS[1][1:]]
     return rows
 
 
-def round_order(rows: Sequence[Dict[str, Any]], round_index: int) -> List[Dict[str, Any]]:
-    """The rows in the order of round ``round_index``: each A/B pair as A, B in even rounds and
-    B, A in odd ones, so neither always runs first."""
-    ordered: List[Dict[str, Any]] = []
-    for index in range(0, len(rows), 2):
-        pair = list(rows[index:index + 2])
-        ordered += pair[::-1] if round_index % 2 else pair
-    return ordered
+#: One child run: (workload, client, arguments, the rows it measures, each with the key of
+#: its part of the result).
+Run = Tuple[str, str, List[str], List[Tuple[Dict[str, Any], str]]]
 
 
-def arguments(row: Dict[str, Any], targets: Sequence[str], config: Dict[str, Any]) -> List[str]:
-    """The :mod:`bench.workloads` arguments of ``row``, given the servers' ``targets``
-    (``ipv4:127.0.0.1:PORT`` each)."""
-    if row["kind"] == "retry":
-        found = ["--target", targets[0], "--size", str(config["size"]),
-                 "--calls", str(config["latency_calls"]), "--warmup", str(config["warmup"])]
-        if row["variant"] == "retryPolicy":
-            found += ["--option", f"grpc.service_config={RETRY_SERVICE_CONFIG}"]
-        return found
+def runs(rows: Sequence[Dict[str, Any]], round_index: int, targets: Sequence[str],
+         config: Dict[str, Any]) -> List[Run]:
+    """The child runs of round ``round_index``, given the servers' ``targets``
+    (``ipv4:127.0.0.1:PORT`` each): one per A/B pair, both of its channels in one process
+    taking turns in blocks of calls (``paired-*`` in :mod:`bench.workloads`), B's block first
+    every other round."""
+    swapped = ["--b-first"] if round_index % 2 else []
     addresses = ",".join(target.split(":", 1)[1] for target in targets)
-    return ["--target", f"ipv4:{addresses}", "--option",
-            f"grpc.lb_policy_name={row['variant']}", "--size", str(config["size"]),
-            "--threads", str(config["threads"]), "--calls", str(config["calls"]),
-            "--connections", "shared"]
-
-
-def server_calls(row: Dict[str, Any], config: Dict[str, Any]) -> int:
-    """Calls one run of ``row`` makes, its untimed ones included."""
-    if row["kind"] == "retry":
-        return int(config["latency_calls"] + config["warmup"])
-    return int(config["threads"] * config["calls"] + 20)
+    found: List[Run] = []
+    for index in range(0, len(rows), 2):
+        before, after = rows[index], rows[index + 1]
+        common = ["--size", str(config["size"]), "--blocks", str(config["blocks"]), *swapped]
+        if before["kind"] == "retry":
+            arguments = ["--target", targets[0], "--calls", str(config["latency_calls"]),
+                         "--warmup", str(config["warmup"]),
+                         "--b-option", f"grpc.service_config={RETRY_SERVICE_CONFIG}"]
+            workload = "paired-latency"
+        else:
+            arguments = ["--target", f"ipv4:{addresses}",
+                         "--a-option", f"grpc.lb_policy_name={before['variant']}",
+                         "--b-option", f"grpc.lb_policy_name={after['variant']}",
+                         "--threads", str(config["threads"]), "--calls", str(config["calls"])]
+            workload = "paired-throughput"
+        found.append((workload, before["client"], [*arguments, *common],
+                      [(before, "a"), (after, "b")]))
+    return found
 
 
 def record(row: Dict[str, Any], round_index: int, result: Dict[str, Any],
            cpu_split: Optional[List[float]]) -> None:
-    """Add the ``result`` of round ``round_index`` (and the servers' shares of its server CPU)
-    to ``row``."""
+    """Add the ``result`` of round ``round_index`` to ``row``, and to round_robin's row the
+    servers' shares of the CPU they spent during the pair's run."""
     row["rounds"].append(round_index)
     row["cpu_us_per_call"].append(result["cpu_us_per_call"])
     if row["kind"] == "retry":
@@ -114,7 +123,7 @@ def record(row: Dict[str, Any], round_index: int, result: Dict[str, Any],
         row["round_p50"].append(median(result["samples_us"]))
     else:
         row["calls_per_s"].append(result["calls_per_s"])
-        if cpu_split is not None:
+        if cpu_split is not None and row["variant"] == PAIRS[1][2]:
             row["server_cpu_split"].append(cpu_split)
 
 
@@ -211,16 +220,24 @@ def render_section(results: Dict[str, Any]) -> List[str]:
              f"(1, 5, 15 min) at the start and {section.get('load_end', '?')} at the end. "
              f"{SERVERS} {SERVER_IMPL} echo servers on loopback TCP. **Retry policy**: "
              f"{config.get('latency_calls', '?')} warm unary calls of "
-             f"{config.get('size', '?')} bytes, one at a time, to the first server, by "
-             "minigrpc's client without a service config and with one that gives the echo a "
-             "`retryPolicy` (3 attempts on UNAVAILABLE), which never fires: the cost is keeping "
-             "each request for replay and reading the trailers for pushback. **Balancing**: "
+             f"{config.get('size', '?')} bytes, one at a time, to the first server, on each of "
+             "two channels of minigrpc's client in one process, in turns of "
+             f"{config.get('blocks', '?')} blocks each: one without a service config, one whose "
+             "service config gives the echo a `retryPolicy` (3 attempts on UNAVAILABLE), which "
+             "never fires: the cost is keeping each request for replay and reading the "
+             "trailers for pushback. **Balancing**: "
              f"{config.get('threads', '?')} threads (tasks for `minigrpc-aio`) × "
-             f"{config.get('calls', '?')} calls on one channel whose target lists the "
-             f"{SERVERS} servers, with `grpc.lb_policy_name` `pick_first` (every call to the "
-             "first) or `round_robin`; the servers' shares of their CPU time show where the "
-             f"calls went. {config.get('rounds', '?')} round(s); each runs every row once, "
-             "the two of a pair in turn.", ""]
+             f"{config.get('calls', '?')} calls on each of two channels whose target lists "
+             f"the {SERVERS} servers, one with `grpc.lb_policy_name` `pick_first` (every call "
+             "to the first), one with `round_robin`, taking turns in one process as the retry "
+             "pair does; the servers' shares of the CPU they spent during the pair's run show "
+             "where the calls went (about 67% / 17% / 17% when round_robin spreads its half "
+             f"evenly). {config.get('rounds', '?')} round(s), each pair once per round, B's "
+             "block first every other round. Where the client and the three servers share "
+             "fewer cores than they could keep busy, round_robin's calls/s also pays for the "
+             "servers (three each woken for a third of the calls spend more CPU per call, all "
+             "told, than one that takes them all): the client CPU ratio is what the pick "
+             "itself costs.", ""]
     rows = []
     for row in section.get("rows", []):
         errors = "; ".join(row["errors"])[:200]
@@ -244,7 +261,8 @@ def render_section(results: Dict[str, Any]) -> List[str]:
                          f"{_fmt(min(rates), 0)} – {_fmt(max(rates), 0)}",
                          _fmt(_cpu(row)), _split(row), errors])
     lines += _table(("client, variant", "median", "min – max over rounds",
-                     "client CPU µs/call", "servers' shares of their CPU", "errors"), rows)
+                     "client CPU µs/call", "servers' shares of their CPU (the pair's run)",
+                     "errors"), rows)
     ratios = [[target.text, f"{target.op} {target.limit:g}×", _fmt_ratio(target.ratio),
                f"{target.spread[0]:.2f} – {target.spread[1]:.2f}" if target.spread else "",
                target.verdict,

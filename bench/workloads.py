@@ -8,6 +8,8 @@ keeps the harness (which forks the cold-start runs) small.  The harness runs::
     python -m bench.workloads large      --client grpcio   --socket PATH --sizes 4194304 --reps 5
     python -m bench.workloads throughput --client grpcio   --socket PATH --threads 8 --calls 1000
     python -m bench.workloads stream     --client grpclib  --socket PATH --count 10000 --size 16
+    python -m bench.workloads paired-latency --client minigrpc --target T --b-option NAME=VALUE
+    python -m bench.workloads paired-throughput --client minigrpc --target T --b-option ...
 
 and reads the JSON from stdout.  The grpcio-API clients (``grpcio``, ``minigrpc`` and the
 asyncio ones) also take ``--target`` (any target, such as an ``ipv4:`` address list, in place of
@@ -32,7 +34,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from bench.peers import (
     ECHO_PATH,
@@ -48,6 +50,9 @@ CLIENT_IMPLS = ("grpcio", "minigrpc", "grpclib", "raw", "minigrpc-aio", "grpcio-
 #: Clients on grpc.aio's API, from minigrpc (``minigrpc.aio``) or grpcio (``grpc.aio``): the
 #: same coroutine measures both (the latency workload only).
 AIO_CLIENTS = ("minigrpc-aio", "grpcio-aio")
+
+#: The A/B workloads: two channels in one process, taking turns (:class:`Pair`).
+PAIRED_WORKLOADS = ("paired-latency", "paired-throughput")
 
 #: Calls made before timing starts: connection set-up, HPACK tables, windows, thread pools.
 DEFAULT_WARMUP = 200
@@ -140,24 +145,131 @@ def latency(client: str, socket_path: str, size: int, calls: int, warmup: int,
         samples, cpu_seconds = _grpclib_run(measure(payload, calls, warmup))
         return {"samples_us": samples, "cpu_us_per_call": cpu_seconds / calls * 1e6}
     echo, close = open_sync_client(client, socket_path, target=target, options=options)
+    samples_ns: List[int] = []
     try:
         for _ in range(warmup):
             _check_echo(payload, echo(payload))
-        clock = time.perf_counter_ns
-        samples_ns: List[int] = []
-        append = samples_ns.append
-        reply = b""
-        cpu_started = time.process_time()
-        for _ in range(calls):
-            started = clock()
-            reply = echo(payload)
-            append(clock() - started)
-        cpu_seconds = time.process_time() - cpu_started
-        _check_echo(payload, reply)
+        cpu_seconds = _timed_sync_calls(echo, payload, calls, samples_ns)
     finally:
         close()
     return {"samples_us": [value / 1000.0 for value in samples_ns],
             "cpu_us_per_call": cpu_seconds / calls * 1e6}
+
+
+def _timed_sync_calls(echo: EchoCall, payload: bytes, calls: int, samples_ns: List[int]
+                      ) -> float:
+    """``calls`` timed calls, one at a time: appends each round trip (ns) to ``samples_ns`` and
+    returns the process's CPU seconds over them."""
+    clock = time.perf_counter_ns
+    append = samples_ns.append
+    reply = b""
+    cpu_started = time.process_time()
+    for _ in range(calls):
+        started = clock()
+        reply = echo(payload)
+        append(clock() - started)
+    cpu_seconds = time.process_time() - cpu_started
+    _check_echo(payload, reply)
+    return cpu_seconds
+
+
+class Pair(NamedTuple):
+    """An A/B of the paired workloads: two channels to one target, ``a`` with the common
+    options and ``a_options``, ``b`` with the common options and ``b_options``, taking turns in
+    ``blocks`` blocks each (A B B A A B ..., or B first).  Runs in separate processes differ by
+    more than a few percent on a busy machine; blocks a fraction of a second apart see the same
+    machine, which is what a target of a few percent needs."""
+
+    target: str
+    options: Options
+    a_options: Options
+    b_options: Options
+    blocks: int
+    b_first: bool
+
+    def channel_options(self) -> Dict[str, List[Tuple[str, Any]]]:
+        return {"a": [*self.options, *self.a_options], "b": [*self.options, *self.b_options]}
+
+    def turns(self) -> List[str]:
+        """``a`` and ``b`` in the order their blocks run."""
+        order = ["b", "a"] if self.b_first else ["a", "b"]
+        return [key for block in range(max(1, self.blocks))
+                for key in (order if block % 2 == 0 else order[::-1])]
+
+    def per_block(self, calls: int) -> int:
+        return max(1, calls // max(1, self.blocks))
+
+
+def paired_latency(client: str, pair: Pair, size: int, calls: int, warmup: int
+                   ) -> Dict[str, Any]:
+    """The latency workload as an A/B in one process (:class:`Pair`): ``{"a": ..., "b":
+    ...}``, each as :func:`latency` returns it."""
+    payload = make_payload(size)
+    ends = {key: open_sync_client(client, "", target=pair.target, options=options)
+            for key, options in pair.channel_options().items()}
+    samples_ns: Dict[str, List[int]] = {"a": [], "b": []}
+    cpu_seconds = {"a": 0.0, "b": 0.0}
+    try:
+        for echo, _ in ends.values():
+            for _ in range(warmup):
+                _check_echo(payload, echo(payload))
+        for key in pair.turns():
+            cpu_seconds[key] += _timed_sync_calls(ends[key][0], payload, pair.per_block(calls),
+                                                  samples_ns[key])
+    finally:
+        for _, close in ends.values():
+            close()
+    return {key: {"samples_us": [value / 1000.0 for value in samples_ns[key]],
+                  "cpu_us_per_call": cpu_seconds[key] / len(samples_ns[key]) * 1e6}
+            for key in ends}
+
+
+def paired_throughput(client: str, pair: Pair, size: int, threads: int, calls: int
+                      ) -> Dict[str, Any]:
+    """The throughput workload as an A/B in one process (:class:`Pair`): each block is
+    ``threads`` threads (tasks for the asyncio clients) × a block's share of ``calls``, on one
+    channel.  ``{"a": ..., "b": ...}``, each as :func:`throughput` returns it."""
+    payload = make_payload(size)
+    per_block = pair.per_block(calls)
+    spent = {"a": [0.0, 0.0], "b": [0.0, 0.0]}  # wall and CPU seconds
+    if client in AIO_CLIENTS:
+        _grpclib_run(_aio_paired_throughput(client, pair, payload, threads, per_block, spent))
+    else:
+        ends = {key: open_sync_client(client, "", target=pair.target, options=options)
+                for key, options in pair.channel_options().items()}
+        try:
+            for echo, _ in ends.values():
+                for _ in range(20):
+                    _check_echo(payload, echo(payload))
+            for key in pair.turns():
+                elapsed, cpu_seconds = _threaded_calls([ends[key][0]], payload, threads,
+                                                       per_block)
+                spent[key][0] += elapsed
+                spent[key][1] += cpu_seconds
+        finally:
+            for _, close in ends.values():
+                close()
+    total = threads * per_block * max(1, pair.blocks)
+    return {key: _rate(total, wall, cpu) for key, (wall, cpu) in spent.items()}
+
+
+async def _aio_paired_throughput(client: str, pair: Pair, payload: bytes, tasks: int,
+                                 per_block: int, spent: Dict[str, List[float]]) -> None:
+    aio = _aio_module(client)
+    channels = {key: aio.insecure_channel(pair.target, options=options or None)
+                for key, options in pair.channel_options().items()}
+    try:
+        echoes = {key: channel.unary_unary(ECHO_PATH) for key, channel in channels.items()}
+        for echo in echoes.values():
+            for _ in range(20):
+                _check_echo(payload, await echo(payload))
+        for key in pair.turns():
+            elapsed, cpu_seconds = await _task_calls(echoes[key], payload, tasks, per_block)
+            spent[key][0] += elapsed
+            spent[key][1] += cpu_seconds
+    finally:
+        for channel in channels.values():
+            await channel.close()
 
 
 def large(client: str, socket_path: str, sizes: Sequence[int], reps: Sequence[int]
@@ -212,9 +324,22 @@ def throughput(
                          options=options)
         for _ in range(threads if per_thread else 1)
     ]
-    for echo, _ in clients:
-        for _ in range(20):
-            _check_echo(payload, echo(payload))
+    try:
+        for echo, _ in clients:
+            for _ in range(20):
+                _check_echo(payload, echo(payload))
+        elapsed, cpu_seconds = _threaded_calls([echo for echo, _ in clients], payload, threads,
+                                               calls)
+    finally:
+        for _, close in clients:
+            close()
+    return _rate(threads * calls, elapsed, cpu_seconds)
+
+
+def _threaded_calls(echoes: Sequence[EchoCall], payload: bytes, threads: int, calls: int
+                    ) -> Tuple[float, float]:
+    """``threads`` threads (thread i calls ``echoes[i % len(echoes)]``) × ``calls`` calls
+    each, released together by a barrier: (wall seconds, the process's CPU seconds)."""
     barrier = threading.Barrier(threads + 1)
     errors: List[str] = []
 
@@ -228,10 +353,8 @@ def throughput(
         except Exception as exc:  # reported in the row, the harness carries on
             errors.append(f"{type(exc).__name__}: {exc}")
 
-    workers = [
-        threading.Thread(target=worker, args=(clients[index % len(clients)][0],))
-        for index in range(threads)
-    ]
+    workers = [threading.Thread(target=worker, args=(echoes[index % len(echoes)],))
+               for index in range(threads)]
     for thread in workers:
         thread.start()
     barrier.wait()
@@ -239,11 +362,9 @@ def throughput(
     for thread in workers:
         thread.join()
     elapsed, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
-    for _, close in clients:
-        close()
     if errors:
         raise RuntimeError(f"{len(errors)} client threads failed; first: {errors[0]}")
-    return _rate(threads * calls, elapsed, cpu_seconds)
+    return elapsed, cpu_seconds
 
 
 def _rate(total: int, elapsed: float, cpu_seconds: float) -> Dict[str, Any]:
@@ -426,10 +547,16 @@ async def _grpclib_throughput(
 async def _tasks_throughput(echo: AsyncEcho, payload: bytes, tasks: int, calls: int
                             ) -> Dict[str, Any]:
     """20 untimed calls, then ``tasks`` coroutines × ``calls`` calls, started together."""
-    import asyncio
-
     for _ in range(20):
         _check_echo(payload, await echo(payload))
+    return _rate(tasks * calls, *await _task_calls(echo, payload, tasks, calls))
+
+
+async def _task_calls(echo: AsyncEcho, payload: bytes, tasks: int, calls: int
+                      ) -> Tuple[float, float]:
+    """``tasks`` coroutines × ``calls`` calls, started together: (wall seconds, the process's
+    CPU seconds)."""
+    import asyncio
 
     async def worker() -> None:
         reply = b""
@@ -439,8 +566,7 @@ async def _tasks_throughput(echo: AsyncEcho, payload: bytes, tasks: int, calls: 
 
     started, cpu_started = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker() for _ in range(tasks)))
-    return _rate(tasks * calls, time.perf_counter() - started,
-                 time.process_time() - cpu_started)
+    return time.perf_counter() - started, time.process_time() - cpu_started
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,7 +591,8 @@ def _option(text: str) -> Tuple[str, Any]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workloads")
-    parser.add_argument("workload", choices=("latency", "large", "throughput", "stream"))
+    parser.add_argument("workload", choices=("latency", "large", "throughput", "stream",
+                                             *PAIRED_WORKLOADS))
     parser.add_argument("--client", choices=CLIENT_IMPLS, required=True)
     parser.add_argument("--socket", default="", help="the server's unix socket")
     parser.add_argument("--size", type=int, default=200, help="payload bytes (latency, throughput)")
@@ -481,10 +608,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "(latency, throughput; the grpcio-API clients)")
     parser.add_argument("--option", type=_option, action="append", default=[],
                         metavar="NAME=VALUE", help="a channel option (repeatable)")
+    for side in ("a", "b"):
+        parser.add_argument(f"--{side}-option", type=_option, action="append", default=[],
+                            metavar="NAME=VALUE", help=f"paired-*: a channel option of the "
+                            f"{side.upper()} channel only (repeatable)")
+    parser.add_argument("--blocks", type=int, default=10,
+                        help="paired-*: blocks of calls per channel, taking turns")
+    parser.add_argument("--b-first", action="store_true",
+                        help="paired-*: the B channel's block first")
     options = parser.parse_args(argv)
-    if not options.socket and not (options.target and options.workload in ("latency",
-                                                                           "throughput")):
-        parser.error("--socket is required (--target may replace it for latency and throughput)")
+    if not options.socket and not (options.target and options.workload in (
+            "latency", "throughput", *PAIRED_WORKLOADS)):
+        parser.error("--socket is required (--target may replace it for latency, throughput "
+                     "and the paired workloads)")
+    if options.workload in PAIRED_WORKLOADS and not options.target:
+        parser.error(f"{options.workload} takes --target")
+    pair = Pair(options.target or "", options.option, options.a_option, options.b_option,
+                options.blocks, options.b_first)
     profiler = None
     if options.profile:
         import cProfile
@@ -498,6 +638,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if options.workload == "latency":
             result = latency(options.client, options.socket, options.size, options.calls,
                              options.warmup, options.target, options.option)
+        elif options.workload == "paired-latency":
+            result = paired_latency(options.client, pair, options.size, options.calls,
+                                    options.warmup)
+        elif options.workload == "paired-throughput":
+            result = paired_throughput(options.client, pair, options.size, options.threads,
+                                       options.calls)
         elif options.workload == "large":
             result = large(options.client, options.socket, options.sizes, options.reps)
         elif options.workload == "stream":

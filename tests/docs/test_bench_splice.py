@@ -226,8 +226,20 @@ def test_only_channels_judges_each_feature_against_the_same_client_without_it(
     from bench.splice import splice_report
 
     rows = channels.new_rows()
-    assert [row["variant"] for row in channels.round_order(rows, 1)[:2]] == [
-        "retryPolicy", "no service config"]
+    config = {"size": 200, "latency_calls": 100, "warmup": 10, "blocks": 4, "threads": 8,
+              "calls": 100}
+    for round_index in (0, 1):
+        retry, balancing, aio = channels.runs(rows, round_index,
+                                              ["ipv4:1.2.3.4:5", "ipv4:[::1]:6"], config)
+        # Each pair shares one child, B first every other round; the balancing pairs with the
+        # address list of every server.
+        for workload, run in (("paired-latency", retry), ("paired-throughput", balancing),
+                              ("paired-throughput", aio)):
+            assert run[0] == workload and ("--b-first" in run[2]) == bool(round_index)
+            assert [part[1] for part in run[3]] == ["a", "b"]
+        assert [row["variant"] for row, _ in balancing[3]] == ["pick_first", "round_robin"]
+        assert balancing[1] == "minigrpc" and aio[1] == "minigrpc-aio"
+        assert "ipv4:1.2.3.4:5,[::1]:6" in balancing[2]
     figures = {("retry", "no service config"): [[100.0, 300.0], [200.0]],
                ("retry", "retryPolicy"): [[104.0, 320.0], [190.0]],
                ("balancing", "pick_first"): [[1000.0], [2000.0]],
@@ -261,6 +273,7 @@ def test_only_channels_judges_each_feature_against_the_same_client_without_it(
     # Round 2 of round_robin failed: 1100 over pick_first's median 1500, round 1 alone paired.
     assert ("| channel | calls/s: minigrpc-aio client, round_robin over 3 grpcio servers / "
             "pick_first | >= 0.9× | 0.73× (1.10–1.10 per round) | **not met** | 1.10× |") in text
-    assert ("| minigrpc, pick_first | 1,500 calls/s | 1,000 – 2,000 | 50.0 | 100% / 0% / 0% "
+    assert "| minigrpc, pick_first | 1,500 calls/s | 1,000 – 2,000 | 50.0 |  |" in text
+    assert ("| minigrpc, round_robin | 1,350 calls/s | 1,100 – 1,600 | 55.0 | 100% / 0% / 0% "
             "|") in text
     assert "| cold | kept row |" in text

@@ -109,13 +109,31 @@ def test_only_cold_replaces_section_1_even_without_markers() -> None:
                   "## 1. Cold plugin invocation") == once.replace("\nnew\n", "\nnewer\n")
 
 
+def _spliced_between(tmp_path: Any, results: Dict[str, Any], section: str, before: str,
+                     after: str, begin: str, end: str) -> str:
+    """``--only section`` on a report with a targets table (one row of another area) and the
+    headings ``before`` and ``after``: the spliced text, its section checked to sit between
+    them."""
+    from bench.report import TARGETS_HEADER
+    from bench.splice import splice_report
+
+    header = "| " + " | ".join(TARGETS_HEADER) + " |"
+    report = tmp_path / "benchmarks.md"
+    report.write_text("\n".join(["# Benchmarks", "", header,
+                                 "|" + "|".join("---" for _ in TARGETS_HEADER) + "|",
+                                 "| cold | kept row | <= 1× | 1.00× | **met** |  |", "",
+                                 before, "kept", "", after, "kept too", ""]))
+    splice_report(results, str(tmp_path), section)
+    text: str = report.read_text()
+    assert text.index(before) < text.index(begin) < text.index(end) < text.index(after)
+    return text
+
+
 def test_only_aio_server_judges_medians_and_shows_the_per_round_spread(tmp_path: Any) -> None:
     """``--only aio-server`` splices its section in front of section 5; a ratio is of medians
     over rounds, its spread pairs round *i* with round *i*, and a failed round (None) drops out
     of both."""
     from bench import aio_servers
-    from bench.report import TARGETS_HEADER
-    from bench.splice import splice_report
 
     def row(workload: str, server: str, per_round: list) -> Dict[str, Any]:
         return {"workload": workload, "server": server, "client": "grpcio",
@@ -127,17 +145,8 @@ def test_only_aio_server_judges_medians_and_shows_the_per_round_spread(tmp_path:
         row("calls", "grpcio-aio", [2000.0, 2600.0, 2500.0]),
         row("calls", "grpclib", [2000.0, 2000.0, 2000.0]),
         row("stream", "minigrpc-aio", [50000.0]), row("stream", "grpclib", [20000.0])]}
-    header = "| " + " | ".join(TARGETS_HEADER) + " |"
-    report = tmp_path / "benchmarks.md"
-    report.write_text("\n".join(["# Benchmarks", "", header,
-                                 "|" + "|".join("---" for _ in TARGETS_HEADER) + "|",
-                                 "| cold | kept row | <= 1× | 1.00× | **met** |  |", "",
-                                 "## 4. Server throughput", "kept", "", "## 5. Server streams",
-                                 "kept too", ""]))
-    splice_report(results, str(tmp_path), "aio-server")
-    text = report.read_text()
-    assert text.index("## 4. Server throughput") < text.index(aio_servers.DOC_BEGIN)
-    assert text.index(aio_servers.DOC_END) < text.index("## 5. Server streams")
+    text = _spliced_between(tmp_path, results, "aio-server", "## 4. Server throughput",
+                            "## 5. Server streams", aio_servers.DOC_BEGIN, aio_servers.DOC_END)
     # Median 2800 over 2500 (grpcio-aio) and over 2000; rounds 1 and 2 pair up, round 3 fails.
     assert ("| calls/s, grpcio client, 1 connection | minigrpc-aio / grpcio-aio | >= 0.9× | "
             "1.12× | 1.00 – 1.50 | **met** | 1.00× |") in text
@@ -222,8 +231,6 @@ def test_only_channels_judges_each_feature_against_the_same_client_without_it(
     feature's median over the same client's without it, with the per-round spread and the
     client CPU ratio; the rows of a pair swap places every other round."""
     from bench import channels
-    from bench.report import TARGETS_HEADER
-    from bench.splice import splice_report
 
     rows = channels.new_rows()
     config = {"size": 200, "latency_calls": 100, "warmup": 10, "blocks": 4, "threads": 8,
@@ -253,17 +260,9 @@ def test_only_channels_judges_each_feature_against_the_same_client_without_it(
                 continue  # its second round failed: it drops out of the spread
             channels.record(row, index, result, [1.0, 0.0, 0.0])
     results = {"channels": {"rows": rows, "config": {"rounds": 2}}}
-    header = "| " + " | ".join(TARGETS_HEADER) + " |"
-    report = tmp_path / "benchmarks.md"
-    report.write_text("\n".join(["# Benchmarks", "", header,
-                                 "|" + "|".join("---" for _ in TARGETS_HEADER) + "|",
-                                 "| cold | kept row | <= 1× | 1.00× | **met** |  |", "",
-                                 "## 5. Server streams", "kept", "",
-                                 "## Where minigrpc's time goes (cProfile)", "kept too", ""]))
-    splice_report(results, str(tmp_path), "channels")
-    text = report.read_text()
-    assert text.index("## 5. Server streams") < text.index(channels.DOC_BEGIN)
-    assert text.index(channels.DOC_END) < text.index("## Where minigrpc's time goes")
+    text = _spliced_between(tmp_path, results, "channels", "## 5. Server streams",
+                            "## Where minigrpc's time goes (cProfile)", channels.DOC_BEGIN,
+                            channels.DOC_END)
     # p50 of all samples: 200 without, 190 with; per round 212/200 and 190/200.
     assert ("| p50: minigrpc client with a retryPolicy that never fires / without (grpcio "
             "server) | <= 1.05× | 0.95× | 0.95 – 1.06 | **met** | 1.10× |") in text

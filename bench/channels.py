@@ -131,7 +131,7 @@ def _row(results: Dict[str, Any], kind: str, variant: str, client: str
          ) -> Optional[Dict[str, Any]]:
     for row in (results.get("channels") or {}).get("rows", []):
         if row["kind"] == kind and row["variant"] == variant and row["client"] == client:
-            return row  # type: ignore[no-any-return]
+            return row
     return None
 
 

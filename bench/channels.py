@@ -11,7 +11,7 @@ Two comparisons, each an A/B on minigrpc's client with only the feature changed:
   client's target is the ``ipv4:`` list of all three, with ``grpc.lb_policy_name`` set to
   ``round_robin`` (every call to the next ready connection) or ``pick_first`` (every call to
   the first address).  Calls/s of the throughput workload (8 threads, or 8 tasks for
-  ``minigrpc-aio``, on one channel): round_robin must keep at least :data:`BALANCING_LIMIT` of
+  ``minigrpc-aio``, sharing the channel): round_robin must keep at least :data:`BALANCING_LIMIT` of
   pick_first's rate, so that a pick per call and three connections cost the client little.
   The servers' shares of their CPU time over the pair's run show that the calls really went to
   all three: with pick_first's half on the first server, about 67% / 17% / 17%.  On a machine
@@ -60,7 +60,7 @@ BALANCING_LIMIT = 0.9
 #: (tasks).
 BALANCING_CLIENTS = ("minigrpc", "minigrpc-aio")
 
-#: Blocks of calls each channel of the retry pair makes per round, in turn.
+#: Blocks of calls each channel of a pair makes per round, the two channels taking turns.
 BLOCKS = 10
 
 #: (kind, A variant, B variant): B is the feature, A the same client without it.

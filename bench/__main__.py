@@ -7,8 +7,9 @@ repetition counts differ between modes; every section, peer and code path is the
 minutes in full mode) and replaces just its section of docs/benchmarks.md and the README's table;
 ``--only tool`` does the same for the health probe's cold start (:mod:`bench.tool_cold`);
 ``--only aio`` does the same for the asyncio clients' latency (:mod:`bench.aio_clients`),
-``--only aio-server`` for the asyncio servers (:mod:`bench.aio_servers`), and ``--only cold``
-for section 1 (:mod:`bench.splice`).
+``--only aio-server`` for the asyncio servers (:mod:`bench.aio_servers`), ``--only channels``
+for the long-lived channel rows (:mod:`bench.channels`: a retry policy's cost, round_robin
+beside pick_first), and ``--only cold`` for section 1 (:mod:`bench.splice`).
 
 The harness process itself imports no gRPC library: it starts servers (:mod:`bench.peers`) and
 clients (:mod:`bench.workloads`) as children, reads their JSON, and writes the report
@@ -32,7 +33,16 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import aio_clients, aio_servers, coldstart, loadgen, node_cold, pypy, tool_cold
+from bench import (
+    aio_clients,
+    aio_servers,
+    channels,
+    coldstart,
+    loadgen,
+    node_cold,
+    pypy,
+    tool_cold,
+)
 from bench.peers import GO_SERVER_IMPL, IO_THREAD_SERVER_IMPL, PeerError, PeerProcess, bench_server
 from bench.report import write_report
 from bench.splice import SECTIONS as SPLICEABLE
@@ -42,14 +52,15 @@ from bench.stats import median
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SECTIONS = ("nodes", "tool", "cold", "latency", "aio", "large", "throughput", "aio-server",
-            "stream")
+            "stream", "channels")
 
 MIB = 1 << 20
 
 
 # Seconds one client child may run before it is killed and its row marked failed (full mode;
 # the other modes scale these down).
-CLIENT_TIMEOUT = {"latency": 120.0, "large": 300.0, "throughput": 120.0, "stream": 120.0}
+CLIENT_TIMEOUT = {"latency": 120.0, "large": 300.0, "throughput": 120.0, "stream": 120.0,
+                  "paired-latency": 240.0, "paired-throughput": 240.0}
 
 
 class Mode:
@@ -62,8 +73,11 @@ class Mode:
                  throughput_connections: Sequence[str], client_timeout_scale: float,
                  profiles: bool, stream_count: int = 10000, stream_reps: int = 5,
                  stream_rounds: int = 3, pypy_warmup: int = pypy.PYPY_WARMUP,
-                 node_runs: int = 15, tool_runs: int = 15) -> None:
+                 node_runs: int = 15, tool_runs: int = 15, channel_rounds: int = 5) -> None:
         self.name = name
+        #: Rounds of the long-lived channel rows (bench/channels.py): more than the latency
+        #: section's in quick mode, since they judge a 5% difference.
+        self.channel_rounds = channel_rounds
         #: Rounds of the health probe's cold start (bench/tool_cold.py).
         self.tool_runs = tool_runs
         #: Rounds of the per-interpreter cold start (bench/node_cold.py).
@@ -103,13 +117,13 @@ MODES: Dict[str, Mode] = {
                   large_rounds=1, throughput_threads=8, throughput_calls=250,
                   throughput_rounds=1, throughput_connections=("shared",),
                   client_timeout_scale=0.4, profiles=True, stream_reps=2, stream_rounds=1,
-                  node_runs=5, tool_runs=5),
+                  node_runs=5, tool_runs=5, channel_rounds=3),
     "tiny": Mode("tiny", cold_runs=1, importtime_runs=0, latency_calls=20, latency_warmup=5,
                  latency_rounds=1, large_sizes=(4 * MIB,), large_reps=(1,), large_rounds=1,
                  throughput_threads=2, throughput_calls=20, throughput_rounds=1,
                  throughput_connections=("shared",), client_timeout_scale=0.05,
                  profiles=False, stream_count=200, stream_reps=1, stream_rounds=1,
-                 pypy_warmup=20, node_runs=1, tool_runs=1),
+                 pypy_warmup=20, node_runs=1, tool_runs=1, channel_rounds=1),
 }
 
 #: The request size of the latency and throughput workloads (a CNI request is about 200 bytes).
@@ -147,7 +161,7 @@ def run_client(mode: Mode, workload: str, client: str, socket_path: str,
         # minigrpc's client under PyPy (its longer warm-up is in ``arguments``: warmup_calls).
         python, env, client = PYPY_PYTHON[0], pypy.pypy_env(REPO_ROOT), pypy.PYPY_CLIENTS[client]
     command = [python, "-m", "bench.workloads", workload, "--client", client,
-               "--socket", socket_path, *arguments]
+               *(["--socket", socket_path] if socket_path else []), *arguments]
     try:
         completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, env=env,
                                    timeout=mode.client_timeouts[workload])
@@ -459,6 +473,64 @@ def aio_server_section(mode: Mode, loads: Sequence[str], pypy_available: bool
     return list(rows.values())
 
 
+def channels_section(mode: Mode) -> Dict[str, Any]:
+    """The long-lived channel rows (:mod:`bench.channels`): minigrpc's clients against
+    :data:`bench.channels.SERVERS` echo servers on loopback TCP, every row once per round."""
+    load_start = _load()
+    config = {"size": LATENCY_SIZE, "latency_calls": mode.latency_calls,
+              "warmup": mode.latency_warmup, "threads": mode.throughput_threads,
+              "calls": mode.throughput_calls, "rounds": mode.channel_rounds,
+              "blocks": channels.BLOCKS}
+    rows = channels.new_rows()
+    peers: List[PeerProcess] = []
+    with tempfile.TemporaryDirectory(prefix="mg-bench-") as directory:
+        try:
+            try:
+                for index in range(channels.SERVERS):
+                    peer = bench_server(channels.SERVER_IMPL,
+                                        os.path.join(directory, f"{index}.sock"), REPO_ROOT,
+                                        tcp=True)
+                    peers.append(peer.start())
+            except PeerError as exc:
+                log(f"channels: a {channels.SERVER_IMPL} server did not start: {exc}")
+                for row in rows:
+                    row["errors"].append(str(exc)[:400])
+                rounds = 0
+            else:
+                rounds = mode.channel_rounds
+            targets = [peer.target for peer in peers]
+            for round_index in range(rounds):
+                log(f"channels round {round_index + 1}/{rounds}")
+                for workload, client, arguments, parts in channels.runs(
+                        rows, round_index, targets, config):
+                    if any(_timed_out(row) for row, _ in parts):
+                        continue  # a run that hung once would only hang again
+                    cpu_before = [peer.cpu_seconds() for peer in peers]
+                    result = run_client(mode, workload, client, "", arguments)
+                    split = _cpu_split(cpu_before, [peer.cpu_seconds() for peer in peers])
+                    for row, key in parts:
+                        if "error" in result:
+                            row["errors"].append(result["error"])
+                        else:
+                            channels.record(row, round_index, result[key], split)
+        finally:
+            for peer in peers:
+                peer.stop()
+    return {"rows": rows, "config": config,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            + f" ({mode.name} mode)", "load": load_start, "load_end": _load()}
+
+
+def _cpu_split(before: Sequence[Optional[float]], after: Sequence[Optional[float]]
+               ) -> Optional[List[float]]:
+    """Each server's share of the CPU time all of them used between ``before`` and ``after``,
+    or None where one could not be read."""
+    used = [b - a for a, b in zip(before, after) if a is not None and b is not None]
+    total = sum(used)
+    return [value / total for value in used] if used and len(used) == len(before) and (
+        total > 0) else None
+
+
 def _aio_server_results(mode: Mode, loads: Sequence[str], pypy_available: bool
                         ) -> Dict[str, Any]:
     load_start = _load()
@@ -659,6 +731,8 @@ def run(mode: Mode, sections: Sequence[str], output_dir: str, chart: bool,
         # grpc-go's bench server has the echo only; the three Python libraries serve streams.
         "stream": lambda: stream_section(
             mode, clients, (["minigrpc"] if has_server else []) + ["grpcio", "grpclib"]),
+        # minigrpc's client only: without it there is nothing to compare.
+        "channels": lambda: channels_section(mode) if has_client else None,
     }
     for section in sections:
         log(f"section {section}")
@@ -696,8 +770,9 @@ def _is_repository_docs(output_dir: str) -> bool:
 
 def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]) -> str:
     """``--only nodes`` (the per-interpreter cold start), ``--only cold`` (section 1),
-    ``--only aio`` (the asyncio clients) or ``--only aio-server`` (the asyncio servers): that
-    section alone, spliced into the report."""
+    ``--only aio`` (the asyncio clients), ``--only aio-server`` (the asyncio servers) or
+    ``--only channels`` (the long-lived channel rows): that section alone, spliced into the
+    report."""
     started = time.monotonic()
     results: Dict[str, Any]
     if section == "aio":
@@ -723,6 +798,8 @@ def run_only(mode: Mode, section: str, output_dir: str, json_path: Optional[str]
     elif section == "cold":
         results = {"cold": coldstart.run_section(REPO_ROOT, mode.cold_runs,
                                                  mode.importtime_runs, log)}
+    elif section == "channels":
+        results = {"channels": channels_section(mode)}
     elif section == "tool":
         results = {"tool": tool_cold.run_section(REPO_ROOT, mode.tool_runs, log)}
         results["tool"]["date"] = datetime.datetime.now(datetime.timezone.utc).strftime(

@@ -98,9 +98,12 @@ def _stream(request: bytes, context: Any) -> Any:
 
 
 def _serve_grpc_api(
-    module: Any, socket_path: str, workers: int, options: Sequence[Tuple[str, Any]] = ()
-) -> Any:
-    """grpcio and minigrpc share the server API (``server``, generic handlers, ports)."""
+    module: Any, address: str, workers: int, options: Sequence[Tuple[str, Any]] = ()
+) -> Tuple[Any, int]:
+    """grpcio and minigrpc share the server API (``server``, generic handlers, ports).
+
+    ``address`` is a port address (``unix:PATH`` or ``127.0.0.1:0``); returns the server and
+    the port it bound (0 for a unix socket)."""
     from concurrent import futures
 
     handler = module.method_handlers_generic_handler(
@@ -115,9 +118,9 @@ def _serve_grpc_api(
         options=list(UNLIMITED_MESSAGE_OPTIONS) + list(options),
     )
     server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port("unix:" + socket_path)
+    port = server.add_insecure_port(address)
     server.start()
-    return server
+    return server, port
 
 
 async def _echo_async(request: bytes, context: Any) -> bytes:
@@ -321,11 +324,22 @@ def _wait_for_stop(stop_requested: threading.Event) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str] = None) -> int:
+#: The servers that can listen on loopback TCP instead of a unix socket (``--tcp``).
+TCP_SERVER_IMPLS = ("grpcio", "minigrpc")
+
+
+def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str] = None,
+          tcp: bool = False) -> int:
     """Run one server until stdin closes; returns the exit status.
 
     With ``profile_path``, every thread of the server is profiled (cProfile) from just before
-    the server starts until it stops, and the merged stats are dumped there."""
+    the server starts until it stops, and the merged stats are dumped there.  With ``tcp``
+    (:data:`TCP_SERVER_IMPLS` only), it listens on a free port of 127.0.0.1 instead of
+    ``socket_path``, and its readiness line names it (``READY ipv4:127.0.0.1:PORT``): an
+    address list of several such servers is how the benchmarks reach more than one."""
+    if tcp and impl not in TCP_SERVER_IMPLS:
+        raise SystemExit(f"--tcp: {impl!r} serves unix sockets only")
+    address = "127.0.0.1:0" if tcp else "unix:" + socket_path
     stop_requested = threading.Event()
     _wait_for_stop(stop_requested)
     signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
@@ -344,10 +358,11 @@ def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str]
         _serve_aio(impl, socket_path, stop_requested)
         _dump_profile(profiler, profile_path)
         return 0
+    port = 0  # the port bound, with tcp
     if impl == "grpcio":
         import grpc
 
-        server = _serve_grpc_api(grpc, socket_path, workers)
+        server, port = _serve_grpc_api(grpc, address, workers)
     elif impl in ("minigrpc", IO_THREAD_SERVER_IMPL):
         import minigrpc
 
@@ -355,14 +370,14 @@ def serve(impl: str, socket_path: str, workers: int, profile_path: Optional[str]
         if profiler is not None:
             profiler.start()
         options = IO_THREAD_OPTIONS if impl == IO_THREAD_SERVER_IMPL else ()
-        server = _serve_grpc_api(minigrpc, socket_path, workers, options)
+        server, port = _serve_grpc_api(minigrpc, address, workers, options)
     elif impl == "raw":
         server = _serve_raw(socket_path)
     elif impl == "cni-agent-grpcio":
         server = _serve_cni_agent_grpcio(socket_path, workers)
     else:
         raise SystemExit(f"unknown server implementation {impl!r}")
-    _announce("unix:" + socket_path)
+    _announce(f"ipv4:127.0.0.1:{port}" if tcp else "unix:" + socket_path)
     stop_requested.wait()
     if impl == "raw":
         server.shutdown()
@@ -384,11 +399,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
     parser.add_argument("--impl", choices=SERVER_IMPLS, required=True)
     parser.add_argument("--socket", required=True, help="unix socket path to listen on")
+    parser.add_argument("--tcp", action="store_true",
+                        help="listen on a free port of 127.0.0.1 instead (servers: "
+                        f"{', '.join(TCP_SERVER_IMPLS)})")
     parser.add_argument("--workers", type=int, default=SERVER_WORKERS)
     parser.add_argument("--profile", help="minigrpc and the asyncio servers: dump a cProfile of "
                         "all threads here")
     options = parser.parse_args(argv)
-    return serve(options.impl, options.socket, options.workers, options.profile)
+    return serve(options.impl, options.socket, options.workers, options.profile, options.tcp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -470,6 +488,11 @@ class PeerProcess:
                 if self._ready_prefix is None or text.startswith(self._ready_prefix):
                     return text
 
+    @property
+    def target(self) -> str:
+        """The target its readiness line names (``unix:PATH``, ``ipv4:127.0.0.1:PORT``)."""
+        return self.ready_line[len(READY_PREFIX):] if self._ready_prefix == READY_PREFIX else ""
+
     def cpu_seconds(self) -> Optional[float]:
         """User + system CPU time the child has used so far, all threads (Linux /proc), or
         None where that cannot be read.  CPU per call is steadier than wall time on a busy
@@ -531,8 +554,9 @@ GO_SERVER_IMPL = "grpc-go"
 
 def bench_server(impl: str, socket_path: str, repo_root: str,
                  env: Optional[Dict[str, str]] = None,
-                 profile_path: Optional[str] = None) -> PeerProcess:
-    """A (not yet started) echo server of ``impl`` listening on ``socket_path``.
+                 profile_path: Optional[str] = None, tcp: bool = False) -> PeerProcess:
+    """A (not yet started) echo server of ``impl`` listening on ``socket_path``, or with
+    ``tcp`` on a free loopback port that its :attr:`PeerProcess.target` names once started.
 
     ``grpc-go`` is the Go interop server with grpc-go's default options (``-plain``), built
     on first use by tests/go_peers.py; :class:`tests.go_peers.GoUnavailable` when it cannot be.
@@ -545,6 +569,8 @@ def bench_server(impl: str, socket_path: str, repo_root: str,
                                               "-listen", "unix:" + socket_path],
                            cwd=repo_root, env=env)
     command = [sys.executable, "-m", "bench.peers", "--impl", impl, "--socket", socket_path]
+    if tcp:
+        command.append("--tcp")
     if profile_path is not None:
         command += ["--profile", profile_path]
     return PeerProcess(f"{impl} server", command, cwd=repo_root, env=env)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench import aio_clients, aio_servers, node_cold, tool_cold
+from bench import aio_clients, aio_servers, channels, node_cold, tool_cold
 from bench.node_cold import markdown_table as _table
 from bench.peers import IO_THREAD_SERVER_IMPL
 from bench.stats import median, percentile, ratio
@@ -276,6 +276,7 @@ def targets(results: Dict[str, Any]) -> List[Target]:
                         informational=True))
     found += aio_targets(results)
     found += aio_servers.targets(results)
+    found += channels.targets(results)
     for server, judged in (("grpc-go", True), ("grpcio", False)):
         if latency_p50(results, "minigrpc-pypy", server) is not None:
             found.append(Target(
@@ -765,7 +766,7 @@ def render_markdown(results: Dict[str, Any], chart_name: Optional[str]) -> str:
     for section in (node_cold.render_section, tool_cold.render_section, cold_block,
                     _latency_section, aio_clients.render_section, _large_section,
                     _throughput_section, aio_servers.render_section, _stream_section,
-                    _profiles_section, _method_section,
+                    channels.render_section, _profiles_section, _method_section,
                     _noise_section, _meta_section):
         part = section(results)
         if part:

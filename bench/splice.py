@@ -7,7 +7,8 @@ its rows of the targets table; every other figure, and the chart, stays as the l
 wrote it.  ``nodes`` (:mod:`bench.node_cold`) and ``tool`` (:mod:`bench.tool_cold`) also
 replace their README tables; ``aio`` is the asyncio clients' latency
 (:mod:`bench.aio_clients`), ``aio-server`` the asyncio servers' calls/s and server-stream
-messages/s (:mod:`bench.aio_servers`).
+messages/s (:mod:`bench.aio_servers`), ``channels`` the long-lived channel rows
+(:mod:`bench.channels`).
 
 A report written before a section had markers still gets it: ``nodes`` goes in front of section
 1; ``cold`` replaces the text from its heading to section 2's.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
-from bench import aio_clients, aio_servers, node_cold, tool_cold
+from bench import aio_clients, aio_servers, channels, node_cold, tool_cold
 from bench.node_cold import markdown_table
 from bench.report import (
     COLD_BEGIN,
@@ -65,6 +66,8 @@ SECTIONS: Dict[str, Spliced] = {
                    None, "## 3. ", aio_targets),
     "aio-server": Spliced("aio server", aio_servers.render_section, aio_servers.DOC_BEGIN,
                           aio_servers.DOC_END, None, "## 5. ", aio_servers.targets),
+    "channels": Spliced("channel", channels.render_section, channels.DOC_BEGIN, channels.DOC_END,
+                        None, "## Where minigrpc's time goes", channels.targets),
 }
 
 

@@ -102,7 +102,8 @@ _RUNTIME_PROTOS = (
 #: compatibility table is rendered from this (tools/render_docs.py).
 GRPCIO_NAMES: Tuple[ApiName, ...] = (
     # -- client ---------------------------------------------------------------------------------
-    ApiName("insecure_channel", True, "targets: `unix:`, `unix-abstract:`, `host:port`, `dns:///`"),
+    ApiName("insecure_channel", True, "targets: `unix:`, `unix-abstract:`, `host:port`, "
+            "`dns:///` (every address it resolves to), `ipv4:` and `ipv6:` address lists"),
     ApiName("Channel", True, ""),
     ApiName("UnaryUnaryMultiCallable", True, "`__call__`, `with_call`, `future`"),
     ApiName("UnaryStreamMultiCallable", True, ""),

@@ -7,7 +7,8 @@ Every Markdown file under ``docs/`` (and README.md) may hold generated regions::
     <!-- /generated:http-to-grpc -->
 
 ``python tools/render_docs.py`` rewrites them from the tables in :mod:`minigrpc.protocol.status`,
-:mod:`minigrpc.grpc_alias` and :mod:`cni_client.client`, and the module graph and table from
+:mod:`minigrpc.grpc_alias`, :mod:`minigrpc.driver.channel_args` and :mod:`cni_client.client`, and
+the module graph and table from
 ``tools/architecture.py``; ``--check`` exits 1 (and prints the first difference) when a file is
 stale, which ``tests/docs/test_docs.py`` runs.
 """
@@ -29,6 +30,7 @@ import architecture  # noqa: E402  (tools/architecture.py, beside this script)
 
 from cni_client import client as cni_client_module  # noqa: E402
 from minigrpc import grpc_alias  # noqa: E402
+from minigrpc.driver import channel_args  # noqa: E402
 from minigrpc.http2 import frames  # noqa: E402
 from minigrpc.protocol import codes  # noqa: E402
 
@@ -103,7 +105,64 @@ def grpcio_unit_tests() -> str:
     )
 
 
+def channel_arguments() -> str:
+    """Every channel and server argument and what minigrpc does with it
+    (docs/long-lived-channels.md), read from ``channel_args.ARGUMENTS`` as it stands: a status
+    changed there changes this table, never the other way round."""
+    statuses = (channel_args.IMPLEMENTED, channel_args.DECIDED, channel_args.UNSUPPORTED,
+                channel_args.INERT)
+    counts = {status: sum(1 for argument in channel_args.ARGUMENTS if argument.status == status)
+              for status in statuses}
+    rows = []
+    for argument in channel_args.ARGUMENTS:
+        modules = ", ".join(f"`minigrpc.{module.strip()}`"
+                            for module in argument.module.split(",") if module.strip())
+        note = argument.note.replace("|", "\\|")
+        if argument.fine_values:
+            fine = ", ".join(f"`{value!r}`" for value in argument.fine_values)
+            note += f" (no warning for {fine})"
+        rows.append([f"`{argument.name}`", argument.side, argument.status, note, modules])
+    summary = ", ".join(f"{counts[status]} {status}" for status in statuses)
+    note = (
+        f"{len(channel_args.ARGUMENTS)} entries ({summary}); an argument that means something "
+        "different to a client and to a server has an entry for each. Source: "
+        "`minigrpc.driver.channel_args.ARGUMENTS`.\n\n"
+    )
+    return note + _table(["argument", "end", "status", "what it does, or why not", "read by"],
+                         rows)
+
+
+def _anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    return "".join(c for c in heading.lower() if c.isalnum() or c in " -").replace(" ", "-")
+
+
+def grpc_features() -> str:
+    """The README's rows for grpcio's long-lived channel features: each verdict comes from the
+    statuses of the arguments the feature rests on (``channel_args.FEATURES``)."""
+    doc = "docs/long-lived-channels.md"
+    rows = []
+    for feature in channel_args.FEATURES:
+        parts = [feature.note] if feature.note else []
+        if feature.verdict() != "yes":
+            by_status: Dict[str, List[str]] = {}
+            for name, status in feature.statuses():
+                by_status.setdefault(status, []).append(f"`{name}`")
+            parts += [f"{status}: {', '.join(names)}" for status, names in by_status.items()]
+        parts.append(f"see [{doc}]({doc}#{_anchor(feature.section)})")
+        rows.append([feature.name, feature.verdict(), "; ".join(parts)])
+    note = (
+        "grpcio's features for long-lived channels, which no single name stands for. A "
+        "verdict is \"yes\" only when every argument the feature rests on is carried out, as "
+        "the argument table of docs/long-lived-channels.md has it; otherwise the notes give "
+        "each one's status. Source: `minigrpc.driver.channel_args.FEATURES`.\n\n"
+    )
+    return note + _table(["feature", "on minigrpc", "notes"], rows)
+
+
 RENDERERS: Dict[str, Callable[[], str]] = {
+    "grpc-features": grpc_features,
+    "channel-arguments": channel_arguments,
     "grpc-compatibility": grpc_alias.compatibility_markdown,
     "grpcio-unit-tests": grpcio_unit_tests,
     "http-to-grpc": http_to_grpc,

@@ -29,6 +29,11 @@ option pairs themselves: a key that is not a ``str`` or a value that is not an `
 or ``bytes`` raises TypeError when the channel is made.
 
 It also reads the values: :func:`duration` for the ``*_ms`` arguments and :func:`integer`.
+
+:data:`FEATURES` names grpcio's long-lived channel features (retries, balancing, keepalive...)
+with the arguments each rests on; :meth:`Feature.verdict` derives how far minigrpc carries one
+out from those arguments' statuses, so the README's compatibility rows (rendered by
+``tools/render_docs.py``) never claim more than :data:`ARGUMENTS` says.
 """
 
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
@@ -36,10 +41,12 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 __all__ = [
     "ARGUMENTS",
     "DECIDED",
+    "FEATURES",
     "IMPLEMENTED",
     "INERT",
     "UNSUPPORTED",
     "Argument",
+    "Feature",
     "arguments_to_warn_about",
     "duration",
     "find",
@@ -316,6 +323,93 @@ for _argument in ARGUMENTS:
 def find(name: str, side: str) -> Optional[Argument]:
     """The entry of ``name`` for ``side`` (:data:`CLIENT` or :data:`SERVER`), or None."""
     return _BY_NAME.get((name, side))
+
+
+class Feature(NamedTuple):
+    """One of grpcio's features for long-lived channels that no single API name stands for, and
+    the :data:`ARGUMENTS` entries it rests on, as ``(name, side)``."""
+
+    name: str
+    #: What minigrpc does, beyond the arguments' own statuses.
+    note: str
+    #: The heading of docs/long-lived-channels.md that describes it.
+    section: str
+    arguments: Tuple[Tuple[str, str], ...] = ()
+
+    def statuses(self) -> List[Tuple[str, str]]:
+        """``(argument name, status)`` of each of :attr:`arguments`, as :data:`ARGUMENTS` has
+        it; LookupError for a name it lacks, so that a renamed entry cannot go unnoticed."""
+        found = []
+        for name, side in self.arguments:
+            argument = find(name, side)
+            if argument is None:
+                raise LookupError(f"{self.name}: no {side} argument {name!r} in ARGUMENTS")
+            found.append((name, argument.status))
+        return found
+
+    def verdict(self) -> str:
+        """``yes`` when every argument is carried out (or it rests on none), ``not yet`` when
+        none is, ``partly`` otherwise."""
+        implemented = [status == IMPLEMENTED for _, status in self.statuses()]
+        if all(implemented):
+            return "yes"
+        return "partly" if any(implemented) else "not yet"
+
+
+#: grpcio's long-lived channel features, for the README's compatibility table.
+FEATURES: Tuple[Feature, ...] = (
+    Feature(
+        "service config (`grpc.service_config`)",
+        "validated as grpcio validates it; per method `timeout`, `waitForReady`, "
+        "`maxRequestMessageBytes`, `maxResponseMessageBytes`, `retryPolicy`; per channel "
+        "`retryThrottling` and `loadBalancingConfig`; a config grpcio refuses fails the "
+        "channel with ValueError when it is made",
+        "Service config", (("grpc.service_config", CLIENT),)),
+    Feature(
+        "hedging (`hedgingPolicy`)",
+        "validated when `grpc.experimental.enable_hedging` is set, as grpcio does",
+        "Retries and hedging", (("grpc.experimental.enable_hedging", CLIENT),)),
+    Feature(
+        "retries (gRFC A6)",
+        "`retryPolicy` with its backoff, `grpc-previous-rpc-attempts`, server pushback "
+        "(`grpc-retry-pushback-ms`), throttling, transparent retries of attempts the server "
+        "never saw; `grpc.enable_retries=0` turns them off",
+        "Retries and hedging",
+        (("grpc.enable_retries", CLIENT), ("grpc.per_rpc_retry_buffer_size", CLIENT),
+         ("minigrpc.retry_buffer_size", CLIENT))),
+    Feature(
+        "address lists and name resolution",
+        "`ipv4:` and `ipv6:` lists of addresses; a `dns:` name (or `host:port`) resolves to "
+        "every address, A and AAAA, again when connections fail",
+        "Targets"),
+    Feature(
+        "load balancing: `pick_first`, `round_robin`",
+        "chosen by the service config's `loadBalancingConfig`, else `grpc.lb_policy_name`; "
+        "`pick_first` sticks to the first address that connects, `round_robin` spreads calls "
+        "over every ready one",
+        "Load balancing", (("grpc.lb_policy_name", CLIENT),)),
+    Feature(
+        "warnings for options not carried out",
+        "grpcio ignores unknown options silently; each minigrpc channel logs a warning for "
+        "every option it does not carry out (unknown, not supported, not yet), naming it and "
+        "saying why",
+        "The argument table"),
+    Feature(
+        "client keepalive (gRFC A8)", "", "Keepalive",
+        (("grpc.keepalive_time_ms", CLIENT), ("grpc.keepalive_timeout_ms", CLIENT),
+         ("grpc.http2.ping_timeout_ms", CLIENT), ("grpc.keepalive_permit_without_calls", CLIENT),
+         ("grpc.http2.max_pings_without_data", CLIENT))),
+    Feature(
+        "server keepalive and ping limits (gRFC A9)", "", "Keepalive",
+        (("grpc.keepalive_time_ms", SERVER), ("grpc.keepalive_timeout_ms", SERVER),
+         ("grpc.keepalive_permit_without_calls", SERVER),
+         ("grpc.http2.min_ping_interval_without_data_ms", SERVER),
+         ("grpc.http2.max_ping_strikes", SERVER))),
+    Feature(
+        "server connection management (gRFC A9)", "", "Server connection management",
+        (("grpc.max_connection_idle_ms", SERVER), ("grpc.max_connection_age_ms", SERVER),
+         ("grpc.max_connection_age_grace_ms", SERVER))),
+)
 
 
 def _is_fine(argument: Argument, value: Any) -> bool:

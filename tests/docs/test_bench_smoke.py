@@ -35,7 +35,8 @@ def test_tiny_run_writes_the_report(tmp_path: Path) -> None:
                     "## Cold start of the health probe on each interpreter",
                     "## 1. Cold plugin invocation",
                     "## 2. Warm unary latency", "## 3. Large messages",
-                    "## 4. Server throughput", "## Machine and versions"):
+                    "## 4. Server throughput", "## Long-lived channel features: what they cost",
+                    "## Machine and versions"):
         assert heading in report, heading
     assert not (tmp_path / "benchmarks.png").exists()  # --no-chart
 

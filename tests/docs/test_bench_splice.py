@@ -1,4 +1,4 @@
-"""``python -m bench --only nodes`` (``cold``, ``aio``) replaces its part of docs/benchmarks.md.
+"""``python -m bench --only nodes`` (or another section) replaces its part of docs/benchmarks.md.
 
 The per-interpreter cold start (bench/node_cold.py) takes a couple of minutes, the whole
 benchmark run over twenty: measuring it alone must leave every other figure of the report as its
@@ -109,13 +109,31 @@ def test_only_cold_replaces_section_1_even_without_markers() -> None:
                   "## 1. Cold plugin invocation") == once.replace("\nnew\n", "\nnewer\n")
 
 
+def _spliced_between(tmp_path: Any, results: Dict[str, Any], section: str, before: str,
+                     after: str, begin: str, end: str) -> str:
+    """``--only section`` on a report with a targets table (one row of another area) and the
+    headings ``before`` and ``after``: the spliced text, its section checked to sit between
+    them."""
+    from bench.report import TARGETS_HEADER
+    from bench.splice import splice_report
+
+    header = "| " + " | ".join(TARGETS_HEADER) + " |"
+    report = tmp_path / "benchmarks.md"
+    report.write_text("\n".join(["# Benchmarks", "", header,
+                                 "|" + "|".join("---" for _ in TARGETS_HEADER) + "|",
+                                 "| cold | kept row | <= 1× | 1.00× | **met** |  |", "",
+                                 before, "kept", "", after, "kept too", ""]))
+    splice_report(results, str(tmp_path), section)
+    text: str = report.read_text()
+    assert text.index(before) < text.index(begin) < text.index(end) < text.index(after)
+    return text
+
+
 def test_only_aio_server_judges_medians_and_shows_the_per_round_spread(tmp_path: Any) -> None:
     """``--only aio-server`` splices its section in front of section 5; a ratio is of medians
     over rounds, its spread pairs round *i* with round *i*, and a failed round (None) drops out
     of both."""
     from bench import aio_servers
-    from bench.report import TARGETS_HEADER
-    from bench.splice import splice_report
 
     def row(workload: str, server: str, per_round: list) -> Dict[str, Any]:
         return {"workload": workload, "server": server, "client": "grpcio",
@@ -127,17 +145,8 @@ def test_only_aio_server_judges_medians_and_shows_the_per_round_spread(tmp_path:
         row("calls", "grpcio-aio", [2000.0, 2600.0, 2500.0]),
         row("calls", "grpclib", [2000.0, 2000.0, 2000.0]),
         row("stream", "minigrpc-aio", [50000.0]), row("stream", "grpclib", [20000.0])]}
-    header = "| " + " | ".join(TARGETS_HEADER) + " |"
-    report = tmp_path / "benchmarks.md"
-    report.write_text("\n".join(["# Benchmarks", "", header,
-                                 "|" + "|".join("---" for _ in TARGETS_HEADER) + "|",
-                                 "| cold | kept row | <= 1× | 1.00× | **met** |  |", "",
-                                 "## 4. Server throughput", "kept", "", "## 5. Server streams",
-                                 "kept too", ""]))
-    splice_report(results, str(tmp_path), "aio-server")
-    text = report.read_text()
-    assert text.index("## 4. Server throughput") < text.index(aio_servers.DOC_BEGIN)
-    assert text.index(aio_servers.DOC_END) < text.index("## 5. Server streams")
+    text = _spliced_between(tmp_path, results, "aio-server", "## 4. Server throughput",
+                            "## 5. Server streams", aio_servers.DOC_BEGIN, aio_servers.DOC_END)
     # Median 2800 over 2500 (grpcio-aio) and over 2000; rounds 1 and 2 pair up, round 3 fails.
     assert ("| calls/s, grpcio client, 1 connection | minigrpc-aio / grpcio-aio | >= 0.9× | "
             "1.12× | 1.00 – 1.50 | **met** | 1.00× |") in text
@@ -214,3 +223,56 @@ def test_only_tool_replaces_its_section_rows_and_readme_table(tmp_path: Path) ->
     spliced = readme.read_text(encoding="utf-8")
     assert "plugin table" in spliced and "\nold\n" not in spliced
     assert "| CPython 3.6.15 | 10.0 | 31.0 (3.1×) |" in spliced
+
+
+def test_only_channels_judges_each_feature_against_the_same_client_without_it(
+        tmp_path: Any) -> None:
+    """``--only channels`` splices its section in front of the profiles; each ratio is the
+    feature's median over the same client's without it, with the per-round spread and the
+    client CPU ratio; the rows of a pair swap places every other round."""
+    from bench import channels
+
+    rows = channels.new_rows()
+    config = {"size": 200, "latency_calls": 100, "warmup": 10, "blocks": 4, "threads": 8,
+              "calls": 100}
+    for round_index in (0, 1):
+        retry, balancing, aio = channels.runs(rows, round_index,
+                                              ["ipv4:1.2.3.4:5", "ipv4:[::1]:6"], config)
+        # Each pair shares one child, B first every other round; the balancing pairs with the
+        # address list of every server.
+        for workload, run in (("paired-latency", retry), ("paired-throughput", balancing),
+                              ("paired-throughput", aio)):
+            assert run[0] == workload and ("--b-first" in run[2]) == bool(round_index)
+            assert [part[1] for part in run[3]] == ["a", "b"]
+        assert [row["variant"] for row, _ in balancing[3]] == ["pick_first", "round_robin"]
+        assert balancing[1] == "minigrpc" and aio[1] == "minigrpc-aio"
+        assert "ipv4:1.2.3.4:5,[::1]:6" in balancing[2]
+    figures = {("retry", "no service config"): [[100.0, 300.0], [200.0]],
+               ("retry", "retryPolicy"): [[104.0, 320.0], [190.0]],
+               ("balancing", "pick_first"): [[1000.0], [2000.0]],
+               ("balancing", "round_robin"): [[1100.0], [1600.0]]}
+    for row in rows:
+        for index, value in enumerate(figures[(row["kind"], row["variant"])]):
+            cpu = 50.0 * (1.1 if row["variant"] in ("retryPolicy", "round_robin") else 1.0)
+            result = ({"samples_us": value, "cpu_us_per_call": cpu} if row["kind"] == "retry"
+                      else {"calls_per_s": value[0], "cpu_us_per_call": cpu})
+            if row["variant"] == "round_robin" and row["client"] == "minigrpc-aio" and index:
+                continue  # its second round failed: it drops out of the spread
+            channels.record(row, index, result, [1.0, 0.0, 0.0])
+    results = {"channels": {"rows": rows, "config": {"rounds": 2}}}
+    text = _spliced_between(tmp_path, results, "channels", "## 5. Server streams",
+                            "## Where minigrpc's time goes (cProfile)", channels.DOC_BEGIN,
+                            channels.DOC_END)
+    # p50 of all samples: 200 without, 190 with; per round 212/200 and 190/200.
+    assert ("| p50: minigrpc client with a retryPolicy that never fires / without (grpcio "
+            "server) | <= 1.05× | 0.95× | 0.95 – 1.06 | **met** | 1.10× |") in text
+    # Medians over rounds: 1350 over 1500; per round 1.10 and 0.80.
+    assert ("| channel | calls/s: minigrpc client, round_robin over 3 grpcio servers / "
+            "pick_first | >= 0.9× | 0.90× (0.80–1.10 per round) | **met** | 1.10× |") in text
+    # Round 2 of round_robin failed: 1100 over pick_first's median 1500, round 1 alone paired.
+    assert ("| channel | calls/s: minigrpc-aio client, round_robin over 3 grpcio servers / "
+            "pick_first | >= 0.9× | 0.73× (1.10–1.10 per round) | **not met** | 1.10× |") in text
+    assert "| minigrpc, pick_first | 1,500 calls/s | 1,000 – 2,000 | 50.0 |  |" in text
+    assert ("| minigrpc, round_robin | 1,350 calls/s | 1,100 – 1,600 | 55.0 | 100% / 0% / 0% "
+            "|") in text
+    assert "| cold | kept row |" in text

@@ -13,10 +13,12 @@ from minigrpc.driver.channel_args import (
     ARGUMENTS,
     CLIENT,
     DECIDED,
+    FEATURES,
     IMPLEMENTED,
     INERT,
     SERVER,
     UNSUPPORTED,
+    Feature,
     arguments_to_warn_about,
     duration,
     find,
@@ -152,3 +154,19 @@ def test_values_are_read_as_grpc_core_reads_them() -> None:
             integer(bad, "grpc.x")
     assert option_value([("a", 1), ("b", 2), ("a", 3)], "a") == 3
     assert option_value(None, "a") is None
+
+
+def test_a_features_verdict_follows_its_arguments_statuses() -> None:
+    """The README's verdicts are computed, never typed: every argument of FEATURES is in the
+    table, and one argument not carried out turns "yes" into "partly" or "not yet"."""
+    for feature in FEATURES:
+        assert len(feature.statuses()) == len(feature.arguments), feature.name
+    done = ("grpc.max_connection_idle_ms", SERVER)
+    not_done = ("grpc.http2.settings_timeout", CLIENT)
+    assert find(*done).status == IMPLEMENTED and find(*not_done).status == UNSUPPORTED
+    assert Feature("f", "", "s").verdict() == "yes"
+    assert Feature("f", "", "s", (done,)).verdict() == "yes"
+    assert Feature("f", "", "s", (done, not_done)).verdict() == "partly"
+    assert Feature("f", "", "s", (not_done,)).verdict() == "not yet"
+    with pytest.raises(LookupError, match=r"no client argument 'grpc\.no_such_thing'"):
+        Feature("f", "", "s", (("grpc.no_such_thing", CLIENT),)).statuses()

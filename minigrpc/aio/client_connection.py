@@ -73,10 +73,9 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
         #: next write, whichever comes first; :meth:`_settle`).
         self._unsent: List[bytes] = []
         #: Client keepalive (:mod:`minigrpc.driver.client_keepalive`), None when the channel
-        #: does not ping, and its one timer on the loop.
+        #: does not ping; it keeps its one timer on the loop.
         self._keepalive = None if options.keepalive is None else options.keepalive.connection(
             self.protocol, time.monotonic())
-        self._keepalive_timer: Optional[asyncio.TimerHandle] = None
 
     def keep_session(self, keeper: Callable[[], bool]) -> None:
         """Run ``keeper`` now and as data arrives, until it has kept the session."""
@@ -171,13 +170,11 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
     def _arm_keepalive(self) -> None:
         """(Re)arm the keepalive timer when the keepalive wants it sooner than it is armed."""
         assert self._keepalive is not None
-        due = self._keepalive.timer_due()
-        if due is None or self._closed:
-            return
-        if self._keepalive_timer is not None:
-            self._keepalive_timer.cancel()
-        self._keepalive_timer = self._loop.call_later(
-            max(0.0, due - time.monotonic()), self._keepalive_due)
+        if not self._closed:
+            self._keepalive.arm(time.monotonic(), self._start_keepalive_timer)
+
+    def _start_keepalive_timer(self, delay: float) -> asyncio.TimerHandle:
+        return self._loop.call_later(delay, self._keepalive_due)
 
     def _keepalive_due(self) -> None:
         """The keepalive timer went off: write a PING, or give the connection up (its calls
@@ -185,7 +182,6 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
         waiting for a peer that reads nothing)."""
         keepalive = self._keepalive
         assert keepalive is not None
-        self._keepalive_timer = None
         if self._closed:
             return
         events = keepalive.on_timer(time.monotonic())
@@ -199,9 +195,8 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
             transport.abort()
 
     def _stop_keepalive(self) -> None:
-        if self._keepalive_timer is not None:
-            self._keepalive_timer.cancel()
-            self._keepalive_timer = None
+        if self._keepalive is not None:
+            self._keepalive.stop()
 
     # -- state ----------------------------------------------------------------------------
 

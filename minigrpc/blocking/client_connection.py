@@ -119,11 +119,9 @@ class BlockingClientConnection:
         #: A watch thread reads this connection while it is idle (:meth:`watch`).
         self._watching = False
         #: Client keepalive (:mod:`minigrpc.driver.client_keepalive`), None when the channel
-        #: does not ping; its one timer thread, and the number of the timer armed last.
+        #: does not ping; it keeps its one timer (a thread while armed).
         self._keepalive = None if options.keepalive is None else options.keepalive.connection(
             self.protocol, time.monotonic())
-        self._keepalive_timer: Optional[threading.Timer] = None
-        self._keepalive_armed = 0
         if self._keepalive is not None:
             self._arm_keepalive_locked()
 
@@ -559,21 +557,17 @@ class BlockingClientConnection:
     def _arm_keepalive_locked(self) -> None:
         """(Re)arm the keepalive timer when the keepalive wants it sooner than it is armed."""
         assert self._keepalive is not None
-        due = self._keepalive.timer_due()
-        if due is None or self._closed:
-            return
-        if self._keepalive_timer is not None:
-            self._keepalive_timer.cancel()
-        self._keepalive_armed += 1
-        timer = threading.Timer(
-            max(0.0, due - time.monotonic()), self._keepalive_due, (self._keepalive_armed,)
-        )
+        if not self._closed:
+            self._keepalive.arm(time.monotonic(), self._start_keepalive_timer)
+
+    def _start_keepalive_timer(self, delay: float) -> threading.Timer:
+        timer = threading.Timer(delay, self._keepalive_due)
         timer.daemon = True
         timer.name = "minigrpc-keepalive"
-        self._keepalive_timer = timer
         timer.start()
+        return timer
 
-    def _keepalive_due(self, armed: int) -> None:
+    def _keepalive_due(self) -> None:
         """The keepalive timer went off (on its own thread): ping, or give the connection up.
 
         What arrived while nobody read the socket (an idle connection, or a call whose
@@ -582,9 +576,8 @@ class BlockingClientConnection:
         keepalive = self._keepalive
         assert keepalive is not None
         with self._lock:
-            if armed != self._keepalive_armed or self._closed:
-                return  # replaced by a sooner timer, or the connection is gone
-            self._keepalive_timer = None
+            if self._closed:
+                return
             self._take_in_locked(lambda: not self._closed and self.protocol.failure is None)
             if self._closed or self.protocol.failure is not None:
                 return
@@ -680,9 +673,8 @@ class BlockingClientConnection:
         if self._closed:
             return
         self._closed = True
-        if self._keepalive_timer is not None:
-            self._keepalive_timer.cancel()
-            self._keepalive_timer = None
+        if self._keepalive is not None:
+            self._keepalive.stop()
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:

@@ -400,8 +400,12 @@ def option_value(options: Optional[Iterable[Tuple[Any, Any]]], name: str) -> Any
 
 
 def integer(value: Any, name: str) -> int:
-    """An integer argument's value; ValueError naming the argument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, str, bytes)):
+    """An integer argument's value; ValueError naming the argument otherwise.  A bool counts
+    as 0 or 1: grpcio's Python layer passes any ``int`` on as an integer argument, so
+    ``("grpc.keepalive_permit_without_calls", True)`` means 1 there."""
+    if isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, (int, str, bytes)):
         raise ValueError(f"option {name!r} must be an integer, got {value!r}")
     try:
         return int(value)

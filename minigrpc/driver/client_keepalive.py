@@ -14,9 +14,10 @@ closes:
   any frame is life, not only the PING's ACK), each call about to send its HEADERS
   (:meth:`~ConnectionKeepalive.call_starting`, which may queue a PING first) and each request
   message (:meth:`~ConnectionKeepalive.data_sent`), and every GOAWAY
-  (:meth:`~ConnectionKeepalive.goaway_received`).  After each of these it asks
-  :meth:`~ConnectionKeepalive.timer_due` whether its timer must be armed sooner, and when the
-  timer goes off calls :meth:`~ConnectionKeepalive.on_timer`: the PING is queued on the
+  (:meth:`~ConnectionKeepalive.goaway_received`).  When the connection starts, when a call
+  starts and after each time the timer went off it calls :meth:`~ConnectionKeepalive.arm`,
+  which (re)arms the transport's one timer if it must go off sooner, and when the timer goes
+  off it calls :meth:`~ConnectionKeepalive.on_timer`: the PING is queued on the
   protocol, or, when nothing arrived within the timeout, the connection is given up
   (GOAWAY(ENHANCE_YOUR_CALM, "ping_timeout"), its calls UNAVAILABLE) and the transport closes
   it and reports it lost, so the channel goes IDLE and the next call reconnects, as grpcio's
@@ -24,7 +25,7 @@ closes:
 
 The timer is re-armed lazily: reads do not move it (that would cost a timer operation per read);
 when it goes off early, :meth:`~ConnectionKeepalive.on_timer` does nothing and
-:meth:`~ConnectionKeepalive.timer_due` gives the new time.  A connection without calls (and
+:meth:`~ConnectionKeepalive.arm` sets it for the new time.  A connection without calls (and
 without ``grpc.keepalive_permit_without_calls``) has no timer at all, so idle channels cost no
 CPU between PINGs.
 
@@ -32,7 +33,7 @@ Like the protocol state it drives, nothing here is thread-safe: the blocking tra
 under the connection's lock, the asyncio one from the event loop.
 """
 
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple
 
 from ..http2.frames import ENHANCE_YOUR_CALM
 from ..protocol.client_protocol import CallEvent, ClientGrpcConnection
@@ -46,6 +47,14 @@ from .keepalive import (
     keepalive_time_after_too_many_pings,
 )
 from .logs import get_logger
+
+if TYPE_CHECKING:  # pragma: no cover - what a transport's timer offers
+    from typing import Protocol
+
+    class Timer(Protocol):
+        """A transport's armed timer: a ``threading.Timer``, an ``asyncio.TimerHandle``."""
+
+        def cancel(self) -> None: ...
 
 __all__ = ["PING_TIMEOUT_DETAILS", "ChannelKeepalive", "ConnectionKeepalive"]
 
@@ -93,7 +102,7 @@ class ChannelKeepalive:
 class ConnectionKeepalive:
     """One connection's keepalive: its :class:`KeepalivePinger` and its protocol state."""
 
-    __slots__ = ("_calmed", "_channel", "_protocol", "_timer_at", "pinger")
+    __slots__ = ("_calmed", "_channel", "_protocol", "_timer", "_timer_at", "pinger")
 
     def __init__(
         self, channel: ChannelKeepalive, protocol: ClientGrpcConnection, now: float
@@ -102,7 +111,8 @@ class ConnectionKeepalive:
         self._protocol = protocol
         options = channel.options
         self.pinger = KeepalivePinger(options, now, options.permit_without_calls, channel.time)
-        #: When the transport's timer is armed to go off (None: it is not).
+        #: The transport's timer, and when it is armed to go off (None: it is not).
+        self._timer: Optional[Timer] = None
         self._timer_at: Optional[float] = None
         #: This connection's too_many_pings was counted (a second GOAWAY doubles nothing).
         self._calmed = False
@@ -140,11 +150,29 @@ class ConnectionKeepalive:
         self._timer_at = due
         return due
 
+    def arm(self, now: float, start: "Callable[[float], Timer]") -> None:
+        """Arm the transport's one timer if :meth:`timer_due` says so: the timer armed before
+        is cancelled and ``start(delay)`` starts the new one, which calls :meth:`on_timer`.
+        A timer that goes off after it was replaced only finds nothing due."""
+        due = self.timer_due()
+        if due is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = start(max(0.0, due - now))
+
+    def stop(self) -> None:
+        """The connection closed: cancel its timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = None
+
     def on_timer(self, now: float) -> List[CallEvent]:
         """The transport's timer went off: queue a PING, or give a dead connection up (the
         events of its calls' ends, and :class:`ConnectionFailed` last: the transport closes the
-        connection and reports it lost).  Then ask :meth:`timer_due` again."""
-        self._timer_at = None
+        connection and reports it lost).  Then :meth:`arm` again."""
+        self._timer = self._timer_at = None
         protocol = self._protocol
         if protocol.failure is not None:
             return []

@@ -169,7 +169,8 @@ def test_values_are_read_as_grpc_core_reads_them() -> None:
     for never in (0, -1, 2**31 - 1, 2**40):
         assert duration(never, "x") is None
     assert integer(b"12", "x") == 12
-    for bad in ("soon", 1.5, True, None):
+    assert integer(True, "x") == 1  # grpcio passes a bool on as the integer it is
+    for bad in ("soon", 1.5, None):
         with pytest.raises(ValueError, match=r"'grpc\.x' must be an integer"):
             integer(bad, "grpc.x")
     assert option_value([("a", 1), ("b", 2), ("a", 3)], "a") == 3

@@ -116,3 +116,40 @@ def test_too_many_pings_doubles_the_channel_keepalive_time_once_per_connection()
     server.start(make_call(b"hi"))
     assert second.timer_due() == 12.0  # the doubled time, for the next connection
     assert first.pinger.time == 1.0  # the first keeps its own
+
+
+class Timers:
+    """The transport's side of :meth:`ConnectionKeepalive.arm`: the timers it was asked to start
+    (a delay each) and the ones cancelled."""
+
+    def __init__(self) -> None:
+        self.started: List[float] = []
+        self.cancelled: List[int] = []
+
+    def start(self, delay: float) -> "Timers.Handle":
+        self.started.append(delay)
+        return Timers.Handle(self, len(self.started) - 1)
+
+    class Handle:
+        def __init__(self, timers: "Timers", index: int) -> None:
+            self.timers, self.index = timers, index
+
+        def cancel(self) -> None:
+            self.timers.cancelled.append(self.index)
+
+
+def test_one_timer_per_connection_rearmed_only_when_due_sooner() -> None:
+    server, keepalive = connected(channel_keepalive())
+    timers = Timers()
+    keepalive.arm(0.0, timers.start)
+    assert timers.started == []  # no call: nothing armed
+    keepalive.call_starting(0.0)
+    server.start(make_call(b"hi"))
+    keepalive.arm(0.0, timers.start)
+    keepalive.arm(0.2, timers.start)  # armed already for 1.0
+    assert timers.started == [1.0] and timers.cancelled == []
+    keepalive.on_timer(1.0)  # it went off: PING
+    keepalive.arm(1.0, timers.start)
+    assert timers.started == [1.0, 0.5]  # the timeout after the PING
+    keepalive.stop()
+    assert timers.cancelled == [1]

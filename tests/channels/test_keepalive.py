@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import queue
+import threading
 import time
 from typing import Any, Iterator, List, Tuple
 
@@ -27,7 +28,7 @@ import minigrpc
 from minigrpc import ChannelConnectivity, aio
 from minigrpc.http2.frames import ENHANCE_YOUR_CALM
 from tests.support.blackhole_proxy import BlackholeProxy
-from tests.support.channel_peers import APIS, UNARY, BehaviourServer, aio_unary, unary
+from tests.support.channel_peers import APIS, STREAM, UNARY, BehaviourServer, aio_unary, unary
 from tests.support.scripted_peer import RawConn, ScriptedServer
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -197,6 +198,33 @@ def test_a_healthy_connection_is_never_given_up(
 
         count = asyncio.run(main())
     assert count >= 5
+    assert proxy.accepted == 1
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_call_nobody_reads_keeps_its_healthy_connection(
+    api: str, proxied: Tuple[BehaviourServer, BlackholeProxy]
+) -> None:
+    """A response stream the application does not read for a second, on a 200 ms keepalive:
+    the PINGs' ACKs arrive while nobody reads the socket (the blocking channel has no reader
+    thread), and still count as life, so the call gets its response."""
+    _server, proxy = proxied
+    metadata = (("x-wait", "1000"), ("x-count", "1"))
+    if api == "blocking":
+        with minigrpc.insecure_channel(proxy.target, options=HEALTHY_OPTIONS) as channel:
+            responses = channel.unary_stream(STREAM)(b"hi", metadata=metadata, timeout=10)
+            assert not responses.done()
+            threading.Event().wait(1.2)  # the application is busy: nobody reads
+            assert list(responses) == [b"hi"]
+    else:
+
+        async def main() -> None:
+            async with aio.insecure_channel(proxy.target, options=HEALTHY_OPTIONS) as channel:
+                call = channel.unary_stream(STREAM)(b"hi", metadata=metadata, timeout=10)
+                await asyncio.sleep(1.2)
+                assert [response async for response in call] == [b"hi"]
+
+        asyncio.run(main())
     assert proxy.accepted == 1
 
 

@@ -159,6 +159,8 @@ MODULES: Dict[str, str] = {
     "driver.hedging": "hedged calls: several attempts in flight, the first answer wins",
     "driver.keepalive": "keepalive PINGs, dead connections, and the server's limits on a "
                         "client's PINGs",
+    "driver.client_keepalive": "client keepalive per connection, carried out alike by both "
+                               "client transports: PING, dead connection, too_many_pings",
     "driver.balancing": "pick_first and round_robin: which address a call goes to, and the "
                         "channel's state",
     "driver.channel_args": "every channel and server argument, what minigrpc does with it, and "

@@ -29,7 +29,7 @@ from ..driver.attempts import CHANNEL_CLOSED, deadline_status, passed
 from ..driver.channel_core import TransportOptions
 from ..driver.invocation import CANCELLED
 from ..net.sockets import ReadBuffers, client_tracer, os_error_text
-from ..protocol.client_protocol import CallEvent, CallFinished, ClientCall
+from ..protocol.client_protocol import CallEvent, CallFinished, ClientCall, GoAwayReceived
 from ..protocol.grpc_connection import Message
 from ..protocol.status import CallStatus
 
@@ -72,6 +72,10 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
         #: What a read made the protocol queue, written at the loop's next turn (or with the
         #: next write, whichever comes first; :meth:`_settle`).
         self._unsent: List[bytes] = []
+        #: Client keepalive (:mod:`minigrpc.driver.client_keepalive`), None when the channel
+        #: does not ping; it keeps its one timer on the loop.
+        self._keepalive = None if options.keepalive is None else options.keepalive.connection(
+            self.protocol, time.monotonic())
 
     def keep_session(self, keeper: Callable[[], bool]) -> None:
         """Run ``keeper`` now and as data arrives, until it has kept the session."""
@@ -87,6 +91,9 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        if self._keepalive is not None:
+            self._keepalive.received(time.monotonic())  # the handshake counts as life
+            self._arm_keepalive()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reads.get_buffer()
@@ -99,13 +106,23 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
             self._tracer.received(data)
         if self._session_keeper is not None and self._session_keeper():
             self._session_keeper = None
-        self._settle(self.protocol.receive_data(data), flush_soon=True)
+        keepalive = self._keepalive
+        if keepalive is None:
+            self._settle(self.protocol.receive_data(data), flush_soon=True)
+            return
+        keepalive.received(time.monotonic())
+        events = self.protocol.receive_data(data)
+        for event in events:
+            if type(event) is GoAwayReceived:
+                keepalive.goaway_received(event.error_code, event.debug_data)
+        self._settle(events, flush_soon=True)
 
     def eof_received(self) -> Optional[bool]:
         return False  # close our side too: HTTP/2 has no half-closed connection
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self._closed = True
+        self._stop_keepalive()
         self._writable.set()
         if isinstance(exc, OSError):
             self._read_what_is_left()
@@ -147,6 +164,39 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         self._writable.set()
         self._wake()
+
+    # -- keepalive (gRFC A8; minigrpc.driver.client_keepalive) -----------------------------
+
+    def _arm_keepalive(self) -> None:
+        """(Re)arm the keepalive timer when the keepalive wants it sooner than it is armed."""
+        assert self._keepalive is not None
+        if not self._closed:
+            self._keepalive.arm(time.monotonic(), self._start_keepalive_timer)
+
+    def _start_keepalive_timer(self, delay: float) -> asyncio.TimerHandle:
+        return self._loop.call_later(delay, self._keepalive_due)
+
+    def _keepalive_due(self) -> None:
+        """The keepalive timer went off: write a PING, or give the connection up (its calls
+        end UNAVAILABLE, the channel hears it is lost, and the socket is dropped without
+        waiting for a peer that reads nothing)."""
+        keepalive = self._keepalive
+        assert keepalive is not None
+        if self._closed:
+            return
+        events = keepalive.on_timer(time.monotonic())
+        if self.protocol.failure is None:
+            self.flush()
+            self._arm_keepalive()
+            return
+        transport = self._transport
+        self._settle(events)  # writes the GOAWAY, reports the loss, closes (no call is left)
+        if transport is not None:
+            transport.abort()
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.stop()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -272,8 +322,7 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
                 return True
             return False
         # HEADERS and the request's DATA go out in one write (one wake-up of the server).
-        events = protocol.start_call(call)
-        self.started = True
+        events = self._start_call(call)
         await self.write_request(call, deadline)
         if call.done:  # refused before it started (a header block too large, say)
             self._settle(events)
@@ -291,11 +340,21 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
         The caller registers :meth:`when_finished` first: a call refused before it started
         (a header block too large, say) ends here.
         """
-        events = self.protocol.start_call(call)
-        self.started = True
-        self._settle(events)
+        self._settle(self._start_call(call))
         # A unary request's last message carries END_STREAM: it is all out once that is.
         return (call.done or call.request_complete) and self._writable.is_set()
+
+    def _start_call(self, call: ClientCall) -> List[CallEvent]:
+        """Queue the call's HEADERS (after a keepalive PING, if one is due: gRFC A8)."""
+        keepalive = self._keepalive
+        if keepalive is None:
+            events = self.protocol.start_call(call)
+        else:
+            keepalive.call_starting(time.monotonic())
+            events = self.protocol.start_call(call)
+            self._arm_keepalive()
+        self.started = True
+        return events
 
     def when_finished(self, call: ClientCall, on_finished: Callable[[], None]) -> None:
         """Run ``on_finished()`` once ``call`` has its status, from whatever ended it (a read,
@@ -322,6 +381,8 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
     ) -> bool:
         """Queue one request message and wait until it is written; False if the call ended."""
         self.protocol.send_message(call, framed, last)
+        if self._keepalive is not None:
+            self._keepalive.data_sent()
         await self.write_request(call, deadline)
         return not call.done
 
@@ -364,6 +425,7 @@ class AsyncClientConnection(asyncio.BufferedProtocol):
         events = self.protocol.close(status or CHANNEL_CLOSED)
         self.flush()  # the GOAWAY, unless one went out already
         self._closed = True
+        self._stop_keepalive()
         transport, self._transport = self._transport, None
         if transport is not None:
             transport.close()

@@ -118,6 +118,12 @@ class BlockingClientConnection:
         self._local = threading.local()
         #: A watch thread reads this connection while it is idle (:meth:`watch`).
         self._watching = False
+        #: Client keepalive (:mod:`minigrpc.driver.client_keepalive`), None when the channel
+        #: does not ping; it keeps its one timer (a thread while armed).
+        self._keepalive = None if options.keepalive is None else options.keepalive.connection(
+            self.protocol, time.monotonic())
+        if self._keepalive is not None:
+            self._arm_keepalive_locked()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -186,6 +192,8 @@ class BlockingClientConnection:
 
         def send_locked(call: ClientCall, deadline: Optional[float]) -> bool:
             self.protocol.send_message(call, framed, last)
+            if self._keepalive is not None:
+                self._keepalive.data_sent()
             self._settle([])
             self._write_request_locked(call, deadline)
             return not call.done
@@ -286,7 +294,12 @@ class BlockingClientConnection:
                 self._settle(self.protocol.abandon(call, deadline_status()))
                 return True
             return False
+        keepalive = self._keepalive
+        if keepalive is not None:
+            keepalive.call_starting(time.monotonic())  # may queue a PING before the HEADERS
         self._settle(self.protocol.start_call(call))
+        if keepalive is not None:
+            self._arm_keepalive_locked()
         # Only now: "used and idle" read by another thread between ``_used = True`` and
         # ``start_call`` would call a connection that has not had a call yet stale, and closing
         # it would end the calls that are starting on it "Channel closed!" (seen on PyPy).
@@ -447,9 +460,13 @@ class BlockingClientConnection:
         noticed here; noticing it before sending lets the call go to a new connection instead of
         failing: after a lost connection or a GOAWAY the next call reconnects.
         """
+        self._take_in_locked(lambda: self.usable)
+
+    def _take_in_locked(self, more: Callable[[], bool]) -> None:
+        """Read and absorb what the socket holds already, without waiting, while ``more()``."""
         # Only while nobody holds the reader role (checked again after every _absorb(), which
         # may release the lock to write): one poll()/recv() per socket at a time.
-        while self.usable and not self._reading:
+        while more() and not self._reading:
             try:
                 if not self._readable(0):
                     return
@@ -501,6 +518,8 @@ class BlockingClientConnection:
         elif data is not None:
             if self._tracer is not None:
                 self._tracer.received(data)
+            if self._keepalive is not None:
+                self._keepalive.received(time.monotonic())
             self._settle(self.protocol.receive_data(data))
         if self.protocol.failure is not None:
             self._shutdown_locked()
@@ -525,11 +544,49 @@ class BlockingClientConnection:
                     self._report_unusable()
                 elif isinstance(event, GoAwayReceived):
                     _LOG.debug("%s sent GOAWAY %s", self.target.display, event)
+                    if self._keepalive is not None:
+                        self._keepalive.goaway_received(event.error_code, event.debug_data)
                     self._report_unusable()
             self._changed.notify_all()
         if self._outbox and not self._writing:
             # Write now; the lock is released during the send (writer role).
             self._write_locked()
+
+    # -- keepalive (gRFC A8; minigrpc.driver.client_keepalive) -----------------------------
+
+    def _arm_keepalive_locked(self) -> None:
+        """(Re)arm the keepalive timer when the keepalive wants it sooner than it is armed."""
+        assert self._keepalive is not None
+        if not self._closed:
+            self._keepalive.arm(time.monotonic(), self._start_keepalive_timer)
+
+    def _start_keepalive_timer(self, delay: float) -> threading.Timer:
+        timer = threading.Timer(delay, self._keepalive_due)
+        timer.daemon = True
+        timer.name = "minigrpc-keepalive"
+        timer.start()
+        return timer
+
+    def _keepalive_due(self) -> None:
+        """The keepalive timer went off (on its own thread): ping, or give the connection up.
+
+        What arrived while nobody read the socket (an idle connection, or a call whose
+        application is not reading) is taken in first: it is life, and only the reader knows.
+        """
+        keepalive = self._keepalive
+        assert keepalive is not None
+        with self._lock:
+            if self._closed:
+                return
+            self._take_in_locked(lambda: not self._closed and self.protocol.failure is None)
+            if self._closed or self.protocol.failure is not None:
+                return
+            events = keepalive.on_timer(time.monotonic())
+            if self.protocol.failure is not None:
+                self._send_last_words_locked()  # the GOAWAY, if the socket takes it at once
+            self._settle(events)
+            self._arm_keepalive_locked()
+        self._drain_outbox()
 
     def _report_unusable(self) -> None:
         if self._on_unusable is not None:
@@ -616,6 +673,8 @@ class BlockingClientConnection:
         if self._closed:
             return
         self._closed = True
+        if self._keepalive is not None:
+            self._keepalive.stop()
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -639,13 +698,17 @@ class BlockingClientConnection:
             if self._closed:
                 return
             self.protocol.close(status or CHANNEL_CLOSED)
-            data = self.protocol.data_to_send()  # the GOAWAY, unless one went out already
-            if data and not self._writing and not self._outbox and self._write_error is None:
-                # Best effort and never blocking: a peer that does not read gets no GOAWAY.
-                try:
-                    sent = self._sock.send(data, self._dontwait) if self._dontwait else 0
-                    self._trace_sent(data[:sent])
-                except OSError:
-                    pass
+            self._send_last_words_locked()  # the GOAWAY, unless one went out already
             self._shutdown_locked()
             self._changed.notify_all()
+
+    def _send_last_words_locked(self) -> None:
+        """Write what the protocol queued (a closing GOAWAY) if the socket takes it at once:
+        best effort and never blocking, so a peer that does not read gets no GOAWAY."""
+        data = self.protocol.data_to_send()
+        if data and not self._writing and not self._outbox and self._write_error is None:
+            try:
+                sent = self._sock.send(data, self._dontwait) if self._dontwait else 0
+                self._trace_sent(data[:sent])
+            except OSError:
+                pass

@@ -109,6 +109,7 @@ _NO_XDS = "xDS and grpclb are not implemented"
 _NO_HEALTH = "client-side health checking is not implemented"
 _CORE_TCP = "tunes gRPC core's TCP reads and writes; minigrpc reads with its own sizes"
 _NO_CHANNELZ = "channelz is not implemented"
+_KEEPALIVE = "driver.keepalive, driver.client_keepalive"
 
 #: Every argument, by name and side.
 ARGUMENTS: Tuple[Argument, ...] = (
@@ -151,17 +152,25 @@ ARGUMENTS: Tuple[Argument, ...] = (
     _unsupported("grpc.http2.max_inflight_pings", BOTH, "one keepalive PING is in flight at a "
                  "time"),
     _inert("grpc.http2.min_time_between_pings_ms", CLIENT, "deprecated; grpcio 1.85 ignores it"),
-    # -- keepalive (gRFC A8, A9)
-    _decided("grpc.keepalive_time_ms", BOTH, "driver.keepalive",
+    # -- keepalive (gRFC A8, A9): the client carries it out, the server only decides it yet
+    _implemented("grpc.keepalive_time_ms", CLIENT, _KEEPALIVE,
+                 "PING a connection this long after the last byte received"),
+    _implemented("grpc.keepalive_timeout_ms", CLIENT, _KEEPALIVE,
+                 "close a connection that receives nothing this long after a PING"),
+    _implemented("grpc.http2.ping_timeout_ms", CLIENT, _KEEPALIVE,
+                 "close a connection whose PING goes unanswered this long (grpcio's real bound)"),
+    _implemented("grpc.keepalive_permit_without_calls", CLIENT, _KEEPALIVE,
+                 "PING while no call is open too"),
+    _implemented("grpc.http2.max_pings_without_data", CLIENT, _KEEPALIVE,
+                 "PINGs sent without data before they slow to one a minute"),
+    _decided("grpc.keepalive_time_ms", SERVER, "driver.keepalive",
              "PING a connection this long after the last byte received"),
-    _decided("grpc.keepalive_timeout_ms", BOTH, "driver.keepalive",
+    _decided("grpc.keepalive_timeout_ms", SERVER, "driver.keepalive",
              "close a connection that receives nothing this long after a PING"),
-    _decided("grpc.http2.ping_timeout_ms", BOTH, "driver.keepalive",
+    _decided("grpc.http2.ping_timeout_ms", SERVER, "driver.keepalive",
              "close a connection whose PING goes unanswered this long (grpcio's real bound)"),
-    _decided("grpc.keepalive_permit_without_calls", BOTH, "driver.keepalive",
-             "client: PING without calls; server: accept PINGs without calls"),
-    _decided("grpc.http2.max_pings_without_data", CLIENT, "driver.keepalive",
-             "PINGs sent without data before they slow to one a minute"),
+    _decided("grpc.keepalive_permit_without_calls", SERVER, "driver.keepalive",
+             "accept PINGs without calls"),
     _decided("grpc.http2.min_ping_interval_without_data_ms", SERVER, "driver.keepalive",
              "the shortest interval between a client's PINGs that is no strike"),
     _decided("grpc.http2.max_ping_strikes", SERVER, "driver.keepalive",
@@ -485,8 +494,12 @@ def option_value(options: Optional[Iterable[Tuple[Any, Any]]], name: str) -> Any
 
 
 def integer(value: Any, name: str) -> int:
-    """An integer argument's value; ValueError naming the argument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, str, bytes)):
+    """An integer argument's value; ValueError naming the argument otherwise.  A bool counts
+    as 0 or 1: grpcio's Python layer passes any ``int`` on as an integer argument, so
+    ``("grpc.keepalive_permit_without_calls", True)`` means 1 there."""
+    if isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, (int, str, bytes)):
         raise ValueError(f"option {name!r} must be an integer, got {value!r}")
     try:
         return int(value)

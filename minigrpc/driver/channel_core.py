@@ -23,6 +23,10 @@ options it carries out:
 * ``grpc.lb_policy_name``: ``pick_first`` (the default) or ``round_robin``, for a target of
   several addresses (``ipv4:a,b``, a DNS name with several records); a service config's
   ``loadBalancingConfig`` comes first (:mod:`minigrpc.driver.balancing`).
+* ``grpc.keepalive_time_ms``, ``grpc.keepalive_timeout_ms``, ``grpc.http2.ping_timeout_ms``,
+  ``grpc.keepalive_permit_without_calls``, ``grpc.http2.max_pings_without_data``: client
+  keepalive (gRFC A8), each connection PINGs after that long without a byte received and is
+  closed when nothing answers in time (:mod:`minigrpc.driver.client_keepalive`).
 * ``grpc.service_config``: the service config (JSON, gRPC's ``doc/service_config.md``), read
   and validated by :mod:`minigrpc.driver.service_config` when the channel is made: a config
   that does not validate raises ValueError there.  A method's ``timeout`` caps its calls'
@@ -57,6 +61,7 @@ from ..protocol.targets import Target, TargetAddresses, parse_target_addresses
 from .attempts import Attempts
 from .balancing import choose_policy
 from .channel_args import CLIENT, warning_messages
+from .client_keepalive import ChannelKeepalive
 from .connectivity import ChannelConnectivity
 from .retries import CallRetries, RetryBuffer, RetryOptions, RetryThrottle
 from .service_config import MethodConfig, ServiceConfig, service_config_option
@@ -89,6 +94,10 @@ class TransportOptions(NamedTuple):
     #: How long one connection attempt may take (connection-backoff.md's MIN_CONNECT_TIMEOUT,
     #: ``grpc.min_reconnect_backoff_ms``): dials run apart from the calls that wait for them.
     connect_timeout: float = 20.0
+    #: The channel's keepalive (gRFC A8), which each connection carries out
+    #: (:mod:`minigrpc.driver.client_keepalive`); None: the channel never pings.  The one
+    #: mutable field: a too_many_pings GOAWAY doubles its keepalive time for later connections.
+    keepalive: Optional[ChannelKeepalive] = None
 
     def new_protocol(self, peer: str) -> ClientGrpcConnection:
         """A connection's sans-IO protocol state with these limits, its preface queued (both
@@ -188,8 +197,8 @@ class ChannelConfig:
                 self.name_override = str(value)
             elif name == "grpc.ssl_session_cache" and secure:
                 self.session_cache = value
-            # Anything else (grpc.keepalive_time_ms, grpc.enable_retries, ...) is ignored, as
-            # grpcio ignores arguments it does not know.
+            # Anything else is read elsewhere (keepalive, retries, the service config) or
+            # ignored, as grpcio ignores arguments it does not know.
         if authority is None:
             authority = self.name_override
         if authority is None:
@@ -198,7 +207,11 @@ class ChannelConfig:
         self.user_agent = " ".join(
             part for part in (primary_agent, headers.USER_AGENT, secondary_agent) if part
         )
-        self.transport = TransportOptions(max_receive_message_length=self.max_receive, **transport)
+        self.transport = TransportOptions(
+            max_receive_message_length=self.max_receive,
+            keepalive=ChannelKeepalive.from_options(options),
+            **transport,
+        )
 
 
 class ChannelCore:

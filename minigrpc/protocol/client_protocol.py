@@ -44,6 +44,9 @@ from .headers import ResponseHead, header_list_size
 from .status import DEADLINE_EXCEEDED_DETAILS, CallError, CallStatus, CardinalityViolation, Metadata
 from .wire import DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, decode_metadata
 
+#: The opaque data of the client's keepalive PINGs (RFC 9113 §6.7: eight octets, any value).
+KEEPALIVE_PING_DATA = b"minigrpc"
+
 #: A call's :attr:`ClientCall.receive_limit` when it takes the connection's.
 CONNECTION_LIMIT = -1
 
@@ -441,6 +444,21 @@ class ClientGrpcConnection(protocol.GrpcConnection):
             self.failure = "connection closed by the client"
         return events
 
+    def send_ping(self) -> None:
+        """Queue a keepalive PING (RFC 9113 §6.7; gRFC A8).  Its ACK needs no handling: any
+        frame that arrives is life to the keepalive (:mod:`minigrpc.driver.keepalive`)."""
+        if self.failure is None:
+            self.conn.ping(KEEPALIVE_PING_DATA)
+
+    def abort(self, details: str, error_code: int, debug_data: bytes) -> List[CallEvent]:
+        """The client gives the connection up (its keepalive found it dead): a
+        GOAWAY(``error_code``, ``debug_data``) is queued, every running call ends UNAVAILABLE
+        with ``details`` and no call starts here any more (RFC 9113 §6.8, §5.4.1)."""
+        if self.failure is not None:
+            return []
+        self.conn.close_connection(error_code, debug_data)
+        return self.connection_lost(details)
+
     # -- receiving ----------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> List[CallEvent]:
@@ -647,7 +665,8 @@ class ClientGrpcConnection(protocol.GrpcConnection):
         events.extend(self._finish(call, status))
 
     def _on_ping_ack(self, event: client_http2.PingAcknowledged, events: List[CallEvent]) -> None:
-        """The client sends no PING of its own: an ACK answers nothing (RFC 9113 §6.7)."""
+        """An ACK of a keepalive PING (:meth:`send_ping`): the transport counts every read as
+        life, so there is nothing more to do."""
 
     def _on_goaway(
         self, event: client_http2.ConnectionTerminated, events: List[CallEvent]

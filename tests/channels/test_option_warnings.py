@@ -32,6 +32,11 @@ CARRIED_OUT = [
     ("grpc.enable_http_proxy", 0),  # asks for what minigrpc does anyway
     ("grpc.optimization_target", "latency"),  # grpcio ignores it too
     ("minigrpc.initial_window_size", 65535),
+    ("grpc.keepalive_time_ms", 60000),
+    ("grpc.keepalive_timeout_ms", 20000),
+    ("grpc.http2.ping_timeout_ms", 20000),
+    ("grpc.keepalive_permit_without_calls", 0),
+    ("grpc.http2.max_pings_without_data", 2),
 ]
 
 
@@ -71,7 +76,7 @@ def test_each_channel_warns_once_about_each_option_it_does_not_carry_out(
 ) -> None:
     options = [
         ("grpc.no_such_argument", 1),
-        ("grpc.keepalive_time_ms", 1000),  # known, not carried out yet
+        ("grpc.experimental.enable_hedging", 1),  # known, not carried out yet
         ("grpc.http_proxy", "http://proxy.invalid:3128"),  # known, not supported
         ("grpc.no_such_argument", 2),  # the same name again: still one warning
         ("minigrpc.unix_socket_mode", 0o600),  # a server's option
@@ -80,8 +85,8 @@ def test_each_channel_warns_once_about_each_option_it_does_not_carry_out(
     assert make_channels_and_call(api, server.target, options, channels=2) == [b"hi", b"hi"]
     assert warnings_of(caplog) == 2 * [
         "client option 'grpc.no_such_argument': not an argument minigrpc knows; ignored",
-        "client option 'grpc.keepalive_time_ms': not carried out yet "
-        "(driver.keepalive decides it)",
+        "client option 'grpc.experimental.enable_hedging': not carried out yet "
+        "(driver.service_config decides it)",
         "client option 'grpc.http_proxy': not supported: HTTP CONNECT proxies are not "
         "implemented",
         "client option 'minigrpc.unix_socket_mode': a server argument, ignored by a client",

@@ -69,6 +69,8 @@ GUARDED: Dict[str, str] = {
     "google.protobuf": "cni_client.messages encodes and decodes the two messages",
     "asyncio": "the call is blocking",
     "threading": "the call runs on the main thread alone",
+    "minigrpc.driver.client_keepalive": "a channel's keepalive; the one-shot call never pings",
+    "minigrpc.driver.keepalive": "the keepalive decisions, which only channels and servers need",
 }
 
 #: Modules of the one-shot path the runs must show: proof that the capture sees the plugin's

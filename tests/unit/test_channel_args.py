@@ -98,17 +98,39 @@ def test_implemented_and_inert_arguments_bring_no_warning() -> None:
 
 def test_unknown_unsupported_and_undecided_arguments_are_named_with_why() -> None:
     warnings = dict(arguments_to_warn_about([
-        ("grpc.keepalive_time_ms", 1000),
+        ("grpc.experimental.enable_hedging", 1),
         ("grpc.http_proxy", "http://proxy"),
         ("grpc.no_such_thing", 1),
         ("x-custom", 1),
     ], CLIENT))
     assert warnings == {
-        "grpc.keepalive_time_ms": "not carried out yet (driver.keepalive decides it)",
+        "grpc.experimental.enable_hedging": "not carried out yet (driver.service_config decides "
+                                            "it)",
         "grpc.http_proxy": "not supported: HTTP CONNECT proxies are not implemented",
         "grpc.no_such_thing": "not an argument minigrpc knows; ignored",
         "x-custom": "not an argument minigrpc knows; ignored",
     }
+
+
+KEEPALIVE_OPTIONS = [
+    ("grpc.keepalive_time_ms", 1000),
+    ("grpc.keepalive_timeout_ms", 1000),
+    ("grpc.http2.ping_timeout_ms", 1000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+
+
+def test_client_keepalive_options_are_carried_out_by_the_client_keepalive() -> None:
+    """Both client transports carry them out (driver.client_keepalive), so a channel draws no
+    warning for them; the module named reads each of them through driver.keepalive."""
+    assert arguments_to_warn_about(KEEPALIVE_OPTIONS, CLIENT) == []
+    reader = architecture.module_path("driver.keepalive").read_text(encoding="utf-8")
+    for name, _ in KEEPALIVE_OPTIONS:
+        entry = find(name, CLIENT)
+        assert entry is not None and entry.status == IMPLEMENTED, name
+        assert "driver.client_keepalive" in entry.module.split(", "), entry
+        assert f'"{name}"' in reader, name
 
 
 def test_a_value_that_asks_for_what_minigrpc_does_anyway_is_fine() -> None:
@@ -149,7 +171,8 @@ def test_values_are_read_as_grpc_core_reads_them() -> None:
     for never in (0, -1, 2**31 - 1, 2**40):
         assert duration(never, "x") is None
     assert integer(b"12", "x") == 12
-    for bad in ("soon", 1.5, True, None):
+    assert integer(True, "x") == 1  # grpcio passes a bool on as the integer it is
+    for bad in ("soon", 1.5, None):
         with pytest.raises(ValueError, match=r"'grpc\.x' must be an integer"):
             integer(bad, "grpc.x")
     assert option_value([("a", 1), ("b", 2), ("a", 3)], "a") == 3

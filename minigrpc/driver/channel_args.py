@@ -95,6 +95,7 @@ def _inert(name: str, side: str, why: str) -> Argument:
 
 _CHANNEL = "blocking.channel"  # both APIs' channels read their options there
 _SERVER = "driver.server_options"
+_SERVER_AGE = "driver.server_driver, driver.server_timers"
 _NO_XDS = "xDS and grpclb are not implemented"
 _NO_HEALTH = "client-side health checking is not implemented"
 _CORE_TCP = "tunes gRPC core's TCP reads and writes; minigrpc reads with its own sizes"
@@ -159,10 +160,10 @@ ARGUMENTS: Tuple[Argument, ...] = (
     # -- server connection management (gRFC A9)
     _implemented("grpc.max_connection_idle_ms", SERVER, _SERVER + ", driver.server_timers",
                  "drain a connection without calls this long"),
-    _decided("grpc.max_connection_age_ms", SERVER, "driver.server_timers",
-             "drain a connection this old (±10% jitter)"),
-    _decided("grpc.max_connection_age_grace_ms", SERVER, "driver.server_timers",
-             "then cut its calls still running this much later"),
+    _implemented("grpc.max_connection_age_ms", SERVER, _SERVER_AGE,
+                 "drain a connection this old (±10% jitter)"),
+    _implemented("grpc.max_connection_age_grace_ms", SERVER, _SERVER_AGE,
+                 "then cut its calls still running this much later"),
     _implemented("grpc.server_handshake_timeout_ms", SERVER, _SERVER,
                  "close a client that sends no preface and SETTINGS in time"),
     _unsupported("grpc.client_idle_timeout_ms", CLIENT, "an idle channel keeps its connection "

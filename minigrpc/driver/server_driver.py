@@ -31,7 +31,10 @@ Per connection (:class:`ServedConnection`):
   (``grpc.max_connection_idle_ms``, :func:`~minigrpc.driver.server_timers.idle_recheck`), and
   the graceful drain itself: GOAWAY(2^31-1) and a PING, the final GOAWAY on the ACK or after
   :data:`~minigrpc.driver.server_timers.DRAIN_PING_TIMEOUT` (docs/wire-rules.md, "GOAWAY and
-  PING");
+  PING"), each GOAWAY's debug data saying why (gRFC A9: ``max_idle``, ``max_age``);
+* the connection's age (gRFC A9: ``grpc.max_connection_age_ms`` with ±10% jitter, then
+  ``grpc.max_connection_age_grace_ms``, :class:`~minigrpc.driver.server_timers.ConnectionAge`):
+  drained at its age, its calls still running cut when the grace is over;
 * how a connection ends (:meth:`ServerDriver.flushed`): one whose protocol closed flushes its
   last frames, for at most :data:`~minigrpc.driver.server_timers.CLOSE_FLUSH_TIMEOUT`; one that
   drained, or whose GOAWAY is out, lingers: its write side shut, it reads until the client
@@ -51,6 +54,7 @@ server calls it on its I/O thread (or a handler thread holding the I/O lock), th
 on its event loop.
 """
 
+import random
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set
@@ -67,6 +71,7 @@ from ..protocol.server_events import (
 )
 from ..protocol.status import CallError
 from . import server_dispatch as _dispatch
+from . import server_timers as _timers
 from .logs import get_logger
 from .server_accept import AcceptBackoff
 from .server_call_state import CallState
@@ -162,6 +167,8 @@ class ServedConnection:
     ``tracer`` its frame trace (:mod:`minigrpc.net.trace`), or None."""
 
     __slots__ = (
+        "age",
+        "age_timer",
         "calls",
         "charged_output",
         "closed",
@@ -212,9 +219,19 @@ class ServedConnection:
         self.drain_timer: Optional[Timer] = None
         #: The close at the end of a flush or a linger.
         self.end_timer: Optional[Timer] = None
+        #: gRFC A9's max age and its grace (:class:`~minigrpc.driver.server_timers.
+        #: ConnectionAge`), and its timer; set by the driver when the connection opens.
+        self.age: Optional[_timers.ConnectionAge] = None
+        self.age_timer: Optional[Timer] = None
 
     def timers(self) -> List[Optional["Timer"]]:
-        return [self.handshake_timer, self.idle_timer, self.drain_timer, self.end_timer]
+        return [
+            self.handshake_timer,
+            self.idle_timer,
+            self.drain_timer,
+            self.end_timer,
+            self.age_timer,
+        ]
 
     def outgoing(self) -> bytes:
         """The bytes to write next: what the protocol queued (traced as HTTP/2), encrypted
@@ -249,7 +266,8 @@ class ServerDriver:
 
     ``io`` carries the decisions out (:class:`ServerIO`); ``options`` are the server's, its
     interceptors included; ``awaits_interceptors``: those are coroutines (``grpc.aio``), so a
-    call's lookup runs in its task.
+    call's lookup runs in its task.  ``clock`` and ``rng`` (the max age's jitter) are the
+    caller's, so the driver's tests run on a fake clock with a seeded generator.
     """
 
     def __init__(
@@ -258,8 +276,11 @@ class ServerDriver:
         options: ServerOptions,
         awaits_interceptors: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        rng: Optional[random.Random] = None,
     ) -> None:
         self._io = io
+        #: Spreads each connection's max age (gRFC A9's jitter); seeded in the driver's tests.
+        self._rng = rng if rng is not None else random.Random()
         self.options = options
         #: The registered and generic handlers, behind the interceptors.
         self.handlers = _dispatch.HandlerTable(options.interceptors)
@@ -315,6 +336,8 @@ class ServerDriver:
             served.idle_timer = self._io.call_at(
                 now + options.max_connection_idle, self._check_idle, served
             )
+        served.age = _timers.ConnectionAge(options.connection_age, now, self._rng)
+        self._arm_age(served)
         return served
 
     def received(self, served: ServedConnection, data: bytes) -> None:
@@ -428,15 +451,46 @@ class ServerDriver:
             served.idle_timer = self._io.call_at(recheck, self._check_idle, served)
             return
         _LOGGER.debug("draining %s: idle for %.1f s", served.peer, idle)
-        self.start_drain(served)
+        self.start_drain(served, _timers.MAX_IDLE_DEBUG_DATA)
 
-    def start_drain(self, served: ServedConnection) -> None:
+    def _arm_age(self, served: ServedConnection) -> None:
+        age = served.age
+        due = None if age is None else age.next_wakeup()
+        if due is not None:
+            served.age_timer = self._io.call_at(due, self._check_age, served)
+
+    def _check_age(self, served: ServedConnection) -> None:
+        """``grpc.max_connection_age_ms`` and its grace (gRFC A9;
+        :class:`~minigrpc.driver.server_timers.ConnectionAge`): at the age, the graceful drain
+        with GOAWAYs saying ``max_age``; at the end of the grace, the calls still running are
+        cut UNAVAILABLE "max connection age" and the connection closes."""
+        served.age_timer = None
+        age = served.age
+        if served.closed or age is None:
+            return
+        decision = age.poll(self.clock())
+        if decision == _timers.DRAIN:
+            _LOGGER.debug("draining %s: max connection age", served.peer)
+            self.start_drain(served, _timers.MAX_AGE_DEBUG_DATA)
+        elif decision == _timers.CUT:
+            _LOGGER.debug("closing %s: max connection age grace over", served.peer)
+            self._abort(
+                served,
+                _timers.MAX_AGE_DETAILS,
+                _timers.MAX_AGE_DETAILS,
+                _timers.MAX_AGE_DEBUG_DATA,
+            )
+            return
+        self._arm_age(served)
+
+    def start_drain(self, served: ServedConnection, debug_data: bytes = b"") -> None:
         """GOAWAY(2^31-1) and a PING now; GOAWAY(last stream) on the ACK, or after
-        :data:`~minigrpc.driver.server_timers.DRAIN_PING_TIMEOUT`."""
+        :data:`~minigrpc.driver.server_timers.DRAIN_PING_TIMEOUT`; both GOAWAYs carry
+        ``debug_data`` (gRFC A9: why the connection drains)."""
         protocol = served.protocol
         if served.closed or protocol.draining:
             return
-        protocol.start_drain()
+        protocol.start_drain(debug_data)
         served.drain_timer = self._io.call_at(
             self.clock() + DRAIN_PING_TIMEOUT, self._final_goaway, served
         )
@@ -511,12 +565,26 @@ class ServerDriver:
         """End every call UNAVAILABLE (their contexts report CANCELLED), GOAWAY, and close
         (``stop(0)``, an expired grace), without waiting for a client that does not read."""
         for served in list(self.connections):
-            if served.closed:
-                continue
-            self.handle_events(served, served.protocol.abort_all())
-            for call in list(served.calls.values()):
-                self.end_call(call, StatusCode.CANCELLED)
-            self._io.close(served)
+            self._abort(served)
+
+    def _abort(
+        self,
+        served: ServedConnection,
+        details: str = "the server is shutting down",
+        status_details: str = _protocol.SHUTDOWN_DETAILS,
+        debug_data: bytes = b"",
+    ) -> None:
+        """End the connection's calls UNAVAILABLE ``status_details`` (their contexts report
+        CANCELLED ``details``), GOAWAY with ``debug_data``, and close
+        (:meth:`~minigrpc.protocol.server_protocol.ServerGrpcConnection.abort_all`)."""
+        if served.closed:
+            return
+        self.handle_events(
+            served, served.protocol.abort_all(details, status_details, debug_data)
+        )
+        for call in list(served.calls.values()):
+            self.end_call(call, StatusCode.CANCELLED)
+        self._io.close(served)
 
     # -- calls ------------------------------------------------------------------------------
 

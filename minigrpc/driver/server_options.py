@@ -21,12 +21,17 @@ key                                       default     meaning
 ``minigrpc.max_connection_buffered_bytes``  16 MiB    memory one connection may buffer
 ``grpc.server_handshake_timeout_ms``      120000      close a client that sends no preface+SETTINGS
 ``grpc.max_connection_idle_ms``           300000      GOAWAY a connection without calls this long
+``grpc.max_connection_age_ms``            never       GOAWAY a connection this old (±10%)
+``grpc.max_connection_age_grace_ms``      never       then cut its calls this much later
 ``minigrpc.request_stall_timeout_ms``     30000       cancel a call whose request stops arriving
 ``minigrpc.unary_handlers_on_io_thread``  0           1: run unary-unary handlers on the I/O thread
 ``grpc.so_reuseport``                     0           1: SO_REUSEPORT on TCP ports (port sharing)
 ========================================  ==========  ==============================================
 
 For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
+
+The connection age (gRFC A9) is decided by :mod:`minigrpc.driver.server_timers` and carried out
+per connection by the server driver.
 
 Timeouts that bound what an idle or stalling client can hold, so that such clients
 cannot exhaust the server's file descriptors or memory:
@@ -75,6 +80,7 @@ from ..protocol import codes, wire
 from ..protocol.memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
 from ..protocol.server_settings import ServerSettings
 from .logs import get_logger
+from .server_timers import ConnectionAgeOptions
 
 __all__ = ["ServerOptions"]
 
@@ -88,6 +94,10 @@ DEFAULT_HANDSHAKE_TIMEOUT = 120.0
 DEFAULT_MAX_CONNECTION_IDLE = 300.0
 #: ``minigrpc.request_stall_timeout_ms`` default: a request that makes no progress for 30 s.
 DEFAULT_REQUEST_STALL_TIMEOUT = 30.0
+
+
+#: Options a module of their own reads (:attr:`ServerOptions.connection_age`).
+_READ_ELSEWHERE = frozenset(("grpc.max_connection_age_ms", "grpc.max_connection_age_grace_ms"))
 
 
 def _limit(value: Any) -> Optional[int]:
@@ -141,7 +151,8 @@ class ServerOptions:
         self.request_stall_timeout: Optional[float] = DEFAULT_REQUEST_STALL_TIMEOUT
         self.unary_handlers_on_io_thread = False
         self.reuse_port = False
-        for item in options or ():
+        items = list(options or ())
+        for item in items:
             try:
                 key, value = item
             except (TypeError, ValueError):
@@ -154,6 +165,8 @@ class ServerOptions:
                 raise ValueError(
                     f"invalid value {value!r} for server option {key!r}: {exc}"
                 ) from None
+        #: gRFC A9's connection age, read by its own module.
+        self.connection_age = ConnectionAgeOptions.from_options(items)
         if compression is not None:
             self.compression = compression
         self.maximum_concurrent_rpcs = maximum_concurrent_rpcs
@@ -206,6 +219,8 @@ class ServerOptions:
             self.max_buffered_bytes = _at_least(value, 1024 * 1024, "1 MiB")
         elif key == "minigrpc.max_connection_buffered_bytes":
             self.max_connection_buffered_bytes = _at_least(value, 256 * 1024, "256 KiB")
+        elif key in _READ_ELSEWHERE:
+            pass
         else:
             _LOGGER.debug("ignoring unsupported server option %r", key)
 

@@ -181,6 +181,8 @@ class ServerGrpcConnection(RequestIntake):
         #: The last well-formed request header block and what it reads as (see _on_request).
         self._last_request = hdrs.LastRequestHead()
         self._drain_phase = DrainPhase.SERVING
+        #: What the GOAWAYs of a graceful shutdown say in their debug data (start_drain).
+        self._drain_debug_data = b""
         self._frame_budget = FrameBudget(self._clock)
         self._peer: Optional[Tuple[PeerHistory, Hashable]] = None
         self._responses = ResponseWriter(
@@ -598,14 +600,21 @@ class ServerGrpcConnection(RequestIntake):
         self._reset(stream_id, CANCEL)
         return [CallTerminated(stream_id, StatusCode.CANCELLED, details)]
 
-    def abort_all(self, details: str = "the server is shutting down") -> List[CallEvent]:
+    def abort_all(
+        self,
+        details: str = "the server is shutting down",
+        status_details: str = SHUTDOWN_DETAILS,
+        debug_data: bytes = b"",
+    ) -> List[CallEvent]:
         """``stop(0)`` or an expired grace: end every call and close.
 
-        A call still running gets UNAVAILABLE ``Cancelling all calls`` (Trailers-Only, or
-        trailers after its responses), as grpc-core's server answers the calls it cancels at
-        shutdown: a client may retry it elsewhere.  Its handler's context reports CANCELLED.
-        A call whose status is written but whose responses wait for window is reset with
-        CANCEL (PROTOCOL-HTTP2.md, Errors), since its trailers cannot go out first.
+        A call still running gets UNAVAILABLE ``status_details`` (Trailers-Only, or trailers
+        after its responses): ``Cancelling all calls`` by default, as grpc-core's server
+        answers the calls it cancels at shutdown, so that a client may retry it elsewhere.  Its
+        handler's context reports CANCELLED with ``details``.  A call whose status is written
+        but whose responses wait for window is reset with CANCEL (PROTOCOL-HTTP2.md, Errors),
+        since its trailers cannot go out first.  The last GOAWAY (NO_ERROR) carries
+        ``debug_data``.
         """
         if self.closed:
             return []
@@ -615,7 +624,7 @@ class ServerGrpcConnection(RequestIntake):
             if not call.finished:
                 events.append(CallTerminated(stream_id, StatusCode.CANCELLED, details))
                 call.outbound.discard()
-                self.finish_call(stream_id, StatusCode.UNAVAILABLE, SHUTDOWN_DETAILS)
+                self.finish_call(stream_id, StatusCode.UNAVAILABLE, status_details)
                 if stream_id not in self._calls:
                     continue  # Trailers-Only: ended (and reset NO_ERROR if its request was open)
             self._reset(stream_id, CANCEL)
@@ -623,7 +632,7 @@ class ServerGrpcConnection(RequestIntake):
         self._unanswered.clear()
         self._responses.forget_all()
         self.memory.close()
-        self.conn.close_connection()
+        self.conn.close_connection(NO_ERROR, debug_data)
         self.closed = True
         self.close_reason = details
         return events
@@ -642,25 +651,28 @@ class ServerGrpcConnection(RequestIntake):
         self.conn.close_connection(INTERNAL_ERROR, b"internal error")
         return self._connection_failed(details)
 
-    def start_drain(self) -> None:
+    def start_drain(self, debug_data: bytes = b"") -> None:
         """Graceful shutdown, step 1: GOAWAY(2^31-1) and a PING (RFC 9113 §6.8;
         docs/wire-rules.md, "GOAWAY and PING").
 
         Streams the client opens before it sees the GOAWAY are still served; the PING's ACK
-        (or :meth:`send_final_goaway` called on a timer) moves to step 2.
+        (or :meth:`send_final_goaway` called on a timer) moves to step 2.  Both GOAWAYs carry
+        ``debug_data``, which says why (gRFC A9: ``max_age``, ``max_idle``).
         """
         if self.closed or self._drain_phase is not DrainPhase.SERVING:
             return
         self._drain_phase = DrainPhase.ANNOUNCED
-        self.conn.send_goaway(_MAX_STREAM_ID)
+        self._drain_debug_data = debug_data
+        self.conn.send_goaway(_MAX_STREAM_ID, NO_ERROR, debug_data)
         self.conn.ping(DRAIN_PING_PAYLOAD)
 
     def send_final_goaway(self) -> None:
-        """Graceful shutdown, step 2: GOAWAY(highest stream seen); later streams are refused."""
+        """Graceful shutdown, step 2: GOAWAY(highest stream seen), with the debug data of
+        step 1; later streams are refused."""
         if self.closed or self._drain_phase is DrainPhase.CLOSED_TO_NEW:
             return
         self._drain_phase = DrainPhase.CLOSED_TO_NEW
-        self.conn.send_goaway(self._highest_stream_id)
+        self.conn.send_goaway(self._highest_stream_id, NO_ERROR, self._drain_debug_data)
 
     # -- internals -------------------------------------------------------------------------------
 

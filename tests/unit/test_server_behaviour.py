@@ -654,6 +654,7 @@ def test_pings_do_not_keep_an_idle_connection() -> None:
                 client.read_once()
                 pace.wait(0.05)
         assert client.goaways and client.goaways[0].last_stream_id == 2**31 - 1
+        assert client.goaways[0].additional_data == b"max_idle"
 
 
 def test_idle_and_stall_timeouts_have_protective_defaults() -> None:

@@ -10,6 +10,7 @@ them end to end); what is pinned here is the decision itself, at the exact time 
 from __future__ import annotations
 
 import errno
+import random
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -17,6 +18,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import hpack
 import hyperframe.frame
 import pytest
 
@@ -145,6 +147,7 @@ class Harness:
         awaits_interceptors: bool = False,
         interceptors: Tuple[Any, ...] = (),
         handshake: bool = True,
+        rng: Optional[random.Random] = None,
     ) -> None:
         self.clock = FakeClock()
         self.io = RecordingIO(self.clock)
@@ -153,13 +156,14 @@ class Harness:
             ServerOptions(options, None, maximum_concurrent_rpcs, interceptors),
             awaits_interceptors=awaits_interceptors,
             clock=self.clock,
+            rng=rng,
         )
         self.driver.handlers.add_registered("t.S", {
             "Unary": mg_handlers.unary_unary_rpc_method_handler(_echo),
             "Stream": mg_handlers.stream_stream_rpc_method_handler(_echo),
         })
         self.io.driver = self.driver
-        self.io.last_words = lambda connection: self._deliver(connection.protocol.data_to_send())
+        self.io.last_words = lambda connection: self._deliver(connection.outgoing())
         self.served = self.driver.open_connection("link", "ipv4:127.0.0.1:1", ("127.0.0.1",), None)
         self.client = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=True, header_encoding=None)
@@ -186,7 +190,7 @@ class Harness:
                 self.driver.received(self.served, data)
                 moved = True
             if not self.served.closed:
-                out = self.served.protocol.data_to_send()
+                out = self.served.outgoing()
                 if out:
                     moved = True
                     self._deliver(out)
@@ -476,6 +480,7 @@ def test_an_idle_connection_drains_then_lingers_then_closes() -> None:
     harness.exchange()  # GOAWAY(2^31-1) and a PING; h2 answers the PING: the final GOAWAY
     goaways = harness.goaways()
     assert [g.last_stream_id for g in goaways] == [2**31 - 1, stream_id]
+    assert [g.additional_data for g in goaways] == [b"max_idle"] * 2  # gRFC A9
     assert harness.io.did("shutdown") and harness.served.lingering
     assert not harness.served.closed
     harness.io.advance(LINGER_TIMEOUT)
@@ -600,3 +605,94 @@ def test_stop_without_grace_ends_every_call_unavailable(grace: Optional[float]) 
     assert call._termination_code is StatusCode.CANCELLED
     assert harness.io.ended == [(call, False)]
     assert harness.served.closed
+
+
+# -- connection age (gRFC A9) -----------------------------------------------------------------
+
+
+def _expected_age(seed: int, max_age: float) -> float:
+    """The jittered age the driver draws for its first connection from ``Random(seed)``."""
+    return max_age * random.Random(seed).uniform(0.9, 1.1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_connection_drains_at_its_jittered_max_age_with_max_age_goaways(seed: int) -> None:
+    harness = Harness(options=[("grpc.max_connection_age_ms", 10_000)], rng=random.Random(seed))
+    age = _expected_age(seed, 10.0)
+    assert 9.0 <= age <= 11.0
+    harness.io.advance(age - 0.01)
+    harness.exchange()
+    assert not harness.goaways()
+    harness.io.advance(0.02)
+    harness.exchange()  # GOAWAY(2^31-1) and a PING; the ACK brings the final GOAWAY
+    goaways = harness.goaways()
+    assert [(g.last_stream_id, g.error_code) for g in goaways] == [(2**31 - 1, 0), (0, 0)]
+    assert [g.additional_data for g in goaways] == [b"max_age"] * 2
+    assert harness.served.lingering  # no call: it ends as a drained connection does
+
+
+def test_connections_opened_together_get_ages_spread_by_ten_percent() -> None:
+    harness = Harness(options=[("grpc.max_connection_age_ms", 100_000)], rng=random.Random(7))
+    opened = harness.clock.now
+    served = [
+        harness.driver.open_connection(f"link{n}", "ipv4:127.0.0.1:1", ("127.0.0.1",), None)
+        for n in range(20)
+    ]
+    ages = [
+        timer.when - opened
+        for timer in harness.io.pending()
+        if timer.callback == harness.driver._check_age and timer.args[0] in served
+    ]
+    assert len(ages) == 20
+    assert all(90.0 <= age <= 110.0 for age in ages)
+    assert max(ages) - min(ages) > 5.0  # spread, not all at once
+
+
+def test_a_call_still_running_after_the_grace_is_cut_unavailable() -> None:
+    options = [("grpc.max_connection_age_ms", 10_000), ("grpc.max_connection_age_grace_ms", 2_000)]
+    harness = Harness(options=options, rng=random.Random(1))
+    age = _expected_age(1, 10.0)
+    stream_id = harness.request("/t.S/Stream", body=None, end=False)
+    call = harness.call(stream_id)
+    ran: List[str] = []
+    assert call._add_callback(lambda: ran.append("done"))
+    harness.io.advance(age + 0.01)
+    harness.exchange()
+    assert [g.additional_data for g in harness.goaways()] == [b"max_age"] * 2
+    assert not call._terminated and not harness.served.closed  # the grace runs
+    harness.io.advance(1.98)
+    assert not call._terminated
+    harness.io.advance(0.02)
+    assert call._termination_code is StatusCode.CANCELLED and ran == ["done"]
+    assert harness.served.closed
+    trailers = [
+        frame
+        for frame in harness.late_frames
+        if isinstance(frame, hyperframe.frame.HeadersFrame) and frame.stream_id == stream_id
+    ]
+    assert len(trailers) == 1 and "END_STREAM" in trailers[0].flags, harness.late_frames
+    # The server codes header blocks without the dynamic table, so a fresh decoder reads them.
+    fields = dict(hpack.Decoder().decode(trailers[0].data, raw=True))
+    assert fields[b"grpc-status"] == b"14"  # UNAVAILABLE
+    assert fields[b"grpc-message"] == b"max connection age"
+    assert harness.goaways()[-1].additional_data == b"max_age"
+
+
+def test_a_call_that_ends_within_the_grace_is_answered_and_the_connection_drains() -> None:
+    options = [("grpc.max_connection_age_ms", 10_000), ("grpc.max_connection_age_grace_ms", 5_000)]
+    harness = Harness(options=options, rng=random.Random(1))
+    stream_id = harness.request("/t.S/Stream", body=None, end=False)
+    harness.io.advance(11.1)
+    harness.exchange()
+    assert len(harness.goaways()) == 2
+    harness.driver.finish(harness.call(stream_id), StatusCode.OK, "")
+    harness.exchange()
+    assert harness.served.lingering
+    harness.io.advance(LINGER_TIMEOUT)
+    assert harness.served.closed
+    assert not [t for t in harness.io.pending() if t.callback == harness.driver._check_age]
+
+
+def test_without_max_age_no_age_timer_is_armed() -> None:
+    harness = Harness()
+    assert not [t for t in harness.io.pending() if t.callback == harness.driver._check_age]

@@ -1,0 +1,173 @@
+"""Connection age on both servers (gRFC A9), seen by real peers.
+
+The driver decides (tests/unit/test_server_driver.py pins each decision on a fake clock); here
+the blocking and the asyncio server carry the decisions out over TCP, against grpcio's client,
+minigrpc's client and a scripted HTTP/2 client (h2 on a real socket).  Times are asserted with
+bounds: wide enough for a loaded machine, narrow enough that the option visibly did the work (a
+connection left alone would not end at all).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from typing import Any, Iterator, List, Sequence, Tuple
+
+import grpc
+import pytest
+
+import minigrpc
+from tests.support.aio_server import AioServer
+from tests.support.minigrpc_server import MinigrpcServer
+from tests.support.scripted_peer import RawH2Client
+
+pytestmark = [pytest.mark.timeout(120)]
+
+WAIT = 10.0
+SERVICE = "cm.S"
+#: A wait no test should reach: it only bounds a hang.
+HANG = 30.0
+
+
+class Recorder:
+    """The handlers of ``cm.S``: ``Hold`` waits until its call ends (its callback runs) and
+    records when and whether its context was still active; ``Peer`` answers the client's
+    address, which tells the connections apart."""
+
+    def __init__(self) -> None:
+        self.started: queue.Queue[float] = queue.Queue()
+        self.ended: queue.Queue[Tuple[float, bool]] = queue.Queue()
+
+    def hold(self, request: bytes, context: Any) -> bytes:
+        ended = threading.Event()
+        context.add_callback(ended.set)
+        self.started.put(time.monotonic())
+        ended.wait(HANG)
+        self.ended.put((time.monotonic(), context.is_active()))
+        return request
+
+    def peer(self, request: bytes, context: Any) -> bytes:
+        return str(context.peer()).encode()
+
+    def handler(self) -> Any:
+        return minigrpc.method_handlers_generic_handler(SERVICE, {
+            "Hold": minigrpc.unary_unary_rpc_method_handler(self.hold),
+            "Peer": minigrpc.unary_unary_rpc_method_handler(self.peer),
+        })
+
+
+@contextlib.contextmanager
+def serving(kind: str, options: Sequence[Tuple[str, Any]], recorder: Recorder) -> Iterator[str]:
+    """A blocking (``minigrpc.server()``) or asyncio (``minigrpc.aio.server()``) server on TCP
+    with ``recorder``'s handlers; yields its target."""
+    server: Any
+    if kind == "blocking":
+        server = MinigrpcServer(
+            "tcp", handlers=[recorder.handler()], with_interop=False, options=list(options)
+        )
+    else:
+        server = AioServer(
+            "tcp", with_interop=False, handlers=[recorder.handler()], options=list(options)
+        )
+    try:
+        yield server.target
+    finally:
+        server.stop(None)
+
+
+@pytest.fixture(params=["blocking", "aio"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _transitions(channel: grpc.Channel) -> queue.Queue[Tuple[float, Any]]:
+    states: queue.Queue[Tuple[float, Any]] = queue.Queue()
+    channel.subscribe(lambda state: states.put((time.monotonic(), state)), try_to_connect=True)
+    return states
+
+
+def _next_state(states: queue.Queue[Tuple[float, Any]], wanted: Any) -> float:
+    while True:
+        when, state = states.get(timeout=WAIT)
+        if state == wanted:
+            return when
+
+
+# -- connection age (gRFC A9) -----------------------------------------------------------------
+
+
+def test_grpcio_sees_goaway_at_about_the_max_age(kind: str) -> None:
+    """grpcio's channel leaves READY (to IDLE) when the GOAWAY arrives: at the age, ±10%."""
+    with serving(kind, [("grpc.max_connection_age_ms", 1000)], Recorder()) as target:
+        with grpc.insecure_channel(target) as channel:
+            states = _transitions(channel)
+            ready = _next_state(states, grpc.ChannelConnectivity.READY)
+            left = _next_state(states, grpc.ChannelConnectivity.IDLE)
+    # Below: the age's -10%, less the lateness of grpcio's READY callback on a loaded machine.
+    assert 0.7 <= left - ready <= 2.5, left - ready
+
+
+def test_the_goaways_of_max_age_say_max_age(kind: str) -> None:
+    with serving(kind, [("grpc.max_connection_age_ms", 300)], Recorder()) as target:
+        with RawH2Client(target) as client:
+            started = time.monotonic()
+            with pytest.raises(ConnectionError):
+                client.read_until(lambda: False)  # GOAWAY, PING, GOAWAY, then the close
+            elapsed = time.monotonic() - started
+    assert [(g.last_stream_id, g.error_code) for g in client.goaways] == [(2**31 - 1, 0), (0, 0)]
+    assert [g.additional_data for g in client.goaways] == [b"max_age", b"max_age"]
+    assert 0.2 <= elapsed <= 2.5, elapsed
+
+
+def test_a_call_running_past_the_grace_is_cut(kind: str) -> None:
+    options = [("grpc.max_connection_age_ms", 500), ("grpc.max_connection_age_grace_ms", 500)]
+    recorder = Recorder()
+    with serving(kind, options, recorder) as target:
+        with grpc.insecure_channel(target) as channel:
+            hold = channel.unary_unary(f"/{SERVICE}/Hold")
+            started = time.monotonic()
+            with pytest.raises(grpc.RpcError) as failure:
+                hold(b"x", timeout=WAIT)
+            elapsed = time.monotonic() - started
+            _, active = recorder.ended.get(timeout=WAIT)
+    assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert failure.value.details() == "max connection age"
+    assert 0.85 <= elapsed <= 3.0, elapsed  # age (0.45-0.55 s) + grace, not the deadline
+    assert not active  # the handler saw its context inactive, and its callback ran
+
+
+@pytest.mark.parametrize("client", ["grpcio", "minigrpc"])
+def test_clients_ride_through_repeated_max_age_goaways(kind: str, client: str) -> None:
+    """Connections that live 200 ms each, calls for 2 s from four threads: every call
+    succeeds, on several connections one after the other."""
+    options = [("grpc.max_connection_age_ms", 200), ("grpc.max_connection_age_grace_ms", 5000)]
+    module: Any = grpc if client == "grpcio" else minigrpc
+    peers: List[bytes] = []
+    errors: List[BaseException] = []
+    lock = threading.Lock()
+    with serving(kind, options, Recorder()) as target:
+        with module.insecure_channel(target) as channel:
+            peer = channel.unary_unary(f"/{SERVICE}/Peer")
+            until = time.monotonic() + 2.0
+
+            def caller() -> None:
+                while time.monotonic() < until:
+                    try:
+                        answer = peer(b"", timeout=WAIT)
+                    except BaseException as exc:  # every failure is reported below
+                        with lock:
+                            errors.append(exc)
+                        return
+                    with lock:
+                        peers.append(answer)
+
+            threads = [threading.Thread(target=caller) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(HANG)
+    assert not errors, errors[:3]
+    assert len(peers) > 20
+    assert len(set(peers)) >= 4, set(peers)  # about ten connections in 2 s

@@ -35,6 +35,11 @@ Per connection (:class:`ServedConnection`):
 * the connection's age (gRFC A9: ``grpc.max_connection_age_ms`` with ±10% jitter, then
   ``grpc.max_connection_age_grace_ms``, :class:`~minigrpc.driver.server_timers.ConnectionAge`):
   drained at its age, its calls still running cut when the grace is over;
+* keepalive (gRFC A8, A9; grpc-core's doc/keepalive.md): the server's PINGs on a silent
+  connection and the end of one that stays silent
+  (:class:`~minigrpc.driver.keepalive.KeepalivePinger`), and the client's PINGs counted against
+  its strikes, GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings") past them
+  (:class:`~minigrpc.driver.keepalive.PingStrikes`; RFC 9113 §6.7 PING, §6.8 GOAWAY);
 * how a connection ends (:meth:`ServerDriver.flushed`): one whose protocol closed flushes its
   last frames, for at most :data:`~minigrpc.driver.server_timers.CLOSE_FLUSH_TIMEOUT`; one that
   drained, or whose GOAWAY is out, lingers: its write side shut, it reads until the client
@@ -70,6 +75,7 @@ from ..protocol.server_events import (
     RequestReady,
 )
 from ..protocol.status import CallError
+from . import keepalive as _keepalive
 from . import server_dispatch as _dispatch
 from . import server_timers as _timers
 from .logs import get_logger
@@ -178,10 +184,13 @@ class ServedConnection:
         "handshake_timer",
         "idle_since",
         "idle_timer",
+        "keepalive_timer",
         "lingering",
         "link",
         "peer",
+        "pinger",
         "protocol",
+        "strikes",
         "tls",
         "tracer",
     )
@@ -223,6 +232,11 @@ class ServedConnection:
         #: ConnectionAge`), and its timer; set by the driver when the connection opens.
         self.age: Optional[_timers.ConnectionAge] = None
         self.age_timer: Optional[Timer] = None
+        #: The server's keepalive PINGs (gRFC A9) and the client's PING strikes (gRFC A8's
+        #: policy, as grpc core enforces it), and the PINGs' timer.
+        self.pinger: Optional[_keepalive.KeepalivePinger] = None
+        self.strikes: Optional[_keepalive.PingStrikes] = None
+        self.keepalive_timer: Optional[Timer] = None
 
     def timers(self) -> List[Optional["Timer"]]:
         return [
@@ -231,6 +245,7 @@ class ServedConnection:
             self.drain_timer,
             self.end_timer,
             self.age_timer,
+            self.keepalive_timer,
         ]
 
     def outgoing(self) -> bytes:
@@ -241,12 +256,24 @@ class ServedConnection:
             handshake: bytes = tls.outgoing()
             return handshake
         data = self.protocol.data_to_send()
-        if data and self.tracer is not None:
-            self.tracer.sent(data)
+        if data:
+            self.count_sent()
+            if self.tracer is not None:
+                self.tracer.sent(data)
         if tls is None:
             return data
         encrypted: bytes = tls.encrypt(data)
         return encrypted
+
+    def count_sent(self) -> None:
+        """HEADERS, DATA or a connection WINDOW_UPDATE going out forgive the client's PING
+        strikes and restart the server's count of PINGs without data (grpc-core's
+        doc/keepalive.md)."""
+        if self.protocol.take_data_sent():
+            if self.strikes is not None:
+                self.strikes.on_data_sent()
+            if self.pinger is not None:
+                self.pinger.on_data_sent()
 
     def output_room(self, room: int) -> bool:
         """After a write, with ``room`` bytes left of the server's output bound: give the
@@ -338,6 +365,10 @@ class ServerDriver:
             )
         served.age = _timers.ConnectionAge(options.connection_age, now, self._rng)
         self._arm_age(served)
+        keepalive = options.keepalive
+        served.strikes = _keepalive.PingStrikes(keepalive)
+        served.pinger = _keepalive.KeepalivePinger(keepalive, now, pings_without_calls=True)
+        self._arm_keepalive(served)
         return served
 
     def received(self, served: ServedConnection, data: bytes) -> None:
@@ -359,11 +390,40 @@ class ServerDriver:
                 return
         if served.tracer is not None:
             served.tracer.received(data)  # HTTP/2, decrypted
+        if served.pinger is not None:
+            served.pinger.on_bytes_received(self.clock())
         self.handle_events(served, served.protocol.receive_data(data))
+        self._police_pings(served)
 
     def resume_input(self, served: ServedConnection) -> None:
         """The next pass's worth of what an earlier read brought past the pass limit."""
         self.handle_events(served, served.protocol.receive_data(b""))
+        self._police_pings(served)
+
+    def _police_pings(self, served: ServedConnection) -> None:
+        """Count the client's PINGs of this read against its strikes (gRFC A8's policy, as
+        grpc core enforces it: :class:`~minigrpc.driver.keepalive.PingStrikes`); one too many
+        and the connection ends with GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings").  HEADERS,
+        DATA or a connection WINDOW_UPDATE queued first (an answer, a grant for what was read)
+        forgive the strikes before, as they would have gone out before the next PING."""
+        protocol = served.protocol
+        pings = protocol.take_pings_received()
+        strikes = served.strikes
+        if not pings or strikes is None or served.closed:
+            return
+        now = self.clock()
+        for _ in range(pings):
+            if strikes.on_ping_received(now, protocol.active_calls):
+                self._end_for_keepalive(
+                    served, _keepalive.TOO_MANY_PINGS_DEBUG_DATA, "too many pings"
+                )
+                self._io.flush_soon(served)  # the GOAWAY, then the linger of a closed protocol
+                return
+
+    def _end_for_keepalive(self, served: ServedConnection, debug_data: bytes, why: str) -> None:
+        """GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), and the connection's calls end."""
+        _LOGGER.debug("closing %s: %s", served.peer, why)
+        self.handle_events(served, served.protocol.end_for_keepalive(debug_data, why))
 
     def connection_closed(self, served: ServedConnection, reason: str) -> None:
         """The socket is closed: the calls still open end CANCELLED (PROTOCOL-HTTP2.md,
@@ -482,6 +542,37 @@ class ServerDriver:
             )
             return
         self._arm_age(served)
+
+    def _arm_keepalive(self, served: ServedConnection) -> None:
+        pinger = served.pinger
+        due = None if pinger is None else pinger.next_wakeup(served.protocol.active_calls)
+        if due is not None:
+            served.keepalive_timer = self._io.call_at(due, self._check_keepalive, served)
+
+    def _check_keepalive(self, served: ServedConnection) -> None:
+        """The server's keepalive (gRFC A9; :class:`~minigrpc.driver.keepalive.
+        KeepalivePinger`): a PING after ``grpc.keepalive_time_ms`` without a byte from the
+        client; nothing within the timeout after it, and the client is gone: the connection
+        ends (GOAWAY(ENHANCE_YOUR_CALM, "ping_timeout"), as grpc core's) and so do its calls,
+        whose contexts turn inactive and run their callbacks.  The timer is armed for the
+        earliest the PING can be due and looks again when bytes arrived meanwhile, rather
+        than being moved at every read."""
+        served.keepalive_timer = None
+        pinger = served.pinger
+        protocol = served.protocol
+        if pinger is None or served.closed or served.lingering or protocol.closed:
+            return  # ending already: its last frames flush, or the client closes
+        decision = pinger.poll(self.clock(), protocol.active_calls)
+        if decision == _keepalive.PING:
+            protocol.keepalive_ping()
+            self._io.flush_soon(served)
+        elif decision == _keepalive.DEAD:
+            self._end_for_keepalive(
+                served, _keepalive.PING_TIMEOUT_DEBUG_DATA, "keepalive ping unanswered"
+            )
+            self._io.close(served)  # the client is gone: no linger for it
+            return
+        self._arm_keepalive(served)
 
     def start_drain(self, served: ServedConnection, debug_data: bytes = b"") -> None:
         """GOAWAY(2^31-1) and a PING now; GOAWAY(last stream) on the ACK, or after

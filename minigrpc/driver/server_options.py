@@ -23,6 +23,12 @@ key                                       default     meaning
 ``grpc.max_connection_idle_ms``           300000      GOAWAY a connection without calls this long
 ``grpc.max_connection_age_ms``            never       GOAWAY a connection this old (±10%)
 ``grpc.max_connection_age_grace_ms``      never       then cut its calls this much later
+``grpc.keepalive_time_ms``                7200000     PING a connection silent this long
+``grpc.keepalive_timeout_ms``             20000       close it if nothing arrives in this time
+``grpc.http2.ping_timeout_ms``            60000       the same bound, under grpcio's other name
+``grpc.keepalive_permit_without_calls``   0           1: a client may ping without calls
+``grpc.http2.min_ping_interval_without_data_ms``  300000  a client's PINGs closer are strikes
+``grpc.http2.max_ping_strikes``           2           strikes, then GOAWAY too_many_pings
 ``minigrpc.request_stall_timeout_ms``     30000       cancel a call whose request stops arriving
 ``minigrpc.unary_handlers_on_io_thread``  0           1: run unary-unary handlers on the I/O thread
 ``grpc.so_reuseport``                     0           1: SO_REUSEPORT on TCP ports (port sharing)
@@ -30,8 +36,8 @@ key                                       default     meaning
 
 For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
 
-The connection age (gRFC A9) is decided by :mod:`minigrpc.driver.server_timers` and carried out
-per connection by the server driver.
+Connection age and keepalive (gRFC A9, A8) are decided by :mod:`minigrpc.driver.server_timers`
+and :mod:`minigrpc.driver.keepalive`, and carried out per connection by the server driver.
 
 Timeouts that bound what an idle or stalling client can hold, so that such clients
 cannot exhaust the server's file descriptors or memory:
@@ -79,6 +85,7 @@ from ..http2 import streams
 from ..protocol import codes, wire
 from ..protocol.memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
 from ..protocol.server_settings import ServerSettings
+from .keepalive import KeepaliveOptions
 from .logs import get_logger
 from .server_timers import ConnectionAgeOptions
 
@@ -96,8 +103,18 @@ DEFAULT_MAX_CONNECTION_IDLE = 300.0
 DEFAULT_REQUEST_STALL_TIMEOUT = 30.0
 
 
-#: Options a module of their own reads (:attr:`ServerOptions.connection_age`).
-_READ_ELSEWHERE = frozenset(("grpc.max_connection_age_ms", "grpc.max_connection_age_grace_ms"))
+#: Options a module of their own reads (:attr:`ServerOptions.connection_age`,
+#: :attr:`ServerOptions.keepalive`).
+_READ_ELSEWHERE = frozenset((
+    "grpc.max_connection_age_ms",
+    "grpc.max_connection_age_grace_ms",
+    "grpc.keepalive_time_ms",
+    "grpc.keepalive_timeout_ms",
+    "grpc.http2.ping_timeout_ms",
+    "grpc.keepalive_permit_without_calls",
+    "grpc.http2.min_ping_interval_without_data_ms",
+    "grpc.http2.max_ping_strikes",
+))
 
 
 def _limit(value: Any) -> Optional[int]:
@@ -165,8 +182,9 @@ class ServerOptions:
                 raise ValueError(
                     f"invalid value {value!r} for server option {key!r}: {exc}"
                 ) from None
-        #: gRFC A9's connection age, read by its own module.
+        #: gRFC A9's connection age and A8's keepalive, each read by its own module.
         self.connection_age = ConnectionAgeOptions.from_options(items)
+        self.keepalive = KeepaliveOptions.server(items)
         if compression is not None:
             self.compression = compression
         self.maximum_concurrent_rpcs = maximum_concurrent_rpcs

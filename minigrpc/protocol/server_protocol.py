@@ -113,6 +113,8 @@ Headers = List[Tuple[bytes, bytes]]
 #: GOAWAY, so every stream it opened before is already known to us (docs/wire-rules.md,
 #: "GOAWAY and PING"). The bytes are grpc-go's, so traces of both servers look alike.
 DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
+#: The payload of a keepalive PING: any 8 bytes other than the drain PING's.
+KEEPALIVE_PING_PAYLOAD = b"\x00" * 8
 #: "The last stream the sender might process" before the real one is known (RFC 9113 §6.8).
 _MAX_STREAM_ID = 2**31 - 1
 #: A lead allowance with no bound (the receive limit lifted).
@@ -360,11 +362,36 @@ class ServerGrpcConnection(RequestIntake):
         self.close_reason = reason
         return self._terminate_all(StatusCode.CANCELLED, reason)
 
-    def _fail_connection(self, error_code: int, reason: str) -> List[CallEvent]:
+    def _fail_connection(
+        self, error_code: int, reason: str, debug_data: bytes = b""
+    ) -> List[CallEvent]:
         """A connection error: GOAWAY(``error_code``) unless one went out, then close
         (RFC 9113 §5.4.1)."""
-        self._close_with(error_code)
+        self._close_with(error_code, debug_data)
         return self._connection_failed(reason)
+
+    def end_for_keepalive(self, debug_data: bytes, reason: str) -> List[CallEvent]:
+        """The keepalive policy ends the connection (gRFC A8, A9; the driver decides when): a
+        client that pings too often, or one whose PING went unanswered.
+        GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), then the open calls end as on a lost
+        connection."""
+        if self.closed:
+            return []
+        return self._fail_connection(ENHANCE_YOUR_CALM, reason, debug_data)
+
+    def keepalive_ping(self) -> None:
+        """A keepalive PING (gRFC A8, A9): the driver decides when, and reads any bytes that
+        follow as the client's life."""
+        self.conn.ping(KEEPALIVE_PING_PAYLOAD)
+
+    def take_pings_received(self) -> int:
+        """The PINGs the client sent since the last call: what the keepalive policy counts."""
+        return self.conn.take_pings_received()
+
+    def take_data_sent(self) -> bool:
+        """Whether HEADERS, DATA or a connection WINDOW_UPDATE went out since the last call:
+        what forgives the client's PING strikes (grpc-core's doc/keepalive.md)."""
+        return self.conn.take_data_sent()
 
     def _connection_failed(self, reason: str) -> List[CallEvent]:
         self.closed = True

@@ -1,10 +1,10 @@
-"""Connection age on both servers (gRFC A9), seen by real peers.
+"""Connection age and keepalive on both servers (gRFC A9, A8), seen by real peers.
 
 The driver decides (tests/unit/test_server_driver.py pins each decision on a fake clock); here
 the blocking and the asyncio server carry the decisions out over TCP, against grpcio's client,
-minigrpc's client and a scripted HTTP/2 client (h2 on a real socket).  Times are asserted with
-bounds: wide enough for a loaded machine, narrow enough that the option visibly did the work (a
-connection left alone would not end at all).
+minigrpc's client and a scripted HTTP/2 client (h2 on a real socket) that pings as grpcio never
+would.  Times are asserted with bounds: wide enough for a loaded machine, narrow enough that the
+option visibly did the work (a connection left alone would not end at all).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import time
 from typing import Any, Iterator, List, Sequence, Tuple
 
 import grpc
+import h2.errors
 import pytest
 
 import minigrpc
 from tests.support.aio_server import AioServer
 from tests.support.minigrpc_server import MinigrpcServer
-from tests.support.scripted_peer import RawH2Client
+from tests.support.scripted_peer import RawH2Client, grpc_request_headers
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -171,3 +172,93 @@ def test_clients_ride_through_repeated_max_age_goaways(kind: str, client: str) -
     assert not errors, errors[:3]
     assert len(peers) > 20
     assert len(set(peers)) >= 4, set(peers)  # about ten connections in 2 s
+
+
+# -- keepalive (gRFC A8, A9) ------------------------------------------------------------------
+
+
+def _ping_every(client: RawH2Client, interval: float, count: int) -> List[int]:
+    """PING ``count`` times, ``interval`` apart, each once the last was answered (or the
+    server sent GOAWAY); the numbers of the PINGs the server answered."""
+    pace = threading.Event()  # never set: paces the PINGs, synchronises nothing
+    try:
+        for number in range(count):
+            if client.goaways:
+                break
+            data = number.to_bytes(8, "big")
+            client.conn.ping(data)
+            client.flush()
+            client.read_until(lambda acked=data: acked in client.ping_acks or bool(client.goaways))
+            pace.wait(interval)
+        if client.goaways:
+            client.read_until(lambda: False)  # what the server still sends, then its close
+    except ConnectionError:
+        pass
+    return [int.from_bytes(ack, "big") for ack in client.ping_acks]
+
+
+def test_pings_every_10_ms_are_sent_away_after_the_strikes(kind: str) -> None:
+    """grpcio's defaults: two strikes allowed, the 4th quick PING gets GOAWAY too_many_pings;
+    with five strikes allowed, the 7th."""
+    for options, answered in (([], 4), ([("grpc.http2.max_ping_strikes", 5)], 7)):
+        with serving(kind, options, Recorder()) as target, RawH2Client(target) as client:
+            acks = _ping_every(client, 0.01, 20)
+        assert acks == list(range(answered)), (options, acks)
+        assert len(client.goaways) == 1
+        goaway = client.goaways[0]
+        assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+        assert goaway.additional_data == b"too_many_pings"
+
+
+def test_pings_within_the_policy_are_left_alone(kind: str) -> None:
+    options = [
+        ("grpc.http2.min_ping_interval_without_data_ms", 50),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+    with serving(kind, options, Recorder()) as target, RawH2Client(target) as client:
+        acks = _ping_every(client, 0.1, 15)
+        assert not client.goaways
+        assert acks == list(range(15))
+        client.call(grpc_request_headers(f"/{SERVICE}/Peer"), b"\0\0\0\0\0")  # still serving
+
+
+def test_a_silent_client_is_found_dead_and_its_calls_end(kind: str) -> None:
+    """The client sends a call, then nothing (no ACK for the server's PING): the handler sees
+    its context inactive, and its callback run, about keepalive time + timeout later."""
+    options = [("grpc.keepalive_time_ms", 500), ("grpc.keepalive_timeout_ms", 500)]
+    recorder = Recorder()
+    with serving(kind, options, recorder) as target, RawH2Client(target) as client:
+        sent = time.monotonic()
+        client.send_request(grpc_request_headers(f"/{SERVICE}/Hold"), b"\0\0\0\0\x01x")
+        recorder.started.get(timeout=WAIT)
+        ended, active = recorder.ended.get(timeout=WAIT)  # the client reads nothing meanwhile
+    assert not active
+    assert 0.9 <= ended - sent <= 3.0, ended - sent
+
+
+def test_grpcio_with_keepalive_works_normally(kind: str) -> None:
+    """grpcio pings every 200 ms, with and without calls, within the server's policy, and the
+    server pings it every 300 ms: calls over 1.5 s all succeed on the one connection."""
+    server_options = [
+        ("grpc.keepalive_time_ms", 300),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 100),
+    ]
+    client_options = [
+        ("grpc.keepalive_time_ms", 200),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+    recorder = Recorder()
+    pace = threading.Event()  # never set: spaces the calls, synchronises nothing
+    with serving(kind, server_options, recorder) as target:
+        with grpc.insecure_channel(target, options=client_options) as channel:
+            peer = channel.unary_unary(f"/{SERVICE}/Peer")
+            peers = set()
+            until = time.monotonic() + 1.5
+            while time.monotonic() < until:
+                peers.add(peer(b"", timeout=WAIT))
+                pace.wait(0.25)
+    assert len(peers) == 1  # never sent away, never reconnected

@@ -696,3 +696,143 @@ def test_a_call_that_ends_within_the_grace_is_answered_and_the_connection_drains
 def test_without_max_age_no_age_timer_is_armed() -> None:
     harness = Harness()
     assert not [t for t in harness.io.pending() if t.callback == harness.driver._check_age]
+
+
+# -- keepalive (gRFC A8, A9) ------------------------------------------------------------------
+
+
+def _pings(frames: List[Any]) -> List[Any]:
+    return [
+        frame
+        for frame in frames
+        if isinstance(frame, hyperframe.frame.PingFrame) and "ACK" not in frame.flags
+    ]
+
+
+def test_the_server_pings_a_silent_connection_and_an_answer_keeps_it() -> None:
+    options = [("grpc.keepalive_time_ms", 1_000), ("grpc.keepalive_timeout_ms", 500)]
+    harness = Harness(options=options)
+    harness.io.advance(0.99)
+    assert not _pings(_frames(harness.served.outgoing()))
+    for _ in range(5):  # each time, a PING after 1 s of silence; the h2 client ACKs it
+        harness.io.advance(0.02)
+        out = harness.served.outgoing()
+        assert len(_pings(_frames(out))) == 1
+        harness._deliver(out)
+        harness.exchange()
+        harness.io.advance(0.98)
+    assert not harness.served.closed
+
+
+def test_a_lingering_connection_gets_no_keepalive_ping() -> None:
+    """Its write side is shut (or about to be): a PING could not go out, and the linger's own
+    timeout ends it."""
+    options = [("grpc.keepalive_time_ms", 600), ("grpc.max_connection_idle_ms", 500)]
+    harness = Harness(options=options)
+    harness.io.advance(0.5)
+    harness.exchange()  # the idle drain's GOAWAYs; the client's ACK is its last word
+    assert harness.served.lingering and not harness.served.closed
+    harness.io.advance(0.7)  # past the PING's time (0.5 + 0.6), within the linger (1 s)
+    assert not harness.served.closed
+    assert not _pings(_frames(harness.served.outgoing()))
+
+
+def test_a_client_that_does_not_answer_the_keepalive_ping_is_cut_with_its_calls() -> None:
+    options = [("grpc.keepalive_time_ms", 1_000), ("grpc.keepalive_timeout_ms", 500)]
+    harness = Harness(options=options)
+    stream_id = harness.request("/t.S/Stream", body=None, end=False)
+    call = harness.call(stream_id)
+    ran: List[str] = []
+    assert call._add_callback(lambda: ran.append("done"))
+    harness.io.advance(1.01)
+    assert len(_pings(_frames(harness.served.outgoing()))) == 1  # never delivered
+    harness.io.advance(0.48)
+    assert not harness.served.closed and not call._terminated
+    harness.io.advance(0.02)
+    assert harness.served.closed and harness.io.did("close")
+    assert call._termination_code is StatusCode.CANCELLED and ran == ["done"]
+    goaway = harness.goaways()[-1]
+    assert (goaway.error_code, goaway.additional_data) == (
+        h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, b"ping_timeout"
+    )
+
+
+def test_any_bytes_after_the_ping_count_as_life() -> None:
+    """gRFC A8: the time without receiving any bytes, not the ACK alone."""
+    options = [("grpc.keepalive_time_ms", 1_000), ("grpc.keepalive_timeout_ms", 500)]
+    harness = Harness(options=options)
+    harness.io.advance(1.01)
+    harness.served.outgoing()  # the PING, never delivered
+    harness.io.advance(0.4)
+    harness.request()  # a call instead of the ACK
+    harness.io.advance(0.4)
+    assert not harness.served.closed
+
+
+def _frames(data: bytes) -> List[Any]:
+    frames = []
+    view = memoryview(data)
+    while view:
+        frame, length = hyperframe.frame.Frame.parse_frame_header(view[:9])
+        frame.parse_body(view[9 : 9 + length])
+        frames.append(frame)
+        view = view[9 + length :]
+    return frames
+
+
+def _ping_every(harness: Harness, interval: float, count: int) -> int:
+    """The client PINGs ``count`` times, ``interval`` apart; how many went out before the server
+    sent GOAWAY (all of them if it never did)."""
+    for number in range(count):
+        if harness.goaways():
+            return number
+        harness.client.ping(number.to_bytes(8, "big"))
+        harness.exchange()
+        harness.io.advance(interval)
+    return count
+
+
+def test_the_fourth_ping_in_quick_succession_is_sent_away_as_grpcio_does() -> None:
+    harness = Harness(options=[("grpc.keepalive_permit_without_calls", 1)])
+    assert _ping_every(harness, 0.01, 10) == 4
+    goaway = harness.goaways()[0]
+    assert (goaway.error_code, goaway.additional_data) == (
+        h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, b"too_many_pings"
+    )
+    assert harness.served.protocol.closed
+
+
+def test_max_ping_strikes_sets_how_many_pings_are_sent_away() -> None:
+    options = [("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_ping_strikes", 5)]
+    harness = Harness(options=options)
+    assert _ping_every(harness, 0.01, 20) == 7
+
+
+def test_pings_within_the_policy_are_left_alone() -> None:
+    options = [
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 50),
+    ]
+    harness = Harness(options=options)
+    assert _ping_every(harness, 0.1, 30) == 30
+    assert not harness.served.protocol.closed
+
+
+def test_without_calls_or_permission_pings_minutes_apart_are_strikes() -> None:
+    """No call open and no ``grpc.keepalive_permit_without_calls``: 2 hours (grpc core)."""
+    harness = Harness(options=[("grpc.http2.min_ping_interval_without_data_ms", 50)])
+    assert _ping_every(harness, 60.0, 10) == 4
+
+
+def test_responses_between_pings_forgive_the_strikes() -> None:
+    harness = Harness()
+    stream_id = harness.request("/t.S/Stream", body=None, end=False)
+    call = harness.call(stream_id)
+    for number in range(10):  # ten PINGs 10 ms apart, each after a response message
+        assert harness.driver.send_response(call, b"tick", False)
+        harness.exchange()
+        harness.client.ping(number.to_bytes(8, "big"))
+        harness.exchange()
+        harness.io.advance(0.01)
+    assert not harness.goaways()
+    assert not harness.served.protocol.closed

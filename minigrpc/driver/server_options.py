@@ -1,6 +1,8 @@
 """The options of ``minigrpc.server()``, parsed once into :class:`ServerOptions`.
 
-Options (``options=[(key, value), ...]``; unknown ``grpc.*`` keys are ignored, as grpcio does):
+Options (``options=[(key, value), ...]``; a key minigrpc does not know, or knows and does not
+carry out, is ignored with one warning naming it (:mod:`minigrpc.driver.channel_args`), where
+grpcio ignores it in silence):
 
 ========================================  ==========  ==============================================
 key                                       default     meaning
@@ -85,6 +87,7 @@ from ..http2 import streams
 from ..protocol import codes, wire
 from ..protocol.memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
 from ..protocol.server_settings import ServerSettings
+from .channel_args import SERVER, arguments_to_warn_about
 from .keepalive import KeepaliveOptions
 from .logs import get_logger
 from .server_timers import ConnectionAgeOptions
@@ -101,20 +104,6 @@ DEFAULT_HANDSHAKE_TIMEOUT = 120.0
 DEFAULT_MAX_CONNECTION_IDLE = 300.0
 #: ``minigrpc.request_stall_timeout_ms`` default: a request that makes no progress for 30 s.
 DEFAULT_REQUEST_STALL_TIMEOUT = 30.0
-
-
-#: Options a module of their own reads (:attr:`ServerOptions.connection_age`,
-#: :attr:`ServerOptions.keepalive`).
-_READ_ELSEWHERE = frozenset((
-    "grpc.max_connection_age_ms",
-    "grpc.max_connection_age_grace_ms",
-    "grpc.keepalive_time_ms",
-    "grpc.keepalive_timeout_ms",
-    "grpc.http2.ping_timeout_ms",
-    "grpc.keepalive_permit_without_calls",
-    "grpc.http2.min_ping_interval_without_data_ms",
-    "grpc.http2.max_ping_strikes",
-))
 
 
 def _limit(value: Any) -> Optional[int]:
@@ -185,6 +174,10 @@ class ServerOptions:
         #: gRFC A9's connection age and A8's keepalive, each read by its own module.
         self.connection_age = ConnectionAgeOptions.from_options(items)
         self.keepalive = KeepaliveOptions.server(items)
+        # One warning per server for each option it will not carry out: grpcio ignores such
+        # an option in silence, and a typo or an unsupported setting then goes unnoticed.
+        for name, why in arguments_to_warn_about(items, SERVER):
+            _LOGGER.warning("server option %r: %s", name, why)
         if compression is not None:
             self.compression = compression
         self.maximum_concurrent_rpcs = maximum_concurrent_rpcs
@@ -237,10 +230,6 @@ class ServerOptions:
             self.max_buffered_bytes = _at_least(value, 1024 * 1024, "1 MiB")
         elif key == "minigrpc.max_connection_buffered_bytes":
             self.max_connection_buffered_bytes = _at_least(value, 256 * 1024, "256 KiB")
-        elif key in _READ_ELSEWHERE:
-            pass
-        else:
-            _LOGGER.debug("ignoring unsupported server option %r", key)
 
     def _connection_budget(self) -> int:
         connection = self.max_connection_buffered_bytes

@@ -10,6 +10,7 @@ option visibly did the work (a connection left alone would not end at all).
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -262,3 +263,29 @@ def test_grpcio_with_keepalive_works_normally(kind: str) -> None:
                 peers.add(peer(b"", timeout=WAIT))
                 pace.wait(0.25)
     assert len(peers) == 1  # never sent away, never reconnected
+
+
+# -- arguments --------------------------------------------------------------------------------
+
+
+def test_each_option_not_carried_out_is_named_in_one_warning(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unknown option, or a known one minigrpc does not carry out, logs one warning naming
+    it (grpcio ignores both in silence); the options it carries out log nothing."""
+    options = [
+        ("grpc.max_connection_age_ms", 60_000),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.no_such_option", 1),
+        ("grpc.http2.hpack_table_size.decoder", 8192),
+        ("grpc.http2.bdp_probe", 0),  # what minigrpc does anyway: no warning
+        ("grpc.no_such_option", 2),
+    ]
+    caplog.set_level(logging.WARNING, logger="minigrpc")
+    with serving(kind, options, Recorder()):
+        pass
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert "'grpc.no_such_option'" in warnings[0]
+    assert "'grpc.http2.hpack_table_size.decoder'" in warnings[1]
+    assert "not supported" in warnings[1]

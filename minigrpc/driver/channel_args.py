@@ -105,6 +105,8 @@ def _inert(name: str, side: str, why: str) -> Argument:
 
 _CHANNEL = "blocking.channel"  # both APIs' channels read their options there
 _SERVER = "driver.server_options"
+_SERVER_KEEPALIVE = "driver.server_driver, driver.keepalive"
+_SERVER_AGE = "driver.server_driver, driver.server_timers"
 _NO_XDS = "xDS and grpclb are not implemented"
 _NO_HEALTH = "client-side health checking is not implemented"
 _CORE_TCP = "tunes gRPC core's TCP reads and writes; minigrpc reads with its own sizes"
@@ -152,36 +154,36 @@ ARGUMENTS: Tuple[Argument, ...] = (
     _unsupported("grpc.http2.max_inflight_pings", BOTH, "one keepalive PING is in flight at a "
                  "time"),
     _inert("grpc.http2.min_time_between_pings_ms", CLIENT, "deprecated; grpcio 1.85 ignores it"),
-    # -- keepalive (gRFC A8, A9): the client carries it out, the server only decides it yet
+    # -- keepalive (gRFC A8, A9): the client's connections and the server driver carry it out
     _implemented("grpc.keepalive_time_ms", CLIENT, _KEEPALIVE,
                  "PING a connection this long after the last byte received"),
+    _implemented("grpc.keepalive_time_ms", SERVER, _SERVER_KEEPALIVE,
+                 "PING a connection this long after the last byte received (2 h)"),
     _implemented("grpc.keepalive_timeout_ms", CLIENT, _KEEPALIVE,
+                 "close a connection that receives nothing this long after a PING"),
+    _implemented("grpc.keepalive_timeout_ms", SERVER, _SERVER_KEEPALIVE,
                  "close a connection that receives nothing this long after a PING"),
     _implemented("grpc.http2.ping_timeout_ms", CLIENT, _KEEPALIVE,
                  "close a connection whose PING goes unanswered this long (grpcio's real bound)"),
+    _implemented("grpc.http2.ping_timeout_ms", SERVER, _SERVER_KEEPALIVE,
+                 "close a connection whose PING goes unanswered this long (grpcio's real bound)"),
     _implemented("grpc.keepalive_permit_without_calls", CLIENT, _KEEPALIVE,
                  "PING while no call is open too"),
+    _implemented("grpc.keepalive_permit_without_calls", SERVER, _SERVER_KEEPALIVE,
+                 "accept a client's PINGs while no call is open"),
     _implemented("grpc.http2.max_pings_without_data", CLIENT, _KEEPALIVE,
                  "PINGs sent without data before they slow to one a minute"),
-    _decided("grpc.keepalive_time_ms", SERVER, "driver.keepalive",
-             "PING a connection this long after the last byte received"),
-    _decided("grpc.keepalive_timeout_ms", SERVER, "driver.keepalive",
-             "close a connection that receives nothing this long after a PING"),
-    _decided("grpc.http2.ping_timeout_ms", SERVER, "driver.keepalive",
-             "close a connection whose PING goes unanswered this long (grpcio's real bound)"),
-    _decided("grpc.keepalive_permit_without_calls", SERVER, "driver.keepalive",
-             "accept PINGs without calls"),
-    _decided("grpc.http2.min_ping_interval_without_data_ms", SERVER, "driver.keepalive",
-             "the shortest interval between a client's PINGs that is no strike"),
-    _decided("grpc.http2.max_ping_strikes", SERVER, "driver.keepalive",
-             "strikes allowed before GOAWAY(ENHANCE_YOUR_CALM, too_many_pings)"),
+    _implemented("grpc.http2.min_ping_interval_without_data_ms", SERVER, _SERVER_KEEPALIVE,
+                 "the shortest interval between a client's PINGs that is no strike"),
+    _implemented("grpc.http2.max_ping_strikes", SERVER, _SERVER_KEEPALIVE,
+                 "strikes allowed before GOAWAY(ENHANCE_YOUR_CALM, too_many_pings)"),
     # -- server connection management (gRFC A9)
     _implemented("grpc.max_connection_idle_ms", SERVER, _SERVER + ", driver.server_timers",
                  "drain a connection without calls this long"),
-    _decided("grpc.max_connection_age_ms", SERVER, "driver.server_timers",
-             "drain a connection this old (±10% jitter)"),
-    _decided("grpc.max_connection_age_grace_ms", SERVER, "driver.server_timers",
-             "then cut its calls still running this much later"),
+    _implemented("grpc.max_connection_age_ms", SERVER, _SERVER_AGE,
+                 "drain a connection this old (±10% jitter)"),
+    _implemented("grpc.max_connection_age_grace_ms", SERVER, _SERVER_AGE,
+                 "then cut its calls still running this much later"),
     _implemented("grpc.server_handshake_timeout_ms", SERVER, _SERVER,
                  "close a client that sends no preface and SETTINGS in time"),
     _unsupported("grpc.client_idle_timeout_ms", CLIENT, "an idle channel keeps its connection "

@@ -31,7 +31,15 @@ Per connection (:class:`ServedConnection`):
   (``grpc.max_connection_idle_ms``, :func:`~minigrpc.driver.server_timers.idle_recheck`), and
   the graceful drain itself: GOAWAY(2^31-1) and a PING, the final GOAWAY on the ACK or after
   :data:`~minigrpc.driver.server_timers.DRAIN_PING_TIMEOUT` (docs/wire-rules.md, "GOAWAY and
-  PING");
+  PING"), each GOAWAY's debug data saying why (gRFC A9: ``max_idle``, ``max_age``);
+* the connection's age (gRFC A9: ``grpc.max_connection_age_ms`` with ±10% jitter, then
+  ``grpc.max_connection_age_grace_ms``, :class:`~minigrpc.driver.server_timers.ConnectionAge`):
+  drained at its age, its calls still running cut when the grace is over;
+* keepalive (gRFC A8, A9; grpc-core's doc/keepalive.md): the server's PINGs on a silent
+  connection and the end of one that stays silent
+  (:class:`~minigrpc.driver.keepalive.KeepalivePinger`), and the client's PINGs counted against
+  its strikes, GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings") past them
+  (:class:`~minigrpc.driver.keepalive.PingStrikes`; RFC 9113 §6.7 PING, §6.8 GOAWAY);
 * how a connection ends (:meth:`ServerDriver.flushed`): one whose protocol closed flushes its
   last frames, for at most :data:`~minigrpc.driver.server_timers.CLOSE_FLUSH_TIMEOUT`; one that
   drained, or whose GOAWAY is out, lingers: its write side shut, it reads until the client
@@ -51,6 +59,7 @@ server calls it on its I/O thread (or a handler thread holding the I/O lock), th
 on its event loop.
 """
 
+import random
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set
@@ -66,7 +75,9 @@ from ..protocol.server_events import (
     RequestReady,
 )
 from ..protocol.status import CallError
+from . import keepalive as _keepalive
 from . import server_dispatch as _dispatch
+from . import server_timers as _timers
 from .logs import get_logger
 from .server_accept import AcceptBackoff
 from .server_call_state import CallState
@@ -162,6 +173,8 @@ class ServedConnection:
     ``tracer`` its frame trace (:mod:`minigrpc.net.trace`), or None."""
 
     __slots__ = (
+        "age",
+        "age_timer",
         "calls",
         "charged_output",
         "closed",
@@ -171,10 +184,13 @@ class ServedConnection:
         "handshake_timer",
         "idle_since",
         "idle_timer",
+        "keepalive_timer",
         "lingering",
         "link",
         "peer",
+        "pinger",
         "protocol",
+        "strikes",
         "tls",
         "tracer",
     )
@@ -212,9 +228,25 @@ class ServedConnection:
         self.drain_timer: Optional[Timer] = None
         #: The close at the end of a flush or a linger.
         self.end_timer: Optional[Timer] = None
+        #: gRFC A9's max age and its grace (:class:`~minigrpc.driver.server_timers.
+        #: ConnectionAge`), and its timer; set by the driver when the connection opens.
+        self.age: Optional[_timers.ConnectionAge] = None
+        self.age_timer: Optional[Timer] = None
+        #: The server's keepalive PINGs (gRFC A9) and the client's PING strikes (gRFC A8's
+        #: policy, as grpc core enforces it), and the PINGs' timer.
+        self.pinger: Optional[_keepalive.KeepalivePinger] = None
+        self.strikes: Optional[_keepalive.PingStrikes] = None
+        self.keepalive_timer: Optional[Timer] = None
 
     def timers(self) -> List[Optional["Timer"]]:
-        return [self.handshake_timer, self.idle_timer, self.drain_timer, self.end_timer]
+        return [
+            self.handshake_timer,
+            self.idle_timer,
+            self.drain_timer,
+            self.end_timer,
+            self.age_timer,
+            self.keepalive_timer,
+        ]
 
     def outgoing(self) -> bytes:
         """The bytes to write next: what the protocol queued (traced as HTTP/2), encrypted
@@ -224,12 +256,24 @@ class ServedConnection:
             handshake: bytes = tls.outgoing()
             return handshake
         data = self.protocol.data_to_send()
-        if data and self.tracer is not None:
-            self.tracer.sent(data)
+        if data:
+            self.count_sent()
+            if self.tracer is not None:
+                self.tracer.sent(data)
         if tls is None:
             return data
         encrypted: bytes = tls.encrypt(data)
         return encrypted
+
+    def count_sent(self) -> None:
+        """HEADERS, DATA or a connection WINDOW_UPDATE going out forgive the client's PING
+        strikes and restart the server's count of PINGs without data (grpc-core's
+        doc/keepalive.md)."""
+        if self.protocol.take_data_sent():
+            if self.strikes is not None:
+                self.strikes.on_data_sent()
+            if self.pinger is not None:
+                self.pinger.on_data_sent()
 
     def output_room(self, room: int) -> bool:
         """After a write, with ``room`` bytes left of the server's output bound: give the
@@ -249,7 +293,8 @@ class ServerDriver:
 
     ``io`` carries the decisions out (:class:`ServerIO`); ``options`` are the server's, its
     interceptors included; ``awaits_interceptors``: those are coroutines (``grpc.aio``), so a
-    call's lookup runs in its task.
+    call's lookup runs in its task.  ``clock`` and ``rng`` (the max age's jitter) are the
+    caller's, so the driver's tests run on a fake clock with a seeded generator.
     """
 
     def __init__(
@@ -258,8 +303,11 @@ class ServerDriver:
         options: ServerOptions,
         awaits_interceptors: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        rng: Optional[random.Random] = None,
     ) -> None:
         self._io = io
+        #: Spreads each connection's max age (gRFC A9's jitter); seeded in the driver's tests.
+        self._rng = rng if rng is not None else random.Random()
         self.options = options
         #: The registered and generic handlers, behind the interceptors.
         self.handlers = _dispatch.HandlerTable(options.interceptors)
@@ -315,6 +363,12 @@ class ServerDriver:
             served.idle_timer = self._io.call_at(
                 now + options.max_connection_idle, self._check_idle, served
             )
+        served.age = _timers.ConnectionAge(options.connection_age, now, self._rng)
+        self._arm_age(served)
+        keepalive = options.keepalive
+        served.strikes = _keepalive.PingStrikes(keepalive)
+        served.pinger = _keepalive.KeepalivePinger(keepalive, now, pings_without_calls=True)
+        self._arm_keepalive(served)
         return served
 
     def received(self, served: ServedConnection, data: bytes) -> None:
@@ -336,11 +390,40 @@ class ServerDriver:
                 return
         if served.tracer is not None:
             served.tracer.received(data)  # HTTP/2, decrypted
+        if served.pinger is not None:
+            served.pinger.on_bytes_received(self.clock())
         self.handle_events(served, served.protocol.receive_data(data))
+        self._police_pings(served)
 
     def resume_input(self, served: ServedConnection) -> None:
         """The next pass's worth of what an earlier read brought past the pass limit."""
         self.handle_events(served, served.protocol.receive_data(b""))
+        self._police_pings(served)
+
+    def _police_pings(self, served: ServedConnection) -> None:
+        """Count the client's PINGs of this read against its strikes (gRFC A8's policy, as
+        grpc core enforces it: :class:`~minigrpc.driver.keepalive.PingStrikes`); one too many
+        and the connection ends with GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings").  HEADERS,
+        DATA or a connection WINDOW_UPDATE queued first (an answer, a grant for what was read)
+        forgive the strikes before, as they would have gone out before the next PING."""
+        protocol = served.protocol
+        pings = protocol.take_pings_received()
+        strikes = served.strikes
+        if not pings or strikes is None or served.closed:
+            return
+        now = self.clock()
+        for _ in range(pings):
+            if strikes.on_ping_received(now, protocol.active_calls):
+                self._end_for_keepalive(
+                    served, _keepalive.TOO_MANY_PINGS_DEBUG_DATA, "too many pings"
+                )
+                self._io.flush_soon(served)  # the GOAWAY, then the linger of a closed protocol
+                return
+
+    def _end_for_keepalive(self, served: ServedConnection, debug_data: bytes, why: str) -> None:
+        """GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), and the connection's calls end."""
+        _LOGGER.debug("closing %s: %s", served.peer, why)
+        self.handle_events(served, served.protocol.end_for_keepalive(debug_data, why))
 
     def connection_closed(self, served: ServedConnection, reason: str) -> None:
         """The socket is closed: the calls still open end CANCELLED (PROTOCOL-HTTP2.md,
@@ -428,15 +511,77 @@ class ServerDriver:
             served.idle_timer = self._io.call_at(recheck, self._check_idle, served)
             return
         _LOGGER.debug("draining %s: idle for %.1f s", served.peer, idle)
-        self.start_drain(served)
+        self.start_drain(served, _timers.MAX_IDLE_DEBUG_DATA)
 
-    def start_drain(self, served: ServedConnection) -> None:
+    def _arm_age(self, served: ServedConnection) -> None:
+        age = served.age
+        due = None if age is None else age.next_wakeup()
+        if due is not None:
+            served.age_timer = self._io.call_at(due, self._check_age, served)
+
+    def _check_age(self, served: ServedConnection) -> None:
+        """``grpc.max_connection_age_ms`` and its grace (gRFC A9;
+        :class:`~minigrpc.driver.server_timers.ConnectionAge`): at the age, the graceful drain
+        with GOAWAYs saying ``max_age``; at the end of the grace, the calls still running are
+        cut UNAVAILABLE "max connection age" and the connection closes."""
+        served.age_timer = None
+        age = served.age
+        if served.closed or age is None:
+            return
+        decision = age.poll(self.clock())
+        if decision == _timers.DRAIN:
+            _LOGGER.debug("draining %s: max connection age", served.peer)
+            self.start_drain(served, _timers.MAX_AGE_DEBUG_DATA)
+        elif decision == _timers.CUT:
+            _LOGGER.debug("closing %s: max connection age grace over", served.peer)
+            self._abort(
+                served,
+                _timers.MAX_AGE_DETAILS,
+                _timers.MAX_AGE_DETAILS,
+                _timers.MAX_AGE_DEBUG_DATA,
+            )
+            return
+        self._arm_age(served)
+
+    def _arm_keepalive(self, served: ServedConnection) -> None:
+        pinger = served.pinger
+        due = None if pinger is None else pinger.next_wakeup(served.protocol.active_calls)
+        if due is not None:
+            served.keepalive_timer = self._io.call_at(due, self._check_keepalive, served)
+
+    def _check_keepalive(self, served: ServedConnection) -> None:
+        """The server's keepalive (gRFC A9; :class:`~minigrpc.driver.keepalive.
+        KeepalivePinger`): a PING after ``grpc.keepalive_time_ms`` without a byte from the
+        client; nothing within the timeout after it, and the client is gone: the connection
+        ends (GOAWAY(ENHANCE_YOUR_CALM, "ping_timeout"), as grpc core's) and so do its calls,
+        whose contexts turn inactive and run their callbacks.  The timer is armed for the
+        earliest the PING can be due and looks again when bytes arrived meanwhile, rather
+        than being moved at every read."""
+        served.keepalive_timer = None
+        pinger = served.pinger
+        protocol = served.protocol
+        if pinger is None or served.closed or served.lingering or protocol.closed:
+            return  # ending already: its last frames flush, or the client closes
+        decision = pinger.poll(self.clock(), protocol.active_calls)
+        if decision == _keepalive.PING:
+            protocol.keepalive_ping()
+            self._io.flush_soon(served)
+        elif decision == _keepalive.DEAD:
+            self._end_for_keepalive(
+                served, _keepalive.PING_TIMEOUT_DEBUG_DATA, "keepalive ping unanswered"
+            )
+            self._io.close(served)  # the client is gone: no linger for it
+            return
+        self._arm_keepalive(served)
+
+    def start_drain(self, served: ServedConnection, debug_data: bytes = b"") -> None:
         """GOAWAY(2^31-1) and a PING now; GOAWAY(last stream) on the ACK, or after
-        :data:`~minigrpc.driver.server_timers.DRAIN_PING_TIMEOUT`."""
+        :data:`~minigrpc.driver.server_timers.DRAIN_PING_TIMEOUT`; both GOAWAYs carry
+        ``debug_data`` (gRFC A9: why the connection drains)."""
         protocol = served.protocol
         if served.closed or protocol.draining:
             return
-        protocol.start_drain()
+        protocol.start_drain(debug_data)
         served.drain_timer = self._io.call_at(
             self.clock() + DRAIN_PING_TIMEOUT, self._final_goaway, served
         )
@@ -511,12 +656,26 @@ class ServerDriver:
         """End every call UNAVAILABLE (their contexts report CANCELLED), GOAWAY, and close
         (``stop(0)``, an expired grace), without waiting for a client that does not read."""
         for served in list(self.connections):
-            if served.closed:
-                continue
-            self.handle_events(served, served.protocol.abort_all())
-            for call in list(served.calls.values()):
-                self.end_call(call, StatusCode.CANCELLED)
-            self._io.close(served)
+            self._abort(served)
+
+    def _abort(
+        self,
+        served: ServedConnection,
+        details: str = "the server is shutting down",
+        status_details: str = _protocol.SHUTDOWN_DETAILS,
+        debug_data: bytes = b"",
+    ) -> None:
+        """End the connection's calls UNAVAILABLE ``status_details`` (their contexts report
+        CANCELLED ``details``), GOAWAY with ``debug_data``, and close
+        (:meth:`~minigrpc.protocol.server_protocol.ServerGrpcConnection.abort_all`)."""
+        if served.closed:
+            return
+        self.handle_events(
+            served, served.protocol.abort_all(details, status_details, debug_data)
+        )
+        for call in list(served.calls.values()):
+            self.end_call(call, StatusCode.CANCELLED)
+        self._io.close(served)
 
     # -- calls ------------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """The options of ``minigrpc.server()``, parsed once into :class:`ServerOptions`.
 
-Options (``options=[(key, value), ...]``; unknown ``grpc.*`` keys are ignored, as grpcio does):
+Options (``options=[(key, value), ...]``; a key minigrpc does not know, or knows and does not
+carry out, is ignored with one warning naming it (:mod:`minigrpc.driver.channel_args`), where
+grpcio ignores it in silence):
 
 ========================================  ==========  ==============================================
 key                                       default     meaning
@@ -21,12 +23,23 @@ key                                       default     meaning
 ``minigrpc.max_connection_buffered_bytes``  16 MiB    memory one connection may buffer
 ``grpc.server_handshake_timeout_ms``      120000      close a client that sends no preface+SETTINGS
 ``grpc.max_connection_idle_ms``           300000      GOAWAY a connection without calls this long
+``grpc.max_connection_age_ms``            never       GOAWAY a connection this old (±10%)
+``grpc.max_connection_age_grace_ms``      never       then cut its calls this much later
+``grpc.keepalive_time_ms``                7200000     PING a connection silent this long
+``grpc.keepalive_timeout_ms``             20000       close it if nothing arrives in this time
+``grpc.http2.ping_timeout_ms``            60000       the same bound, under grpcio's other name
+``grpc.keepalive_permit_without_calls``   0           1: a client may ping without calls
+``grpc.http2.min_ping_interval_without_data_ms``  300000  a client's PINGs closer are strikes
+``grpc.http2.max_ping_strikes``           2           strikes, then GOAWAY too_many_pings
 ``minigrpc.request_stall_timeout_ms``     30000       cancel a call whose request stops arriving
 ``minigrpc.unary_handlers_on_io_thread``  0           1: run unary-unary handlers on the I/O thread
 ``grpc.so_reuseport``                     0           1: SO_REUSEPORT on TCP ports (port sharing)
 ========================================  ==========  ==============================================
 
 For the ``*_ms`` options, 0, a negative value or INT_MAX (2147483647) means "never".
+
+Connection age and keepalive (gRFC A9, A8) are decided by :mod:`minigrpc.driver.server_timers`
+and :mod:`minigrpc.driver.keepalive`, and carried out per connection by the server driver.
 
 Timeouts that bound what an idle or stalling client can hold, so that such clients
 cannot exhaust the server's file descriptors or memory:
@@ -74,7 +87,10 @@ from ..http2 import streams
 from ..protocol import codes, wire
 from ..protocol.memory_budget import DEFAULT_CONNECTION_LIMIT, DEFAULT_SERVER_LIMIT, MemoryBudget
 from ..protocol.server_settings import ServerSettings
+from .channel_args import SERVER, arguments_to_warn_about
+from .keepalive import KeepaliveOptions
 from .logs import get_logger
+from .server_timers import ConnectionAgeOptions
 
 __all__ = ["ServerOptions"]
 
@@ -141,7 +157,8 @@ class ServerOptions:
         self.request_stall_timeout: Optional[float] = DEFAULT_REQUEST_STALL_TIMEOUT
         self.unary_handlers_on_io_thread = False
         self.reuse_port = False
-        for item in options or ():
+        items = list(options or ())
+        for item in items:
             try:
                 key, value = item
             except (TypeError, ValueError):
@@ -154,6 +171,13 @@ class ServerOptions:
                 raise ValueError(
                     f"invalid value {value!r} for server option {key!r}: {exc}"
                 ) from None
+        #: gRFC A9's connection age and A8's keepalive, each read by its own module.
+        self.connection_age = ConnectionAgeOptions.from_options(items)
+        self.keepalive = KeepaliveOptions.server(items)
+        # One warning per server for each option it will not carry out: grpcio ignores such
+        # an option in silence, and a typo or an unsupported setting then goes unnoticed.
+        for name, why in arguments_to_warn_about(items, SERVER):
+            _LOGGER.warning("server option %r: %s", name, why)
         if compression is not None:
             self.compression = compression
         self.maximum_concurrent_rpcs = maximum_concurrent_rpcs
@@ -206,8 +230,6 @@ class ServerOptions:
             self.max_buffered_bytes = _at_least(value, 1024 * 1024, "1 MiB")
         elif key == "minigrpc.max_connection_buffered_bytes":
             self.max_connection_buffered_bytes = _at_least(value, 256 * 1024, "256 KiB")
-        else:
-            _LOGGER.debug("ignoring unsupported server option %r", key)
 
     def _connection_budget(self) -> int:
         connection = self.max_connection_buffered_bytes

@@ -170,6 +170,11 @@ class HTTP2Connection:
         self._read_block = read_block
         self._settings = list(settings)
         self._out: List[bytes] = []
+        #: PINGs received (not their ACKs), and HEADERS, DATA or a connection WINDOW_UPDATE
+        #: queued, since :meth:`take_pings_received` and :meth:`take_data_sent` last took them:
+        #: what gRPC's keepalive policy counts (grpc-core's doc/keepalive.md; gRFC A8).
+        self._pings_received = 0
+        self._data_sent = False
         self._streams = Streams(client)
         #: The streams that are not closed yet, by identifier.
         self.streams: Dict[int, Stream] = self._streams.active
@@ -290,6 +295,17 @@ class HTTP2Connection:
         self._out = []
         return out[0] if len(out) == 1 else b"".join(out)
 
+    def take_pings_received(self) -> int:
+        """The PINGs received (RFC 9113 §6.7; not ACKs) since the last call."""
+        taken, self._pings_received = self._pings_received, 0
+        return taken
+
+    def take_data_sent(self) -> bool:
+        """Whether HEADERS, DATA or a connection WINDOW_UPDATE was queued since the last
+        call."""
+        taken, self._data_sent = self._data_sent, False
+        return taken
+
     def get_next_available_stream_id(self) -> int:
         """The identifier the next :meth:`send_headers` that opens a stream must use (RFC 9113
         §5.1.1); :class:`StreamIDsExhausted` past 2^31-1."""
@@ -310,6 +326,7 @@ class HTTP2Connection:
         self._out.extend(header_frames(
             stream_id, self._encode_block(headers), self.peer.max_frame_size, end_stream
         ))
+        self._data_sent = True
         if end_stream:
             self._streams.apply(stream_id, stream, SEND_END_STREAM)
 
@@ -352,6 +369,7 @@ class HTTP2Connection:
         stream.outbound_window -= size
         self.outbound_flow_control_window -= size
         self._out.append(data_frame(stream_id, data, end_stream))
+        self._data_sent = True
 
     def end_stream(self, stream_id: int) -> None:
         """END_STREAM on an empty DATA frame."""
@@ -401,7 +419,8 @@ class HTTP2Connection:
         """``size`` bytes of DATA on ``stream_id`` were consumed: return them to the peer, in
         WINDOW_UPDATEs sent once half a window is used
         (:func:`minigrpc.http2.streams.acknowledge`)."""
-        acknowledge(self._out, self.inbound, stream_id, self.streams.get(stream_id), size)
+        if acknowledge(self._out, self.inbound, stream_id, self.streams.get(stream_id), size):
+            self._data_sent = True
 
     def increment_flow_control_window(
         self, increment: int, stream_id: Optional[int] = None
@@ -411,6 +430,7 @@ class HTTP2Connection:
         if not stream_id:
             if self.inbound.grant(increment):
                 self._out.append(window_update_frame(0, increment))
+                self._data_sent = True
             return
         stream = self.streams.get(stream_id)
         if stream is not None and stream.open and stream.inbound.grant(increment):
@@ -573,6 +593,7 @@ class HTTP2Connection:
             self._events.append(PingAcknowledged(data))
             return
         self._count(PING)
+        self._pings_received += 1
         self._out.append(ping_ack(data))
 
     def _handle_rst_stream(self, flags: int, stream_id: int, payload: bytes) -> None:

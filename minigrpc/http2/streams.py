@@ -591,18 +591,19 @@ class InboundWindow:
 def acknowledge(
     out: List[bytes], connection: InboundWindow, stream_id: int, stream: Optional[Stream],
     size: int,
-) -> None:
+) -> bool:
     """``size`` octets of DATA on ``stream_id`` were consumed: queue in ``out`` the
     WINDOW_UPDATEs due.  The connection's share comes back even when the stream is gone (DATA
     on any stream spends it, RFC 9113 §6.9); the stream's only while the peer may still send
-    on it."""
-    increment = connection.acknowledge(size)
-    if increment:
-        out.append(window_update_frame(0, increment))
+    on it.  True when a connection WINDOW_UPDATE was queued."""
+    connection_increment = connection.acknowledge(size)
+    if connection_increment:
+        out.append(window_update_frame(0, connection_increment))
     if stream is not None and _RECEIVES_DATA[stream.state] >= 0:
         increment = stream.inbound.acknowledge(size)
         if increment:
             out.append(window_update_frame(stream_id, increment))
+    return bool(connection_increment)
 
 
 def widen_connection(window: int, increment: int) -> int:

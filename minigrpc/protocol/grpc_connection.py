@@ -649,9 +649,9 @@ class GrpcConnection:
             credit, self._connection_credit = self._connection_credit, 0
             self.conn.increment_flow_control_window(credit)
 
-    def _close_with(self, error_code: int) -> None:
-        """Queue GOAWAY(``error_code``) unless one went out (RFC 9113 §5.4.1)."""
-        self.conn.close_connection(error_code)
+    def _close_with(self, error_code: int, debug_data: bytes = b"") -> None:
+        """Queue GOAWAY(``error_code``, ``debug_data``) unless one went out (RFC 9113 §5.4.1)."""
+        self.conn.close_connection(error_code, debug_data)
 
     def _stream_closed(self, stream_id: int) -> bool:
         """True once the connection closed or forgot the stream: nothing more may be sent on it.

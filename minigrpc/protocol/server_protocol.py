@@ -113,6 +113,8 @@ Headers = List[Tuple[bytes, bytes]]
 #: GOAWAY, so every stream it opened before is already known to us (docs/wire-rules.md,
 #: "GOAWAY and PING"). The bytes are grpc-go's, so traces of both servers look alike.
 DRAIN_PING_PAYLOAD = b"\x01\x06\x01\x08\x00\x03\x03\x09"
+#: The payload of a keepalive PING: any 8 bytes other than the drain PING's.
+KEEPALIVE_PING_PAYLOAD = b"\x00" * 8
 #: "The last stream the sender might process" before the real one is known (RFC 9113 §6.8).
 _MAX_STREAM_ID = 2**31 - 1
 #: A lead allowance with no bound (the receive limit lifted).
@@ -181,6 +183,8 @@ class ServerGrpcConnection(RequestIntake):
         #: The last well-formed request header block and what it reads as (see _on_request).
         self._last_request = hdrs.LastRequestHead()
         self._drain_phase = DrainPhase.SERVING
+        #: What the GOAWAYs of a graceful shutdown say in their debug data (start_drain).
+        self._drain_debug_data = b""
         self._frame_budget = FrameBudget(self._clock)
         self._peer: Optional[Tuple[PeerHistory, Hashable]] = None
         self._responses = ResponseWriter(
@@ -358,11 +362,36 @@ class ServerGrpcConnection(RequestIntake):
         self.close_reason = reason
         return self._terminate_all(StatusCode.CANCELLED, reason)
 
-    def _fail_connection(self, error_code: int, reason: str) -> List[CallEvent]:
+    def _fail_connection(
+        self, error_code: int, reason: str, debug_data: bytes = b""
+    ) -> List[CallEvent]:
         """A connection error: GOAWAY(``error_code``) unless one went out, then close
         (RFC 9113 §5.4.1)."""
-        self._close_with(error_code)
+        self._close_with(error_code, debug_data)
         return self._connection_failed(reason)
+
+    def end_for_keepalive(self, debug_data: bytes, reason: str) -> List[CallEvent]:
+        """The keepalive policy ends the connection (gRFC A8, A9; the driver decides when): a
+        client that pings too often, or one whose PING went unanswered.
+        GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), then the open calls end as on a lost
+        connection."""
+        if self.closed:
+            return []
+        return self._fail_connection(ENHANCE_YOUR_CALM, reason, debug_data)
+
+    def keepalive_ping(self) -> None:
+        """A keepalive PING (gRFC A8, A9): the driver decides when, and reads any bytes that
+        follow as the client's life."""
+        self.conn.ping(KEEPALIVE_PING_PAYLOAD)
+
+    def take_pings_received(self) -> int:
+        """The PINGs the client sent since the last call: what the keepalive policy counts."""
+        return self.conn.take_pings_received()
+
+    def take_data_sent(self) -> bool:
+        """Whether HEADERS, DATA or a connection WINDOW_UPDATE went out since the last call:
+        what forgives the client's PING strikes (grpc-core's doc/keepalive.md)."""
+        return self.conn.take_data_sent()
 
     def _connection_failed(self, reason: str) -> List[CallEvent]:
         self.closed = True
@@ -598,14 +627,21 @@ class ServerGrpcConnection(RequestIntake):
         self._reset(stream_id, CANCEL)
         return [CallTerminated(stream_id, StatusCode.CANCELLED, details)]
 
-    def abort_all(self, details: str = "the server is shutting down") -> List[CallEvent]:
+    def abort_all(
+        self,
+        details: str = "the server is shutting down",
+        status_details: str = SHUTDOWN_DETAILS,
+        debug_data: bytes = b"",
+    ) -> List[CallEvent]:
         """``stop(0)`` or an expired grace: end every call and close.
 
-        A call still running gets UNAVAILABLE ``Cancelling all calls`` (Trailers-Only, or
-        trailers after its responses), as grpc-core's server answers the calls it cancels at
-        shutdown: a client may retry it elsewhere.  Its handler's context reports CANCELLED.
-        A call whose status is written but whose responses wait for window is reset with
-        CANCEL (PROTOCOL-HTTP2.md, Errors), since its trailers cannot go out first.
+        A call still running gets UNAVAILABLE ``status_details`` (Trailers-Only, or trailers
+        after its responses): ``Cancelling all calls`` by default, as grpc-core's server
+        answers the calls it cancels at shutdown, so that a client may retry it elsewhere.  Its
+        handler's context reports CANCELLED with ``details``.  A call whose status is written
+        but whose responses wait for window is reset with CANCEL (PROTOCOL-HTTP2.md, Errors),
+        since its trailers cannot go out first.  The last GOAWAY (NO_ERROR) carries
+        ``debug_data``.
         """
         if self.closed:
             return []
@@ -615,7 +651,7 @@ class ServerGrpcConnection(RequestIntake):
             if not call.finished:
                 events.append(CallTerminated(stream_id, StatusCode.CANCELLED, details))
                 call.outbound.discard()
-                self.finish_call(stream_id, StatusCode.UNAVAILABLE, SHUTDOWN_DETAILS)
+                self.finish_call(stream_id, StatusCode.UNAVAILABLE, status_details)
                 if stream_id not in self._calls:
                     continue  # Trailers-Only: ended (and reset NO_ERROR if its request was open)
             self._reset(stream_id, CANCEL)
@@ -623,7 +659,7 @@ class ServerGrpcConnection(RequestIntake):
         self._unanswered.clear()
         self._responses.forget_all()
         self.memory.close()
-        self.conn.close_connection()
+        self.conn.close_connection(NO_ERROR, debug_data)
         self.closed = True
         self.close_reason = details
         return events
@@ -642,25 +678,28 @@ class ServerGrpcConnection(RequestIntake):
         self.conn.close_connection(INTERNAL_ERROR, b"internal error")
         return self._connection_failed(details)
 
-    def start_drain(self) -> None:
+    def start_drain(self, debug_data: bytes = b"") -> None:
         """Graceful shutdown, step 1: GOAWAY(2^31-1) and a PING (RFC 9113 §6.8;
         docs/wire-rules.md, "GOAWAY and PING").
 
         Streams the client opens before it sees the GOAWAY are still served; the PING's ACK
-        (or :meth:`send_final_goaway` called on a timer) moves to step 2.
+        (or :meth:`send_final_goaway` called on a timer) moves to step 2.  Both GOAWAYs carry
+        ``debug_data``, which says why (gRFC A9: ``max_age``, ``max_idle``).
         """
         if self.closed or self._drain_phase is not DrainPhase.SERVING:
             return
         self._drain_phase = DrainPhase.ANNOUNCED
-        self.conn.send_goaway(_MAX_STREAM_ID)
+        self._drain_debug_data = debug_data
+        self.conn.send_goaway(_MAX_STREAM_ID, NO_ERROR, debug_data)
         self.conn.ping(DRAIN_PING_PAYLOAD)
 
     def send_final_goaway(self) -> None:
-        """Graceful shutdown, step 2: GOAWAY(highest stream seen); later streams are refused."""
+        """Graceful shutdown, step 2: GOAWAY(highest stream seen), with the debug data of
+        step 1; later streams are refused."""
         if self.closed or self._drain_phase is DrainPhase.CLOSED_TO_NEW:
             return
         self._drain_phase = DrainPhase.CLOSED_TO_NEW
-        self.conn.send_goaway(self._highest_stream_id)
+        self.conn.send_goaway(self._highest_stream_id, NO_ERROR, self._drain_debug_data)
 
     # -- internals -------------------------------------------------------------------------------
 

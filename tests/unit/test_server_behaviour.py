@@ -642,8 +642,13 @@ def test_max_connection_idle_drains_idle_connections() -> None:
 
 def test_pings_do_not_keep_an_idle_connection() -> None:
     """Idleness counts from the last call, as grpc-go's MaxConnectionIdle: PINGs do not reset it,
-    so a client cannot hold an unused connection open by pinging."""
-    options = [("grpc.max_connection_idle_ms", 500)]
+    so a client cannot hold an unused connection open by pinging (PINGs the keepalive policy
+    allows: more often, they would be sent away as too many)."""
+    options = [
+        ("grpc.max_connection_idle_ms", 500),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10),
+    ]
     pace = threading.Event()  # never set: paces the pings, synchronises nothing
     with MinigrpcServer("unix", options=options) as server, RawH2Client(server.target) as client:
         with pytest.raises(ConnectionError):
@@ -654,6 +659,7 @@ def test_pings_do_not_keep_an_idle_connection() -> None:
                 client.read_once()
                 pace.wait(0.05)
         assert client.goaways and client.goaways[0].last_stream_id == 2**31 - 1
+        assert client.goaways[0].additional_data == b"max_idle"
 
 
 def test_idle_and_stall_timeouts_have_protective_defaults() -> None:

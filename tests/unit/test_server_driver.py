@@ -10,6 +10,7 @@ them end to end); what is pinned here is the decision itself, at the exact time 
 from __future__ import annotations
 
 import errno
+import random
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -17,6 +18,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import hpack
 import hyperframe.frame
 import pytest
 
@@ -145,6 +147,7 @@ class Harness:
         awaits_interceptors: bool = False,
         interceptors: Tuple[Any, ...] = (),
         handshake: bool = True,
+        rng: Optional[random.Random] = None,
     ) -> None:
         self.clock = FakeClock()
         self.io = RecordingIO(self.clock)
@@ -153,13 +156,14 @@ class Harness:
             ServerOptions(options, None, maximum_concurrent_rpcs, interceptors),
             awaits_interceptors=awaits_interceptors,
             clock=self.clock,
+            rng=rng,
         )
         self.driver.handlers.add_registered("t.S", {
             "Unary": mg_handlers.unary_unary_rpc_method_handler(_echo),
             "Stream": mg_handlers.stream_stream_rpc_method_handler(_echo),
         })
         self.io.driver = self.driver
-        self.io.last_words = lambda connection: self._deliver(connection.protocol.data_to_send())
+        self.io.last_words = lambda connection: self._deliver(connection.outgoing())
         self.served = self.driver.open_connection("link", "ipv4:127.0.0.1:1", ("127.0.0.1",), None)
         self.client = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=True, header_encoding=None)
@@ -186,7 +190,7 @@ class Harness:
                 self.driver.received(self.served, data)
                 moved = True
             if not self.served.closed:
-                out = self.served.protocol.data_to_send()
+                out = self.served.outgoing()
                 if out:
                     moved = True
                     self._deliver(out)
@@ -476,6 +480,7 @@ def test_an_idle_connection_drains_then_lingers_then_closes() -> None:
     harness.exchange()  # GOAWAY(2^31-1) and a PING; h2 answers the PING: the final GOAWAY
     goaways = harness.goaways()
     assert [g.last_stream_id for g in goaways] == [2**31 - 1, stream_id]
+    assert [g.additional_data for g in goaways] == [b"max_idle"] * 2  # gRFC A9
     assert harness.io.did("shutdown") and harness.served.lingering
     assert not harness.served.closed
     harness.io.advance(LINGER_TIMEOUT)
@@ -600,3 +605,234 @@ def test_stop_without_grace_ends_every_call_unavailable(grace: Optional[float]) 
     assert call._termination_code is StatusCode.CANCELLED
     assert harness.io.ended == [(call, False)]
     assert harness.served.closed
+
+
+# -- connection age (gRFC A9) -----------------------------------------------------------------
+
+
+def _expected_age(seed: int, max_age: float) -> float:
+    """The jittered age the driver draws for its first connection from ``Random(seed)``."""
+    return max_age * random.Random(seed).uniform(0.9, 1.1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_connection_drains_at_its_jittered_max_age_with_max_age_goaways(seed: int) -> None:
+    harness = Harness(options=[("grpc.max_connection_age_ms", 10_000)], rng=random.Random(seed))
+    age = _expected_age(seed, 10.0)
+    assert 9.0 <= age <= 11.0
+    harness.io.advance(age - 0.01)
+    harness.exchange()
+    assert not harness.goaways()
+    harness.io.advance(0.02)
+    harness.exchange()  # GOAWAY(2^31-1) and a PING; the ACK brings the final GOAWAY
+    goaways = harness.goaways()
+    assert [(g.last_stream_id, g.error_code) for g in goaways] == [(2**31 - 1, 0), (0, 0)]
+    assert [g.additional_data for g in goaways] == [b"max_age"] * 2
+    assert harness.served.lingering  # no call: it ends as a drained connection does
+
+
+def test_connections_opened_together_get_ages_spread_by_ten_percent() -> None:
+    harness = Harness(options=[("grpc.max_connection_age_ms", 100_000)], rng=random.Random(7))
+    opened = harness.clock.now
+    served = [
+        harness.driver.open_connection(f"link{n}", "ipv4:127.0.0.1:1", ("127.0.0.1",), None)
+        for n in range(20)
+    ]
+    ages = [
+        timer.when - opened
+        for timer in harness.io.pending()
+        if timer.callback == harness.driver._check_age and timer.args[0] in served
+    ]
+    assert len(ages) == 20
+    assert all(90.0 <= age <= 110.0 for age in ages)
+    assert max(ages) - min(ages) > 5.0  # spread, not all at once
+
+
+def test_a_call_still_running_after_the_grace_is_cut_unavailable() -> None:
+    options = [("grpc.max_connection_age_ms", 10_000), ("grpc.max_connection_age_grace_ms", 2_000)]
+    harness = Harness(options=options, rng=random.Random(1))
+    age = _expected_age(1, 10.0)
+    stream_id = harness.request("/t.S/Stream", body=None, end=False)
+    call = harness.call(stream_id)
+    ran: List[str] = []
+    assert call._add_callback(lambda: ran.append("done"))
+    harness.io.advance(age + 0.01)
+    harness.exchange()
+    assert [g.additional_data for g in harness.goaways()] == [b"max_age"] * 2
+    assert not call._terminated and not harness.served.closed  # the grace runs
+    harness.io.advance(1.98)
+    assert not call._terminated
+    harness.io.advance(0.02)
+    assert call._termination_code is StatusCode.CANCELLED and ran == ["done"]
+    assert harness.served.closed
+    trailers = [
+        frame
+        for frame in harness.late_frames
+        if isinstance(frame, hyperframe.frame.HeadersFrame) and frame.stream_id == stream_id
+    ]
+    assert len(trailers) == 1 and "END_STREAM" in trailers[0].flags, harness.late_frames
+    # The server codes header blocks without the dynamic table, so a fresh decoder reads them.
+    fields = dict(hpack.Decoder().decode(trailers[0].data, raw=True))
+    assert fields[b"grpc-status"] == b"14"  # UNAVAILABLE
+    assert fields[b"grpc-message"] == b"max connection age"
+    assert harness.goaways()[-1].additional_data == b"max_age"
+
+
+def test_a_call_that_ends_within_the_grace_is_answered_and_the_connection_drains() -> None:
+    options = [("grpc.max_connection_age_ms", 10_000), ("grpc.max_connection_age_grace_ms", 5_000)]
+    harness = Harness(options=options, rng=random.Random(1))
+    stream_id = harness.request("/t.S/Stream", body=None, end=False)
+    harness.io.advance(11.1)
+    harness.exchange()
+    assert len(harness.goaways()) == 2
+    harness.driver.finish(harness.call(stream_id), StatusCode.OK, "")
+    harness.exchange()
+    assert harness.served.lingering
+    harness.io.advance(LINGER_TIMEOUT)
+    assert harness.served.closed
+    assert not [t for t in harness.io.pending() if t.callback == harness.driver._check_age]
+
+
+def test_without_max_age_no_age_timer_is_armed() -> None:
+    harness = Harness()
+    assert not [t for t in harness.io.pending() if t.callback == harness.driver._check_age]
+
+
+# -- keepalive (gRFC A8, A9) ------------------------------------------------------------------
+
+
+def _pings(frames: List[Any]) -> List[Any]:
+    return [
+        frame
+        for frame in frames
+        if isinstance(frame, hyperframe.frame.PingFrame) and "ACK" not in frame.flags
+    ]
+
+
+def test_the_server_pings_a_silent_connection_and_an_answer_keeps_it() -> None:
+    options = [("grpc.keepalive_time_ms", 1_000), ("grpc.keepalive_timeout_ms", 500)]
+    harness = Harness(options=options)
+    harness.io.advance(0.99)
+    assert not _pings(_frames(harness.served.outgoing()))
+    for _ in range(5):  # each time, a PING after 1 s of silence; the h2 client ACKs it
+        harness.io.advance(0.02)
+        out = harness.served.outgoing()
+        assert len(_pings(_frames(out))) == 1
+        harness._deliver(out)
+        harness.exchange()
+        harness.io.advance(0.98)
+    assert not harness.served.closed
+
+
+def test_a_lingering_connection_gets_no_keepalive_ping() -> None:
+    """Its write side is shut (or about to be): a PING could not go out, and the linger's own
+    timeout ends it."""
+    options = [("grpc.keepalive_time_ms", 600), ("grpc.max_connection_idle_ms", 500)]
+    harness = Harness(options=options)
+    harness.io.advance(0.5)
+    harness.exchange()  # the idle drain's GOAWAYs; the client's ACK is its last word
+    assert harness.served.lingering and not harness.served.closed
+    harness.io.advance(0.7)  # past the PING's time (0.5 + 0.6), within the linger (1 s)
+    assert not harness.served.closed
+    assert not _pings(_frames(harness.served.outgoing()))
+
+
+def test_a_client_that_does_not_answer_the_keepalive_ping_is_cut_with_its_calls() -> None:
+    options = [("grpc.keepalive_time_ms", 1_000), ("grpc.keepalive_timeout_ms", 500)]
+    harness = Harness(options=options)
+    stream_id = harness.request("/t.S/Stream", body=None, end=False)
+    call = harness.call(stream_id)
+    ran: List[str] = []
+    assert call._add_callback(lambda: ran.append("done"))
+    harness.io.advance(1.01)
+    assert len(_pings(_frames(harness.served.outgoing()))) == 1  # never delivered
+    harness.io.advance(0.48)
+    assert not harness.served.closed and not call._terminated
+    harness.io.advance(0.02)
+    assert harness.served.closed and harness.io.did("close")
+    assert call._termination_code is StatusCode.CANCELLED and ran == ["done"]
+    goaway = harness.goaways()[-1]
+    assert (goaway.error_code, goaway.additional_data) == (
+        h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, b"ping_timeout"
+    )
+
+
+def test_any_bytes_after_the_ping_count_as_life() -> None:
+    """gRFC A8: the time without receiving any bytes, not the ACK alone."""
+    options = [("grpc.keepalive_time_ms", 1_000), ("grpc.keepalive_timeout_ms", 500)]
+    harness = Harness(options=options)
+    harness.io.advance(1.01)
+    harness.served.outgoing()  # the PING, never delivered
+    harness.io.advance(0.4)
+    harness.request()  # a call instead of the ACK
+    harness.io.advance(0.4)
+    assert not harness.served.closed
+
+
+def _frames(data: bytes) -> List[Any]:
+    frames = []
+    view = memoryview(data)
+    while view:
+        frame, length = hyperframe.frame.Frame.parse_frame_header(view[:9])
+        frame.parse_body(view[9 : 9 + length])
+        frames.append(frame)
+        view = view[9 + length :]
+    return frames
+
+
+def _ping_every(harness: Harness, interval: float, count: int) -> int:
+    """The client PINGs ``count`` times, ``interval`` apart; how many went out before the server
+    sent GOAWAY (all of them if it never did)."""
+    for number in range(count):
+        if harness.goaways():
+            return number
+        harness.client.ping(number.to_bytes(8, "big"))
+        harness.exchange()
+        harness.io.advance(interval)
+    return count
+
+
+def test_the_fourth_ping_in_quick_succession_is_sent_away_as_grpcio_does() -> None:
+    harness = Harness(options=[("grpc.keepalive_permit_without_calls", 1)])
+    assert _ping_every(harness, 0.01, 10) == 4
+    goaway = harness.goaways()[0]
+    assert (goaway.error_code, goaway.additional_data) == (
+        h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, b"too_many_pings"
+    )
+    assert harness.served.protocol.closed
+
+
+def test_max_ping_strikes_sets_how_many_pings_are_sent_away() -> None:
+    options = [("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_ping_strikes", 5)]
+    harness = Harness(options=options)
+    assert _ping_every(harness, 0.01, 20) == 7
+
+
+def test_pings_within_the_policy_are_left_alone() -> None:
+    options = [
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 50),
+    ]
+    harness = Harness(options=options)
+    assert _ping_every(harness, 0.1, 30) == 30
+    assert not harness.served.protocol.closed
+
+
+def test_without_calls_or_permission_pings_minutes_apart_are_strikes() -> None:
+    """No call open and no ``grpc.keepalive_permit_without_calls``: 2 hours (grpc core)."""
+    harness = Harness(options=[("grpc.http2.min_ping_interval_without_data_ms", 50)])
+    assert _ping_every(harness, 60.0, 10) == 4
+
+
+def test_responses_between_pings_forgive_the_strikes() -> None:
+    harness = Harness()
+    stream_id = harness.request("/t.S/Stream", body=None, end=False)
+    call = harness.call(stream_id)
+    for number in range(10):  # ten PINGs 10 ms apart, each after a response message
+        assert harness.driver.send_response(call, b"tick", False)
+        harness.exchange()
+        harness.client.ping(number.to_bytes(8, "big"))
+        harness.exchange()
+        harness.io.advance(0.01)
+    assert not harness.goaways()
+    assert not harness.served.protocol.closed

@@ -1,0 +1,291 @@
+"""Connection age and keepalive on both servers (gRFC A9, A8), seen by real peers.
+
+The driver decides (tests/unit/test_server_driver.py pins each decision on a fake clock); here
+the blocking and the asyncio server carry the decisions out over TCP, against grpcio's client,
+minigrpc's client and a scripted HTTP/2 client (h2 on a real socket) that pings as grpcio never
+would.  Times are asserted with bounds: wide enough for a loaded machine, narrow enough that the
+option visibly did the work (a connection left alone would not end at all).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from typing import Any, Iterator, List, Sequence, Tuple
+
+import grpc
+import h2.errors
+import pytest
+
+import minigrpc
+from tests.support.aio_server import AioServer
+from tests.support.minigrpc_server import MinigrpcServer
+from tests.support.scripted_peer import RawH2Client, grpc_request_headers
+
+pytestmark = [pytest.mark.timeout(120)]
+
+WAIT = 10.0
+SERVICE = "cm.S"
+#: A wait no test should reach: it only bounds a hang.
+HANG = 30.0
+
+
+class Recorder:
+    """The handlers of ``cm.S``: ``Hold`` waits until its call ends (its callback runs) and
+    records when and whether its context was still active; ``Peer`` answers the client's
+    address, which tells the connections apart."""
+
+    def __init__(self) -> None:
+        self.started: queue.Queue[float] = queue.Queue()
+        self.ended: queue.Queue[Tuple[float, bool]] = queue.Queue()
+
+    def hold(self, request: bytes, context: Any) -> bytes:
+        ended = threading.Event()
+        context.add_callback(ended.set)
+        self.started.put(time.monotonic())
+        ended.wait(HANG)
+        self.ended.put((time.monotonic(), context.is_active()))
+        return request
+
+    def peer(self, request: bytes, context: Any) -> bytes:
+        return str(context.peer()).encode()
+
+    def handler(self) -> Any:
+        return minigrpc.method_handlers_generic_handler(SERVICE, {
+            "Hold": minigrpc.unary_unary_rpc_method_handler(self.hold),
+            "Peer": minigrpc.unary_unary_rpc_method_handler(self.peer),
+        })
+
+
+@contextlib.contextmanager
+def serving(kind: str, options: Sequence[Tuple[str, Any]], recorder: Recorder) -> Iterator[str]:
+    """A blocking (``minigrpc.server()``) or asyncio (``minigrpc.aio.server()``) server on TCP
+    with ``recorder``'s handlers; yields its target."""
+    server: Any
+    if kind == "blocking":
+        server = MinigrpcServer(
+            "tcp", handlers=[recorder.handler()], with_interop=False, options=list(options)
+        )
+    else:
+        server = AioServer(
+            "tcp", with_interop=False, handlers=[recorder.handler()], options=list(options)
+        )
+    try:
+        yield server.target
+    finally:
+        server.stop(None)
+
+
+@pytest.fixture(params=["blocking", "aio"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _transitions(channel: grpc.Channel) -> queue.Queue[Tuple[float, Any]]:
+    states: queue.Queue[Tuple[float, Any]] = queue.Queue()
+    channel.subscribe(lambda state: states.put((time.monotonic(), state)), try_to_connect=True)
+    return states
+
+
+def _next_state(states: queue.Queue[Tuple[float, Any]], wanted: Any) -> float:
+    while True:
+        when, state = states.get(timeout=WAIT)
+        if state == wanted:
+            return when
+
+
+# -- connection age (gRFC A9) -----------------------------------------------------------------
+
+
+def test_grpcio_sees_goaway_at_about_the_max_age(kind: str) -> None:
+    """grpcio's channel leaves READY (to IDLE) when the GOAWAY arrives: at the age, ±10%."""
+    with serving(kind, [("grpc.max_connection_age_ms", 1000)], Recorder()) as target:
+        with grpc.insecure_channel(target) as channel:
+            states = _transitions(channel)
+            ready = _next_state(states, grpc.ChannelConnectivity.READY)
+            left = _next_state(states, grpc.ChannelConnectivity.IDLE)
+    # Below: the age's -10%, less the lateness of grpcio's READY callback on a loaded machine.
+    assert 0.7 <= left - ready <= 2.5, left - ready
+
+
+def test_the_goaways_of_max_age_say_max_age(kind: str) -> None:
+    with serving(kind, [("grpc.max_connection_age_ms", 300)], Recorder()) as target:
+        with RawH2Client(target) as client:
+            started = time.monotonic()
+            with pytest.raises(ConnectionError):
+                client.read_until(lambda: False)  # GOAWAY, PING, GOAWAY, then the close
+            elapsed = time.monotonic() - started
+    assert [(g.last_stream_id, g.error_code) for g in client.goaways] == [(2**31 - 1, 0), (0, 0)]
+    assert [g.additional_data for g in client.goaways] == [b"max_age", b"max_age"]
+    assert 0.2 <= elapsed <= 2.5, elapsed
+
+
+def test_a_call_running_past_the_grace_is_cut(kind: str) -> None:
+    options = [("grpc.max_connection_age_ms", 500), ("grpc.max_connection_age_grace_ms", 500)]
+    recorder = Recorder()
+    with serving(kind, options, recorder) as target:
+        with grpc.insecure_channel(target) as channel:
+            hold = channel.unary_unary(f"/{SERVICE}/Hold")
+            started = time.monotonic()
+            with pytest.raises(grpc.RpcError) as failure:
+                hold(b"x", timeout=WAIT)
+            elapsed = time.monotonic() - started
+            _, active = recorder.ended.get(timeout=WAIT)
+    assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert failure.value.details() == "max connection age"
+    assert 0.85 <= elapsed <= 3.0, elapsed  # age (0.45-0.55 s) + grace, not the deadline
+    assert not active  # the handler saw its context inactive, and its callback ran
+
+
+@pytest.mark.parametrize("client", ["grpcio", "minigrpc"])
+def test_clients_ride_through_repeated_max_age_goaways(kind: str, client: str) -> None:
+    """Connections that live 200 ms each, calls for 2 s from four threads: every call
+    succeeds, on several connections one after the other."""
+    options = [("grpc.max_connection_age_ms", 200), ("grpc.max_connection_age_grace_ms", 5000)]
+    module: Any = grpc if client == "grpcio" else minigrpc
+    peers: List[bytes] = []
+    errors: List[BaseException] = []
+    lock = threading.Lock()
+    with serving(kind, options, Recorder()) as target:
+        with module.insecure_channel(target) as channel:
+            peer = channel.unary_unary(f"/{SERVICE}/Peer")
+            until = time.monotonic() + 2.0
+
+            def caller() -> None:
+                while time.monotonic() < until:
+                    try:
+                        answer = peer(b"", timeout=WAIT)
+                    except BaseException as exc:  # every failure is reported below
+                        with lock:
+                            errors.append(exc)
+                        return
+                    with lock:
+                        peers.append(answer)
+
+            threads = [threading.Thread(target=caller) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(HANG)
+    assert not errors, errors[:3]
+    assert len(peers) > 20
+    assert len(set(peers)) >= 4, set(peers)  # about ten connections in 2 s
+
+
+# -- keepalive (gRFC A8, A9) ------------------------------------------------------------------
+
+
+def _ping_every(client: RawH2Client, interval: float, count: int) -> List[int]:
+    """PING ``count`` times, ``interval`` apart, each once the last was answered (or the
+    server sent GOAWAY); the numbers of the PINGs the server answered."""
+    pace = threading.Event()  # never set: paces the PINGs, synchronises nothing
+    try:
+        for number in range(count):
+            if client.goaways:
+                break
+            data = number.to_bytes(8, "big")
+            client.conn.ping(data)
+            client.flush()
+            client.read_until(lambda acked=data: acked in client.ping_acks or bool(client.goaways))
+            pace.wait(interval)
+        if client.goaways:
+            client.read_until(lambda: False)  # what the server still sends, then its close
+    except ConnectionError:
+        pass
+    return [int.from_bytes(ack, "big") for ack in client.ping_acks]
+
+
+def test_pings_every_10_ms_are_sent_away_after_the_strikes(kind: str) -> None:
+    """grpcio's defaults: two strikes allowed, the 4th quick PING gets GOAWAY too_many_pings;
+    with five strikes allowed, the 7th."""
+    for options, answered in (([], 4), ([("grpc.http2.max_ping_strikes", 5)], 7)):
+        with serving(kind, options, Recorder()) as target, RawH2Client(target) as client:
+            acks = _ping_every(client, 0.01, 20)
+        assert acks == list(range(answered)), (options, acks)
+        assert len(client.goaways) == 1
+        goaway = client.goaways[0]
+        assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+        assert goaway.additional_data == b"too_many_pings"
+
+
+def test_pings_within_the_policy_are_left_alone(kind: str) -> None:
+    options = [
+        ("grpc.http2.min_ping_interval_without_data_ms", 50),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+    with serving(kind, options, Recorder()) as target, RawH2Client(target) as client:
+        acks = _ping_every(client, 0.1, 15)
+        assert not client.goaways
+        assert acks == list(range(15))
+        client.call(grpc_request_headers(f"/{SERVICE}/Peer"), b"\0\0\0\0\0")  # still serving
+
+
+def test_a_silent_client_is_found_dead_and_its_calls_end(kind: str) -> None:
+    """The client sends a call, then nothing (no ACK for the server's PING): the handler sees
+    its context inactive, and its callback run, about keepalive time + timeout later."""
+    options = [("grpc.keepalive_time_ms", 500), ("grpc.keepalive_timeout_ms", 500)]
+    recorder = Recorder()
+    with serving(kind, options, recorder) as target, RawH2Client(target) as client:
+        sent = time.monotonic()
+        client.send_request(grpc_request_headers(f"/{SERVICE}/Hold"), b"\0\0\0\0\x01x")
+        recorder.started.get(timeout=WAIT)
+        ended, active = recorder.ended.get(timeout=WAIT)  # the client reads nothing meanwhile
+    assert not active
+    assert 0.9 <= ended - sent <= 3.0, ended - sent
+
+
+def test_grpcio_with_keepalive_works_normally(kind: str) -> None:
+    """grpcio pings every 200 ms, with and without calls, within the server's policy, and the
+    server pings it every 300 ms: calls over 1.5 s all succeed on the one connection."""
+    server_options = [
+        ("grpc.keepalive_time_ms", 300),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 100),
+    ]
+    client_options = [
+        ("grpc.keepalive_time_ms", 200),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+    recorder = Recorder()
+    pace = threading.Event()  # never set: spaces the calls, synchronises nothing
+    with serving(kind, server_options, recorder) as target:
+        with grpc.insecure_channel(target, options=client_options) as channel:
+            peer = channel.unary_unary(f"/{SERVICE}/Peer")
+            peers = set()
+            until = time.monotonic() + 1.5
+            while time.monotonic() < until:
+                peers.add(peer(b"", timeout=WAIT))
+                pace.wait(0.25)
+    assert len(peers) == 1  # never sent away, never reconnected
+
+
+# -- arguments --------------------------------------------------------------------------------
+
+
+def test_each_option_not_carried_out_is_named_in_one_warning(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unknown option, or a known one minigrpc does not carry out, logs one warning naming
+    it (grpcio ignores both in silence); the options it carries out log nothing."""
+    options = [
+        ("grpc.max_connection_age_ms", 60_000),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.no_such_option", 1),
+        ("grpc.http2.hpack_table_size.decoder", 8192),
+        ("grpc.http2.bdp_probe", 0),  # what minigrpc does anyway: no warning
+        ("grpc.no_such_option", 2),
+    ]
+    caplog.set_level(logging.WARNING, logger="minigrpc")
+    with serving(kind, options, Recorder()):
+        pass
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert "'grpc.no_such_option'" in warnings[0]
+    assert "'grpc.http2.hpack_table_size.decoder'" in warnings[1]
+    assert "not supported" in warnings[1]

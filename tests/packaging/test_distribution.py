@@ -206,7 +206,8 @@ def test_licence_and_project_urls(built: Built) -> None:
 
 def test_the_index_page_has_no_relative_link(built: Built) -> None:
     """The description is README.md with every link absolute; those into the repository name
-    files that exist and README sections that exist (GitHub's heading anchors)."""
+    files that exist, and sections that exist (GitHub's heading anchors) of the README or of
+    the document they point into."""
     description = built.metadata.get_payload()
     assert isinstance(description, str)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -221,7 +222,11 @@ def test_the_index_page_has_no_relative_link(built: Built) -> None:
     for target in targets:
         assert re.match(r"https?://", target), target
         if target.startswith(source + "/blob/main/"):
-            assert (ROOT / target[len(source + "/blob/main/"):]).exists(), target
+            path, _, fragment = target[len(source + "/blob/main/"):].partition("#")
+            assert (ROOT / path).exists(), target
+            if fragment:  # a section of another document: one of its headings
+                headings = re.findall(r"^#+ (.+)$", (ROOT / path).read_text("utf-8"), re.M)
+                assert fragment in {_github_anchor(h) for h in headings}, target
         elif target.startswith(source + "#"):
             assert target[len(source) + 1:] in anchors, target
 

@@ -16,16 +16,25 @@ import threading
 import time
 from typing import Any, Iterator, List, Sequence, Tuple
 
-import grpc
 import h2.errors
 import pytest
 
 import minigrpc
+from tests.peers import grpcio_in_process
 from tests.support.aio_server import AioServer
 from tests.support.minigrpc_server import MinigrpcServer
 from tests.support.scripted_peer import RawH2Client, grpc_request_headers
 
 pytestmark = [pytest.mark.timeout(120)]
+
+# grpcio is a peer of some tests here, and runs only on CPython: the others run everywhere.
+grpc: Any = None
+if grpcio_in_process():
+    import grpc
+needs_grpcio = pytest.mark.skipif(
+    not grpcio_in_process(), reason="needs grpcio in this process, and grpcio runs only on CPython"
+)
+CLIENTS = ["grpcio", "minigrpc"] if grpcio_in_process() else ["minigrpc"]
 
 WAIT = 10.0
 SERVICE = "cm.S"
@@ -84,7 +93,7 @@ def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _transitions(channel: grpc.Channel) -> queue.Queue[Tuple[float, Any]]:
+def _transitions(channel: Any) -> queue.Queue[Tuple[float, Any]]:
     states: queue.Queue[Tuple[float, Any]] = queue.Queue()
     channel.subscribe(lambda state: states.put((time.monotonic(), state)), try_to_connect=True)
     return states
@@ -100,6 +109,7 @@ def _next_state(states: queue.Queue[Tuple[float, Any]], wanted: Any) -> float:
 # -- connection age (gRFC A9) -----------------------------------------------------------------
 
 
+@needs_grpcio
 def test_grpcio_sees_goaway_at_about_the_max_age(kind: str) -> None:
     """grpcio's channel leaves READY (to IDLE) when the GOAWAY arrives: at the age, ±10%."""
     with serving(kind, [("grpc.max_connection_age_ms", 1000)], Recorder()) as target:
@@ -123,6 +133,7 @@ def test_the_goaways_of_max_age_say_max_age(kind: str) -> None:
     assert 0.2 <= elapsed <= 2.5, elapsed
 
 
+@needs_grpcio
 def test_a_call_running_past_the_grace_is_cut(kind: str) -> None:
     options = [("grpc.max_connection_age_ms", 500), ("grpc.max_connection_age_grace_ms", 500)]
     recorder = Recorder()
@@ -140,7 +151,7 @@ def test_a_call_running_past_the_grace_is_cut(kind: str) -> None:
     assert not active  # the handler saw its context inactive, and its callback ran
 
 
-@pytest.mark.parametrize("client", ["grpcio", "minigrpc"])
+@pytest.mark.parametrize("client", CLIENTS)
 def test_clients_ride_through_repeated_max_age_goaways(kind: str, client: str) -> None:
     """Connections that live 200 ms each, calls for 2 s from four threads: every call
     succeeds, on several connections one after the other."""
@@ -237,6 +248,7 @@ def test_a_silent_client_is_found_dead_and_its_calls_end(kind: str) -> None:
     assert 0.9 <= ended - sent <= 3.0, ended - sent
 
 
+@needs_grpcio
 def test_grpcio_with_keepalive_works_normally(kind: str) -> None:
     """grpcio pings every 200 ms, with and without calls, within the server's policy, and the
     server pings it every 300 ms: calls over 1.5 s all succeed on the one connection."""

@@ -16,11 +16,14 @@ one-shot client such as the CNI plugin pays only for the modules it uses.
 """
 
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List
 
 from ._version import __version__
 
-_EXPORTS: Dict[str, str] = {
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Dict, List
+
+_EXPORTS: "Dict[str, str]" = {
     # client
     "insecure_channel": "blocking.channel",
     "Channel": "driver.interfaces",
@@ -233,7 +236,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 # ``minigrpc.<name>`` type-check as Any; the ``TYPE_CHECKING`` imports above declare the names.
 if not TYPE_CHECKING:
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> "Any":
         module_name = "experimental" if name == "experimental" else _EXPORTS.get(name)
         if module_name is None:
             # Also what ``from minigrpc import oneshot`` asks before it imports the submodule.
@@ -247,7 +250,7 @@ if not TYPE_CHECKING:
         return value
 
 
-    def __dir__() -> List[str]:
+    def __dir__() -> "List[str]":
         return sorted(set(globals()) | set(_EXPORTS))
 
 
@@ -256,7 +259,7 @@ if sys.version_info < (3, 7):  # noqa: UP036  # pragma: no cover - PEP 562 arriv
     class _LazyExports(type(sys)):  # types.ModuleType, without importing types (a cold start)
         """Python 3.6 ignores a module-level ``__getattr__``; a module subclass does the same."""
 
-        def __getattr__(self, name: str) -> Any:
+        def __getattr__(self, name: str) -> "Any":
             return __getattr__(name)
 
     sys.modules[__name__].__class__ = _LazyExports

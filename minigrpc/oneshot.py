@@ -16,7 +16,6 @@ before the server's SETTINGS) is tried once more on a new connection, by the sam
 
 import _socket  # not socket: its module costs a cold start about 4 ms (enums, selectors)
 import time
-from typing import Any, Optional, Tuple
 
 from .driver.attempts import RETRY_NOW, Attempts, deadline_status
 from .http2 import streams
@@ -28,18 +27,22 @@ from .protocol.oneshot_protocol import OneShotCall
 from .protocol.status import CallStatus
 from .protocol.targets import parse_target
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Optional, Tuple
+
 
 def unary_call(
     target: str,
     method: str,
     request: bytes,
     *,
-    timeout: Optional[float] = None,
+    timeout: "Optional[float]" = None,
     metadata: wire.MetadataLike = (),
-    max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
+    max_receive_message_length: "Optional[int]" = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
     stream_window: int = streams.DEFAULT_STREAM_WINDOW,
     connection_window: int = streams.DEFAULT_CONNECTION_WINDOW,
-) -> Tuple[CallStatus, Optional[bytes]]:
+) -> "Tuple[CallStatus, Optional[bytes]]":
     """Call ``method`` (``/package.Service/Method``) on ``target`` with one serialized request.
 
     Returns the call's status and, when it is OK, the response payload (decompressed, not
@@ -89,7 +92,7 @@ def unary_call(
             return call.status, call.response
 
 
-def _run(sock: _socket.socket, call: OneShotCall, tracer: Any) -> None:
+def _run(sock: _socket.socket, call: OneShotCall, tracer: "Any") -> None:
     """Write and read until the call has its status, within its deadline; then say goodbye.
 
     A write that fails (the server closed or reset) does not end the call: the response may

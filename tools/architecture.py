@@ -37,15 +37,16 @@ class Package(NamedTuple):
 
 #: The units the rules speak of, bottom first.  A module belongs to the package it sits in;
 #: the modules directly in ``minigrpc/`` are the public entry points (``root``), but for
-#: ``_version``, which every layer may read.
+#: ``_version`` and ``_records``, which sit below the layers.
 PACKAGES: Dict[str, Package] = {
     "_version": Package(0, "the version, written once", ()),
     "_pb": Package(0, "the add-ons' protobuf messages (generated)", ()),
+    "_records": Package(0, "typed named tuples that cost no typing import at run time", ()),
     "http2": Package(1, "HTTP/2 and HPACK, sans-IO; knows nothing of gRPC", ()),
     "protocol": Package(
         2,
         "gRPC over HTTP/2, sans-IO: messages, header blocks, status, the call protocols",
-        ("http2", "_version"),
+        ("http2", "_version", "_records"),
     ),
     "driver": Package(
         3,
@@ -92,6 +93,7 @@ PACKAGES: Dict[str, Package] = {
 #: Every module of the package and its one concern, by dotted name below ``minigrpc``.
 MODULES: Dict[str, str] = {
     "_version": "minigrpc's version, read by the package, setup.cfg and the user-agent",
+    "_records": "Record: typing.NamedTuple's classes for the one-shot path, without typing",
     # HTTP/2
     "http2": "the HTTP/2 package: what it holds, in reading order",
     "http2.frames": "the wire: error codes, frames to and from bytes, the frame reader, header "
@@ -269,7 +271,7 @@ KNOWN_CYCLES: List[Tuple[str, ...]] = []
 
 def package_of(module: str) -> str:
     """The unit of :data:`PACKAGES` a module belongs to."""
-    if module in ("_version", "_pb"):
+    if module in ("_version", "_pb", "_records"):
         return module
     if module == "__main__":
         return "cli"  # python -m minigrpc is the command line

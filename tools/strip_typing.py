@@ -1,10 +1,13 @@
 """Remove ``typing`` from a module's syntax tree, for the plugin bundle's bytecode.
 
 The plugin's modules carry type hints throughout, and Python evaluates a function's annotations
-when it defines the function: so every module imports :mod:`typing`, which with :mod:`re` costs a
-cold start on 3.11 about 5 ms of the 10 ms a bare interpreter needs to start at all.  Type hints do
-nothing at run time, so tools/build_dist.py compiles the bundle's own modules from a tree with them
-removed (the sources and everything that imports them from the repository keep them):
+when it defines the function.  The modules of the one-shot path already import :mod:`typing` for
+type checkers only (``TYPE_CHECKING``) and quote the annotations Python evaluates, since typing
+with :mod:`re` costs a cold start on 3.11 about 5 ms of the 10 ms a bare interpreter needs to
+start at all; but each quoted annotation is still a constant to load, and the rest of the tree
+imports typing as usual.  Type hints do nothing at run time, so tools/build_dist.py compiles the
+bundle's own modules from a tree with them removed (the sources and everything that imports them
+from the repository keep them):
 
 * annotations of arguments and returns go; ``x: T = v`` becomes ``x = v`` and a bare ``x: T``
   goes (outside a ``NamedTuple``);
@@ -12,9 +15,11 @@ removed (the sources and everything that imports them from the repository keep t
   ``if TYPE_CHECKING:`` blocks keep only their ``else``;
 * a module-level name bound to an expression of typing names (a type alias such as
   ``Header = Tuple[bytes, bytes]``) is bound to None, so that other modules still import it;
-* ``class X(NamedTuple)`` becomes a plain ``tuple`` subclass written out in full: empty
-  ``__slots__``, ``_fields``, ``__new__`` with the defaults, a read-only property per field,
-  ``__repr__``, ``_make``, ``_replace``, ``_asdict`` and ``__getnewargs__``, then the class's own
+* ``class X(NamedTuple)`` (also under another name, as the one-shot path's
+  ``minigrpc._records.Record`` is to a type checker) becomes a plain ``tuple`` subclass written
+  out in full: empty ``__slots__``, ``_fields``, ``__new__`` with the defaults, a read-only
+  property per field, ``__repr__``, ``_make``, ``_replace``, ``_asdict`` and
+  ``__getnewargs__``, then the class's own
   body (without a docstring, ``namedtuple``'s ``"X(field, ...)"``): the same fields, tuple, repr
   and methods as ``collections.namedtuple`` gives.  Not ``namedtuple`` itself:
   :mod:`collections` (with heapq, operator, keyword and reprlib) costs a cold start about 2 ms on
@@ -90,6 +95,13 @@ class _Stripper(ast.NodeTransformer):
                 test.id == "TYPE_CHECKING" or self.typing_names.get(test.id) == "TYPE_CHECKING"):
             kept: List[ast.AST] = []
             for statement in node.orelse:
+                if isinstance(statement, ast.ImportFrom):
+                    # The run-time stand-in of a typing name (minigrpc._records.Record for
+                    # NamedTuple) has no use once the classes are written out.
+                    statement.names = [alias for alias in statement.names
+                                       if (alias.asname or alias.name) not in self.typing_names]
+                    if not statement.names:
+                        continue
                 result = self.visit(statement)
                 if isinstance(result, list):
                     kept.extend(result)

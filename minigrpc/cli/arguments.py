@@ -22,9 +22,11 @@ evaluation (Python 3.6) each ``typing`` subscription is built when the module lo
 millisecond in all on 3.6.
 """
 
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
-
 from .exits import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 #: The commands, in the order the help lists them.
 COMMANDS = ("list", "describe", "call", "health")

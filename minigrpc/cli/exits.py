@@ -17,7 +17,10 @@ Why these numbers:
 This module imports nothing: ``health``'s start-up pays for what it uses only.
 """
 
-from typing import Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Optional
 
 #: The call ended OK (``health``: the service is SERVING).
 OK = 0

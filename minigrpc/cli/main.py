@@ -6,7 +6,6 @@ the channel machinery it does not use (docs/benchmarks.md measures its cold star
 """
 
 import sys
-from typing import List, Optional, Sequence
 
 from . import arguments
 from .exits import (
@@ -18,6 +17,10 @@ from .exits import (
     ToolError,
     UsageError,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import List, Optional, Sequence
 
 
 def main(argv: "Optional[Sequence[str]]" = None) -> int:

@@ -24,7 +24,6 @@ channel (:mod:`minigrpc.cli.connect`), which waits for the connection and the ca
 """
 
 import sys
-from typing import Any, Optional, Tuple
 
 from .arguments import HEALTH_MAX_TIME, Options
 from .exits import (
@@ -39,6 +38,10 @@ from .exits import (
     ToolError,
     UsageError,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Optional, Tuple
 
 #: PROTOCOL-HTTP2.md, Requests: ``:path`` is ``/`` service ``/`` method.
 CHECK_PATH = "/grpc.health.v1.Health/Check"
@@ -226,7 +229,7 @@ def report(options: Options, outcome: _Outcome) -> int:
     return HEALTH_RPC_FAILURE
 
 
-def _say(stream: Any, line: str) -> None:
+def _say(stream: "Any", line: str) -> None:
     stream.write(line + "\n")
     stream.flush()
 

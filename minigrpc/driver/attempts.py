@@ -17,12 +17,14 @@ at run time loads ``enum``, ``collections`` or ``threading``.
 """
 
 import time
-from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from ..protocol.codes import Code
 from ..protocol.status import DEADLINE_EXCEEDED_DETAILS, CallStatus
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable, Optional, Union
+
     from ..protocol.client_protocol import ClientCall
     from ..protocol.oneshot_protocol import OneShotCall
 
@@ -35,7 +37,7 @@ BACK_OFF = "back off"
 CHANNEL_CLOSED = CallStatus(Code.CANCELLED, "Channel closed!")
 
 
-def passed(deadline: Optional[float]) -> bool:
+def passed(deadline: "Optional[float]") -> bool:
     """True once ``deadline`` (``time.monotonic()``; None: never) has passed."""
     return deadline is not None and time.monotonic() >= deadline
 
@@ -69,13 +71,13 @@ class Attempts:
 
     def __init__(
         self,
-        deadline: Optional[float],
+        deadline: "Optional[float]",
         wait_for_ready: bool,
         initial_backoff: float,
         max_backoff: float,
         multiplier: float,
         jitter: float,
-        clock: Callable[[], float] = time.monotonic,
+        clock: "Callable[[], float]" = time.monotonic,
     ) -> None:
         self.deadline = deadline
         self.wait_for_ready = wait_for_ready
@@ -91,7 +93,7 @@ class Attempts:
     def expired(self) -> bool:
         return self.deadline is not None and self._clock() >= self.deadline
 
-    def before_attempt(self, channel_closed: bool) -> Optional[CallStatus]:
+    def before_attempt(self, channel_closed: bool) -> "Optional[CallStatus]":
         """The status to end the call with before trying (closed channel, deadline), or None."""
         if channel_closed:
             return CHANNEL_CLOSED
@@ -117,7 +119,7 @@ class Attempts:
             return BACK_OFF
         return DONE
 
-    def next_delay(self) -> Optional[float]:
+    def next_delay(self) -> "Optional[float]":
         """The next backoff sleep, jittered and cut at the deadline; None if it has passed."""
         import random  # only when backing off: the one-shot client never does
 

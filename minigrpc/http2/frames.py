@@ -45,10 +45,12 @@ The module loads nothing beyond :mod:`minigrpc.http2.hpack_codec`, so that a pro
 one call and exits pays little for it.
 """
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
-
 from . import hpack_codec
 from .hpack_codec import Header
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 # -- error codes (RFC 9113 §7) ---------------------------------------------------------------------
 
@@ -68,7 +70,7 @@ ENHANCE_YOUR_CALM = 0xB
 
 #: Every error code RFC 9113 §7 defines, by its name there (the names grpc-go and h2 print);
 #: :func:`http2_error_name` reads them.
-HTTP2_ERROR_NAMES: Mapping[int, str] = {
+HTTP2_ERROR_NAMES: "Mapping[int, str]" = {
     0x0: "NO_ERROR",
     0x1: "PROTOCOL_ERROR",
     0x2: "INTERNAL_ERROR",
@@ -102,7 +104,7 @@ class FrameError(ValueError):
 
     error_code = PROTOCOL_ERROR
 
-    def __init__(self, message: str, error_code: Optional[int] = None) -> None:
+    def __init__(self, message: str, error_code: "Optional[int]" = None) -> None:
         super().__init__(message)
         if error_code is not None:
             self.error_code = error_code
@@ -250,7 +252,10 @@ _BLOCK_TYPES = frozenset((HEADERS, PUSH_PROMISE, CONTINUATION))
 
 # -- the payload of each frame type (RFC 9113 §6) ------------------------------------------------
 
-Payload = Union[bytes, memoryview]
+if TYPE_CHECKING:  # pragma: no cover
+    Payload = Union[bytes, memoryview]
+else:  # an alias at run time: only a name for other modules' annotations
+    Payload = object
 
 
 def _placement(frame_type: int, stream_id: int) -> None:
@@ -299,7 +304,7 @@ def data_payload(flags: int, stream_id: int, payload: bytes) -> bytes:
     return _unpadded(DATA, flags, payload) if flags & PADDED else payload
 
 
-def headers_payload(flags: int, stream_id: int, payload: bytes) -> Tuple[bytes, int]:
+def headers_payload(flags: int, stream_id: int, payload: bytes) -> "Tuple[bytes, int]":
     """HEADERS (RFC 9113 §6.2): the header block fragment, without padding and priority
     fields, and the stream it depends on (deprecated, RFC 9113 §5.3.2; 0 without the
     PRIORITY flag)."""
@@ -323,7 +328,7 @@ def continuation_payload(stream_id: int, payload: bytes) -> bytes:
     return payload
 
 
-def push_promise_payload(flags: int, stream_id: int, payload: bytes) -> Tuple[int, bytes]:
+def push_promise_payload(flags: int, stream_id: int, payload: bytes) -> "Tuple[int, bytes]":
     """PUSH_PROMISE (RFC 9113 §6.6): the promised stream and the header block fragment."""
     _placement(PUSH_PROMISE, stream_id)
     rest = _unpadded(PUSH_PROMISE, flags, payload)
@@ -357,7 +362,7 @@ def rst_stream_payload(stream_id: int, payload: bytes) -> int:
     return int.from_bytes(payload, "big")
 
 
-def settings_payload(flags: int, stream_id: int, payload: bytes) -> List[Tuple[int, int]]:
+def settings_payload(flags: int, stream_id: int, payload: bytes) -> "List[Tuple[int, int]]":
     """SETTINGS (RFC 9113 §6.5): (identifier, value) pairs in the order sent, which is the order
     they must be processed in (RFC 9113 §6.5.3); none on an ACK.  What the values may be is
     :class:`minigrpc.http2.streams.PeerSettings`'s to check."""
@@ -380,7 +385,7 @@ def ping_payload(stream_id: int, payload: bytes) -> bytes:
     return bytes(payload)
 
 
-def goaway_payload(stream_id: int, payload: bytes) -> Tuple[int, int, bytes]:
+def goaway_payload(stream_id: int, payload: bytes) -> "Tuple[int, int, bytes]":
     """GOAWAY (RFC 9113 §6.8): the last stream the sender processed, the error code and the
     debug data."""
     _placement(GOAWAY, stream_id)
@@ -510,7 +515,7 @@ def data_frame(stream_id: int, data: Payload, end_stream: bool) -> bytes:
 
 def header_frames(
     stream_id: int, block: bytes, max_frame_size: int, end_stream: bool = False
-) -> List[bytes]:
+) -> "List[bytes]":
     """A header block as HEADERS and, past ``max_frame_size``, CONTINUATION frames (RFC 9113 §6.2,
     RFC 9113 §6.10); END_HEADERS on the last, END_STREAM (``end_stream``) on the HEADERS frame."""
     if len(block) <= max_frame_size:
@@ -530,7 +535,7 @@ def header_frames(
     ]
 
 
-def settings_frame(settings: Sequence[Tuple[int, int]]) -> bytes:
+def settings_frame(settings: "Sequence[Tuple[int, int]]") -> bytes:
     """SETTINGS (RFC 9113 §6.5) with these (identifier, value) pairs, in order."""
     payload = b"".join(
         identifier.to_bytes(2, "big") + value.to_bytes(4, "big") for identifier, value in settings
@@ -573,19 +578,22 @@ def goaway_frame(last_stream_id: int, error_code: int = 0, debug_data: bytes = b
 
 # -- reading frames ------------------------------------------------------------------------------
 
-#: What :meth:`FrameReader.read` hands each frame to, chosen by the frame's type: called with
-#: the owner of the frames (the connection they are for), then the frame's flags, stream
-#: identifier (the reserved bit cleared) and payload; True stops the read.
-FrameHandler = Callable[[Any, int, int, bytes], Optional[bool]]
+if TYPE_CHECKING:  # pragma: no cover
+    #: What :meth:`FrameReader.read` hands each frame to, chosen by the frame's type: called with
+    #: the owner of the frames (the connection they are for), then the frame's flags, stream
+    #: identifier (the reserved bit cleared) and payload; True stops the read.
+    FrameHandler = Callable[[Any, int, int, bytes], Optional[bool]]
+else:  # an alias at run time: only a name for other modules' annotations
+    FrameHandler = object
 
 
-def _ignore(owner: Any, flags: int, stream_id: int, payload: bytes) -> None:
+def _ignore(owner: "Any", flags: int, stream_id: int, payload: bytes) -> None:
     """A frame of a type the reader's caller does not know: ignored (RFC 9113 §5.5)."""
 
 
 def handlers_by_type(
-    known: Sequence[FrameHandler], unknown: FrameHandler = _ignore
-) -> Tuple[FrameHandler, ...]:
+    known: "Sequence[FrameHandler]", unknown: FrameHandler = _ignore
+) -> "Tuple[FrameHandler, ...]":
     """A table for :meth:`FrameReader.read`: ``known[t]`` handles frames of type ``t``
     (DATA first, RFC 9113 §6), ``unknown`` every other of the 256 types.  Made once per class
     of owner, from its functions."""
@@ -642,8 +650,8 @@ class FrameReader:
 
     def __init__(
         self,
-        max_frame_size: Optional[int] = None,
-        max_header_block: Optional[int] = None,
+        max_frame_size: "Optional[int]" = None,
+        max_header_block: "Optional[int]" = None,
         *,
         magic: bool = False,
         settings_first: bool = False,
@@ -668,7 +676,7 @@ class FrameReader:
         """Octets of the client's magic are still to come (RFC 9113 §3.4)."""
         return bool(self._magic_left)
 
-    def read(self, data: bytes, handlers: Sequence[FrameHandler], owner: Any) -> None:
+    def read(self, data: bytes, handlers: "Sequence[FrameHandler]", owner: "Any") -> None:
         """Hand every whole frame that ``data`` completes, with what earlier reads left over, to
         ``handlers[type](owner, flags, stream_id, payload)``.  Raises :class:`FrameError` at the
         first header that breaks a rule, after the frames before it were handled; a handler
@@ -805,7 +813,7 @@ class HeaderBlocks:
         self._decoded: Dict[bytes, List[Header]] = {}
         self._decoded_generation = decoder.generation
 
-    def headers(self, flags: int, stream_id: int, payload: bytes) -> Optional[List[Header]]:
+    def headers(self, flags: int, stream_id: int, payload: bytes) -> "Optional[List[Header]]":
         """A HEADERS frame: the block's fields when END_HEADERS ends it here, else None."""
         fragment, dependency = headers_payload(flags, stream_id, payload)
         self.stream_id = stream_id
@@ -816,7 +824,7 @@ class HeaderBlocks:
         self._fragments = [fragment]
         return None
 
-    def continuation(self, flags: int, stream_id: int, payload: bytes) -> Optional[List[Header]]:
+    def continuation(self, flags: int, stream_id: int, payload: bytes) -> "Optional[List[Header]]":
         """A CONTINUATION frame of the open block: its fields once END_HEADERS ends it."""
         self._fragments.append(continuation_payload(stream_id, payload))
         if not flags & END_HEADERS:
@@ -824,7 +832,7 @@ class HeaderBlocks:
         fragments, self._fragments = self._fragments, []
         return self._decode(b"".join(fragments))
 
-    def _decode(self, encoded: bytes) -> List[Header]:
+    def _decode(self, encoded: bytes) -> "List[Header]":
         """The fields of one header block (RFC 7541 §3).
 
         A warm connection receives the same few blocks again and again, each made of

@@ -36,10 +36,16 @@ string Huffman-coded when that is shorter. A peer that lowers SETTINGS_HEADER_TA
 hears of it (RFC 7541 §4.2): the next block starts with a size update.
 """
 
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-#: One header field as both ends hold it: name and value, as bytes (RFC 9113 §8.2).
-Header = Tuple[bytes, bytes]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    #: One header field as both ends hold it: name and value, as bytes (RFC 9113 §8.2).
+    Header = Tuple[bytes, bytes]
+else:  # an alias at run time: only a name for other modules' annotations
+    Header = tuple
 
 #: SETTINGS_HEADER_TABLE_SIZE until a SETTINGS frame says otherwise (RFC 9113 §6.5.2).
 DEFAULT_TABLE_SIZE = 4096
@@ -198,7 +204,7 @@ EOS = 256
 
 #: Static-table lookups for the encoder: a whole field's index, and each name's first index.
 _STATIC_FIELD_INDEX = {field: index for index, field in enumerate(STATIC_TABLE, 1)}
-_STATIC_NAME_INDEX: Dict[bytes, int] = {}
+_STATIC_NAME_INDEX: "Dict[bytes, int]" = {}
 for _index, (_name, _value) in enumerate(STATIC_TABLE, 1):
     _STATIC_NAME_INDEX.setdefault(_name, _index)
 del _index, _name, _value
@@ -207,7 +213,7 @@ del _index, _name, _value
 # -- primitives: integers (RFC 7541 §5.1) and string literals (RFC 7541 §5.2) --------------
 
 
-def decode_integer(data: bytes, pos: int, prefix_bits: int) -> Tuple[int, int]:
+def decode_integer(data: bytes, pos: int, prefix_bits: int) -> "Tuple[int, int]":
     """The integer whose first octet is ``data[pos]``, with an N-bit prefix (RFC 7541 §5.1).
 
     Returns the value and the position after it. A value that fills the prefix continues in
@@ -248,7 +254,7 @@ def encode_integer(value: int, prefix_bits: int, first_bits: int = 0) -> bytes:
     return bytes(out)
 
 
-def decode_string(data: bytes, pos: int) -> Tuple[bytes, int]:
+def decode_string(data: bytes, pos: int) -> "Tuple[bytes, int]":
     """The string literal at ``data[pos]`` (RFC 7541 §5.2): the H bit, a 7-bit-prefix length,
     then that many octets, raw or Huffman-coded. Returns the string and the position after it."""
     huffman = pos < len(data) and data[pos] & 0x80
@@ -295,10 +301,10 @@ def huffman_encode(value: bytes) -> bytes:
 #: The longest code (EOS's): a window of this many bits always holds a whole code.
 _LONGEST = 30
 #: Built on first use by :func:`_decoding_tables`.
-_DECODING: Optional[Tuple[List[Tuple[int, int, int]], List[int]]] = None
+_DECODING: "Optional[Tuple[List[Tuple[int, int, int]], List[int]]]" = None
 
 
-def _decoding_tables() -> Tuple[List[Tuple[int, int, int]], List[int]]:
+def _decoding_tables() -> "Tuple[List[Tuple[int, int, int]], List[int]]":
     """What decoding needs, from :data:`HUFFMAN_CODES`.
 
     The code is canonical (tests check it): sorted by length, then by value, each code is the
@@ -323,7 +329,7 @@ def _decoding_tables() -> Tuple[List[Tuple[int, int, int]], List[int]]:
     return _DECODING
 
 
-def _code_at(window: int, steps: List[Tuple[int, int, int]]) -> Tuple[int, int]:
+def _code_at(window: int, steps: "List[Tuple[int, int, int]]") -> "Tuple[int, int]":
     """The length of the code a window of :data:`_LONGEST` bits starts with, and its symbol's
     place in the sorted symbols (see :func:`_decoding_tables`)."""
     for length, limit, offset in steps:
@@ -385,7 +391,7 @@ class Decoder:
     def __init__(
         self,
         max_table_size: int = DEFAULT_TABLE_SIZE,
-        max_header_list_size: Optional[int] = None,
+        max_header_list_size: "Optional[int]" = None,
     ) -> None:
         self.max_table_size = max_table_size
         self.max_header_list_size = max_header_list_size
@@ -399,7 +405,7 @@ class Decoder:
         #: the same way again for as long as this stays the same.
         self.generation = 0
 
-    def decode(self, block: bytes) -> List[Tuple[bytes, bytes]]:
+    def decode(self, block: bytes) -> "List[Tuple[bytes, bytes]]":
         """The fields of one whole header block, in order. Raises :class:`DecodingError` (and
         :class:`HeaderListTooLarge`); the connection cannot go on after either."""
         fields: List[Tuple[bytes, bytes]] = []
@@ -438,7 +444,7 @@ class Decoder:
                 raise HeaderListTooLarge(f"a header list larger than {limit} octets")
         return fields
 
-    def _entry(self, index: int) -> Tuple[bytes, bytes]:
+    def _entry(self, index: int) -> "Tuple[bytes, bytes]":
         """The field at ``index`` of the static table, then the dynamic table (RFC 7541 §2.3.3)."""
         if 0 < index <= len(STATIC_TABLE):
             return STATIC_TABLE[index - 1]
@@ -449,7 +455,7 @@ class Decoder:
 
     def _literal(
         self, block: bytes, pos: int, prefix_bits: int
-    ) -> Tuple[Tuple[bytes, bytes], int]:
+    ) -> "Tuple[Tuple[bytes, bytes], int]":
         """A literal field (RFC 7541 §6.2): its name indexed (a non-zero N-bit index) or a string
         literal, then its value."""
         index, pos = decode_integer(block, pos, prefix_bits)
@@ -460,7 +466,7 @@ class Decoder:
         value, pos = decode_string(block, pos)
         return (name, value), pos
 
-    def _add(self, field: Tuple[bytes, bytes]) -> None:
+    def _add(self, field: "Tuple[bytes, bytes]") -> None:
         """Add a field to the dynamic table, evicting the oldest entries to make room; a field
         larger than the whole table empties it and is not added (RFC 7541 §4.4)."""
         size = ENTRY_OVERHEAD + len(field[0]) + len(field[1])
@@ -503,7 +509,7 @@ class Encoder:
             self.table_size = setting
             self._announce = True
 
-    def encode(self, fields: Iterable[Tuple[bytes, bytes, bool]]) -> bytes:
+    def encode(self, fields: "Iterable[Tuple[bytes, bytes, bool]]") -> bytes:
         """One header block from ``(name, value, sensitive)`` fields, in order; a sensitive
         field is never indexed (RFC 7541 §6.2.3, §7.1.3)."""
         out: List[bytes] = []
@@ -524,7 +530,7 @@ class Encoder:
         return b"".join(out)
 
 
-def find_header(headers: Sequence[Header], name: bytes) -> Optional[bytes]:
+def find_header(headers: "Sequence[Header]", name: bytes) -> "Optional[bytes]":
     """The first value of ``name`` in ``headers``, or None."""
     for key, value in headers:
         if key == name:
@@ -542,7 +548,7 @@ def is_sensitive(name: bytes, value: bytes) -> bool:
     return name in SENSITIVE_FIELDS or (name == b"cookie" and len(value) < 20)
 
 
-def outbound_fields(block: Sequence[Header]) -> List[Tuple[bytes, bytes, bool]]:
+def outbound_fields(block: "Sequence[Header]") -> "List[Tuple[bytes, bytes, bool]]":
     """A header block as it is sent: each field with whether it is sensitive
     (:func:`is_sensitive`), values without surrounding whitespace (RFC 9113 §8.2.1).
 

@@ -33,8 +33,6 @@ Like :mod:`minigrpc.http2.frames`, it loads nothing beyond the package, for the 
 cold start: states, events and outcomes are plain integers.
 """
 
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
-
 from .frames import (
     CLIENT_PREFACE,
     ENABLE_CONNECT_PROTOCOL,
@@ -57,6 +55,10 @@ from .frames import (
     window_update_frame,
 )
 from .hpack_codec import DEFAULT_TABLE_SIZE, Encoder
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 # -- what we advertise (RFC 9113 §6.5.2, §6.9.2) ---------------------------------------------------
 
@@ -84,7 +86,7 @@ DEFAULT_PEER_MAX_CONCURRENT_STREAMS = 100
 
 def client_settings(
     stream_window: int, max_frame_size: int, max_header_list_size: int
-) -> List[Tuple[int, int]]:
+) -> "List[Tuple[int, int]]":
     """The SETTINGS of a minigrpc client's preface (RFC 9113 §3.4, §6.5.2), in the order both
     minigrpc clients send them: the RFC's defaults it restates, push refused (RFC 9113 §8.4),
     and minigrpc's window, frame size and header-list limit."""
@@ -102,8 +104,8 @@ def server_settings(
     stream_window: int,
     max_frame_size: int,
     max_header_list_size: int,
-    max_concurrent_streams: Optional[int],
-) -> List[Tuple[int, int]]:
+    max_concurrent_streams: "Optional[int]",
+) -> "List[Tuple[int, int]]":
     """The SETTINGS of a minigrpc server's preface (RFC 9113 §3.4, §6.5.2)."""
     settings = [
         (INITIAL_WINDOW_SIZE, stream_window),
@@ -115,7 +117,7 @@ def server_settings(
     return settings
 
 
-def preface(settings: Sequence[Tuple[int, int]], connection_window: int, client: bool) -> bytes:
+def preface(settings: "Sequence[Tuple[int, int]]", connection_window: int, client: bool) -> bytes:
     """What an end sends first (RFC 9113 §3.4): a client the 24 octets of magic, then our
     SETTINGS, then the WINDOW_UPDATE that opens the connection window beyond its initial
     65,535 octets, which SETTINGS cannot change (RFC 9113 §6.9.2).
@@ -207,7 +209,7 @@ _SENDS_NOTHING = {event: NOT_ALLOWED for event in (SEND_HEADERS, SEND_DATA, SEND
                                                    SEND_RST_STREAM)}
 
 #: RFC 9113 §5.1, as a table: for each state, what each event makes of the stream.
-TRANSITIONS: Dict[int, Dict[int, int]] = {
+TRANSITIONS: "Dict[int, Dict[int, int]]" = {
     IDLE: {
         SEND_HEADERS: OPEN,  # a client opens its stream
         SEND_DATA: NOT_ALLOWED,
@@ -321,7 +323,7 @@ def outcome(state: int, event: int) -> int:
     return _BY_EVENT[event][state]
 
 
-def outcomes(event: int) -> Tuple[int, ...]:
+def outcomes(event: int) -> "Tuple[int, ...]":
     """What ``event`` makes of a stream, by state (:data:`TRANSITIONS`, a tuple to index)."""
     return _BY_EVENT[event]
 
@@ -392,7 +394,7 @@ class Stream:
         """What the peer may still send on it (:class:`InboundWindow`)."""
         return self.inbound.window
 
-    def response_block(self, status: Optional[bytes], end_stream: bool) -> int:
+    def response_block(self, status: "Optional[bytes]", end_stream: bool) -> int:
         """What a header block from the server is on the stream (RFC 9113 §8.1), given its
         ``:status``: INFORMATIONAL (1xx without END_STREAM, skipped: the response headers
         follow, RFC 9110 §15.2), RESPONSE (the first other block) or TRAILERS (a second, which
@@ -484,7 +486,7 @@ class Streams:
 
     def receive_headers(
         self, stream_id: int, outbound_window: int, inbound_window: int
-    ) -> Optional[Stream]:
+    ) -> "Optional[Stream]":
         """The stream a header block received is for, or None when it is dropped
         (:data:`TRANSITIONS`).  On an idle stream the peer opens it, with these windows, if the
         identifier is one the peer may use (RFC 9113 §5.1.1: else a connection error
@@ -589,7 +591,7 @@ class InboundWindow:
 
 
 def acknowledge(
-    out: List[bytes], connection: InboundWindow, stream_id: int, stream: Optional[Stream],
+    out: "List[bytes]", connection: InboundWindow, stream_id: int, stream: "Optional[Stream]",
     size: int,
 ) -> bool:
     """``size`` octets of DATA on ``stream_id`` were consumed: queue in ``out`` the
@@ -638,7 +640,7 @@ class PeerSettings:
         self.max_header_list_size: Optional[int] = None
 
     def apply(
-        self, settings: Iterable[Tuple[int, int]], streams: Iterable[Stream], encoder: Encoder
+        self, settings: "Iterable[Tuple[int, int]]", streams: "Iterable[Stream]", encoder: Encoder
     ) -> bool:
         """Apply ``settings`` in order (RFC 9113 §6.5.3), each value checked first (RFC 9113
         §6.5.2: a :class:`FrameError` for one that may not be applied).  A new

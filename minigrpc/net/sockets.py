@@ -11,12 +11,13 @@ Both report failures in grpc-go's words, because the CNI plugin must read like t
 import _socket  # the client's names; the socket module (its enums) only where needed
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Hashable, List, Optional, Set, Tuple
 
 from ..protocol.targets import Target
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
+    from typing import Any, Callable, Hashable, List, Optional, Set, Tuple
 
 try:
     from posix import strerror  # os.strerror itself: os costs a cold start about 2 ms (3.6-3.10)
@@ -95,7 +96,7 @@ def dial_timeout_error(target: Target) -> ConnectFailed:
     )
 
 
-def resolve_name(host: str, port: int) -> List[Tuple[int, str]]:
+def resolve_name(host: str, port: int) -> "List[Tuple[int, str]]":
     """Every A and AAAA record of ``host``, as ``(family, ip)`` pairs in the resolver's order
     (duplicates left out); raises ConnectFailed in grpc-go's words when it does not resolve.
 
@@ -109,7 +110,7 @@ def resolve_name(host: str, port: int) -> List[Tuple[int, str]]:
     return address_records(infos)
 
 
-def address_records(infos: Any) -> List[Tuple[int, str]]:
+def address_records(infos: "Any") -> "List[Tuple[int, str]]":
     """``getaddrinfo()``'s answer (the socket module's or the event loop's) as ``(family, ip)``
     pairs: IPv4 and IPv6 only, each once, in its order."""
     records: List[Tuple[int, str]] = []
@@ -130,7 +131,7 @@ def handshake_error(target: Target, why: object) -> ConnectFailed:
     )
 
 
-def client_tracer(peer: str) -> Any:
+def client_tracer(peer: str) -> "Any":
     """The frame tracer (:mod:`minigrpc.net.trace`) for a new client connection, or None.
 
     Cheap when tracing is off: :mod:`minigrpc.net.trace` is imported only when ``MINIGRPC_TRACE``
@@ -164,8 +165,8 @@ def _environment_flag(name: str) -> bool:
     return bool(os.environ.get(name))
 
 
-def open_socket(target: Target, deadline: Optional[float],
-                new_socket: Optional[Callable[[int, int], Any]] = None) -> "socket.socket":
+def open_socket(target: Target, deadline: "Optional[float]",
+                new_socket: "Optional[Callable[[int, int], Any]]" = None) -> "socket.socket":
     """Connect to ``target``; raise ConnectFailed (UNAVAILABLE) or DeadlineReached.
 
     TCP targets may name a host: every address it resolves to is tried in order. The socket is
@@ -275,8 +276,8 @@ class Listener:
         self,
         sock: "socket.socket",
         display: str,
-        unix_path: Optional[str] = None,
-        unix_identity: Optional[Tuple[int, int]] = None,
+        unix_path: "Optional[str]" = None,
+        unix_identity: "Optional[Tuple[int, int]]" = None,
     ) -> None:
         self.sock = sock
         self.display = display
@@ -320,7 +321,7 @@ def peer_name(sock: "socket.socket") -> str:
 _PEER_CREDENTIALS_SIZE = 12
 
 
-def peer_identity(sock: "socket.socket") -> Hashable:
+def peer_identity(sock: "socket.socket") -> "Hashable":
     """What tells a client apart from others, for a server's flood records
     (:class:`minigrpc.http2.flood.PeerHistory`): its IP address over TCP (not the port: an
     attacker reconnects from a new one), its process over a unix socket (every unix client has
@@ -379,7 +380,7 @@ def _prepare_unix_path(path: str) -> None:
     raise RuntimeError(f"refusing to bind {path!r}: another server is listening on it")
 
 
-def _remove_our_socket(path: str, identity: Optional[Tuple[int, int]]) -> None:
+def _remove_our_socket(path: str, identity: "Optional[Tuple[int, int]]") -> None:
     """Remove the socket file on stop, unless something else has replaced it since."""
     import os
     import stat
@@ -424,7 +425,7 @@ def bind_unix(target: Target, mode: int) -> Listener:
         raise
 
 
-def bind_tcp(target: Target, reuse_port: bool = False) -> List[Listener]:
+def bind_tcp(target: Target, reuse_port: bool = False) -> "List[Listener]":
     """Bind every address ``host`` resolves to, on one port (port 0: the first one's).
 
     ``reuse_port`` sets SO_REUSEPORT (Linux, BSD): other sockets that set it too may bind the

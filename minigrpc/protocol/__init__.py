@@ -10,5 +10,5 @@ one-shot client's (:mod:`.oneshot_protocol`) and the server's (:mod:`.server_pro
 :mod:`.server_events` and :mod:`.memory_budget`).  No sockets, threads or clocks: the callers
 pass bytes in and ``now`` where time matters.
 
-It may import: :mod:`minigrpc.http2` (and :mod:`minigrpc._version`).
+It may import: :mod:`minigrpc.http2` (and :mod:`minigrpc._version`, :mod:`minigrpc._records`).
 """

@@ -21,8 +21,6 @@ The tables these read (HTTP status and RST_STREAM codes to gRPC codes) stay in
 :mod:`minigrpc.protocol.status`; the header rules stay in :mod:`minigrpc.protocol.headers`.
 """
 
-from typing import Callable, Optional, Sequence, Tuple
-
 from ..http2.frames import CANCEL, PROTOCOL_ERROR, REFUSED_STREAM, http2_error_name
 from ..http2.hpack_codec import Header
 from . import headers
@@ -30,8 +28,15 @@ from .codes import Code, rst_stream_details, status_from_rst_stream
 from .headers import ResponseHead
 from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, Metadata
 
-#: A failed call and the RST_STREAM code that ends its stream (None: no reset needed).
-Failure = Tuple[CallStatus, Optional[int]]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Callable, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    #: A failed call and the RST_STREAM code that ends its stream (None: no reset needed).
+    Failure = Tuple[CallStatus, Optional[int]]
+else:  # an alias at run time: only a name for other modules' annotations
+    Failure = tuple
 
 #: A unary call got a second response message (grpc-go's words).
 EXTRA_MESSAGE_DETAILS = (
@@ -43,10 +48,10 @@ DESERIALIZE_FAILED_DETAILS = "Exception deserializing response!"
 
 
 def block_failure(
-    block: Sequence[Header],
-    max_header_list_size: Optional[int],
-    malformed: Callable[[Sequence[Header]], str],
-) -> Optional[Failure]:
+    block: "Sequence[Header]",
+    max_header_list_size: "Optional[int]",
+    malformed: "Callable[[Sequence[Header]], str]",
+) -> "Optional[Failure]":
     """Why a response header block or trailer block ends the call, or None if it is fine.
 
     Over the per-call limit (RFC 9113 §6.5.2): INTERNAL and RST_STREAM(CANCEL), like grpc-go's
@@ -68,7 +73,7 @@ def block_failure(
     return None
 
 
-def not_grpc_status(head: ResponseHead) -> Optional[Failure]:
+def not_grpc_status(head: ResponseHead) -> "Optional[Failure]":
     """Response headers (not Trailers-Only) that are not gRPC end the call at once.
 
     A proxy's 404 page or an HTTP/1-ish server: the status comes from ``:status`` alone and the
@@ -80,8 +85,8 @@ def not_grpc_status(head: ResponseHead) -> Optional[Failure]:
 
 
 def final_status(
-    head: Optional[ResponseHead],
-    trailers: Sequence[Header],
+    head: "Optional[ResponseHead]",
+    trailers: "Sequence[Header]",
     initial_metadata: Metadata,
     trailing_metadata: Metadata,
     at_message_boundary: bool,
@@ -116,7 +121,7 @@ def final_status(
 
 def reset_status(
     error_code: int, remote: bool, past_deadline: bool, initial_metadata: Metadata
-) -> Tuple[CallStatus, bool]:
+) -> "Tuple[CallStatus, bool]":
     """The status of a call whose stream was reset, and whether a retry is safe.
 
     ``remote``: the server sent RST_STREAM, mapped by
@@ -145,7 +150,7 @@ def refused_by_goaway(last_stream_id: int) -> CallStatus:
     )
 
 
-def goaway_note(error_code: Optional[int], debug_data: bytes) -> str:
+def goaway_note(error_code: "Optional[int]", debug_data: bytes) -> str:
     """What a lost connection's details add about a prior GOAWAY with an error, as grpc-go
     does: its code and debug data usually explain why the server went away."""
     if not error_code:
@@ -157,7 +162,7 @@ def goaway_note(error_code: Optional[int], debug_data: bytes) -> str:
 
 
 def lost_details(
-    error_text: Optional[str], bytes_received: int, settings_received: bool, peer: str
+    error_text: "Optional[str]", bytes_received: int, settings_received: bool, peer: str
 ) -> str:
     """Why the connection to ``peer`` ended (``error_text`` None: EOF), in grpc-go's words
     where it has some, naming the target as the user gave it (``Target.display``), as the dial

@@ -19,9 +19,11 @@ classes it makes cost the one-shot CNI plugin about 1.5 ms of a cold start (3 ms
 where enum imports collections and functools): the plugin's path never loads them.
 """
 
-from typing import Mapping, Optional, Tuple
-
 from ..http2.frames import CANCEL, http2_error_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Mapping, Optional, Tuple
 
 
 class Code:
@@ -50,17 +52,17 @@ class Code:
 
 
 #: Each code's name, by number: ``CODE_NAMES[14] == "UNAVAILABLE"``.
-CODE_NAMES: Tuple[str, ...] = tuple(
+CODE_NAMES: "Tuple[str, ...]" = tuple(
     name for _, name in sorted((number, name) for name, number in vars(Code).items()
                                if name.isupper()))
 
 #: grpcio's text of each code (the second item of ``StatusCode.X.value``), by number: the name in
 #: lower case with spaces, for every code.
-CODE_TEXTS: Tuple[str, ...] = tuple(name.lower().replace("_", " ") for name in CODE_NAMES)
+CODE_TEXTS: "Tuple[str, ...]" = tuple(name.lower().replace("_", " ") for name in CODE_NAMES)
 
 #: grpc-go's ``codes.Code.String()`` names, by number. Written out rather than derived: "OK" and
 #: "Canceled" do not follow the CamelCase of the names.
-GO_NAMES: Tuple[str, ...] = (
+GO_NAMES: "Tuple[str, ...]" = (
     "OK",
     "Canceled",
     "Unknown",
@@ -81,7 +83,7 @@ GO_NAMES: Tuple[str, ...] = (
 )
 
 
-def go_code_text(code: int, number: Optional[int] = None) -> str:
+def go_code_text(code: int, number: "Optional[int]" = None) -> str:
     """Render code number ``code`` the way grpc-go's ``codes.Code.String()`` does.
 
     A wire number outside 0..16 (which we pass through as UNKNOWN, keeping it in ``number``)
@@ -96,7 +98,7 @@ def go_code_text(code: int, number: Optional[int] = None) -> str:
 #: HTTP ``:status`` to gRPC code, for responses without ``grpc-status``
 #: (``doc/http-grpc-status-mapping.md``).
 #: Anything else, 200 included, is UNKNOWN.
-HTTP_TO_GRPC: Mapping[int, int] = {
+HTTP_TO_GRPC: "Mapping[int, int]" = {
     400: Code.INTERNAL,
     401: Code.UNAUTHENTICATED,
     403: Code.PERMISSION_DENIED,
@@ -117,7 +119,7 @@ def status_from_http(http_status: int) -> int:
 #: HTTP/2 RST_STREAM error code (RFC 9113 §7) to gRPC code on the client, as grpc-go maps it
 #: (PROTOCOL-HTTP2.md, "Errors"; docs/wire-rules.md, "RST_STREAM codes on the client"). Unlisted
 #: codes are INTERNAL.
-RST_STREAM_TO_GRPC: Mapping[int, int] = {
+RST_STREAM_TO_GRPC: "Mapping[int, int]" = {
     0x0: Code.INTERNAL,  # NO_ERROR: normal only after trailers, which then decide
     0x1: Code.INTERNAL,  # PROTOCOL_ERROR
     0x2: Code.INTERNAL,  # INTERNAL_ERROR
@@ -155,7 +157,7 @@ def rst_stream_details(error_code: int) -> str:
 #: grpcio's ``grpc.Compression``, by value: each member's name and the ``grpc-encoding`` it stands
 #: for.  :class:`minigrpc.protocol.enums.Compression` is made from it; everything below the grpcio
 #: API holds a compression as its number.
-COMPRESSIONS: Tuple[Tuple[str, Optional[str]], ...] = (
+COMPRESSIONS: "Tuple[Tuple[str, Optional[str]], ...]" = (
     ("NoCompression", None),
     ("Deflate", "deflate"),
     ("Gzip", "gzip"),

@@ -21,15 +21,23 @@ and encodes them.  Application metadata arrives here already validated and encod
 (:func:`minigrpc.protocol.wire.encode_metadata`).
 """
 
-from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
-
 from .._version import __version__
 from ..http2.hpack_codec import Header, find_header
 from . import wire
 from .codes import Code, status_from_http
 from .status import DEADLINE_EXCEEDED_DETAILS, CallStatus, Metadata, parse_grpc_status
 
-Headers = List[Header]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
+    from typing import NamedTuple as Record
+else:
+    from .._records import Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    Headers = List[Header]
+else:  # an alias at run time: only a name for other modules' annotations
+    Headers = list
 
 #: The ``user-agent`` product token (PROTOCOL-HTTP2.md: ``grpc-<lang>-<variant>/<version>``).
 USER_AGENT = f"grpc-python-minigrpc/{__version__}"
@@ -50,12 +58,12 @@ _DECODABLE_ENCODINGS = frozenset(wire.SUPPORTED_ENCODINGS)
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
 
 
-def header_list_size(headers: Iterable[Header]) -> int:
+def header_list_size(headers: "Iterable[Header]") -> int:
     """RFC 9113 §6.5.2: name + value + 32 octets per field, what MAX_HEADER_LIST_SIZE limits."""
     return sum(len(name) + len(value) + 32 for name, value in headers)
 
 
-def is_grpc_content_type(value: Optional[bytes]) -> bool:
+def is_grpc_content_type(value: "Optional[bytes]") -> bool:
     """``application/grpc``, optionally followed by ``+subtype`` or ``;params``.
 
     Media types are case-insensitive (RFC 9110 §8.3.1), so both sides compare in lower case.
@@ -90,12 +98,12 @@ _KNOWN_NAMES = frozenset(
 )
 _REQUEST_PSEUDO = frozenset((b":method", b":scheme", b":authority", b":path", b":protocol"))
 _RESPONSE_PSEUDO = frozenset((b":status",))
-_TRAILER_PSEUDO: FrozenSet[bytes] = frozenset()
+_TRAILER_PSEUDO: "FrozenSet[bytes]" = frozenset()
 #: Optional whitespace around a value, which is not part of it (RFC 9110 §5.5).
 _OWS = b" \t"
 
 
-def malformed_request(headers: Sequence[Header]) -> str:
+def malformed_request(headers: "Sequence[Header]") -> str:
     """Why a request header block is malformed (RFC 9113 §8.2 and §8.3.1), or "".
 
     A malformed request is a stream error of type PROTOCOL_ERROR (RFC 9113 §8.1.1): the server
@@ -129,7 +137,7 @@ def malformed_request(headers: Sequence[Header]) -> str:
     return ""
 
 
-def malformed_response(headers: Sequence[Header]) -> str:
+def malformed_response(headers: "Sequence[Header]") -> str:
     """Why a response header block (or Trailers-Only block) is malformed, or "".
 
     RFC 9113 §8.3.2: ``:status`` is required and is the only pseudo-header. See
@@ -143,7 +151,7 @@ def malformed_response(headers: Sequence[Header]) -> str:
     return ""
 
 
-def malformed_trailers(headers: Sequence[Header]) -> str:
+def malformed_trailers(headers: "Sequence[Header]") -> str:
     """Why a trailer block is malformed (no pseudo-headers, RFC 9113 §8.1), or "".
 
     See :func:`malformed_request` for what a malformed block costs.
@@ -152,8 +160,8 @@ def malformed_trailers(headers: Sequence[Header]) -> str:
 
 
 def _field_problem(
-    headers: Sequence[Header], allowed_pseudo: FrozenSet[bytes]
-) -> Tuple[str, Dict[bytes, bytes], List[bytes]]:
+    headers: "Sequence[Header]", allowed_pseudo: "FrozenSet[bytes]"
+) -> "Tuple[str, Dict[bytes, bytes], List[bytes]]":
     """The rules every block follows (RFC 9113 §8.2.1, §8.2.2, §8.3).
 
     Returns the first problem ("" if none), the pseudo-headers by name, and the ``host``
@@ -212,7 +220,7 @@ def malformed_path(path: str) -> bool:
 
 
 #: The fixed start of request header blocks, by what it is built from (:func:`request_headers`).
-_PREFIXES: Dict[Tuple[str, str, str, Optional[str], str], Tuple[Header, ...]] = {}
+_PREFIXES: "Dict[Tuple[str, str, str, Optional[str], str], Tuple[Header, ...]]" = {}
 #: How many different starts are kept (more are not: the memory starts over).
 _PREFIXES_KEPT = 64
 
@@ -222,9 +230,9 @@ def request_headers(
     path: str,
     authority: str,
     user_agent: str,
-    timeout: Optional[float] = None,
-    encoding: Optional[str] = None,
-    metadata: Sequence[Header] = (),
+    timeout: "Optional[float]" = None,
+    encoding: "Optional[str]" = None,
+    metadata: "Sequence[Header]" = (),
     scheme: str = "http",
 ) -> Headers:
     """The request header block, in grpc-go's order (PROTOCOL-HTTP2.md, Requests), its values
@@ -252,8 +260,8 @@ def request_headers(
 
 
 def _request_prefix(
-    path: str, authority: str, user_agent: str, encoding: Optional[str], scheme: str
-) -> Tuple[Header, ...]:
+    path: str, authority: str, user_agent: str, encoding: "Optional[str]", scheme: str
+) -> "Tuple[Header, ...]":
     fields = [
         (b":method", b"POST"),
         (b":scheme", scheme.encode("ascii")),
@@ -269,7 +277,7 @@ def _request_prefix(
     return tuple((name, value.strip()) for name, value in fields)
 
 
-class RequestHead(NamedTuple):
+class RequestHead(Record):
     """A request header block a server accepted (see :func:`read_request_headers`)."""
 
     method: str
@@ -278,21 +286,21 @@ class RequestHead(NamedTuple):
     #: as grpcio's ``invocation_metadata()`` shows it.
     metadata: Metadata
     #: Seconds from ``grpc-timeout`` (always positive), or None without one.
-    timeout: Optional[float]
+    timeout: "Optional[float]"
     #: The request messages' compression, or None for ``identity`` / no ``grpc-encoding``.
-    encoding: Optional[str]
+    encoding: "Optional[str]"
     #: What the client lists in ``grpc-accept-encoding``.
-    accept_encodings: FrozenSet[str]
+    accept_encodings: "FrozenSet[str]"
 
 
-class Rejection(NamedTuple):
+class Rejection(Record):
     """Why a server refuses a request's headers, and the Trailers-Only answer that says so."""
 
     http_status: int
     #: The status code's number (:class:`minigrpc.protocol.codes.Code`).
     code: int
     details: str
-    extra_headers: Tuple[Header, ...] = ()
+    extra_headers: "Tuple[Header, ...]" = ()
 
     @property
     def not_grpc(self) -> bool:
@@ -302,10 +310,10 @@ class Rejection(NamedTuple):
 
 
 def read_request_headers(
-    headers: Sequence[Header],
+    headers: "Sequence[Header]",
     max_header_list_size: int,
-    enabled_encodings: FrozenSet[str] = _DECODABLE_ENCODINGS,
-) -> Union[RequestHead, Rejection]:
+    enabled_encodings: "FrozenSet[str]" = _DECODABLE_ENCODINGS,
+) -> "Union[RequestHead, Rejection]":
     """Check a request header block in the order grpc-go applies its checks.
 
     * a header list above the per-call limit: 431 and RESOURCE_EXHAUSTED (RFC 9113 §6.5.2);
@@ -414,13 +422,13 @@ class LastRequestHead:
         #: Where the block's one ``grpc-timeout`` is (None: it has none, or several).
         self._timeout_slot: Optional[int] = None
 
-    def remember(self, headers: Sequence[Header], head: Union[RequestHead, Rejection]) -> None:
+    def remember(self, headers: "Sequence[Header]", head: "Union[RequestHead, Rejection]") -> None:
         """``headers`` (well-formed, :func:`malformed_request`) read as ``head``."""
         self._headers, self._head = headers, head
         slots = [index for index, (name, _) in enumerate(headers) if name == b"grpc-timeout"]
         self._timeout_slot = slots[0] if len(slots) == 1 else None
 
-    def recall(self, headers: Sequence[Header]) -> Union[RequestHead, Rejection, None]:
+    def recall(self, headers: "Sequence[Header]") -> "Union[RequestHead, Rejection, None]":
         """What ``headers`` read as, when that follows from the last block (class docstring)."""
         last = self._headers
         if last is None:
@@ -454,7 +462,7 @@ def _timeout_order(value: bytes) -> float:
         return -1.0  # malformed sorts first, so it is reported
 
 
-def _call_metadata(headers: Sequence[Header]) -> Metadata:
+def _call_metadata(headers: "Sequence[Header]") -> Metadata:
     """Application metadata: transport headers and every reserved ``grpc-*`` key removed."""
     metadata = wire.decode_metadata(headers)
     if any(key.startswith("grpc-") for key, _ in metadata):
@@ -462,7 +470,7 @@ def _call_metadata(headers: Sequence[Header]) -> Metadata:
     return metadata
 
 
-def _malformed_binary_metadata(headers: Sequence[Header]) -> str:
+def _malformed_binary_metadata(headers: "Sequence[Header]") -> str:
     """Why a ``-bin`` header is not base64, in grpc-go's words, or "" if all decode.
 
     grpc-go answers such a request with 400 and INTERNAL rather than dropping the value, so the
@@ -487,7 +495,7 @@ def _malformed_binary_metadata(headers: Sequence[Header]) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def accept_encoding_header(enabled_encodings: FrozenSet[str] = _DECODABLE_ENCODINGS) -> Header:
+def accept_encoding_header(enabled_encodings: "FrozenSet[str]" = _DECODABLE_ENCODINGS) -> Header:
     """``grpc-accept-encoding`` listing what we decode, less what the server disabled."""
     if enabled_encodings == _DECODABLE_ENCODINGS:
         return _ACCEPT_ENCODING
@@ -496,9 +504,9 @@ def accept_encoding_header(enabled_encodings: FrozenSet[str] = _DECODABLE_ENCODI
 
 
 def response_headers(
-    encoding: Optional[str],
-    metadata: Sequence[Header] = (),
-    enabled_encodings: FrozenSet[str] = _DECODABLE_ENCODINGS,
+    encoding: "Optional[str]",
+    metadata: "Sequence[Header]" = (),
+    enabled_encodings: "FrozenSet[str]" = _DECODABLE_ENCODINGS,
 ) -> Headers:
     """``:status 200``, content-type, [grpc-encoding], grpc-accept-encoding, metadata."""
     headers: Headers = [(b":status", b"200"), _CONTENT_TYPE]
@@ -509,16 +517,16 @@ def response_headers(
     return headers
 
 
-class ResponseHead(NamedTuple):
+class ResponseHead(Record):
     """What a client reads from response headers (or a Trailers-Only block)."""
 
     #: ``:status`` as a number; None when missing or not a number.
-    http_status: Optional[int]
-    content_type: Optional[bytes]
+    http_status: "Optional[int]"
+    content_type: "Optional[bytes]"
     #: The response messages' compression (``grpc-encoding``), or None.
-    encoding: Optional[str]
+    encoding: "Optional[str]"
     #: What the server lists in ``grpc-accept-encoding``, or None when it sent none.
-    accept_encodings: Optional[FrozenSet[str]]
+    accept_encodings: "Optional[FrozenSet[str]]"
 
     @property
     def is_grpc(self) -> bool:
@@ -530,7 +538,7 @@ class ResponseHead(NamedTuple):
         return self.http_status is not None and is_grpc_content_type(self.content_type)
 
 
-def read_response_headers(headers: Sequence[Header]) -> ResponseHead:
+def read_response_headers(headers: "Sequence[Header]") -> ResponseHead:
     """Read the fields of a response header block that the client acts on."""
     status_text: Optional[bytes] = None
     content_type: Optional[bytes] = None
@@ -570,10 +578,10 @@ def status_headers(code: int, details: str) -> Headers:
 def trailers_only(
     code: int,
     details: str,
-    metadata: Sequence[Header] = (),
+    metadata: "Sequence[Header]" = (),
     *,
     http_status: int = 200,
-    extra_headers: Sequence[Header] = (),
+    extra_headers: "Sequence[Header]" = (),
 ) -> Headers:
     """One block for a call that fails before its response headers (PROTOCOL-HTTP2.md).
 
@@ -587,7 +595,9 @@ def trailers_only(
     return headers
 
 
-def http_failure_status(http_status: Optional[int], content_type: Optional[bytes]) -> CallStatus:
+def http_failure_status(
+    http_status: "Optional[int]", content_type: "Optional[bytes]"
+) -> CallStatus:
     """The status of a response that is not gRPC, from ``:status`` (http-grpc-status-mapping.md).
 
     The details read like grpc-go's, naming both the HTTP status and the content-type.
@@ -613,8 +623,8 @@ def http_failure_status(http_status: Optional[int], content_type: Optional[bytes
 
 
 def read_status(
-    head: Optional[ResponseHead],
-    trailers: Sequence[Header],
+    head: "Optional[ResponseHead]",
+    trailers: "Sequence[Header]",
     initial_metadata: Metadata,
     trailing_metadata: Metadata,
 ) -> CallStatus:

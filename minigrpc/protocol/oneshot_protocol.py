@@ -34,7 +34,6 @@ The I/O, the deadline and the one transparent retry are :mod:`minigrpc.oneshot`'
 """
 
 import time
-from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..http2 import hpack_codec, streams
 from ..http2.frames import (
@@ -84,6 +83,10 @@ from .codes import Code
 from .headers import ResponseHead
 from .status import DEADLINE_EXCEEDED_DETAILS, CallError, CallStatus, CardinalityViolation, Metadata
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Callable, List, Optional, Sequence, Tuple
+
 #: The call's stream: the first a client opens (RFC 9113 §5.1.1).
 STREAM_ID = 1
 
@@ -99,16 +102,16 @@ class OneShotCall:
 
     def __init__(
         self,
-        request_headers: Sequence[Header],
+        request_headers: "Sequence[Header]",
         request: bytes,
         *,
-        deadline: Optional[float] = None,
-        max_receive_message_length: Optional[int] = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
+        deadline: "Optional[float]" = None,
+        max_receive_message_length: "Optional[int]" = wire.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
         stream_window: int = streams.DEFAULT_STREAM_WINDOW,
         connection_window: int = streams.DEFAULT_CONNECTION_WINDOW,
         max_frame_size: int = streams.DEFAULT_MAX_FRAME_SIZE,
-        max_header_list_size: Optional[int] = streams.CALL_MAX_HEADER_LIST_SIZE,
-        clock: Callable[[], float] = time.monotonic,
+        max_header_list_size: "Optional[int]" = streams.CALL_MAX_HEADER_LIST_SIZE,
+        clock: "Callable[[], float]" = time.monotonic,
         peer: str = "",
     ) -> None:
         self.deadline = deadline
@@ -212,7 +215,7 @@ class OneShotCall:
                 exc, not self.settings_received, self.peer
             ))
 
-    def connection_lost(self, error_text: Optional[str]) -> None:
+    def connection_lost(self, error_text: "Optional[str]") -> None:
         """The socket closed (``error_text`` None: EOF) or failed before the call ended.
 
         A server that closes before its SETTINGS never saw the call: retryable, as on the full
@@ -228,7 +231,7 @@ class OneShotCall:
         details += client_outcome.goaway_note(self.goaway_error_code, self.goaway_debug_data)
         self._finish(CallStatus(Code.UNAVAILABLE, details))
 
-    def _on_stream(self, stream_id: int, event: int, kind: str) -> Optional[Stream]:
+    def _on_stream(self, stream_id: int, event: int, kind: str) -> "Optional[Stream]":
         """The stream a ``kind`` frame is for, or None when the frame is dropped
         (:data:`minigrpc.http2.streams.TRANSITIONS`); a connection error is raised, a stream
         error ends the call."""
@@ -277,7 +280,7 @@ class OneShotCall:
         if block is not None:
             self._header_block(block)
 
-    def _header_block(self, block: List[Header]) -> None:
+    def _header_block(self, block: "List[Header]") -> None:
         """A whole header block, decoded (the dynamic table must follow every block, RFC 7541
         §2.2): the response headers or the trailers."""
         blocks = self._blocks
@@ -377,7 +380,7 @@ class OneShotCall:
         """PUSH_PROMISE (RFC 9113 §6.6): ENABLE_PUSH is 0 in our SETTINGS (RFC 9113 §8.4)."""
         refuse_push_promise(flags, stream_id, payload)
 
-    def _on_response_headers(self, block: List[Header], end_stream: bool) -> None:
+    def _on_response_headers(self, block: "List[Header]", end_stream: bool) -> None:
         failure = client_outcome.block_failure(
             block, self._max_header_list_size, headers.malformed_response
         )
@@ -420,7 +423,7 @@ class OneShotCall:
                 )
         self._finish(status)
 
-    def _finish(self, status: CallStatus, reset_code: Optional[int] = None) -> None:
+    def _finish(self, status: CallStatus, reset_code: "Optional[int]" = None) -> None:
         """Record the status once; reset our side of the stream if it is still open.
 
         A server that ends the stream before our request is complete gets RST_STREAM(NO_ERROR)
@@ -449,8 +452,8 @@ class OneShotCall:
 
 
 def _until_done(
-    handler: Callable[[OneShotCall, int, int, bytes], None],
-) -> Callable[[OneShotCall, int, int, bytes], bool]:
+    handler: "Callable[[OneShotCall, int, int, bytes], None]",
+) -> "Callable[[OneShotCall, int, int, bytes], bool]":
     """``handler``, then whether the call has its status, which ends the read: what follows
     is not looked at."""
 

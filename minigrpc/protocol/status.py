@@ -20,15 +20,24 @@ of both implementations read alike.
 """
 
 import abc
-from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .codes import CODE_NAMES, Code, go_code_text
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .enums import StatusCode
+    from typing import List, Optional, Sequence, Tuple, Union
+    from typing import NamedTuple as Record
 
-#: Call metadata as grpcio exposes it: ``(key, value)`` pairs, ``bytes`` values for ``-bin`` keys.
-Metadata = Tuple[Tuple[str, Union[str, bytes]], ...]
+    from .enums import StatusCode
+else:
+    from .._records import Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    #: Call metadata as grpcio exposes it: ``(key, value)`` pairs, ``bytes`` values for
+    #: ``-bin`` keys.
+    Metadata = Tuple[Tuple[str, Union[str, bytes]], ...]
+else:  # an alias at run time: only a name for other modules' annotations
+    Metadata = tuple
 
 
 class Status(abc.ABC):
@@ -44,7 +53,7 @@ class Status(abc.ABC):
     trailing_metadata: Metadata
 
 
-class CallStatus(NamedTuple):
+class CallStatus(Record):
     """The final outcome of one call: what the trailers (or the library) said.
 
     ``code_number`` is the code (:class:`Code`), ``code`` the same as grpcio's enum member.
@@ -60,8 +69,8 @@ class CallStatus(NamedTuple):
     details: str = ""
     initial_metadata: Metadata = ()
     trailing_metadata: Metadata = ()
-    number: Optional[int] = None
-    details_bin: Optional[bytes] = None
+    number: "Optional[int]" = None
+    details_bin: "Optional[bytes]" = None
 
     @property
     def code(self) -> "StatusCode":
@@ -107,7 +116,7 @@ class RpcError(Exception):
         def debug_error_string(self) -> str: ...
 
 
-def parse_grpc_status(value: Union[bytes, str, None]) -> Tuple[int, Optional[int]]:
+def parse_grpc_status(value: "Union[bytes, str, None]") -> "Tuple[int, Optional[int]]":
     """Decode a ``grpc-status`` header value (PROTOCOL-HTTP2.md, "Responses").
 
     Returns the code (:class:`Code`) and the wire integer. A missing or unparsable value is
@@ -147,7 +156,7 @@ class CallError(Exception):
     code_number = Code.INTERNAL
     #: Whole messages decoded from the same bytes before the failure: they are delivered, then
     #: the call ends (a reader gets every message before the one over the limit, as in grpcio).
-    completed: Sequence[Tuple[bool, bytes]] = ()
+    completed: "Sequence[Tuple[bool, bytes]]" = ()
 
     @property
     def code(self) -> "StatusCode":

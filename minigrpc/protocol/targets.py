@@ -37,7 +37,13 @@ Over unix sockets grpc-go sends ``:authority: localhost``; we do the same
 """
 
 import _socket  # the constants only: the socket module costs a cold start its enums
-from typing import Iterable, NamedTuple, Tuple, Union
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Iterable, Tuple, Union
+    from typing import NamedTuple as Record
+else:
+    from .._records import Record
 
 __all__ = [
     "DEFAULT_PORT",
@@ -56,13 +62,16 @@ __all__ = [
 #: (grpcio 1.85 refuses such an entry without a port; minigrpc follows the naming doc).
 DEFAULT_PORT = 443
 
-SocketAddress = Union[str, bytes, Tuple[str, int]]
+if TYPE_CHECKING:  # pragma: no cover
+    SocketAddress = Union[str, bytes, Tuple[str, int]]
+else:  # an alias at run time: only a name for other modules' annotations
+    SocketAddress = object
 
 #: The schemes of the address lists, each with its address family.
 _LIST_FAMILIES = {"ipv4": _socket.AF_INET, "ipv6": _socket.AF_INET6}
 
 
-class Target(NamedTuple):
+class Target(Record):
     """A parsed target: what to pass to ``socket.socket()`` and ``connect()``/``bind()``."""
 
     family: int
@@ -92,7 +101,7 @@ class Target(NamedTuple):
         return f"tcp {_join_host_port(host, port)}"
 
 
-class TargetAddresses(NamedTuple):
+class TargetAddresses(Record):
     """Everything a target names: its socket addresses, or the DNS name they come from.
 
     ``addresses`` are in the order the target gives them (the load-balancing policy decides how
@@ -103,7 +112,7 @@ class TargetAddresses(NamedTuple):
 
     #: ``unix``, ``unix-abstract``, ``ipv4``, ``ipv6`` or ``dns`` (also for bare targets).
     scheme: str
-    addresses: Tuple[Target, ...]
+    addresses: "Tuple[Target, ...]"
     #: The ``:authority`` every call on the channel sends (unless the channel overrides it).
     authority: str
     #: The target as written, for messages.
@@ -118,7 +127,7 @@ class TargetAddresses(NamedTuple):
         """True for a DNS name whose addresses are not known yet."""
         return not self.addresses
 
-    def resolved(self, records: Iterable[Tuple[int, str]]) -> "TargetAddresses":
+    def resolved(self, records: "Iterable[Tuple[int, str]]") -> "TargetAddresses":
         """This target with the addresses a resolver found for its name: ``(family, ip)`` pairs
         (``AF_INET`` or ``AF_INET6``), every A and AAAA record, in the resolver's order."""
         addresses = tuple(
@@ -132,7 +141,7 @@ def _join_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _split_host_port(text: str, default_port: int) -> Tuple[str, int]:
+def _split_host_port(text: str, default_port: int) -> "Tuple[str, int]":
     if text.startswith("["):
         end = text.find("]")
         if end < 0:
@@ -161,7 +170,7 @@ def _port(text: str, where: str) -> int:
     return int(text)
 
 
-def _scheme(target: str) -> Tuple[str, str]:
+def _scheme(target: str) -> "Tuple[str, str]":
     """(the scheme in lower case, what follows its colon), or ("", target) for a bare target.
     Only the schemes this module reads count: ``localhost:50051`` is a host and a port."""
     colon = target.find(":")

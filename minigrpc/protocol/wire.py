@@ -14,19 +14,6 @@ round-trips). The sections follow PROTOCOL-HTTP2.md:
   :func:`decompress`, :func:`parse_accept_encoding`.
 """
 
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Dict,
-    FrozenSet,
-    Iterable,
-    List,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
-
 from .codes import COMPRESSIONS
 from .status import (
     CallError,
@@ -37,8 +24,9 @@ from .status import (
     UnsupportedEncoding,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    pass
+    from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 
 # --------------------------------------------------------------------------------------------
 # Length-Prefixed-Message
@@ -69,9 +57,12 @@ def message_prefix(length: int, compressed: bool = False) -> bytes:
     return ((1 << 32 if compressed else 0) | length).to_bytes(PREFIX_LENGTH, "big")
 
 
-#: A message framed for sending: ``prefix + payload`` as one bytes object, or, for a large
-#: payload, the prefix and the payload kept apart (:func:`frame_message`).
-Framed = Union[bytes, Tuple[bytes, bytes]]
+if TYPE_CHECKING:  # pragma: no cover
+    #: A message framed for sending: ``prefix + payload`` as one bytes object, or, for a large
+    #: payload, the prefix and the payload kept apart (:func:`frame_message`).
+    Framed = Union[bytes, Tuple[bytes, bytes]]
+else:  # an alias at run time: only a name for other modules' annotations
+    Framed = object
 #: Payloads from this size on are framed without being copied.
 _SEPARATE_PREFIX_FROM = 64 * 1024
 
@@ -109,7 +100,7 @@ class MessageDecoder:
 
     __slots__ = ("_chunks", "_flag", "_have", "_need", "max_length")
 
-    def __init__(self, max_length: Optional[int] = DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH) -> None:
+    def __init__(self, max_length: "Optional[int]" = DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH) -> None:
         self.max_length = max_length
         self._chunks: List[bytes] = []
         self._have = 0
@@ -131,7 +122,7 @@ class MessageDecoder:
         """True when no partial message (or partial prefix) is held."""
         return self._have == 0 and self._flag is None
 
-    def feed(self, data: bytes) -> List[Tuple[bool, bytes]]:
+    def feed(self, data: bytes) -> "List[Tuple[bool, bytes]]":
         """Consume ``data``; return ``(compressed, payload)`` for every message it completes."""
         messages: List[Tuple[bool, bytes]] = []
         try:
@@ -141,7 +132,7 @@ class MessageDecoder:
             raise
         return messages
 
-    def _decode(self, data: bytes, messages: List[Tuple[bool, bytes]]) -> None:
+    def _decode(self, data: bytes, messages: "List[Tuple[bool, bytes]]") -> None:
         view = memoryview(data)
         while view:
             take = min(self._need - self._have, len(view))
@@ -182,7 +173,7 @@ class MessageDecoder:
 # "TimeoutValue → {positive integer as ASCII string of at most 8 digits}"
 _TIMEOUT_MAX_VALUE = 99_999_999
 # Units in the order grpc-go tries them, with their length in nanoseconds.
-_TIMEOUT_UNITS: Sequence[Tuple[str, int]] = (
+_TIMEOUT_UNITS: "Sequence[Tuple[str, int]]" = (
     ("n", 1),
     ("u", 1_000),
     ("m", 1_000_000),
@@ -209,7 +200,7 @@ def encode_timeout(seconds: float) -> str:
     return f"{min(-(-nanos // _UNIT_NANOS['H']), _TIMEOUT_MAX_VALUE)}H"
 
 
-def decode_timeout(value: Union[str, bytes]) -> float:
+def decode_timeout(value: "Union[str, bytes]") -> float:
     """Decode a ``grpc-timeout`` value into seconds.
 
     Raises ValueError for what grpc-go rejects (``malformed grpc-timeout``): fewer than 2 or more
@@ -236,7 +227,7 @@ _ASCII_VALUE = r"[\x20-\x7e]*"
 
 #: Keys an application may not send: the library owns them (PROTOCOL-HTTP2.md, "Requests";
 #: RFC 9113 §8.2.2). ``grpc-*`` is reserved as a whole prefix, see :func:`is_reserved_key`.
-RESERVED_HEADERS: FrozenSet[str] = frozenset(
+RESERVED_HEADERS: "FrozenSet[str]" = frozenset(
     {
         "te",
         "content-type",
@@ -252,7 +243,7 @@ RESERVED_HEADERS: FrozenSet[str] = frozenset(
 
 # Headers the transport consumes; they never show up as call metadata. ``user-agent`` and
 # ``grpc-status-details-bin`` do show up, as grpcio surfaces them.
-_TRANSPORT_HEADERS: FrozenSet[str] = frozenset(
+_TRANSPORT_HEADERS: "FrozenSet[str]" = frozenset(
     {
         "content-type",
         "te",
@@ -270,8 +261,14 @@ _TRANSPORT_HEADERS: FrozenSet[str] = frozenset(
     }
 )
 
-MetadataValue = Union[str, bytes]
-MetadataLike = Optional[Iterable[Tuple[Any, Any]]]
+if TYPE_CHECKING:  # pragma: no cover
+    MetadataValue = Union[str, bytes]
+else:  # an alias at run time: only a name for other modules' annotations
+    MetadataValue = object
+if TYPE_CHECKING:  # pragma: no cover
+    MetadataLike = Optional[Iterable[Tuple[Any, Any]]]
+else:  # an alias at run time: only a name for other modules' annotations
+    MetadataLike = object
 
 
 def is_binary_key(key: str) -> bool:
@@ -297,8 +294,8 @@ class MetadataTypeError(TypeError, ValueError):
 
 
 def validate_metadata(
-    metadata: MetadataLike, allowed_reserved: FrozenSet[str] = frozenset()
-) -> List[Tuple[str, MetadataValue]]:
+    metadata: MetadataLike, allowed_reserved: "FrozenSet[str]" = frozenset()
+) -> "List[Tuple[str, MetadataValue]]":
     """Check application metadata before anything is sent; return it normalised.
 
     Raises ValueError naming the offending key; :class:`MetadataTypeError` (also a TypeError)
@@ -377,8 +374,8 @@ def b64decode_lenient(data: bytes) -> bytes:
 
 
 def encode_metadata(
-    metadata: MetadataLike, allowed_reserved: FrozenSet[str] = frozenset()
-) -> List[Tuple[bytes, bytes]]:
+    metadata: MetadataLike, allowed_reserved: "FrozenSet[str]" = frozenset()
+) -> "List[Tuple[bytes, bytes]]":
     """Validate and encode metadata into HTTP/2 header fields, one field per value."""
     headers = []
     for key, value in validate_metadata(metadata, allowed_reserved):
@@ -389,7 +386,7 @@ def encode_metadata(
     return headers
 
 
-def decode_metadata(headers: Iterable[Tuple[Any, Any]]) -> Metadata:
+def decode_metadata(headers: "Iterable[Tuple[Any, Any]]") -> Metadata:
     """Turn received header fields into call metadata; never raises.
 
     Pseudo-headers and the headers the transport consumes are dropped. ``-bin`` values are split
@@ -442,7 +439,7 @@ def percent_encode(message: str) -> str:
     return "".join(out)
 
 
-def percent_decode(value: Union[str, bytes]) -> str:
+def percent_decode(value: "Union[str, bytes]") -> str:
     """Decode ``grpc-message``; never fails and never strips (PROTOCOL-HTTP2.md, Responses).
 
     Malformed ``%`` sequences are kept as they are; bytes that are not UTF-8 become U+FFFD.
@@ -461,7 +458,7 @@ def percent_decode(value: Union[str, bytes]) -> str:
 
 
 #: The encodings minigrpc can read, in the order it advertises them.
-SUPPORTED_ENCODINGS: Tuple[str, ...] = ("identity", "deflate", "gzip")
+SUPPORTED_ENCODINGS: "Tuple[str, ...]" = ("identity", "deflate", "gzip")
 #: The ``grpc-accept-encoding`` value minigrpc sends.
 ACCEPT_ENCODING = ",".join(SUPPORTED_ENCODINGS)
 
@@ -474,7 +471,7 @@ def compression_number(compression: int) -> int:
     return int(compression)
 
 
-def compression_name(compression: Optional[int]) -> Optional[str]:
+def compression_name(compression: "Optional[int]") -> "Optional[str]":
     """``'gzip'``, ``'deflate'`` or None (no compression) for a ``Compression`` value."""
     if compression is None:
         return None
@@ -506,7 +503,7 @@ def compress(encoding: str, data: bytes) -> bytes:
     return compressor.compress(data) + compressor.flush()
 
 
-def decompress(encoding: str, data: bytes, max_length: Optional[int]) -> bytes:
+def decompress(encoding: str, data: bytes, max_length: "Optional[int]") -> bytes:
     """Decompress one message, never producing more than ``max_length`` bytes.
 
     The output limit is enforced while inflating, so a small "zip bomb" cannot allocate more than
@@ -537,11 +534,11 @@ def decompress(encoding: str, data: bytes, max_length: Optional[int]) -> bytes:
 
 
 #: The values :func:`parse_accept_encoding` has seen (at most :data:`_ACCEPT_ENCODINGS_KEPT`).
-_ACCEPT_ENCODINGS: Dict[Union[str, bytes, None], FrozenSet[str]] = {}
+_ACCEPT_ENCODINGS: "Dict[Union[str, bytes, None], FrozenSet[str]]" = {}
 _ACCEPT_ENCODINGS_KEPT = 64
 
 
-def parse_accept_encoding(value: Union[str, bytes, None]) -> FrozenSet[str]:
+def parse_accept_encoding(value: "Union[str, bytes, None]") -> "FrozenSet[str]":
     """The set of encodings a peer lists in ``grpc-accept-encoding`` (comma separated).
 
     A peer sends the same value on every call, so the few values seen are remembered: in a dict,
@@ -563,7 +560,7 @@ def parse_accept_encoding(value: Union[str, bytes, None]) -> FrozenSet[str]:
 
 
 def decode_message(
-    compressed: bool, payload: bytes, encoding: Optional[str], max_length: Optional[int]
+    compressed: bool, payload: bytes, encoding: "Optional[str]", max_length: "Optional[int]"
 ) -> bytes:
     """One received message as the application gets it: inflated when its flag says so.
 

@@ -119,6 +119,29 @@ def test_named_tuple_keeps_its_docstring_and_methods() -> None:
     assert not hasattr(point(1), "__dict__")
 
 
+def test_a_named_tuple_under_its_run_time_name_is_written_out_and_its_stand_in_goes() -> None:
+    """The one-shot path's modules write ``class X(Record)``, ``Record`` being typing's
+    NamedTuple to a type checker and minigrpc._records.Record at run time; the bundle writes
+    the class out and imports neither."""
+    imported: List[str] = []
+    namespace = run_stripped(
+        "TYPE_CHECKING = False\n"
+        "if TYPE_CHECKING:\n"
+        "    from typing import NamedTuple as Record\n"
+        "    from typing import Optional\n"
+        "else:\n"
+        "    from minigrpc._records import Record\n"
+        "    from os import sep\n"
+        "class Point(Record):\n"
+        "    x: int\n"
+        "    label: 'Optional[str]' = None\n", imported)
+    point = namespace["Point"]
+    assert point.__bases__ == (tuple,) and point(1) == (1, None)
+    assert repr(point(2, "a")) == "Point(x=2, label='a')"
+    assert "Record" not in namespace and "sep" in namespace
+    assert imported == ["os"], imported
+
+
 @pytest.mark.parametrize("source", [
     "from typing import cast\nx = cast(int, 1)\n",
     "from typing import Generic, TypeVar\nT = TypeVar('T')\nclass Box(Generic[T]):\n    pass\n",

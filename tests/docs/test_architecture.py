@@ -72,8 +72,8 @@ def test_each_package_says_what_it_may_import() -> None:
     import re
 
     for name in architecture.PACKAGES:
-        if name in ("root", "_version"):
-            continue
+        if name == "root" or not (architecture.PACKAGE / name).is_dir():
+            continue  # the root's docstring is the public API's; a lone module has no package
         path = architecture.PACKAGE / name / "__init__.py"
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         assert "It may import:" in doc, f"minigrpc/{name}/__init__.py: no \"It may import:\""

@@ -10,15 +10,18 @@ Two comparisons, each an A/B on minigrpc's client with only the feature changed:
 - **round_robin beside pick_first.**  :data:`SERVERS` grpcio echo servers on loopback TCP; the
   client's target is the ``ipv4:`` list of all three, with ``grpc.lb_policy_name`` set to
   ``round_robin`` (every call to the next ready connection) or ``pick_first`` (every call to
-  the first address).  Calls/s of the throughput workload (8 threads, or 8 tasks for
-  ``minigrpc-aio``, sharing the channel): round_robin must keep at least :data:`BALANCING_LIMIT` of
-  pick_first's rate, so that a pick per call and three connections cost the client little.
-  The servers' shares of their CPU time over the pair's run show that the calls really went to
-  all three: with pick_first's half on the first server, about 67% / 17% / 17%.  On a machine
-  with fewer cores than the client and three servers could keep busy, round_robin's calls/s
-  also pays for the servers: three servers each woken for a third of the calls spend more CPU
-  per call, all told, than one that takes them all, and share the same cores with the client.
-  The client's CPU per call (the CPU ratio) is what the pick itself costs.
+  the first address).  Calls/s of the throughput workload (8 threads, or 8 tasks for the
+  asyncio clients, sharing the channel).  On a machine with fewer cores than the client and
+  three servers could keep busy, round_robin's calls/s also pays for the servers: three servers
+  each woken for a third of the calls spend more CPU per call, all told, than one that takes
+  them all, and share the same cores with the client.  So grpcio's own client makes the same
+  pair beside minigrpc's, on the same servers (:data:`BALANCING_REFERENCES`): its round_robin /
+  pick_first ratio is what the servers and the machine take, and minigrpc's ratio must keep at
+  least :data:`BALANCING_LIMIT` of it, so that a pick per call and three connections cost
+  minigrpc's client little more than they cost grpcio's.  The servers' shares of their CPU time
+  over the pair's run show that the calls really went to all three: with pick_first's half on
+  the first server, about 67% / 17% / 17%.  The client's CPU per call (the CPU ratio) is what
+  the pick itself costs.
 
 Each pair runs in one child process, its two channels taking turns in blocks of calls
 (``paired-latency`` and ``paired-throughput`` in :mod:`bench.workloads`), B's block first every
@@ -54,11 +57,15 @@ RETRY_SERVICE_CONFIG = json.dumps({"methodConfig": [{
 
 #: p50 with the retry policy over p50 without, at most.
 RETRY_LIMIT = 1.05
-#: round_robin's calls/s over pick_first's, at least.
+#: minigrpc's round_robin / pick_first calls/s over grpcio's, at least.
 BALANCING_LIMIT = 0.9
-#: The clients of the balancing rows: minigrpc's blocking client (threads) and minigrpc.aio's
-#: (tasks).
-BALANCING_CLIENTS = ("minigrpc", "minigrpc-aio")
+#: Each minigrpc client of the balancing rows (blocking: threads; asyncio: tasks) with the
+#: grpcio client whose pair is its reference.
+BALANCING_REFERENCES = {"minigrpc": "grpcio", "minigrpc-aio": "grpcio-aio"}
+BALANCING_CLIENTS = (*BALANCING_REFERENCES, *BALANCING_REFERENCES.values())
+#: grpcio shares subchannels between the channels of a process unless told not to: each
+#: channel of a grpcio pair keeps its own connections, as minigrpc's channels always do.
+GRPCIO_OWN_CONNECTIONS = "grpc.use_local_subchannel_pool=1"
 
 #: Blocks of calls each channel of a pair makes per round, the two channels taking turns.
 BLOCKS = 10
@@ -102,7 +109,9 @@ def runs(rows: Sequence[Dict[str, Any]], round_index: int, targets: Sequence[str
                          "--b-option", f"grpc.service_config={RETRY_SERVICE_CONFIG}"]
             workload = "paired-latency"
         else:
-            arguments = ["--target", f"ipv4:{addresses}",
+            own = (["--option", GRPCIO_OWN_CONNECTIONS]
+                   if before["client"].startswith("grpcio") else [])
+            arguments = ["--target", f"ipv4:{addresses}", *own,
                          "--a-option", f"grpc.lb_policy_name={before['variant']}",
                          "--b-option", f"grpc.lb_policy_name={after['variant']}",
                          "--threads", str(config["threads"]), "--calls", str(config["calls"])]
@@ -166,24 +175,43 @@ def comparisons(results: Dict[str, Any]) -> List[Comparison]:
     if not results.get("channels"):
         return found
     for kind, before, after in PAIRS:
-        clients = ("minigrpc",) if kind == "retry" else BALANCING_CLIENTS
+        clients = ("minigrpc",) if kind == "retry" else tuple(BALANCING_REFERENCES)
         for client in clients:
             mine, reference = _row(results, kind, after, client), _row(results, kind, before,
                                                                         client)
-            before_rounds, after_rounds = _per_round(reference), _per_round(mine)
-            paired = [ratio(value, before_rounds.get(index))
-                      for index, value in after_rounds.items()]
-            spread = [value for value in paired if value is not None]
+            spread = _round_ratios(mine, reference)
+            value = ratio(_figure(mine), _figure(reference))
             if kind == "retry":
                 text, op, limit = (f"p50: {client} client with a retryPolicy that never fires "
                                    f"/ without ({SERVER_IMPL} server)", "<=", RETRY_LIMIT)
             else:
-                text, op, limit = (f"calls/s: {client} client, round_robin over {SERVERS} "
-                                   f"{SERVER_IMPL} servers / pick_first", ">=", BALANCING_LIMIT)
-            found.append((text, op, limit, ratio(_figure(mine), _figure(reference)),
+                peer = BALANCING_REFERENCES[client]
+                theirs = _row(results, kind, after, peer)
+                their_reference = _row(results, kind, before, peer)
+                text, op, limit = (f"calls/s: round_robin over {SERVERS} {SERVER_IMPL} servers "
+                                   f"/ pick_first, {client} client over {peer}'s", ">=",
+                                   BALANCING_LIMIT)
+                value = ratio(value, ratio(_figure(theirs), _figure(their_reference)))
+                spread = [ours / peers for ours, peers in
+                          zip(_round_ratios(mine, reference, theirs, their_reference),
+                              _round_ratios(theirs, their_reference, mine, reference))
+                          if peers]
+            found.append((text, op, limit, value,
                           (min(spread), max(spread)) if spread else None,
                           ratio(_cpu(mine), _cpu(reference))))
     return found
+
+
+def _round_ratios(after: Optional[Dict[str, Any]], before: Optional[Dict[str, Any]],
+                  *others: Optional[Dict[str, Any]]) -> List[float]:
+    """``after``'s figure over ``before``'s, round by round, in the rounds where both (and
+    each of ``others``) have one."""
+    after_rounds, before_rounds = _per_round(after), _per_round(before)
+    rounds = set(after_rounds) & set(before_rounds)
+    for other in others:
+        rounds &= set(_per_round(other))
+    found = [ratio(after_rounds[index], before_rounds[index]) for index in sorted(rounds)]
+    return [value for value in found if value is not None]
 
 
 def targets(results: Dict[str, Any]) -> List[Any]:
@@ -226,7 +254,7 @@ def render_section(results: Dict[str, Any]) -> List[str]:
              "service config gives the echo a `retryPolicy` (3 attempts on UNAVAILABLE), which "
              "never fires: the cost is keeping each request for replay and reading the "
              "trailers for pushback. **Balancing**: "
-             f"{config.get('threads', '?')} threads (tasks for `minigrpc-aio`) × "
+             f"{config.get('threads', '?')} threads (tasks for the asyncio clients) × "
              f"{config.get('calls', '?')} calls on each of two channels whose target lists "
              f"the {SERVERS} servers, one with `grpc.lb_policy_name` `pick_first` (every call "
              "to the first), one with `round_robin`, taking turns in one process as the retry "
@@ -236,8 +264,10 @@ def render_section(results: Dict[str, Any]) -> List[str]:
              "block first every other round. Where the client and the three servers share "
              "fewer cores than they could keep busy, round_robin's calls/s also pays for the "
              "servers (three each woken for a third of the calls spend more CPU per call, all "
-             "told, than one that takes them all): the client CPU ratio is what the pick "
-             "itself costs.", ""]
+             "told, than one that takes them all), so grpcio's clients make the same pair on "
+             "the same servers, each channel with its own connections "
+             "(`grpc.use_local_subchannel_pool`), and minigrpc's ratio is judged against "
+             "theirs; the client CPU ratio is what the pick itself costs.", ""]
     rows = []
     for row in section.get("rows", []):
         errors = "; ".join(row["errors"])[:200]
@@ -269,9 +299,11 @@ def render_section(results: Dict[str, Any]) -> List[str]:
                _fmt_ratio(target.cpu_ratio) if target.cpu_ratio is not None else ""]
               for target in targets(results)]
     if ratios:
-        lines += ["", "Ratios of medians, with the feature over without; the per-round spread "
-                  "is the lowest and highest ratio of one round's figures; the CPU ratio is the "
-                  "client's CPU per call (lower is better):", "",
+        lines += ["", "Ratios of medians, with the feature over without (for balancing, "
+                  "minigrpc's round_robin / pick_first over grpcio's); the per-round spread "
+                  "is the lowest and highest ratio of one round's figures; the CPU ratio is "
+                  "minigrpc's client CPU per call, with the feature over without (lower is "
+                  "better):", "",
                   *_table(("measure", "target", "ratio", "per-round spread", "verdict",
                            "CPU ratio"), ratios)]
     return [*lines, "", DOC_END]

@@ -414,9 +414,10 @@ class ServerDriver:
         now = self.clock()
         for _ in range(pings):
             if strikes.on_ping_received(now, protocol.active_calls):
-                self._end_for_keepalive(
-                    served, _keepalive.TOO_MANY_PINGS_DEBUG_DATA, "too many pings"
-                )
+                # Sent away as for a flood: the peer's next connections open with less.
+                _LOGGER.debug("closing %s: too many pings", served.peer)
+                self.handle_events(served, protocol.send_away(
+                    "too many pings", _keepalive.TOO_MANY_PINGS_DEBUG_DATA))
                 self._io.flush_soon(served)  # the GOAWAY, then the linger of a closed protocol
                 return
 

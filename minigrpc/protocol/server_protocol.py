@@ -347,11 +347,26 @@ class ServerGrpcConnection(RequestIntake):
     def _flood(self, out: List[CallEvent], what: str) -> bool:
         """The client exhausted its allowance of frames that do no work: GOAWAY(ENHANCE_YOUR_CALM)
         and close (RFC 9113 §10.5; :mod:`minigrpc.http2.flood`). True: the connection is over."""
-        out.extend(self._fail_connection(ENHANCE_YOUR_CALM, f"flood of {what}"))
+        out.extend(self.send_away(f"flood of {what}"))
+        return True
+
+    def send_away(self, reason: str, debug_data: bytes = b"") -> List[CallEvent]:
+        """The client abused the connection: GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), the
+        open calls end as on a lost connection, and the peer's record goes up, so that its next
+        connections open with a smaller allowance (:class:`minigrpc.http2.flood.PeerHistory`).
+
+        The one place a client is sent away for what it did: a flood of frames that do no work
+        (RFC 9113 §10.5), or PINGs past the keepalive policy's strikes (gRFC A8; the driver
+        counts them, and passes ``too_many_pings``).  A client sent away for either reconnects
+        at once, and a full opening allowance per connection would be a reward for it.
+        """
+        if self.closed:
+            return []
+        events = self._fail_connection(ENHANCE_YOUR_CALM, reason, debug_data)
         if self._peer is not None:
             history, peer = self._peer
-            history.flooded(peer)
-        return True
+            history.sent_away(peer)
+        return events
 
     def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:
         """The socket closed or failed: every open call is CANCELLED
@@ -371,10 +386,10 @@ class ServerGrpcConnection(RequestIntake):
         return self._connection_failed(reason)
 
     def end_for_keepalive(self, debug_data: bytes, reason: str) -> List[CallEvent]:
-        """The keepalive policy ends the connection (gRFC A8, A9; the driver decides when): a
-        client that pings too often, or one whose PING went unanswered.
-        GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), then the open calls end as on a lost
-        connection."""
+        """The server's keepalive gives the connection up (gRFC A8, A9; the driver decides
+        when): its PING went unanswered.  GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), then the
+        open calls end as on a lost connection.  A silent client did nothing wrong, so its
+        record stays as it is; one that pings too often is sent away (:meth:`send_away`)."""
         if self.closed:
             return []
         return self._fail_connection(ENHANCE_YOUR_CALM, reason, debug_data)

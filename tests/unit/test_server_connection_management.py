@@ -18,12 +18,13 @@ from typing import Any, Iterator, List, Sequence, Tuple
 
 import h2.errors
 import pytest
+from hyperframe.frame import SettingsFrame
 
 import minigrpc
 from tests.peers import grpcio_in_process
 from tests.support.aio_server import AioServer
 from tests.support.minigrpc_server import MinigrpcServer
-from tests.support.scripted_peer import RawH2Client, grpc_request_headers
+from tests.support.scripted_peer import HostileClient, RawH2Client, grpc_request_headers
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -220,6 +221,40 @@ def test_pings_every_10_ms_are_sent_away_after_the_strikes(kind: str) -> None:
         goaway = client.goaways[0]
         assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
         assert goaway.additional_data == b"too_many_pings"
+
+
+#: Frames that do no work sent in one write: within a new connection's opening allowance
+#: (:data:`minigrpc.http2.flood.START`, 100), beyond half of it.
+OPENING_BURST = 75
+
+
+def _opening_burst_survives(target: str) -> bool:
+    """A new connection sends :data:`OPENING_BURST` empty SETTINGS frames at once, then a
+    PING: True when the PING is answered, False when the server sends the connection away
+    (GOAWAY(ENHANCE_YOUR_CALM), a flood) instead."""
+    with HostileClient(target) as client:
+        client.send_preface()
+        client.send(SettingsFrame(0).serialize() * OPENING_BURST)
+        client.send_ping(b"burst-ok")
+        assert client.wait_for(lambda: bool(client.ping_acks or client.goaways or client.eof))
+        if client.ping_acks:
+            return True
+        assert [(g.error_code, g.additional_data) for g in client.goaways] == [
+            (h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, b"")
+        ], client.goaways
+        return False
+
+
+def test_a_client_sent_away_for_pings_reconnects_with_a_smaller_allowance(kind: str) -> None:
+    """GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings") goes on the peer's record as a flood does
+    (:class:`minigrpc.http2.flood.PeerHistory`): a burst a new connection may open with before
+    is a flood on the connection that follows it, from the same address."""
+    with serving(kind, [], Recorder()) as target:
+        assert _opening_burst_survives(target)  # a peer with a clean record
+        with RawH2Client(target) as client:
+            _ping_every(client, 0.01, 20)
+        assert [g.additional_data for g in client.goaways] == [b"too_many_pings"]
+        assert not _opening_burst_survives(target)  # half the opening allowance now
 
 
 def test_pings_within_the_policy_are_left_alone(kind: str) -> None:

@@ -185,6 +185,8 @@ class ServerGrpcConnection(RequestIntake):
         self._drain_phase = DrainPhase.SERVING
         #: What the GOAWAYs of a graceful shutdown say in their debug data (start_drain).
         self._drain_debug_data = b""
+        #: The client ACKed the drain's PING (:meth:`cut_after_drain` says how it ends).
+        self._drain_ping_answered = False
         self._frame_budget = FrameBudget(self._clock)
         self._peer: Optional[Tuple[PeerHistory, Hashable]] = None
         self._responses = ResponseWriter(
@@ -323,8 +325,10 @@ class ServerGrpcConnection(RequestIntake):
             self._responses.pump_blocked()
 
     def _on_ping_ack(self, event: events_.PingAcknowledged, out: List[CallEvent]) -> None:
-        if self._drain_phase is DrainPhase.ANNOUNCED and event.data == DRAIN_PING_PAYLOAD:
-            self.send_final_goaway()
+        if self._drain_phase is not DrainPhase.SERVING and event.data == DRAIN_PING_PAYLOAD:
+            self._drain_ping_answered = True
+            if self._drain_phase is DrainPhase.ANNOUNCED:
+                self.send_final_goaway()
 
     def _on_goaway(self, event: events_.ConnectionTerminated, out: List[CallEvent]) -> None:
         # A client GOAWAY: the client is closing the connection and opens nothing new; the
@@ -660,6 +664,36 @@ class ServerGrpcConnection(RequestIntake):
         """
         if self.closed:
             return []
+        events = self._end_every_call(details, status_details)
+        self.conn.close_connection(NO_ERROR, debug_data)
+        self.closed = True
+        self.close_reason = details
+        return events
+
+    def cut_after_drain(
+        self, details: str, status_details: str, debug_data: bytes
+    ) -> List[CallEvent]:
+        """The grace after a drain is over (gRFC A9, ``grpc.max_connection_age_grace_ms``): the
+        calls still running end as in :meth:`abort_all`, and the connection closes.
+
+        The last GOAWAY is grpcio 1.85's, measured: when the client answered the drain's PING,
+        the final GOAWAY(NO_ERROR) it got then stays the last (nothing more is sent before the
+        calls' trailers and the close); when it never answered, GOAWAY(last stream,
+        INTERNAL_ERROR, ``debug_data``) goes first, since a client that does not answer PINGs
+        may not have seen the drain at all, and the connection ends on an error.
+        """
+        if self.closed:
+            return []
+        if not self._drain_ping_answered:
+            self.conn.close_connection(INTERNAL_ERROR, debug_data)
+        events = self._end_every_call(details, status_details)
+        self.closed = True
+        self.close_reason = details
+        return events
+
+    def _end_every_call(self, details: str, status_details: str) -> List[CallEvent]:
+        """Every call still open ends UNAVAILABLE ``status_details`` (its handler's context
+        CANCELLED ``details``); what the connection held for calls is given back."""
         events: List[CallEvent] = []
         for stream_id in list(self._calls):
             call = self._calls[stream_id]
@@ -674,9 +708,6 @@ class ServerGrpcConnection(RequestIntake):
         self._unanswered.clear()
         self._responses.forget_all()
         self.memory.close()
-        self.conn.close_connection(NO_ERROR, debug_data)
-        self.closed = True
-        self.close_reason = details
         return events
 
     def fail_internally(self, details: str = "internal error") -> List[CallEvent]:

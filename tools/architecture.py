@@ -184,6 +184,8 @@ MODULES: Dict[str, str] = {
                           "start, back off",
     "blocking.client_connection": "one client connection: the reader and writer roles, waits "
                                   "and wake-ups",
+    "blocking.timers": "a heap of timers, and the one thread that serves the client's (keepalive, "
+                       "backoff)",
     "blocking.server_api": "grpcio's Server and server()",
     "blocking.server_loop": "the server's I/O thread: connections, reads, writes, timers; the "
                             "driver's primitives",

@@ -48,6 +48,7 @@ from ..protocol.client_protocol import (
 from ..protocol.grpc_connection import Message
 from ..protocol.status import CallStatus
 from ..protocol.targets import Target
+from .timers import CLIENT_TIMERS, TimerHandle
 
 __all__ = ["BlockingClientConnection"]
 
@@ -59,6 +60,9 @@ WATCH_INTERVAL = 1.0
 
 #: Non-blocking flag for one ``send()`` on a blocking socket (Linux, macOS); 0 where missing.
 _MSG_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0) if hasattr(select, "poll") else 0
+#: The most a TLS connection writes from the shared timer thread, and only when poll() finds
+#: room: a PING or a GOAWAY, never a backlog that could block the thread on a full socket.
+_AT_ONCE_TLS = 1024
 
 
 class _WriteTimeout(OSError):
@@ -119,7 +123,8 @@ class BlockingClientConnection:
         #: A watch thread reads this connection while it is idle (:meth:`watch`).
         self._watching = False
         #: Client keepalive (:mod:`minigrpc.driver.client_keepalive`), None when the channel
-        #: does not ping; it keeps its one timer (a thread while armed).
+        #: does not ping; it keeps its one timer, on the process's shared timer thread
+        #: (:data:`minigrpc.blocking.timers.CLIENT_TIMERS`).
         self._keepalive = None if options.keepalive is None else options.keepalive.connection(
             self.protocol, time.monotonic())
         if self._keepalive is not None:
@@ -560,33 +565,37 @@ class BlockingClientConnection:
         if not self._closed:
             self._keepalive.arm(time.monotonic(), self._start_keepalive_timer)
 
-    def _start_keepalive_timer(self, delay: float) -> threading.Timer:
-        timer = threading.Timer(delay, self._keepalive_due)
-        timer.daemon = True
-        timer.name = "minigrpc-keepalive"
-        timer.start()
-        return timer
+    def _start_keepalive_timer(self, delay: float) -> TimerHandle:
+        return CLIENT_TIMERS.call_later(delay, self._keepalive_due)
 
     def _keepalive_due(self) -> None:
-        """The keepalive timer went off (on its own thread): ping, or give the connection up.
+        """The keepalive timer went off: ping, or give the connection up.
 
         What arrived while nobody read the socket (an idle connection, or a call whose
         application is not reading) is taken in first: it is life, and only the reader knows.
+        This runs on the timer thread every blocking connection shares, so nothing here waits
+        for the peer: reads take what the socket holds, and writes what it takes at once (the
+        rest stays queued for the next writer; a peer that takes nothing answers no PING and
+        is found dead at the timeout).
         """
         keepalive = self._keepalive
         assert keepalive is not None
-        with self._lock:
-            if self._closed:
-                return
-            self._take_in_locked(lambda: not self._closed and self.protocol.failure is None)
-            if self._closed or self.protocol.failure is not None:
-                return
-            events = keepalive.on_timer(time.monotonic())
-            if self.protocol.failure is not None:
-                self._send_last_words_locked()  # the GOAWAY, if the socket takes it at once
-            self._settle(events)
-            self._arm_keepalive_locked()
-        self._drain_outbox()
+        self._local.at_once = True
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                self._take_in_locked(lambda: not self._closed and self.protocol.failure is None)
+                if self._closed or self.protocol.failure is not None:
+                    return
+                events = keepalive.on_timer(time.monotonic())
+                if self.protocol.failure is not None:
+                    self._send_last_words_locked()  # the GOAWAY, if the socket takes it at once
+                self._settle(events)
+                self._arm_keepalive_locked()
+            self._drain_outbox()
+        finally:
+            self._local.at_once = False
 
     def _report_unusable(self) -> None:
         if self._on_unusable is not None:
@@ -638,6 +647,10 @@ class BlockingClientConnection:
         left then comes back as :class:`_WriteTimeout` for the next writer to finish.
         """
         deadline = getattr(self._local, "deadline", None)
+        if getattr(self._local, "at_once", False):
+            deadline = 0.0  # the shared timer thread: what the socket takes now, no more
+            if self._dontwait == 0 and not self._small_and_writable(data):
+                return _WriteTimeout(data)  # a TLS record is written whole or not at all
         try:
             if deadline is None or self._dontwait == 0:
                 self._sock.sendall(data)
@@ -660,6 +673,10 @@ class BlockingClientConnection:
     def _trace_sent(self, data: bytes) -> None:
         if self._tracer is not None and data:
             self._tracer.sent(data)
+
+    def _small_and_writable(self, data: bytes) -> bool:
+        """``data`` is small and the socket has room for it now (where poll() exists)."""
+        return len(data) <= _AT_ONCE_TLS and (not hasattr(select, "poll") or self._writable(0))
 
     def _writable(self, timeout: float) -> bool:
         poller = select.poll()

@@ -33,8 +33,6 @@ Design:
   drain and a stop) are a heap in the same loop: no thread sleeps per call.
 """
 
-import heapq
-import itertools
 import selectors
 import socket
 import threading
@@ -55,6 +53,7 @@ from ..protocol.server_events import CallStarted
 from .server_commands import CommandQueue
 from .server_handlers import CallHandlers
 from .servicer_context import ServicerContext
+from .timers import TimerHandle, TimerHeap
 
 try:
     from ..net.trace import tracer_for as _tracer_for
@@ -66,8 +65,6 @@ __all__ = ["BlockingServerConnection", "ServerLoop"]
 #: The server's logger (internal errors, dropped connections); named after the public API.
 _LOGGER = get_logger("minigrpc.server")
 
-#: Timers kept before the heap is checked for cancelled ones.
-_TIMER_COMPACT_MIN = 1024
 #: Server states.
 NEW, STARTED, STOPPING, STOPPED = range(4)
 
@@ -90,20 +87,6 @@ class BlockingServerConnection:
         self.reading = True
         self.writing = False
         self.closed = False
-
-
-class _Timer:
-    """One timer of the loop's heap; a cancelled one is dropped when its time comes."""
-
-    __slots__ = ("args", "callback", "cancelled")
-
-    def __init__(self, callback: Callable[..., None], args: Tuple[Any, ...]) -> None:
-        self.callback = callback
-        self.args = args
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
 
 
 def _link_of(args: Tuple[Any, ...]) -> Optional[BlockingServerConnection]:
@@ -132,8 +115,8 @@ class ServerLoop:
         self._selector: Optional[selectors.BaseSelector] = None
         #: What handler threads and ``stop()`` hand to the I/O thread, and its wake-up.
         self._commands = CommandQueue(self._command_failed)
-        self._timers: List[Tuple[float, int, _Timer]] = []
-        self._timer_sequence = itertools.count()
+        #: The loop's timers (:class:`~minigrpc.blocking.timers.TimerHeap`, also the client's).
+        self._timers = TimerHeap()
         self._dirty: Set[BlockingServerConnection] = set()
         #: Connections with input left past the last pass's limit (see :meth:`_receive`).
         self._backlog: Set[BlockingServerConnection] = set()
@@ -208,20 +191,8 @@ class ServerLoop:
 
     # -- the driver's primitives (I/O thread) --------------------------------------------------
 
-    def call_at(self, when: float, callback: Callable[..., None], *args: Any) -> _Timer:
-        timer = _Timer(callback, args)
-        timers = self._timers
-        heapq.heappush(timers, (when, next(self._timer_sequence), timer))
-        if len(timers) > _TIMER_COMPACT_MIN and len(timers) > 4 * (
-            self.driver.active_calls + len(self.driver.connections)
-        ):
-            # A timer stays in the heap until its time, cancelled or not: at thousands of calls
-            # or connections per second with long deadlines (or the 120 s handshake timeout),
-            # the heap, and the calls and connections it references, would grow for that long.
-            live = [entry for entry in timers if not entry[2].cancelled]
-            heapq.heapify(live)
-            self._timers = live
-        return timer
+    def call_at(self, when: float, callback: Callable[..., None], *args: Any) -> TimerHandle:
+        return self._timers.push(when, callback, *args)
 
     def flush_soon(self, connection: ServedConnection) -> None:
         self._dirty.add(connection.link)
@@ -283,8 +254,10 @@ class ServerLoop:
                 backlog = self._backlog
                 if backlog:
                     timeout = 0.0  # input left from the last pass: only look what else is ready
-                elif self._timers:
-                    timeout = max(0.0, self._timers[0][0] - time.monotonic())
+                else:
+                    first = self._timers.next_due()
+                    if first is not None:
+                        timeout = max(0.0, first - time.monotonic())
                 woken = False
                 self._io_lock.release()
                 try:
@@ -309,8 +282,7 @@ class ServerLoop:
                     self._read(link)
                 if woken:
                     self._commands.run()
-                if self._timers:
-                    self._run_timers()
+                self._run_timers()
                 calls.submit_held()
                 self.driver.resume_held_back()
                 if self._dirty:
@@ -350,15 +322,13 @@ class ServerLoop:
     def _run_timers(self) -> None:
         now = time.monotonic()
         timers = self._timers
-        while timers and timers[0][0] <= now:
-            timer = heapq.heappop(timers)[2]
-            if timer.cancelled:
-                continue
+        timer = timers.pop_due(now)
+        while timer is not None:
             try:
                 timer.callback(*timer.args)
             except Exception:
                 self._internal_error(_link_of(timer.args))
-            timers = self._timers  # a compaction may have replaced the heap
+            timer = timers.pop_due(now)
 
     def _accept(self, listener: Listener) -> None:
         """Accept what the listener has (out of descriptors or buffers, the driver rests it:
@@ -608,11 +578,11 @@ class ServerLoop:
                 or protocol.closed
             ):
                 return False
-            first_timer = self._timers[0][0] if self._timers else None
+            first_timer = self._timers.next_due()
             self._calls.write_outcome(call, code, details, message)
             self._dirty.discard(link)
             self._flush(link)
-            if self._timers and self._timers[0][0] != first_timer:
+            if self._timers.next_due() != first_timer:
                 # the loop's select() timeout no longer covers the first timer
                 self._commands.wake()
             return True

@@ -8,8 +8,9 @@ connection, wake up when a backoff ends).  The decisions (which address, when to
 backoff, when a call is retried, the channel's connectivity state) are all there, shared with
 the asyncio transport; here is only how threads do them: a lock around the channel's state, a
 condition variable for the calls waiting on it, a thread per dial or name lookup (neither runs
-on a call's thread, so a slow address holds no call beyond its deadline), a timer thread while
-a backoff runs, and a sleep (that a cancelled future cuts short) for a call's own backoff.
+on a call's thread, so a slow address holds no call beyond its deadline), a timer on the
+process's shared timer thread while a backoff runs, and a sleep (that a cancelled future cuts
+short) for a call's own backoff.
 
 Each connection is a :class:`~minigrpc.blocking.client_connection.BlockingClientConnection`.
 """
@@ -37,6 +38,7 @@ from ..protocol.targets import Target
 from ..protocol.wire import Framed
 from .client_connection import BlockingClientConnection
 from .connectivity import ConnectivityWatch
+from .timers import CLIENT_TIMERS, TimerHandle
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..driver.invocation import Invocation
@@ -65,8 +67,8 @@ class BlockingTransport:
         #: Guards the subchannels (short holds, never across I/O); notified at each change.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        #: The timer thread that wakes the subchannels when a backoff ends.
-        self._timer: Optional[threading.Timer] = None
+        #: Wakes the subchannels when a backoff ends, on the shared timer thread.
+        self._timer: Optional[TimerHandle] = None
 
     def steps(
         self, invocation: "Invocation", request: Optional[Framed], unary_response: bool
@@ -196,17 +198,16 @@ class BlockingTransport:
         self._arm_timer()
 
     def _arm_timer(self) -> None:
-        """Wake the subchannels when their next backoff ends (one timer thread at a time)."""
+        """Wake the subchannels when their next backoff ends (one timer at a time, on the
+        process's shared timer thread, :data:`~minigrpc.blocking.timers.CLIENT_TIMERS`: a
+        thousand channels backing off from a server that is down hold no thread each)."""
         with self._lock:
             due = self.subchannels.timer_due()
             if due is None:
                 return
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = threading.Timer(max(0.0, due - time.monotonic()), self._on_timer)
-            self._timer.daemon = True
-            self._timer.name = "minigrpc-backoff"
-            self._timer.start()
+            self._timer = CLIENT_TIMERS.call_at(due, self._on_timer)
 
     def _on_timer(self) -> None:
         with self._lock:

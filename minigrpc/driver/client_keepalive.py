@@ -52,7 +52,8 @@ if TYPE_CHECKING:  # pragma: no cover - what a transport's timer offers
     from typing import Protocol
 
     class Timer(Protocol):
-        """A transport's armed timer: a ``threading.Timer``, an ``asyncio.TimerHandle``."""
+        """A transport's armed timer: the blocking client's shared timer's handle, an
+        ``asyncio.TimerHandle``."""
 
         def cancel(self) -> None: ...
 

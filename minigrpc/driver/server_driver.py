@@ -414,9 +414,10 @@ class ServerDriver:
         now = self.clock()
         for _ in range(pings):
             if strikes.on_ping_received(now, protocol.active_calls):
-                self._end_for_keepalive(
-                    served, _keepalive.TOO_MANY_PINGS_DEBUG_DATA, "too many pings"
-                )
+                # Sent away as for a flood: the peer's next connections open with less.
+                _LOGGER.debug("closing %s: too many pings", served.peer)
+                self.handle_events(served, protocol.send_away(
+                    "too many pings", _keepalive.TOO_MANY_PINGS_DEBUG_DATA))
                 self._io.flush_soon(served)  # the GOAWAY, then the linger of a closed protocol
                 return
 
@@ -534,12 +535,8 @@ class ServerDriver:
             self.start_drain(served, _timers.MAX_AGE_DEBUG_DATA)
         elif decision == _timers.CUT:
             _LOGGER.debug("closing %s: max connection age grace over", served.peer)
-            self._abort(
-                served,
-                _timers.MAX_AGE_DETAILS,
-                _timers.MAX_AGE_DETAILS,
-                _timers.MAX_AGE_DEBUG_DATA,
-            )
+            self._close_ending(served, served.protocol.cut_after_drain(
+                _timers.MAX_AGE_DETAILS, _timers.MAX_AGE_DETAILS, _timers.MAX_AGE_CUT_DEBUG_DATA))
             return
         self._arm_age(served)
 
@@ -670,9 +667,12 @@ class ServerDriver:
         (:meth:`~minigrpc.protocol.server_protocol.ServerGrpcConnection.abort_all`)."""
         if served.closed:
             return
-        self.handle_events(
-            served, served.protocol.abort_all(details, status_details, debug_data)
-        )
+        self._close_ending(served, served.protocol.abort_all(details, status_details, debug_data))
+
+    def _close_ending(self, served: ServedConnection, events: List[CallEvent]) -> None:
+        """The protocol ended every call (``events``) and the connection: the handlers learn
+        it, and the socket closes without waiting for a client that does not read."""
+        self.handle_events(served, events)
         for call in list(served.calls.values()):
             self.end_call(call, StatusCode.CANCELLED)
         self._io.close(served)

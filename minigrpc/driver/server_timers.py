@@ -23,12 +23,30 @@ the event loop's ``call_later``) but decide alike when a wait is over:
   already use for ``stop()`` (:meth:`ServerGrpcConnection.start_drain`, then
   :meth:`ServerGrpcConnection.send_final_goaway` when the PING is answered), each GOAWAY
   NO_ERROR with debug data ``max_age``; the calls still running a grace later are cut: they end
-  UNAVAILABLE "max connection age" and the connection closes (:class:`ConnectionAge`).  That is
-  what grpcio 1.85 sends, measured: GOAWAY(2^31-1, NO_ERROR, "max_age") and a PING, the final
-  GOAWAY(NO_ERROR, "max_age") on the ACK, and at the end of the grace (counted from the first
-  GOAWAY, as grpc core counts it; gRFC A9 prefers the second, an RTT later) trailers
-  UNAVAILABLE "max connection age" and RST_STREAM(NO_ERROR) for each call.  Both options default
-  to never, as in grpcio.
+  UNAVAILABLE "max connection age" and the connection closes (:class:`ConnectionAge`,
+  :meth:`ServerGrpcConnection.cut_after_drain`).  Both options default to never, as in grpcio.
+
+What grpcio 1.85's server sends, measured with ``max_connection_age_ms=500`` and a grace of 1 s
+and of 3 s, a scripted HTTP/2 client holding one unary call (its request whole, END_STREAM
+sent), the grace counted from the first GOAWAY (as grpc core counts it; gRFC A9 prefers the
+second, an RTT later):
+
+* the client ACKs the drain's PING: GOAWAY(2^31-1, NO_ERROR, "max_age") and a PING, the final
+  GOAWAY(1, NO_ERROR, "max_age") on the ACK; at the end of the grace Trailers-Only
+  (``grpc-status`` 14, ``grpc-message`` "max connection age"), RST_STREAM(NO_ERROR), and the
+  close, with no further GOAWAY;
+* the client never ACKs it: GOAWAY(2^31-1, NO_ERROR, "max_age"), no final GOAWAY (grpc core
+  waits 20 s for the ACK), and at the end of the grace GOAWAY(1, INTERNAL_ERROR, "max connection
+  age") (:data:`MAX_AGE_CUT_DEBUG_DATA`; its last stream the highest the client opened, 3 with
+  two calls), then the same trailers and RST_STREAM(NO_ERROR) for each call, and the close.
+  Without calls the same GOAWAY(0, INTERNAL_ERROR, "max connection age") ends the connection at
+  the end of the grace.
+
+minigrpc's servers send the same, with two differences: the final GOAWAY(NO_ERROR, "max_age")
+goes out :data:`DRAIN_PING_TIMEOUT` after the first even without the ACK (so a grace longer than
+that sees it before the GOAWAY(INTERNAL_ERROR)), and a call whose request had ended gets no
+RST_STREAM after its trailers: its END_STREAM closed the stream, on which RFC 9113 §5.1 allows
+nothing more.
 
 The idle drain's GOAWAYs carry ``max_idle`` (:data:`MAX_IDLE_DEBUG_DATA`, gRFC A9).  grpcio
 1.85 instead ends an idle connection at once with GOAWAY(INTERNAL_ERROR, "connection idle"), and
@@ -50,6 +68,7 @@ __all__ = [
     "DRAIN",
     "DRAIN_PING_TIMEOUT",
     "LINGER_TIMEOUT",
+    "MAX_AGE_CUT_DEBUG_DATA",
     "MAX_AGE_DEBUG_DATA",
     "MAX_AGE_DETAILS",
     "MAX_AGE_JITTER",
@@ -117,6 +136,9 @@ MAX_AGE_DEBUG_DATA = b"max_age"
 MAX_IDLE_DEBUG_DATA = b"max_idle"
 #: The details of the calls still running when the grace after the max age ends (grpcio's).
 MAX_AGE_DETAILS = "max connection age"
+#: The debug data of the GOAWAY(INTERNAL_ERROR) that ends a connection at the end of the grace
+#: when the client never answered the drain's PING (grpcio's, measured).
+MAX_AGE_CUT_DEBUG_DATA = MAX_AGE_DETAILS.encode()
 #: The spread of each connection's max age: ±10% (gRFC A9).
 MAX_AGE_JITTER = 0.1
 

@@ -12,8 +12,9 @@ and then, never comes near it, while a flood exhausts it within a few thousand f
 connection starts with only :data:`START` of them: an attacker sent away reconnects at once, and
 a full bucket with each connection would let it make the server do a thousand frames' work per
 connect. The rest comes with time and with work: each response the server writes adds a token.
-A peer that was sent away for a flood starts its next connections with less still
-(:class:`PeerHistory`), and forgets it within a minute; the floor, :data:`MIN_START`, is still
+A peer that was sent away for a flood (or for too many PINGs: a server's keepalive policy)
+starts its next connections with less still (:class:`PeerHistory`), and forgets it within a
+minute; the floor, :data:`MIN_START`, is still
 many times what a client's opening needs (its SETTINGS and a WINDOW_UPDATE), so a well-behaved
 client that shares the attacker's address is never refused for it.
 
@@ -166,7 +167,8 @@ class PeerHistory:
     with (:meth:`start_for`).
 
     A peer is whatever the transport can tell apart (an IP address; on a unix socket, the
-    client's process). Each flood adds one to the peer's record, which halves every
+    client's process). Each connection sent away (a flood, too many PINGs) adds one to the
+    peer's record, which halves every
     :data:`HISTORY_HALF_LIFE` seconds; a new connection starts with :data:`START` divided by one
     plus the record, and never less than :data:`MIN_START`. Only the opening allowance shrinks:
     a connection from such a peer earns and refills like any other, so a well-behaved client on
@@ -198,8 +200,9 @@ class PeerHistory:
         record = self._record(peer, self._clock())
         return max(MIN_START, round(START / (1.0 + record)))
 
-    def flooded(self, peer: Hashable) -> None:
-        """A connection from ``peer`` was sent away for a flood."""
+    def sent_away(self, peer: Hashable) -> None:
+        """A connection from ``peer`` was sent away with GOAWAY(ENHANCE_YOUR_CALM): for a
+        flood, or (a server's keepalive policy, gRFC A8) for too many PINGs."""
         now = self._clock()
         peers = self._peers
         record = self._record(peer, now) + 1.0

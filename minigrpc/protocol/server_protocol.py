@@ -185,6 +185,8 @@ class ServerGrpcConnection(RequestIntake):
         self._drain_phase = DrainPhase.SERVING
         #: What the GOAWAYs of a graceful shutdown say in their debug data (start_drain).
         self._drain_debug_data = b""
+        #: The client ACKed the drain's PING (:meth:`cut_after_drain` says how it ends).
+        self._drain_ping_answered = False
         self._frame_budget = FrameBudget(self._clock)
         self._peer: Optional[Tuple[PeerHistory, Hashable]] = None
         self._responses = ResponseWriter(
@@ -323,8 +325,10 @@ class ServerGrpcConnection(RequestIntake):
             self._responses.pump_blocked()
 
     def _on_ping_ack(self, event: events_.PingAcknowledged, out: List[CallEvent]) -> None:
-        if self._drain_phase is DrainPhase.ANNOUNCED and event.data == DRAIN_PING_PAYLOAD:
-            self.send_final_goaway()
+        if self._drain_phase is not DrainPhase.SERVING and event.data == DRAIN_PING_PAYLOAD:
+            self._drain_ping_answered = True
+            if self._drain_phase is DrainPhase.ANNOUNCED:
+                self.send_final_goaway()
 
     def _on_goaway(self, event: events_.ConnectionTerminated, out: List[CallEvent]) -> None:
         # A client GOAWAY: the client is closing the connection and opens nothing new; the
@@ -347,11 +351,26 @@ class ServerGrpcConnection(RequestIntake):
     def _flood(self, out: List[CallEvent], what: str) -> bool:
         """The client exhausted its allowance of frames that do no work: GOAWAY(ENHANCE_YOUR_CALM)
         and close (RFC 9113 §10.5; :mod:`minigrpc.http2.flood`). True: the connection is over."""
-        out.extend(self._fail_connection(ENHANCE_YOUR_CALM, f"flood of {what}"))
+        out.extend(self.send_away(f"flood of {what}"))
+        return True
+
+    def send_away(self, reason: str, debug_data: bytes = b"") -> List[CallEvent]:
+        """The client abused the connection: GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), the
+        open calls end as on a lost connection, and the peer's record goes up, so that its next
+        connections open with a smaller allowance (:class:`minigrpc.http2.flood.PeerHistory`).
+
+        The one place a client is sent away for what it did: a flood of frames that do no work
+        (RFC 9113 §10.5), or PINGs past the keepalive policy's strikes (gRFC A8; the driver
+        counts them, and passes ``too_many_pings``).  A client sent away for either reconnects
+        at once, and a full opening allowance per connection would be a reward for it.
+        """
+        if self.closed:
+            return []
+        events = self._fail_connection(ENHANCE_YOUR_CALM, reason, debug_data)
         if self._peer is not None:
             history, peer = self._peer
-            history.flooded(peer)
-        return True
+            history.sent_away(peer)
+        return events
 
     def connection_lost(self, reason: str = "connection lost") -> List[CallEvent]:
         """The socket closed or failed: every open call is CANCELLED
@@ -371,10 +390,10 @@ class ServerGrpcConnection(RequestIntake):
         return self._connection_failed(reason)
 
     def end_for_keepalive(self, debug_data: bytes, reason: str) -> List[CallEvent]:
-        """The keepalive policy ends the connection (gRFC A8, A9; the driver decides when): a
-        client that pings too often, or one whose PING went unanswered.
-        GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), then the open calls end as on a lost
-        connection."""
+        """The server's keepalive gives the connection up (gRFC A8, A9; the driver decides
+        when): its PING went unanswered.  GOAWAY(ENHANCE_YOUR_CALM, ``debug_data``), then the
+        open calls end as on a lost connection.  A silent client did nothing wrong, so its
+        record stays as it is; one that pings too often is sent away (:meth:`send_away`)."""
         if self.closed:
             return []
         return self._fail_connection(ENHANCE_YOUR_CALM, reason, debug_data)
@@ -645,6 +664,36 @@ class ServerGrpcConnection(RequestIntake):
         """
         if self.closed:
             return []
+        events = self._end_every_call(details, status_details)
+        self.conn.close_connection(NO_ERROR, debug_data)
+        self.closed = True
+        self.close_reason = details
+        return events
+
+    def cut_after_drain(
+        self, details: str, status_details: str, debug_data: bytes
+    ) -> List[CallEvent]:
+        """The grace after a drain is over (gRFC A9, ``grpc.max_connection_age_grace_ms``): the
+        calls still running end as in :meth:`abort_all`, and the connection closes.
+
+        The last GOAWAY is grpcio 1.85's, measured: when the client answered the drain's PING,
+        the final GOAWAY(NO_ERROR) it got then stays the last (nothing more is sent before the
+        calls' trailers and the close); when it never answered, GOAWAY(last stream,
+        INTERNAL_ERROR, ``debug_data``) goes first, since a client that does not answer PINGs
+        may not have seen the drain at all, and the connection ends on an error.
+        """
+        if self.closed:
+            return []
+        if not self._drain_ping_answered:
+            self.conn.close_connection(INTERNAL_ERROR, debug_data)
+        events = self._end_every_call(details, status_details)
+        self.closed = True
+        self.close_reason = details
+        return events
+
+    def _end_every_call(self, details: str, status_details: str) -> List[CallEvent]:
+        """Every call still open ends UNAVAILABLE ``status_details`` (its handler's context
+        CANCELLED ``details``); what the connection held for calls is given back."""
         events: List[CallEvent] = []
         for stream_id in list(self._calls):
             call = self._calls[stream_id]
@@ -659,9 +708,6 @@ class ServerGrpcConnection(RequestIntake):
         self._unanswered.clear()
         self._responses.forget_all()
         self.memory.close()
-        self.conn.close_connection(NO_ERROR, debug_data)
-        self.closed = True
-        self.close_reason = details
         return events
 
     def fail_internally(self, details: str = "internal error") -> List[CallEvent]:

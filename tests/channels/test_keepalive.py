@@ -276,3 +276,42 @@ def test_too_many_pings_doubles_the_keepalive_time_of_the_next_connection(
                 if record.name == "minigrpc.channel" and "too_many_pings" in record.getMessage()]
     assert len(warnings) == 2, warnings
     assert "from 0.3 s to 0.6 s" in warnings[0] and "from 0.6 s to 1.2 s" in warnings[1]
+
+
+IDLE_CHANNELS = 200
+
+
+def test_idle_blocking_channels_share_one_timer_thread_and_still_find_a_silent_server() -> None:
+    """200 idle blocking channels that ping without calls: their keepalive timers add at most
+    a couple of threads (one shared timer thread, not one sleeping thread per connection), and
+    every one of them still gives up its connection once the server goes silent."""
+    # The server lets idle clients ping this often: none is sent away before the blackhole.
+    server = BehaviourServer("minigrpc", options=(
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 100),
+    ))
+    proxy = BlackholeProxy(("127.0.0.1", server.port))
+    channels: List[Any] = []
+    try:
+        with minigrpc.insecure_channel(proxy.target) as warm:
+            unary(warm, timeout=10)  # the server's handler thread, the proxy's first link
+        before = threading.active_count() - 2 * proxy.accepted  # the proxy: two per link
+        for _ in range(IDLE_CHANNELS):
+            channel = minigrpc.insecure_channel(proxy.target, options=IDLE_OPTIONS)
+            channels.append(channel)
+            unary(channel, timeout=10)
+        # Every connection's keepalive timer is armed now (permit_without_calls).
+        added = threading.active_count() - 2 * proxy.accepted - before
+        assert added <= 3, added
+        assert not any(link.client_gone.is_set() for link in proxy.links[1:])
+        proxy.blackhole()
+        started = time.monotonic()
+        for link in proxy.links[1:]:
+            assert link.client_gone.wait(10)
+        elapsed = time.monotonic() - started
+        assert TIME - 0.05 <= elapsed <= TIME + TIMEOUT + 2 * SLACK, elapsed
+    finally:
+        for channel in channels:
+            channel.close()
+        proxy.close()
+        server.stop()

@@ -89,11 +89,11 @@ def test_peer_history_shrinks_the_opening_of_a_peer_that_flooded_and_forgets() -
     clock = Clock()
     history = PeerHistory(clock, half_life=10.0)
     assert history.start_for("10.0.0.1") == START
-    history.flooded("10.0.0.1")
+    history.sent_away("10.0.0.1")
     assert history.start_for("10.0.0.1") == START // 2
     assert history.start_for("10.0.0.2") == START  # another peer is not touched
     for _ in range(100):
-        history.flooded("10.0.0.1")
+        history.sent_away("10.0.0.1")
     assert history.start_for("10.0.0.1") == MIN_START  # never less than the floor
     clock.now += 200.0  # 20 half-lives: the record is as good as gone
     assert history.start_for("10.0.0.1") == START
@@ -103,9 +103,9 @@ def test_peer_history_is_bounded() -> None:
     clock = Clock()
     history = PeerHistory(clock, size=3)
     for peer in range(5):
-        history.flooded(peer)
+        history.sent_away(peer)
     assert [history.start_for(peer) for peer in range(5)] == [START] * 2 + [START // 2] * 3
-    history.flooded(2)  # seen again: now the most recent, so 3 is the next to go
-    history.flooded(5)
+    history.sent_away(2)  # seen again: now the most recent, so 3 is the next to go
+    history.sent_away(5)
     assert history.start_for(3) == START
     assert history.start_for(2) < START // 2

@@ -14,16 +14,23 @@ import logging
 import queue
 import threading
 import time
+from concurrent import futures
 from typing import Any, Iterator, List, Sequence, Tuple
 
 import h2.errors
 import pytest
+from hyperframe.frame import GoAwayFrame, HeadersFrame, RstStreamFrame, SettingsFrame
 
 import minigrpc
-from tests.peers import grpcio_in_process
+from tests.peers import grpcio_in_process, reference_grpcio_unavailable
 from tests.support.aio_server import AioServer
 from tests.support.minigrpc_server import MinigrpcServer
-from tests.support.scripted_peer import RawH2Client, grpc_request_headers
+from tests.support.scripted_peer import (
+    HostileClient,
+    RawH2Client,
+    grpc_message,
+    grpc_request_headers,
+)
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -186,6 +193,85 @@ def test_clients_ride_through_repeated_max_age_goaways(kind: str, client: str) -
     assert len(set(peers)) >= 4, set(peers)  # about ten connections in 2 s
 
 
+#: Age and grace of the cut tests: the grace ends before minigrpc's own wait for the drain
+#: PING's ACK (DRAIN_PING_TIMEOUT, 1 s; grpc core waits 20 s), so both send the same GOAWAYs.
+CUT_OPTIONS = [("grpc.max_connection_age_ms", 300), ("grpc.max_connection_age_grace_ms", 500)]
+MAX_STREAM_ID = 2**31 - 1
+NO_ERROR, INTERNAL_ERROR = 0, 2
+
+
+def _cut_frames(target: str, answer_pings: bool) -> List[Tuple[Any, ...]]:
+    """One unary call held by the server past the max age and its grace, from a client that
+    does or does not answer PINGs: the frames that follow the drain's first GOAWAY, in order,
+    until the server closes: ``("GOAWAY", last stream, code, debug data)``, ``("TRAILERS",
+    grpc-status, grpc-message)``, ``("RST_STREAM", code)``.  PINGs are left out (grpcio sends a
+    BDP PING of its own)."""
+    with HostileClient(target, auto_ack_ping=answer_pings) as client:
+        client.send_preface()
+        stream_id = client.next_stream_id()
+        client.send_headers(stream_id, client.request_headers(f"/{SERVICE}/Hold"))
+        client.send_data(stream_id, grpc_message(b"x"), end_stream=True)
+        assert client.wait_eof(WAIT)
+        frames: List[Tuple[Any, ...]] = []
+        for frame in client.frames:
+            if isinstance(frame, GoAwayFrame):
+                frames.append(("GOAWAY", frame.last_stream_id, frame.error_code,
+                               bytes(frame.additional_data)))
+            elif isinstance(frame, HeadersFrame) and frames:
+                block = dict(client.streams[stream_id].header_blocks[-1])
+                frames.append(("TRAILERS", block.get(b"grpc-status"), block.get(b"grpc-message")))
+            elif isinstance(frame, RstStreamFrame):
+                frames.append(("RST_STREAM", frame.error_code))
+    return frames
+
+
+#: What grpcio 1.85's server sends (measured; the reference test below holds it), and so
+#: minigrpc's: the drain's GOAWAY, then the final one on the PING's ACK; without an ACK, at the
+#: end of the grace, GOAWAY(INTERNAL_ERROR, "max connection age") before the trailers.
+CUT_FRAMES = {
+    True: [("GOAWAY", MAX_STREAM_ID, NO_ERROR, b"max_age"), ("GOAWAY", 1, NO_ERROR, b"max_age"),
+           ("TRAILERS", b"14", b"max connection age")],
+    False: [("GOAWAY", MAX_STREAM_ID, NO_ERROR, b"max_age"),
+            ("GOAWAY", 1, INTERNAL_ERROR, b"max connection age"),
+            ("TRAILERS", b"14", b"max connection age")],
+}
+
+
+def _without_closed_stream_resets(frames: List[Tuple[Any, ...]]) -> List[Tuple[Any, ...]]:
+    """grpcio follows the trailers of a call whose request had ended with RST_STREAM(NO_ERROR),
+    on a stream its END_STREAM closed; minigrpc sends nothing on a closed stream (RFC 9113
+    §5.1).  A reset of any other code stays, and fails the comparison."""
+    return [frame for frame in frames if frame != ("RST_STREAM", NO_ERROR)]
+
+
+@pytest.mark.parametrize("answer_pings", [True, False], ids=["ping-acked", "ping-unanswered"])
+def test_the_last_goaway_of_a_grace_cut_is_grpcios(kind: str, answer_pings: bool) -> None:
+    recorder = Recorder()
+    with serving(kind, CUT_OPTIONS, recorder) as target:
+        frames = _cut_frames(target, answer_pings)
+    assert frames == CUT_FRAMES[answer_pings]
+
+
+@pytest.mark.skipif(reference_grpcio_unavailable() is not None,
+                    reason=str(reference_grpcio_unavailable()))
+@pytest.mark.parametrize("answer_pings", [True, False], ids=["ping-acked", "ping-unanswered"])
+def test_grpcio_ends_a_grace_cut_so(answer_pings: bool) -> None:
+    """The reference: grpcio's server, the same call and client."""
+    recorder = Recorder()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=CUT_OPTIONS)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {
+        "Hold": grpc.unary_unary_rpc_method_handler(recorder.hold),
+    }),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        frames = _cut_frames(f"127.0.0.1:{port}", answer_pings)
+    finally:
+        server.stop(None).wait(WAIT)
+    assert _without_closed_stream_resets(frames) == CUT_FRAMES[answer_pings], frames
+    assert ("RST_STREAM", NO_ERROR) in frames  # what the filter above leaves out, as measured
+
+
 # -- keepalive (gRFC A8, A9) ------------------------------------------------------------------
 
 
@@ -220,6 +306,40 @@ def test_pings_every_10_ms_are_sent_away_after_the_strikes(kind: str) -> None:
         goaway = client.goaways[0]
         assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
         assert goaway.additional_data == b"too_many_pings"
+
+
+#: Frames that do no work sent in one write: within a new connection's opening allowance
+#: (:data:`minigrpc.http2.flood.START`, 100), beyond half of it.
+OPENING_BURST = 75
+
+
+def _opening_burst_survives(target: str) -> bool:
+    """A new connection sends :data:`OPENING_BURST` empty SETTINGS frames at once, then a
+    PING: True when the PING is answered, False when the server sends the connection away
+    (GOAWAY(ENHANCE_YOUR_CALM), a flood) instead."""
+    with HostileClient(target) as client:
+        client.send_preface()
+        client.send(SettingsFrame(0).serialize() * OPENING_BURST)
+        client.send_ping(b"burst-ok")
+        assert client.wait_for(lambda: bool(client.ping_acks or client.goaways or client.eof))
+        if client.ping_acks:
+            return True
+        assert [(g.error_code, g.additional_data) for g in client.goaways] == [
+            (h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, b"")
+        ], client.goaways
+        return False
+
+
+def test_a_client_sent_away_for_pings_reconnects_with_a_smaller_allowance(kind: str) -> None:
+    """GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings") goes on the peer's record as a flood does
+    (:class:`minigrpc.http2.flood.PeerHistory`): a burst a new connection may open with before
+    is a flood on the connection that follows it, from the same address."""
+    with serving(kind, [], Recorder()) as target:
+        assert _opening_burst_survives(target)  # a peer with a clean record
+        with RawH2Client(target) as client:
+            _ping_every(client, 0.01, 20)
+        assert [g.additional_data for g in client.goaways] == [b"too_many_pings"]
+        assert not _opening_burst_survives(target)  # half the opening allowance now
 
 
 def test_pings_within_the_policy_are_left_alone(kind: str) -> None:

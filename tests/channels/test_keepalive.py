@@ -255,11 +255,11 @@ def test_an_idle_channel_pings_every_keepalive_time(api: str) -> None:
         conn.respond(request.stream_id, b"hi")
         deadline = time.monotonic() + CADENCE_PINGS * CADENCE_TIME + 10
         while len(times) < CADENCE_PINGS and not conn.eof:
-            seen = len(times)
-            if not conn.wait_for(lambda: len(conn.pings) > seen or conn.eof,
+            if not conn.wait_for(lambda: len(conn.pings) > len(times) or conn.eof,
                                  deadline - time.monotonic()):
                 break
-            times.extend(time.monotonic() for _ in conn.pings[seen:])  # each is ACKed at once
+            now = time.monotonic()
+            times.extend(now for _ in conn.pings[len(times):])  # each is ACKed at once
         done.set()
         conn.wait_eof()
 

@@ -468,7 +468,12 @@ class BlockingClientConnection:
         self._take_in_locked(lambda: self.usable)
 
     def _take_in_locked(self, more: Callable[[], bool]) -> None:
-        """Read and absorb what the socket holds already, without waiting, while ``more()``."""
+        """Read and absorb what the socket holds already, without waiting, while ``more()``.
+
+        Nobody read these bytes as they came: the keepalive hears of them as late
+        (:meth:`minigrpc.driver.client_keepalive.ConnectionKeepalive.received`).  Every PING
+        goes out right after such a take-in (the timer's, and a call's, which peeks first),
+        so what is found here arrived after it."""
         # Only while nobody holds the reader role (checked again after every _absorb(), which
         # may release the lock to write): one poll()/recv() per socket at a time.
         while more() and not self._reading:
@@ -478,7 +483,7 @@ class BlockingClientConnection:
                 data, error = self._recv(), None
             except OSError as exc:
                 data, error = None, exc
-            self._absorb(data, error)
+            self._absorb(data, error, late=True)
 
     def watch(self, watched: Callable[[], bool]) -> None:
         """Read this connection in the background while ``watched()`` (the channel has
@@ -511,8 +516,11 @@ class BlockingClientConnection:
                 self._watching = False
         self._drain_outbox()
 
-    def _absorb(self, data: Optional[bytes], error: Optional[BaseException]) -> None:
-        """Feed one read result to the protocol (lock held), flush, and wake every waiter."""
+    def _absorb(
+        self, data: Optional[bytes], error: Optional[BaseException], late: bool = False
+    ) -> None:
+        """Feed one read result to the protocol (lock held), flush, and wake every waiter;
+        ``late``: the bytes waited in the socket while nobody read it."""
         if error is not None:
             self._settle(self.protocol.socket_lost(os_error_text(error)))
         elif data == b"":
@@ -524,7 +532,7 @@ class BlockingClientConnection:
             if self._tracer is not None:
                 self._tracer.received(data)
             if self._keepalive is not None:
-                self._keepalive.received(time.monotonic())
+                self._keepalive.received(time.monotonic(), late)
             self._settle(self.protocol.receive_data(data))
         if self.protocol.failure is not None:
             self._shutdown_locked()

@@ -25,7 +25,18 @@ closes:
 
 The timer is re-armed lazily: reads do not move it (that would cost a timer operation per read);
 when it goes off early, :meth:`~ConnectionKeepalive.on_timer` does nothing and
-:meth:`~ConnectionKeepalive.arm` sets it for the new time.  A connection without calls (and
+:meth:`~ConnectionKeepalive.arm` sets it for the new time.  That only works for times that move
+later, and a PING's answer moves the next PING earlier than the timeout the timer waits for; so
+while a PING awaits its answer the timer also goes off a keepalive time after it was sent (or at
+the timeout, if that is sooner): the earliest the next PING can be due, since the answer comes
+after the PING.  There the transport finds the answer and the next PING goes out a keepalive
+time after it (gRFC A8: keepalive time after the last byte received; grpcio 1.85 measured the
+same, PINGs a keepalive time after the previous ACK), not after the keepalive time plus the
+timeout; no answer yet, and it looks again at the timeout.  A transport that reads the socket
+only when the timer goes off (the blocking client's idle connection) reports what it takes in
+there as ``received(now, late=True)``: it emptied the socket just before it sent the PING, so
+those bytes came after it, and they count from when it was sent, which keeps such a connection's
+PINGs a keepalive time apart without a thread reading its socket.  A connection without calls (and
 without ``grpc.keepalive_permit_without_calls``) has no timer at all, so idle channels cost no
 CPU between PINGs.
 
@@ -103,7 +114,7 @@ class ChannelKeepalive:
 class ConnectionKeepalive:
     """One connection's keepalive: its :class:`KeepalivePinger` and its protocol state."""
 
-    __slots__ = ("_calmed", "_channel", "_protocol", "_timer", "_timer_at", "pinger")
+    __slots__ = ("_calmed", "_channel", "_look_at", "_protocol", "_timer", "_timer_at", "pinger")
 
     def __init__(
         self, channel: ChannelKeepalive, protocol: ClientGrpcConnection, now: float
@@ -117,17 +128,34 @@ class ConnectionKeepalive:
         self._timer_at: Optional[float] = None
         #: This connection's too_many_pings was counted (a second GOAWAY doubles nothing).
         self._calmed = False
+        #: When to look for the answer of the PING in flight: a keepalive time after it was
+        #: sent, the earliest the next PING can be due; None once looked (or no PING is out).
+        self._look_at: Optional[float] = None
 
-    def received(self, now: float) -> None:
-        """A read carried bytes: the connection is alive."""
-        self.pinger.on_bytes_received(now)
+    def received(self, now: float, late: bool = False) -> None:
+        """A read carried bytes: the connection is alive.
+
+        ``late``: the bytes waited in the socket while nobody read it, and were taken in only
+        now that the timer went off.  With a PING in flight they count from when it was sent:
+        the transport emptied the socket just before sending it, so they arrived after it, and
+        the next PING is due a keepalive time after the last one, as when read at once.
+        """
+        sent = self.pinger.ping_sent_at
+        self.pinger.on_bytes_received(sent if late and sent is not None else now)
 
     def call_starting(self, now: float) -> None:
         """A call's HEADERS are about to be queued: on a connection silent for the keepalive
         time a PING goes first (gRFC A8), and the HEADERS count as data sent."""
         if self.pinger.on_call_started(now):
-            self._protocol.send_ping()
+            self._ping(now)
         self.pinger.on_data_sent()
+
+    def _ping(self, now: float) -> None:
+        """Queue the PING the pinger counted as sent, and look for its answer a keepalive
+        time later."""
+        self._protocol.send_ping()
+        interval = self.pinger.time
+        self._look_at = None if interval is None else now + interval
 
     def data_sent(self) -> None:
         """A request message was queued: PINGs are no longer "without data"."""
@@ -141,11 +169,15 @@ class ConnectionKeepalive:
 
     def timer_due(self) -> Optional[float]:
         """When the transport's one timer is to go off, if it must be armed anew: the next
-        wakeup when none is armed or it comes before the armed one (the transport cancels that
-        one), else None (the armed timer will do, or there is nothing to wake for)."""
+        wakeup (with a PING in flight, the look for its answer when that comes first) when none
+        is armed or it comes before the armed one (the transport cancels that one), else None
+        (the armed timer will do, or there is nothing to wake for)."""
         if self._protocol.failure is not None:
             return None
         due = self.pinger.next_wakeup(len(self._protocol.calls))
+        look_at = self._look_at
+        if look_at is not None and self.pinger.ping_sent_at is not None:
+            due = look_at if due is None else min(due, look_at)
         if due is None or (self._timer_at is not None and self._timer_at <= due):
             return None
         self._timer_at = due
@@ -177,9 +209,11 @@ class ConnectionKeepalive:
         protocol = self._protocol
         if protocol.failure is not None:
             return []
+        if self._look_at is not None and self._look_at <= now:
+            self._look_at = None  # looked: without an answer yet, next at the timeout
         verdict = self.pinger.poll(now, len(protocol.calls))
         if verdict is PING:
-            protocol.send_ping()
+            self._ping(now)
         elif verdict is DEAD:
             dead_after = self.pinger.options.dead_after or 0.0
             _LOG.info("%s: no answer to a keepalive PING within %g s; closing the connection",

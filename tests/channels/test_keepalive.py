@@ -228,6 +228,63 @@ def test_a_call_nobody_reads_keeps_its_healthy_connection(
     assert proxy.accepted == 1
 
 
+CADENCE_TIME = 0.4
+CADENCE_PINGS = 5
+CADENCE_OPTIONS = [
+    ("grpc.keepalive_time_ms", int(CADENCE_TIME * 1000)),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),  # no one-a-minute throttle after two PINGs
+]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_idle_channel_pings_every_keepalive_time(api: str) -> None:
+    """An idle channel with ``keepalive_permit_without_calls`` pings a server that answers
+    every keepalive time (gRFC A8), not every keepalive time plus the timeout (20 s by
+    default): the blocking connection has no thread reading its socket, and its timer looks
+    for each PING's answer a keepalive time after it.  grpcio pings a keepalive time after
+    each ACK too (measured; it also keeps PINGs at least 1 s apart, which minigrpc does not)."""
+    times: List[float] = []
+    done = threading.Event()
+
+    def script(conn: RawConn) -> None:
+        conn.send_settings()
+        request = conn.next_request()
+        if request is None:
+            return
+        conn.respond(request.stream_id, b"hi")
+        deadline = time.monotonic() + CADENCE_PINGS * CADENCE_TIME + 10
+        while len(times) < CADENCE_PINGS and not conn.eof:
+            if not conn.wait_for(lambda: len(conn.pings) > len(times) or conn.eof,
+                                 deadline - time.monotonic()):
+                break
+            now = time.monotonic()
+            times.extend(now for _ in conn.pings[len(times):])  # each is ACKed at once
+        done.set()
+        conn.wait_eof()
+
+    with ScriptedServer(script, tcp=True) as server:
+        if api == "blocking":
+            with minigrpc.insecure_channel(server.target, options=CADENCE_OPTIONS) as channel:
+                unary(channel, timeout=10)
+                assert done.wait(30)
+        else:
+
+            async def main() -> None:
+                async with aio.insecure_channel(server.target, options=CADENCE_OPTIONS
+                                                ) as channel:
+                    await aio_unary(channel, timeout=10)
+                    loop = asyncio.get_running_loop()
+                    assert await loop.run_in_executor(None, done.wait, 30)
+
+            asyncio.run(main())
+        assert not server.errors
+    assert len(times) == CADENCE_PINGS, times
+    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    assert all(gap >= CADENCE_TIME - 0.05 for gap in gaps), gaps  # no busier than asked
+    assert times[-1] - times[0] <= (CADENCE_PINGS - 1) * CADENCE_TIME + SLACK, gaps
+
+
 FIRST_TIME = 0.3
 
 

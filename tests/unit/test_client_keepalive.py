@@ -5,6 +5,7 @@ on the wire (PING, GOAWAY), when the timer is due, and what a dead connection's 
 from typing import Any, List, Tuple
 
 import h2.events
+import pytest
 
 from minigrpc.driver.client_keepalive import ChannelKeepalive, ConnectionKeepalive
 from minigrpc.http2.frames import ENHANCE_YOUR_CALM
@@ -153,3 +154,96 @@ def test_one_timer_per_connection_rearmed_only_when_due_sooner() -> None:
     assert timers.started == [1.0, 0.5]  # the timeout after the PING
     keepalive.stop()
     assert timers.cancelled == [1]
+
+
+#: An idle connection that pings: a keepalive time shorter than the timeout, as with the
+#: defaults (20 s timeout), so the look for the answer comes before the timeout.
+IDLE = [("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 5000),
+        ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
+
+
+def fire(keepalive: ConnectionKeepalive, timers: Timers, now: float) -> float:
+    """The armed timer goes off at ``now``; the transport re-arms it: when it next goes off."""
+    assert keepalive.on_timer(now) == []
+    keepalive.arm(now, timers.start)
+    return now + timers.started[-1]
+
+
+def test_an_idle_connection_read_at_once_pings_a_keepalive_time_after_each_answer() -> None:
+    """The asyncio transport reads every byte as it comes: the ACK moves the next PING earlier
+    than the timeout the timer waits for, so the timer looks a keepalive time after the PING
+    and then goes off a keepalive time after the ACK (grpcio: the same, measured); two timer
+    wakeups a PING, no more."""
+    server, keepalive = connected(channel_keepalive(IDLE))
+    timers = Timers()
+    keepalive.arm(0.0, timers.start)
+    now, sent, wakeups = timers.started[-1], [], 0
+    while now < 5.0:
+        due = fire(keepalive, timers, now)
+        wakeups += 1
+        if pings_at_server(server):
+            sent.append(now)
+            server.to_client()
+            keepalive.received(now + 0.1)  # the ACK, 100 ms later
+            assert keepalive.timer_due() is None  # armed already, for the look
+        now = due
+    assert sent == pytest.approx([1.0, 2.1, 3.2, 4.3])
+    assert wakeups == 2 * len(sent) - 1  # the last PING's look is after 5.0
+    assert server.client.failure is None
+
+
+def test_an_idle_connection_read_late_pings_every_keepalive_time() -> None:
+    """The blocking transport's idle connection is read only when its timer goes off: the ACK
+    it takes in at the look counts from the PING's send time, so the PING goes out at the
+    look, a keepalive time after the previous one, not the time plus the timeout."""
+    server, keepalive = connected(channel_keepalive(IDLE))
+    timers = Timers()
+    keepalive.arm(0.0, timers.start)
+    now = timers.started[-1]
+    sent = []
+    for _ in range(4):
+        due = fire(keepalive, timers, now)
+        assert len(pings_at_server(server)) == 1
+        sent.append(now)
+        server.to_client()  # the ACK waits in the socket,
+        now = due
+        keepalive.received(now, late=True)  # and is taken in when the timer goes off
+    assert sent == [1.0, 2.0, 3.0, 4.0]
+    assert server.client.failure is None
+
+
+def test_no_answer_at_the_look_waits_for_the_timeout_then_gives_up() -> None:
+    server, keepalive = connected(channel_keepalive(IDLE))
+    timers = Timers()
+    keepalive.arm(0.0, timers.start)
+    look = fire(keepalive, timers, 1.0)  # PING
+    assert len(pings_at_server(server)) == 1
+    assert look == 2.0
+    # Nothing in the socket at the look: no received().
+    timeout = fire(keepalive, timers, look)
+    assert timeout == 6.0  # the timeout after the PING, once: no second look
+    assert pings_at_server(server) == []
+    events = keepalive.on_timer(timeout)
+    assert isinstance(events[-1], ConnectionFailed)
+
+
+def test_a_late_read_without_a_ping_in_flight_counts_from_when_it_is_read() -> None:
+    _server, keepalive = connected(channel_keepalive(IDLE))
+    keepalive.received(0.5, late=True)
+    assert keepalive.timer_due() == 1.5
+
+
+def test_the_look_comes_at_the_timeout_when_that_is_sooner() -> None:
+    """With the timeout shorter than the keepalive time the look is the timeout: an answer
+    found there (late) keeps the PINGs a keepalive time apart; none gives the connection up."""
+    server, keepalive = connected(channel_keepalive(
+        [*OPTIONS, ("grpc.keepalive_permit_without_calls", 1)]))  # time 1 s, timeout 0.5 s
+    timers = Timers()
+    keepalive.arm(0.0, timers.start)
+    look = fire(keepalive, timers, 1.0)
+    assert look == 1.5 and len(pings_at_server(server)) == 1
+    server.to_client()
+    keepalive.received(look, late=True)
+    assert fire(keepalive, timers, look) == 2.0  # the next PING, a keepalive time after
+    assert fire(keepalive, timers, 2.0) == 2.5
+    assert len(pings_at_server(server)) == 1

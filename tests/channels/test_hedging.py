@@ -105,19 +105,15 @@ class Hedged:
                     attempt.requests.append(request)
                     changed.notify_all()
         if action == "slow":
-            ended = threading.Event()
-
-            def on_end() -> None:
+            # The call's callbacks run when it terminates: before the handler returned, only a
+            # cancellation does that.
+            terminated = threading.Event()
+            context.add_callback(terminated.set)
+            if terminated.wait(SLOW):
                 with changed:
-                    attempt.cancelled = not context.is_active() and not ended.is_set()
+                    attempt.cancelled = True
                     changed.notify_all()
-                ended.set()
-
-            context.add_callback(on_end)
-            cancelled = threading.Event()
-            context.add_callback(cancelled.set)
-            cancelled.wait(SLOW)
-            ended.set()
+                context.abort(self.grpc.StatusCode.CANCELLED, "cancelled")
         elif action != "ok":
             context.abort(getattr(self.grpc.StatusCode, action), f"attempt {number}")
         context.send_initial_metadata((("x-server", self.name), ("x-attempt", str(number))))

@@ -296,3 +296,173 @@ def test_a_slow_first_attempt_is_overtaken_by_the_hedge(api: str, shape: str,
         assert [a.previous for a in attempts] == [None, "1"]
     if shape.startswith("stream"):
         assert [a.requests for a in attempts] == [REQUESTS, REQUESTS]
+
+
+# -- statuses --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("api", APIS)
+def test_a_non_fatal_status_sends_the_next_hedge_at_once(api: str, shape: str,
+                                                          server: Server) -> None:
+    """Two UNAVAILABLE answers, then OK: with a delay of 10 s, the three attempts go out one
+    after the other's end, not after the delay (gRFC A6)."""
+    key = f"non-fatal-{api}-{shape}"
+    outcome = hedged_call(api, server.target, options(config(delay="10s")), shape, key,
+                          "UNAVAILABLE,UNAVAILABLE,ok")
+    assert outcome.code == "OK", outcome
+    assert outcome.responses == expected(shape)
+    assert outcome.elapsed < 5.0, outcome
+    assert len(server.hedged.of(key)) == 3
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_fatal_status_ends_the_call_and_cancels_the_others(api: str, server: Server) -> None:
+    """Attempt 0 is slow, attempt 1 fails INTERNAL (not in nonFatalStatusCodes): the call ends
+    INTERNAL at once, attempt 0 is cancelled, and no third attempt goes out."""
+    key = f"fatal-{api}"
+    outcome = hedged_call(api, server.target, options(config(delay="0.3s")), "unary_unary",
+                          key, "slow,INTERNAL,ok")
+    assert outcome.code == "INTERNAL", outcome
+    assert outcome.elapsed < SLOW / 2, outcome
+    hedged = server.hedged
+    assert hedged.wait_for(lambda: any(a.cancelled for a in hedged.of(key)))
+    assert len(hedged.of(key)) == 2
+
+
+@pytest.mark.parametrize("shape", ("unary_unary", "stream_stream"))
+@pytest.mark.parametrize("api", APIS)
+def test_max_attempts_bounds_the_attempts(api: str, shape: str, server: Server) -> None:
+    key = f"bounded-{api}-{shape}"
+    outcome = hedged_call(api, server.target, options(config(max_attempts=4, delay="0.05s")),
+                          shape, key, "UNAVAILABLE")
+    assert outcome.code == "UNAVAILABLE", outcome
+    assert len(server.hedged.of(key)) == 4
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_enable_retries_zero_turns_hedging_off(api: str, server: Server) -> None:
+    key = f"off-{api}"
+    opts = options(config(delay="0.05s"), ("grpc.enable_retries", 0))
+    outcome = hedged_call(api, server.target, opts, "unary_unary", key, "UNAVAILABLE,ok")
+    assert outcome.code == "UNAVAILABLE", outcome
+    assert len(server.hedged.of(key)) == 1
+
+
+# -- the deadline and cancellation -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ("unary_unary", "unary_stream"))
+@pytest.mark.parametrize("api", APIS)
+def test_the_deadline_spans_every_attempt(api: str, shape: str, server: Server) -> None:
+    """Every attempt is slow: the call ends DEADLINE_EXCEEDED at its deadline, and every
+    attempt's handler sees its cancellation."""
+    key = f"deadline-{api}-{shape}"
+    outcome = hedged_call(api, server.target, options(config(delay="0.2s")), shape, key,
+                          "slow", timeout=1.5)
+    assert outcome.code == "DEADLINE_EXCEEDED", outcome
+    assert 1.4 <= outcome.elapsed < SLOW / 2, outcome
+    hedged = server.hedged
+    assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+
+
+def _wait_for_attempts(server: Server, key: str, count: int) -> None:
+    hedged = server.hedged
+    assert hedged.wait_for(lambda: len(hedged.of(key)) >= count), hedged.of(key)
+
+
+@pytest.mark.parametrize("shape", ("unary_stream", "stream_stream"))
+def test_a_blocking_cancel_cancels_every_attempt(shape: str, server: Server) -> None:
+    key = f"cancel-blocking-{shape}"
+    metadata = (("x-key", key), ("x-plan", "slow"))
+    with minigrpc.insecure_channel(server.target,
+                                   options=options(config(delay="0.1s"))) as channel:
+        request: Any = iter(REQUESTS) if shape.startswith("stream") else b"one"
+        call = getattr(channel, shape)(METHODS[shape])(request, metadata=metadata, timeout=20)
+        _wait_for_attempts(server, key, 3)
+        assert call.cancel()
+        assert call.code() is minigrpc.StatusCode.CANCELLED
+        hedged = server.hedged
+        assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+
+
+def test_a_blocking_future_cancel_cancels_every_attempt(server: Server) -> None:
+    key = "cancel-future"
+    metadata = (("x-key", key), ("x-plan", "slow"))
+    with minigrpc.insecure_channel(server.target,
+                                   options=options(config(delay="0.1s"))) as channel:
+        future = channel.unary_unary(UNARY).future(b"one", metadata=metadata, timeout=20)
+        _wait_for_attempts(server, key, 3)
+        assert future.cancel()
+        assert future.cancelled()
+        hedged = server.hedged
+        assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+
+
+@pytest.mark.parametrize("shape", ("unary_unary", "stream_stream"))
+def test_an_asyncio_cancel_cancels_every_attempt(shape: str, server: Server) -> None:
+    key = f"cancel-aio-{shape}"
+    metadata = (("x-key", key), ("x-plan", "slow"))
+
+    async def main() -> None:
+        async with aio.insecure_channel(server.target,
+                                        options=options(config(delay="0.1s"))) as channel:
+            request: Any = iter(REQUESTS) if shape.startswith("stream") else b"one"
+            call = getattr(channel, shape)(METHODS[shape])(request, metadata=metadata,
+                                                           timeout=20)
+            await asyncio.get_running_loop().run_in_executor(
+                None, _wait_for_attempts, server, key, 3)
+            assert call.cancel()
+            assert await call.code() is minigrpc.StatusCode.CANCELLED
+
+    asyncio.run(main())
+    hedged = server.hedged
+    assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+
+
+def test_an_asyncio_task_cancelled_cancels_every_attempt(server: Server) -> None:
+    key = "cancel-aio-task"
+    metadata = (("x-key", key), ("x-plan", "slow"))
+
+    async def main() -> None:
+        async with aio.insecure_channel(server.target,
+                                        options=options(config(delay="0.1s"))) as channel:
+            task = asyncio.ensure_future(
+                channel.unary_unary(UNARY)(b"one", metadata=metadata, timeout=20))
+            await asyncio.get_running_loop().run_in_executor(
+                None, _wait_for_attempts, server, key, 3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+    hedged = server.hedged
+    assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+
+
+# -- several servers -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_round_robin_spreads_the_hedges(api: str, server: Server) -> None:
+    """Three servers under round_robin: the attempts of a call land on several of them (the
+    first one picks among the connections ready by then), and the call answers from the last
+    (the two before are slow)."""
+    others = [Server(server.implementation, name, shared=server.hedged)
+              for name in ("second", "third")]
+    try:
+        ports = [server.port] + [other.port for other in others]
+        target = "ipv4:" + ",".join(f"127.0.0.1:{port}" for port in ports)
+        text = config(delay="0.3s", loadBalancingConfig=[{"round_robin": {}}])
+        key = f"spread-{api}"
+        outcome = hedged_call(api, target, options(text), "unary_unary", key, "slow,slow,ok")
+        assert outcome.code == "OK", outcome
+        assert outcome.initial.get("x-attempt") == "2"
+        attempts = server.hedged.of(key)
+        assert len(attempts) == 3, attempts
+        assert attempts[1].server != attempts[2].server, attempts
+        hedged = server.hedged
+        assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 2)
+    finally:
+        for other in others:
+            other.stop()

@@ -63,7 +63,7 @@ class Hedged:
     attempt number: ``ok`` (answer at once), ``slow`` (wait for the cancellation, up to
     :data:`SLOW`, then answer) or a status code name (fail at once, Trailers-Only)."""
 
-    def __init__(self, grpc: Any, name: str, shared: "Optional[Hedged]" = None) -> None:
+    def __init__(self, grpc: Any, name: str, shared: Optional[Hedged] = None) -> None:
         self.grpc = grpc
         self.name = name
         #: Servers of one test share their records (round_robin spreads a call's attempts).

@@ -55,7 +55,8 @@ class Attempt:
         self.arrived_at = time.monotonic()
 
     def __repr__(self) -> str:
-        return f"<Attempt {self.key}#{self.index} prev={self.previous} on {self.server}>"
+        return (f"<Attempt {self.key}#{self.index} prev={self.previous} on {self.server}: "
+                f"{len(self.requests)} requests, {'' if self.cancelled else 'not '}cancelled>")
 
 
 class Hedged:
@@ -90,6 +91,11 @@ class Hedged:
         key = metadata.get("x-key", "")
         previous = metadata.get("grpc-previous-rpc-attempts")
         changed = self.book["changed"]
+        # The call's callbacks run when it terminates: before the handler returned, only a
+        # cancellation does that (and one that came first refuses the callback).
+        terminated = threading.Event()
+        if not context.add_callback(terminated.set):
+            terminated.set()
         with changed:
             index = self.book["counts"][key]
             self.book["counts"][key] += 1
@@ -100,20 +106,19 @@ class Hedged:
         plan = metadata.get("x-plan", "ok").split(",")
         action = plan[number] if number < len(plan) else plan[-1]
         if requests is not None:
-            for request in requests:
-                with changed:
-                    attempt.requests.append(request)
-                    changed.notify_all()
-        if action == "slow":
-            # The call's callbacks run when it terminates: before the handler returned, only a
-            # cancellation does that.
-            terminated = threading.Event()
-            context.add_callback(terminated.set)
-            if terminated.wait(SLOW):
-                with changed:
-                    attempt.cancelled = True
-                    changed.notify_all()
-                context.abort(self.grpc.StatusCode.CANCELLED, "cancelled")
+            try:
+                for request in requests:
+                    with changed:
+                        attempt.requests.append(request)
+                        changed.notify_all()
+            except Exception:  # the request stream of a cancelled call
+                if not terminated.wait(SLOW):
+                    raise
+        if (action == "slow" and terminated.wait(SLOW)) or terminated.is_set():
+            with changed:
+                attempt.cancelled = True
+                changed.notify_all()
+            context.abort(self.grpc.StatusCode.CANCELLED, "cancelled")
         elif action != "ok":
             context.abort(getattr(self.grpc.StatusCode, action), f"attempt {number}")
         context.send_initial_metadata((("x-server", self.name), ("x-attempt", str(number))))
@@ -319,9 +324,10 @@ def test_a_non_fatal_status_sends_the_next_hedge_at_once(api: str, shape: str,
 @pytest.mark.parametrize("api", APIS)
 def test_a_fatal_status_ends_the_call_and_cancels_the_others(api: str, server: Server) -> None:
     """Attempt 0 is slow, attempt 1 fails INTERNAL (not in nonFatalStatusCodes): the call ends
-    INTERNAL at once, attempt 0 is cancelled, and no third attempt goes out."""
+    INTERNAL at once, attempt 0 is cancelled, and no third attempt goes out (it would, a
+    second later)."""
     key = f"fatal-{api}"
-    outcome = hedged_call(api, server.target, options(config(delay="0.3s")), "unary_unary",
+    outcome = hedged_call(api, server.target, options(config(delay="1s")), "unary_unary",
                           key, "slow,INTERNAL,ok")
     assert outcome.code == "INTERNAL", outcome
     assert outcome.elapsed < SLOW / 2, outcome
@@ -362,47 +368,61 @@ def test_the_deadline_spans_every_attempt(api: str, shape: str, server: Server) 
                           "slow", timeout=1.5)
     assert outcome.code == "DEADLINE_EXCEEDED", outcome
     assert 1.4 <= outcome.elapsed < SLOW / 2, outcome
-    hedged = server.hedged
-    assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+    assert_cancelled(server, key)
 
 
-def _wait_for_attempts(server: Server, key: str, count: int) -> None:
+def _wait_for_attempts(server: Server, key: str, count: int = 3) -> None:
     hedged = server.hedged
     assert hedged.wait_for(lambda: len(hedged.of(key)) >= count), hedged.of(key)
+
+
+async def attempts_out(server: Server, key: str) -> None:
+    """Wait (off the event loop) until the server saw the call's three attempts."""
+    await asyncio.get_running_loop().run_in_executor(None, _wait_for_attempts, server, key)
+
+
+def slow(key: str) -> Tuple[Tuple[str, str], ...]:
+    """The metadata of a call whose every attempt is slow."""
+    return (("x-key", key), ("x-plan", "slow"))
+
+
+def assert_cancelled(server: Server, key: str, count: int = 3) -> None:
+    """``count`` attempts of the call ``key`` saw their cancellation."""
+    hedged = server.hedged
+    assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == count), \
+        hedged.of(key)
 
 
 @pytest.mark.parametrize("shape", ("unary_stream", "stream_stream"))
 def test_a_blocking_cancel_cancels_every_attempt(shape: str, server: Server) -> None:
     key = f"cancel-blocking-{shape}"
-    metadata = (("x-key", key), ("x-plan", "slow"))
+    metadata = slow(key)
     with minigrpc.insecure_channel(server.target,
                                    options=options(config(delay="0.1s"))) as channel:
         request: Any = iter(REQUESTS) if shape.startswith("stream") else b"one"
         call = getattr(channel, shape)(METHODS[shape])(request, metadata=metadata, timeout=20)
-        _wait_for_attempts(server, key, 3)
+        _wait_for_attempts(server, key)
         assert call.cancel()
         assert call.code() is minigrpc.StatusCode.CANCELLED
-        hedged = server.hedged
-        assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+        assert_cancelled(server, key)
 
 
 def test_a_blocking_future_cancel_cancels_every_attempt(server: Server) -> None:
     key = "cancel-future"
-    metadata = (("x-key", key), ("x-plan", "slow"))
+    metadata = slow(key)
     with minigrpc.insecure_channel(server.target,
                                    options=options(config(delay="0.1s"))) as channel:
         future = channel.unary_unary(UNARY).future(b"one", metadata=metadata, timeout=20)
-        _wait_for_attempts(server, key, 3)
+        _wait_for_attempts(server, key)
         assert future.cancel()
         assert future.cancelled()
-        hedged = server.hedged
-        assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+        assert_cancelled(server, key)
 
 
 @pytest.mark.parametrize("shape", ("unary_unary", "stream_stream"))
 def test_an_asyncio_cancel_cancels_every_attempt(shape: str, server: Server) -> None:
     key = f"cancel-aio-{shape}"
-    metadata = (("x-key", key), ("x-plan", "slow"))
+    metadata = slow(key)
 
     async def main() -> None:
         async with aio.insecure_channel(server.target,
@@ -410,34 +430,30 @@ def test_an_asyncio_cancel_cancels_every_attempt(shape: str, server: Server) -> 
             request: Any = iter(REQUESTS) if shape.startswith("stream") else b"one"
             call = getattr(channel, shape)(METHODS[shape])(request, metadata=metadata,
                                                            timeout=20)
-            await asyncio.get_running_loop().run_in_executor(
-                None, _wait_for_attempts, server, key, 3)
+            await attempts_out(server, key)
             assert call.cancel()
             assert await call.code() is minigrpc.StatusCode.CANCELLED
 
     asyncio.run(main())
-    hedged = server.hedged
-    assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+    assert_cancelled(server, key)
 
 
 def test_an_asyncio_task_cancelled_cancels_every_attempt(server: Server) -> None:
     key = "cancel-aio-task"
-    metadata = (("x-key", key), ("x-plan", "slow"))
+    metadata = slow(key)
 
     async def main() -> None:
         async with aio.insecure_channel(server.target,
                                         options=options(config(delay="0.1s"))) as channel:
             task = asyncio.ensure_future(
                 channel.unary_unary(UNARY)(b"one", metadata=metadata, timeout=20))
-            await asyncio.get_running_loop().run_in_executor(
-                None, _wait_for_attempts, server, key, 3)
+            await attempts_out(server, key)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
 
     asyncio.run(main())
-    hedged = server.hedged
-    assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 3)
+    assert_cancelled(server, key)
 
 
 # -- several servers -------------------------------------------------------------------------
@@ -461,8 +477,33 @@ def test_round_robin_spreads_the_hedges(api: str, server: Server) -> None:
         attempts = server.hedged.of(key)
         assert len(attempts) == 3, attempts
         assert attempts[1].server != attempts[2].server, attempts
-        hedged = server.hedged
-        assert hedged.wait_for(lambda: sum(a.cancelled for a in hedged.of(key)) == 2)
+        assert_cancelled(server, key, 2)
     finally:
         for other in others:
             other.stop()
+
+
+def test_closing_a_blocking_channel_cancels_every_attempt(server: Server) -> None:
+    key = "close-blocking"
+    metadata = slow(key)
+    channel = minigrpc.insecure_channel(server.target, options=options(config(delay="0.1s")))
+    call = channel.unary_stream(STREAM)(b"one", metadata=metadata, timeout=20)
+    _wait_for_attempts(server, key)
+    channel.close()
+    assert call.code() is minigrpc.StatusCode.CANCELLED
+    assert_cancelled(server, key)
+
+
+def test_closing_an_asyncio_channel_cancels_every_attempt(server: Server) -> None:
+    key = "close-aio"
+    metadata = slow(key)
+
+    async def main() -> None:
+        channel = aio.insecure_channel(server.target, options=options(config(delay="0.1s")))
+        call = channel.unary_unary(UNARY)(b"one", metadata=metadata, timeout=20)
+        await attempts_out(server, key)
+        await channel.close()
+        assert await call.code() is minigrpc.StatusCode.CANCELLED
+
+    asyncio.run(main())
+    assert_cancelled(server, key)

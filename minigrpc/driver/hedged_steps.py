@@ -6,8 +6,11 @@ A hedged call has several attempts in flight at once, each of which finds its ow
 attempt n is a :class:`~minigrpc.driver.call_steps.CallSteps` of its own (without a retry
 policy), so that it is picked, waits for the channel, waits for ready and is retried
 transparently (RST_STREAM(REFUSED_STREAM), a stream above a GOAWAY's last-stream-id) exactly as
-a call that is not hedged.  Attempts may thereby land on different connections, as the
-load-balancing policy picks.  What the transport carries out:
+a call that is not hedged: the transparent retry replaces the attempt, with its number, and
+:class:`~minigrpc.driver.hedging.CallHedging` only hears of the replacement's end (so a refusal
+is retried once per attempt, where a call that is not hedged has one for the call).  Attempts
+may thereby land on different connections, as the load-balancing policy picks.  What the
+transport carries out:
 
 ================================  ==============================================================
 the transport                     then tells (and carries out what the answer says)

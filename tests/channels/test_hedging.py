@@ -25,7 +25,7 @@ import pytest
 
 import minigrpc
 from minigrpc import aio
-from tests.support.channel_peers import APIS, server_module
+from tests.support.channel_peers import APIS, four_methods, server_module
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -142,13 +142,7 @@ class Hedged:
         yield from attempt.requests
 
     def handler(self) -> Any:
-        grpc = self.grpc
-        return grpc.method_handlers_generic_handler(SERVICE, {
-            "Unary": grpc.unary_unary_rpc_method_handler(self.unary),
-            "Stream": grpc.unary_stream_rpc_method_handler(self.stream),
-            "Collect": grpc.stream_unary_rpc_method_handler(self.collect),
-            "Chat": grpc.stream_stream_rpc_method_handler(self.chat),
-        })
+        return four_methods(self.grpc, SERVICE, self)
 
 
 class Server:

@@ -25,7 +25,7 @@ import pytest
 
 import minigrpc
 from minigrpc import aio
-from tests.support.channel_peers import APIS, four_methods, server_module
+from tests.support.channel_peers import APIS, four_methods, free_port, server_module
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -120,6 +120,9 @@ class Hedged:
                 changed.notify_all()
             context.abort(self.grpc.StatusCode.CANCELLED, "cancelled")
         elif action != "ok":
+            if "x-pushback" in metadata:
+                context.set_trailing_metadata(
+                    (("grpc-retry-pushback-ms", metadata["x-pushback"]),))
             context.abort(getattr(self.grpc.StatusCode, action), f"attempt {number}")
         context.send_initial_metadata((("x-server", self.name), ("x-attempt", str(number))))
         return attempt, action
@@ -149,13 +152,13 @@ class Server:
     """A started server of :class:`Hedged` on a port of 127.0.0.1."""
 
     def __init__(self, implementation: str, name: str = "server",
-                 shared: Optional[Hedged] = None) -> None:
+                 shared: Optional[Hedged] = None, port: int = 0) -> None:
         self.implementation = implementation
         grpc = server_module(implementation)
         self.hedged = Hedged(grpc, name, shared)
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         self._server.add_generic_rpc_handlers((self.hedged.handler(),))
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self.port = self._server.add_insecure_port(f"127.0.0.1:{port}")
         self._server.start()
 
     @property
@@ -501,3 +504,83 @@ def test_closing_an_asyncio_channel_cancels_every_attempt(server: Server) -> Non
 
     asyncio.run(main())
     assert_cancelled(server, key)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_server_pushback_stops_the_hedges(api: str, server: Server) -> None:
+    """A negative ``grpc-retry-pushback-ms`` on a non-fatal status: no further hedge goes out,
+    and the call ends with that status (minigrpc's server lets no handler set a grpc-*
+    trailer)."""
+    if server.implementation == "minigrpc":
+        pytest.skip("minigrpc's server lets no handler set a grpc-* trailer")
+    key = f"pushback-{api}"
+    metadata = (("x-key", key), ("x-plan", "UNAVAILABLE"), ("x-pushback", "-1"))
+    opts = options(config(delay="0.2s"))
+    if api == "blocking":
+        with minigrpc.insecure_channel(server.target, options=opts) as channel:
+            with pytest.raises(minigrpc.RpcError) as raised:
+                channel.unary_unary(UNARY)(b"one", metadata=metadata, timeout=20)
+            code = raised.value.code()
+    else:
+        async def main() -> Any:
+            async with aio.insecure_channel(server.target, options=opts) as channel:
+                call = channel.unary_unary(UNARY)(b"one", metadata=metadata, timeout=20)
+                return await call.code()
+
+        code = asyncio.run(main())
+    assert code is minigrpc.StatusCode.UNAVAILABLE
+    assert len(server.hedged.of(key)) == 1
+
+
+def test_a_blocking_call_waiting_for_ready_waits_for_the_server() -> None:
+    """No server yet: a call that does not wait for ready fails UNAVAILABLE (every hedge does);
+    one that waits is still running while the channel is in TRANSIENT_FAILURE, and answers once
+    the server is up."""
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    opts = options(config(delay="0.2s"))
+    assert hedged_call("blocking", target, opts, "unary_unary", "not-ready", "ok",
+                       timeout=5).code == "UNAVAILABLE"
+    with minigrpc.insecure_channel(target, options=opts) as channel:
+        failing = threading.Event()
+        channel.subscribe(
+            lambda state: state is minigrpc.ChannelConnectivity.TRANSIENT_FAILURE
+            and failing.set())
+        future = channel.unary_unary(UNARY).future(b"one", metadata=(("x-key", "ready"),),
+                                                   timeout=20, wait_for_ready=True)
+        assert failing.wait(10)
+        assert not future.done()
+        server = Server("minigrpc", port=port)
+        try:
+            assert future.result(20) == b"one"
+        finally:
+            server.stop()
+
+
+def test_an_asyncio_call_waiting_for_ready_waits_for_the_server() -> None:
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    opts = options(config(delay="0.2s"))
+    assert hedged_call("aio", target, opts, "unary_unary", "not-ready", "ok",
+                       timeout=5).code == "UNAVAILABLE"
+    servers: List[Server] = []
+
+    async def main() -> bytes:
+        async with aio.insecure_channel(target, options=opts) as channel:
+            call = channel.unary_unary(UNARY)(b"one", metadata=(("x-key", "ready"),),
+                                              timeout=20, wait_for_ready=True)
+            state = channel.get_state(try_to_connect=False)
+            while state is not minigrpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                await channel.wait_for_state_change(state)
+                state = channel.get_state(try_to_connect=False)
+            assert not call.done()
+            servers.append(await asyncio.get_running_loop().run_in_executor(
+                None, lambda: Server("minigrpc", port=port)))
+            response: bytes = await call
+            return response
+
+    try:
+        assert asyncio.run(main()) == b"one"
+    finally:
+        for server in servers:
+            server.stop()

@@ -584,3 +584,50 @@ def test_an_asyncio_call_waiting_for_ready_waits_for_the_server() -> None:
     finally:
         for server in servers:
             server.stop()
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_request_outgrowing_the_buffer_commits_the_call_to_its_oldest_attempt(
+    api: str, server: Server
+) -> None:
+    """Two attempts have the first (small) message when a message larger than the call's
+    retry buffer comes: the call is committed to attempt 0, attempt 1 is cancelled (its
+    server sees it), and attempt 0 gets the whole request and answers."""
+    key = f"outgrown-{api}"
+    metadata = (("x-key", key), ("x-plan", "ok,slow"))
+    opts = options(config(max_attempts=2, delay="0.1s"),
+                   ("grpc.per_rpc_retry_buffer_size", 1000))
+    small, big = b"s" * 10, b"b" * 2000
+    hedged = server.hedged
+
+    def both_have_the_first() -> bool:
+        attempts = hedged.of(key)
+        return len(attempts) == 2 and all(attempt.requests for attempt in attempts)
+
+    if api == "blocking":
+        def requests() -> Iterator[bytes]:
+            yield small
+            assert hedged.wait_for(both_have_the_first)
+            yield big
+
+        with minigrpc.insecure_channel(server.target, options=opts) as channel:
+            call = channel.stream_stream(CHAT)(requests(), metadata=metadata, timeout=20)
+            responses = list(call)
+            initial = dict(call.initial_metadata())
+    else:
+        async def main() -> Tuple[List[bytes], Dict[str, Any]]:
+            async with aio.insecure_channel(server.target, options=opts) as channel:
+                call = channel.stream_stream(CHAT)(metadata=metadata, timeout=20)
+                await call.write(small)
+                assert await asyncio.get_running_loop().run_in_executor(
+                    None, hedged.wait_for, both_have_the_first)
+                await call.write(big)
+                await call.done_writing()
+                answered = [response async for response in call]
+                return answered, dict(await call.initial_metadata())
+
+        responses, initial = asyncio.run(main())
+    assert responses == [small, big]
+    assert initial.get("x-attempt") == "0"
+    assert_cancelled(server, key, 1)
+    assert [attempt.cancelled for attempt in hedged.of(key)] == [False, True]

@@ -113,10 +113,6 @@ class BlockingHedge:
 
     # -- what the call asks ---------------------------------------------------------------------
 
-    @property
-    def settled(self) -> bool:
-        return self._steps.settled
-
     def outcome(self, timeout: Optional[float] = None) -> Optional[Outcome]:
         """The attempt the call is, once it is known (a winner, or the end); None if
         ``timeout`` passed first."""

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, List, Optional,
 
 from ..protocol.client_protocol import ClientCall
 from ..protocol.codes import Code
+from ..protocol.status import CallStatus
 from ..protocol.wire import Framed, framed_size
 from .attempts import deadline_status, finished
 from .call_steps import CallSteps, NewCall
@@ -326,7 +327,7 @@ class HedgedSteps:
             if winner is not None:
                 self.hedging.attempt_finished(winner, code, self.clock())
 
-    def cancel(self, status: Any) -> List[HedgeAttempt]:
+    def cancel(self, status: CallStatus) -> List[HedgeAttempt]:
         """The application cancelled the call (or its request failed) with ``status``: the
         attempts to cancel (the winner's, once settled)."""
         if self.settled:

@@ -159,6 +159,7 @@ MODULES: Dict[str, str] = {
     "driver.retries": "when a call is tried again: retry policy, transparent retries, throttling, "
                       "the retry buffer",
     "driver.hedging": "hedged calls: several attempts in flight, the first answer wins",
+    "driver.hedged_steps": "a hedged call's attempts as steps both transports carry out",
     "driver.keepalive": "keepalive PINGs, dead connections, and the server's limits on a "
                         "client's PINGs",
     "driver.client_keepalive": "client keepalive per connection, carried out alike by both "
@@ -178,6 +179,7 @@ MODULES: Dict[str, str] = {
     "blocking.channel": "grpcio's Channel: insecure_channel and secure_channel",
     "blocking.multicallables": "grpcio's four multi-callables",
     "blocking.call": "call objects: futures, the streaming rendezvous, request senders",
+    "blocking.hedge": "a hedged call's attempts carried out on threads",
     "blocking.interceptors": "grpcio's client and server interceptors",
     "blocking.connectivity": "Channel.subscribe's callbacks and channel_ready_future",
     "blocking.transport": "a call's steps carried out with sockets and threads: dial, wait, "
@@ -203,6 +205,7 @@ MODULES: Dict[str, str] = {
     "aio.transport": "a call's steps carried out on the event loop: dial, wait, start, back off",
     "aio.client_connection": "one asyncio client connection: event-loop I/O and waits",
     "aio.call": "grpc.aio calls: awaitable, async-iterable, writable",
+    "aio.hedge": "a hedged call's attempts carried out as tasks",
     "aio.channel": "grpc.aio's Channel: insecure_channel and secure_channel",
     "aio.multicallables": "grpc.aio's four multi-callables",
     "aio.interceptors": "grpc.aio's client interceptors and ClientCallDetails",

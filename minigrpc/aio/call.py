@@ -30,6 +30,7 @@ from ..protocol.status import CallStatus
 from . import interfaces as _interfaces
 from .client_connection import AsyncClientConnection
 from .errors import EOF, AioRpcError, UsageError
+from .hedge import AsyncHedge
 from .metadata import Metadata
 from .transport import AsyncTransport
 
@@ -71,6 +72,8 @@ class Call(_interfaces.Call):
         self._failure = failure
         #: The call's attempts (:mod:`minigrpc.driver.call_steps`), once it started.
         self._steps: Optional[CallSteps] = None
+        #: A hedged call's attempts (:mod:`minigrpc.aio.hedge`), once it started.
+        self._hedge: Optional[AsyncHedge] = None
         self._connection: Optional[AsyncClientConnection] = None
         self._call: Optional[ClientCall] = None
         self._status: Optional[CallStatus] = None
@@ -110,6 +113,7 @@ class Call(_interfaces.Call):
             or not self._unary_response
             or self._streaming_request
             or invocation.wait_for_ready
+            or invocation.hedging is not None
         ):
             return False
         if transport.subchannels.state is not READY:
@@ -203,6 +207,8 @@ class Call(_interfaces.Call):
             raise AioRpcError.from_status(self._failure)
         invocation, transport = self._invocation, self._transport
         assert invocation is not None and transport is not None
+        if invocation.hedging is not None:
+            return await self._run_hedged(invocation, transport)
         unary_response = self._unary_response
         steps = self._steps
         if steps is None:
@@ -231,6 +237,38 @@ class Call(_interfaces.Call):
             self._finish(await self._responses_read(connection, call, call.status))
             return None
         return self._unary_result(call)
+
+    async def _run_hedged(self, invocation: Invocation, transport: AsyncTransport) -> Any:
+        """A hedged call (:mod:`minigrpc.aio.hedge`): its attempts run until it is settled on
+        one, which then goes on as a call that is not hedged.  Request messages may go out at
+        once: the hedge sends them to every attempt."""
+        framed = None if self._streaming_request else invocation.frame(self._request)
+        hedge = self._hedge = AsyncHedge(transport, invocation, framed, self._unary_response)
+        hedge.start()
+        if not self._opened.done():
+            self._opened.set_result(None)
+        if self._request_iterator is not None and self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send_all(self._request_iterator)
+            )
+        connection, call = await hedge.outcome()
+        self._on_open(connection, call)
+        if connection is not None and not call.done:
+            await connection.wait_done(call, invocation.deadline)
+        assert call.status is not None
+        if not self._unary_response:
+            self._finish(await self._responses_read(connection, call, call.status))
+            return None
+        return self._unary_result(call)
+
+    async def _settled(self) -> None:
+        """Wait until the call may be read: it opened, and a hedged call is settled on the
+        attempt it is."""
+        await asyncio.shield(self._opened)
+        hedge = self._hedge
+        if hedge is not None and self._status is None:
+            connection, call = await hedge.outcome()
+            self._on_open(connection, call)
 
     async def _responses_read(
         self, connection: Optional[AsyncClientConnection], call: ClientCall, status: CallStatus
@@ -343,6 +381,8 @@ class Call(_interfaces.Call):
         invocation = self._invocation
         assert invocation is not None
         framed = invocation.frame(request)
+        if self._hedge is not None:
+            return self._status is None and await self._hedge.send(framed)
         if not await self._current_attempt():
             return False
         connection, call = self._connection, self._call
@@ -356,6 +396,9 @@ class Call(_interfaces.Call):
 
     async def _close_requests(self) -> None:
         """End the request stream on the current attempt and on any that follows."""
+        if self._hedge is not None:
+            await self._hedge.close_requests()
+            return
         if not await self._current_attempt():
             return
         connection, call = self._connection, self._call
@@ -367,6 +410,8 @@ class Call(_interfaces.Call):
     def _fail_locally(self, status: CallStatus) -> None:
         """The request iterator or the serializer failed: the call ends with ``status`` on its
         current attempt, never tried again."""
+        if self._hedge is not None:
+            self._hedge.cancel(status)
         if self._steps is not None:
             self._steps.commit()
         connection, call = self._connection, self._call
@@ -379,6 +424,8 @@ class Call(_interfaces.Call):
         self._status = status
         if self._steps is not None:
             self._steps.finish()
+        if self._hedge is not None:
+            self._hedge.ended(status.code_number)
         if not self._finished.done():
             self._finished.set_result(None)
         self._attempt_moved()
@@ -399,6 +446,8 @@ class Call(_interfaces.Call):
         """
         if self._steps is not None:
             self._steps.commit()  # ended here: never tried again
+        if self._hedge is not None:
+            self._hedge.cancel(status)
         connection, call = self._connection, self._call
         if connection is not None and call is not None:
             connection.cancel(call, status)
@@ -459,7 +508,7 @@ class Call(_interfaces.Call):
 
     async def initial_metadata(self) -> Metadata:
         """The server's response headers, once they arrive (empty for Trailers-Only)."""
-        await asyncio.shield(self._opened)
+        await self._settled()
         connection, call = self._connection, self._call
         if connection is not None and call is not None and not call.done:
             deadline = self._invocation.deadline if self._invocation is not None else None
@@ -559,7 +608,7 @@ class _StreamResponseMixin(Call):
             raise asyncio.CancelledError()
         try:
             while True:
-                await asyncio.shield(self._opened)
+                await self._settled()
                 connection, call, invocation = self._connection, self._call, self._invocation
                 message = None
                 if connection is not None and call is not None and invocation is not None:

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple
 
 from ..driver import interfaces
 from ..driver.attempts import finished
@@ -46,6 +46,9 @@ from ..protocol.status import (
 )
 from .client_connection import BlockingClientConnection
 from .transport import CallHandle
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .hedge import BlockingHedge
 
 #: Decodes one response message of a call (:meth:`minigrpc.driver.invocation.Invocation.decode`).
 Decode = Callable[[Message, ClientCall], Any]
@@ -329,6 +332,10 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
     processed it): ``reopen`` opens the next attempt, and the request messages sent so far go
     out again on it (:meth:`send_request`).  ``guard`` runs the steps' decisions where the
     channel's shared retry state is safe.
+
+    A hedged call (``hedge``, :mod:`minigrpc.blocking.hedge`) stands on ``call``, which never
+    starts, until it is settled: its request messages go to the hedge, and whatever needs a
+    response first waits for the attempt the call is (:meth:`_adopt`), then reads it as any.
     """
 
     def __init__(
@@ -340,9 +347,14 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         steps: Optional[CallSteps] = None,
         reopen: Optional[Reopen] = None,
         guard: Optional[Guard] = None,
+        hedge: "Optional[BlockingHedge]" = None,
     ) -> None:
         self._connection = connection
         self._call = call
+        #: A hedged call's attempts, until the call is settled on one (:meth:`_adopt`); then
+        #: still where request messages go (to the winner).
+        self._hedge = hedge
+        self._adopted = hedge is None
         self._decode = decode
         self._unary_response = unary_response
         self._steps = steps
@@ -383,6 +395,8 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
             callbacks, self._callbacks = self._callbacks, []
         if self._steps is not None:
             self._guard(self._steps.finish)
+        if self._hedge is not None:
+            self._hedge.ended(status.code_number)
         _run_callbacks(callbacks)
 
     def watch(self) -> None:
@@ -408,6 +422,23 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
             self.status = self._call.status or CallStatus(Code.OK)
         return True
 
+    def _adopt(self, timeout: Optional[float] = None, wait: bool = True) -> bool:
+        """A hedged call: take the attempt it is settled on as the call's (waiting for it,
+        within ``timeout``, if ``wait``); False if it is not settled yet."""
+        if self._adopted:
+            return True
+        hedge = self._hedge
+        assert hedge is not None
+        outcome = hedge.outcome(timeout) if wait else hedge.settled_outcome()
+        if outcome is None:
+            return False
+        with self._reopening:
+            if not self._adopted:
+                self._connection, self._call = outcome
+                self.status = self._call.status or CallStatus(Code.OK)
+                self._adopted = True
+        return True
+
     # -- the request stream ------------------------------------------------------------------
 
     def _current(self, record: Optional[Callable[..., None]], *args: Any) -> Any:
@@ -425,6 +456,8 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         The message is kept for the attempts to come while the call may be retried
         (:meth:`CallSteps.message_sent`); if the attempt ends meanwhile, the next one sends it
         again with the others, so it counts as sent."""
+        if self._hedge is not None:
+            return self._hedge.send(framed)
         steps = self._steps
         while True:
             connection, call = self._current(steps.message_sent if steps else None, framed)
@@ -439,6 +472,9 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
 
     def close_requests(self) -> None:
         """End the request stream (END_STREAM), on this attempt and on any that follows."""
+        if self._hedge is not None:
+            self._hedge.close_requests()
+            return
         steps = self._steps
         while True:
             connection, call = self._current(steps.request_closed if steps else None)
@@ -453,6 +489,9 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
     def fail(self, status: CallStatus) -> None:
         """End the call here with ``status`` (its request iterator or serializer failed): never
         tried again."""
+        if self._hedge is not None:
+            self._hedge.cancel(status)
+            return
         with self._reopening:
             if self._steps is not None:
                 self._guard(self._steps.commit)
@@ -462,6 +501,8 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
 
     def _wait_done(self, timeout: Optional[float] = None) -> bool:
         """Wait for the end (reading for the connection); False if ``timeout`` passed first."""
+        if not self._adopt(timeout):
+            return False
         while True:
             connection, call = self._connection, self._call
             if not call.done and connection is not None:
@@ -500,6 +541,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
         return self
 
     def __next__(self) -> Any:
+        self._adopt()
         while True:
             connection, call = self._connection, self._call
             message = None
@@ -532,6 +574,7 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
     # -- grpc.Call -------------------------------------------------------------------------------
 
     def initial_metadata(self) -> Metadata:
+        self._adopt()
         call = self._call
         if call.response_head is None and not call.done and self._connection is not None:
             self._connection.wait_for_headers(call, call.deadline)
@@ -568,6 +611,14 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
     def cancel(self) -> bool:
         """Cancel the call (RST_STREAM(CANCEL)); False if it had already ended."""
         self._notice_deadline()
+        if not self._adopted:
+            assert self._hedge is not None
+            if self._hedge.cancel(CANCELLED):  # before it was settled: every attempt
+                self._cancelled = True
+                self._adopt()
+                self._on_end()
+                return True
+            self._adopt()
         call = self._call
         if call.done:
             return False
@@ -591,6 +642,8 @@ class StreamingCall(RpcError, interfaces.Call, interfaces.Future):
     def _notice_deadline(self) -> None:
         """A call nobody waits on learns of its passed deadline here, and of its end (unless
         its last attempt is to be tried again: whoever waits for the call next does that)."""
+        if not self._adopt(wait=False):
+            return
         call = self._call
         if self._connection is not None:
             self._connection.expire_if_overdue(call)

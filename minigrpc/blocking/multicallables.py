@@ -25,6 +25,7 @@ from ..protocol.client_protocol import ClientCall
 from ..protocol.enums import StatusCode
 from .call import Call, CallFuture, InactiveRpcError, RequestSender, StreamingCall
 from .client_connection import BlockingClientConnection
+from .hedge import BlockingHedge
 from .transport import BlockingTransport, CallHandle
 
 MetadataArg = Optional[Iterable[Tuple[str, Any]]]
@@ -70,6 +71,14 @@ class _MultiCallable:
         unary_response: bool,
     ) -> StreamingCall:
         """Open a call whose request or response streams, and start sending its requests."""
+        if invocation.hedging is not None:
+            hedge = BlockingHedge(transport, invocation, request, unary_response)
+            hedge.start()
+            streaming = StreamingCall(
+                None, hedge.placeholder(), invocation.decode, unary_response, hedge=hedge)
+            if requests is not None:
+                RequestSender(streaming, requests, invocation.frame).start()
+            return streaming
         steps = transport.steps(invocation, request, unary_response)
 
         def open_call() -> Tuple[Optional[BlockingClientConnection], ClientCall]:
@@ -156,8 +165,11 @@ class UnaryUnaryMultiCallable(_MultiCallable, interfaces.UnaryUnaryMultiCallable
         invocation, transport, message = self._invocation(
             timeout, metadata, credentials, wait_for_ready, compression, request, True
         )
-        steps = transport.steps(invocation, message, True)
-        call = transport.run(steps, handle)
+        if invocation.hedging is not None:
+            call = _run_hedged(invocation, transport, message, handle)
+        else:
+            steps = transport.steps(invocation, message, True)
+            call = transport.run(steps, handle)
         status = call.status
         assert status is not None
         if status.code is not StatusCode.OK:
@@ -167,6 +179,30 @@ class UnaryUnaryMultiCallable(_MultiCallable, interfaces.UnaryUnaryMultiCallable
         except CallFailed as exc:
             raise InactiveRpcError(exc.status) from None
         return response, Call(status, response)
+
+
+def _run_hedged(
+    invocation: Invocation,
+    transport: BlockingTransport,
+    request: Optional[wire.Framed],
+    handle: Optional[CallHandle],
+) -> ClientCall:
+    """Run a hedged unary call to its end (:mod:`minigrpc.blocking.hedge`): its winning
+    attempt, or the attempt or status it ended with."""
+    hedge = BlockingHedge(transport, invocation, request, True)
+    if handle is not None:
+        handle.on_cancel = hedge.cancel
+        if handle.cancelled:
+            hedge.cancel(handle.status)
+    hedge.start()
+    outcome = hedge.outcome()
+    assert outcome is not None
+    connection, call = outcome
+    if connection is not None and not call.done:
+        connection.wait_done(call, call.deadline)
+    if call.status is not None:
+        hedge.ended(call.status.code_number)
+    return call
 
 
 class UnaryStreamMultiCallable(_MultiCallable, interfaces.UnaryStreamMultiCallable):

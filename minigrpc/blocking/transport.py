@@ -34,6 +34,7 @@ from ..net.sockets import (
     resolve_name,
 )
 from ..protocol.client_protocol import ClientCall
+from ..protocol.status import CallStatus
 from ..protocol.targets import Target
 from ..protocol.wire import Framed
 from .client_connection import BlockingClientConnection
@@ -82,6 +83,11 @@ class BlockingTransport:
         retry buffer and throttle are shared by the threads of all its calls."""
         with self._lock:
             return decision(*args)
+
+    def new_condition(self) -> threading.Condition:
+        """A condition variable on the lock :meth:`guarded` holds (a hedged call waits on its
+        attempts' news with it: :mod:`minigrpc.blocking.hedge`)."""
+        return threading.Condition(self._lock)
 
     def run(self, steps: CallSteps, handle: "Optional[CallHandle]" = None) -> ClientCall:
         """Run a unary call to its end; the returned call always has a status."""
@@ -326,6 +332,8 @@ class CallHandle:
         self.wake = threading.Event()
         #: The transport running the call, whose waiting calls a cancel wakes.
         self.transport: Optional[BlockingTransport] = None
+        #: Told of a cancel besides (a hedged call cancels its attempts).
+        self.on_cancel: Optional[Callable[[CallStatus], Any]] = None
 
     def attach(self, connection: BlockingClientConnection, call: ClientCall) -> bool:
         """Record the attempt about to run; False if the call was cancelled already."""
@@ -341,6 +349,8 @@ class CallHandle:
             self.cancelled = True
             connection, call = self._connection, self._call
         self.wake.set()
+        if self.on_cancel is not None:
+            self.on_cancel(self.status)
         if self.transport is not None:
             self.transport.wake()
         if connection is not None and call is not None:

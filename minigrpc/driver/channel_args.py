@@ -199,15 +199,16 @@ ARGUMENTS: Tuple[Argument, ...] = (
                  "transparent and configured retries; 0 turns both off"),
     _implemented("grpc.per_rpc_retry_buffer_size", CLIENT, "driver.retries",
                  "request bytes a call buffers for retries (256 KiB)"),
-    _decided("grpc.experimental.enable_hedging", CLIENT, "driver.service_config",
-             "read the service config's hedgingPolicy (carried out by driver.hedging)"),
+    _implemented("grpc.experimental.enable_hedging", CLIENT,
+                 "driver.service_config, driver.hedging, driver.hedged_steps",
+                 "read and carry out the service config's hedgingPolicy (gRFC A6)"),
     _implemented("minigrpc.retry_buffer_size", CLIENT, "driver.retries",
                  "request bytes all calls of the channel buffer for retries (16 MiB)"),
     # -- service config, naming, load balancing
     _implemented("grpc.service_config", CLIENT, "driver.service_config, driver.channel_core",
                  "the service config (JSON): timeout, waitForReady, message sizes, retryPolicy, "
-                 "retryThrottling, loadBalancingConfig; a hedgingPolicy is validated, not "
-                 "carried out"),
+                 "retryThrottling, loadBalancingConfig; hedgingPolicy with "
+                 "grpc.experimental.enable_hedging"),
     _unsupported("grpc.service_config_disable_resolution", CLIENT,
                  "no service config is looked up in DNS, which is grpcio's default too",
                  fine_values=(1, True)),
@@ -378,7 +379,10 @@ FEATURES: Tuple[Feature, ...] = (
         "Service config", (("grpc.service_config", CLIENT),)),
     Feature(
         "hedging (`hedgingPolicy`)",
-        "validated when `grpc.experimental.enable_hedging` is set, as grpcio does",
+        "when `grpc.experimental.enable_hedging` is set (grpcio only validates it): every "
+        "`hedgingDelay` another attempt, up to `maxAttempts`, on all four call shapes of both "
+        "APIs; the first Response-Headers win and the others are cancelled, as in grpc-java; "
+        "`grpc.enable_retries=0` turns it off",
         "Retries and hedging", (("grpc.experimental.enable_hedging", CLIENT),)),
     Feature(
         "retries (gRFC A6)",

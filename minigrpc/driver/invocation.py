@@ -12,7 +12,7 @@ on the asyncio one).  The texts are grpcio's.
 """
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, List, Optional, Tuple
 
 from ..http2.hpack_codec import Header
 from ..protocol import wire
@@ -23,6 +23,9 @@ from ..protocol.grpc_connection import Message
 from ..protocol.headers import PREVIOUS_ATTEMPTS_HEADER, malformed_path, request_headers
 from ..protocol.status import CallError, CallStatus, MessageTooLarge
 from .call_steps import CallSteps
+from .hedged_steps import HedgedSteps
+from .hedging import CallHedging
+from .service_config import HedgingPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel_core import ChannelCore, TransportOptions
@@ -129,7 +132,7 @@ class Method:
 class Invocation:
     """One call about to start: its deadline, header factory, compression and framing."""
 
-    __slots__ = ("deadline", "encoding", "make_headers", "method", "wait_for_ready")
+    __slots__ = ("deadline", "encoding", "hedging", "make_headers", "method", "wait_for_ready")
 
     def __init__(
         self,
@@ -144,7 +147,11 @@ class Invocation:
         if core.closed:
             raise ValueError(CLOSED_CHANNEL)
         method_config = method.config
+        #: The method's hedging policy, when the call is hedged (:meth:`new_hedged_steps`).
+        self.hedging: Optional[HedgingPolicy] = None
         if method_config is not None:
+            if method_config.hedging_policy is not None and core.retry_options.enabled:
+                self.hedging = method_config.hedging_policy
             # The service config's timeout caps the call's; its waitForReady applies unless the
             # call says otherwise (grpc core's order: an explicit wait_for_ready wins).
             limit = method_config.timeout
@@ -211,6 +218,31 @@ class Invocation:
             request=request,
             unary_response=unary_response,
             retry_options=core.retry_options,
+        )
+
+    def new_hedged_steps(
+        self,
+        subchannels: "Subchannels[Any]",
+        options: "TransportOptions",
+        request: Optional[wire.Framed],
+        unary_response: bool,
+        guard: Optional[ContextManager[Any]] = None,
+    ) -> HedgedSteps:
+        """The steps of this call, hedged (:attr:`hedging` is set): its attempts, each made by
+        :meth:`new_call`; ``guard`` is held while they are read or changed."""
+        assert self.hedging is not None
+        core = self.method.core
+        return HedgedSteps(
+            CallHedging(self.hedging, core.retry_options, core.retry_buffer, core.retry_throttle),
+            subchannels,
+            options,
+            self.deadline,
+            self.wait_for_ready,
+            self.new_call,
+            request,
+            unary_response,
+            core.retry_options,
+            guard=guard,
         )
 
     def frame(self, request: Any) -> wire.Framed:

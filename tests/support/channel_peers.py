@@ -115,13 +115,19 @@ class Behaviour:
         yield from requests
 
     def handler(self) -> Any:
-        grpc = self.grpc
-        return grpc.method_handlers_generic_handler(SERVICE, {
-            "Unary": grpc.unary_unary_rpc_method_handler(self.unary),
-            "Stream": grpc.unary_stream_rpc_method_handler(self.stream),
-            "Collect": grpc.stream_unary_rpc_method_handler(self.collect),
-            "Chat": grpc.stream_stream_rpc_method_handler(self.chat),
-        })
+        return four_methods(self.grpc, SERVICE, self)
+
+
+def four_methods(grpc: Any, service: str, servicer: Any) -> Any:
+    """The generic handler of ``service``'s four methods, one per call shape: ``Unary``,
+    ``Stream``, ``Collect`` and ``Chat``, served by the servicer's methods of those names in
+    lower case."""
+    return grpc.method_handlers_generic_handler(service, {
+        "Unary": grpc.unary_unary_rpc_method_handler(servicer.unary),
+        "Stream": grpc.unary_stream_rpc_method_handler(servicer.stream),
+        "Collect": grpc.stream_unary_rpc_method_handler(servicer.collect),
+        "Chat": grpc.stream_stream_rpc_method_handler(servicer.chat),
+    })
 
 
 def server_module(implementation: str) -> Any:

@@ -30,11 +30,17 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from bench.coldstart import launcher_or_reason, one_minute_load, plugin_env, run_once, start_agent
+from bench.coldstart import (
+    built_bundle,
+    launcher_or_reason,
+    one_minute_load,
+    plugin_env,
+    run_once,
+    start_agent,
+)
 from bench.stats import median, ratio
 
 #: The target: a command's median wall time over the bare start's, and its peak RSS over it.
@@ -135,19 +141,9 @@ def find_interpreters() -> Tuple[List[Interpreter], List[str]]:
 
 
 def build_make_dist(repo_root: str, work_dir: str) -> Tuple[Optional[str], List[str]]:
-    """``make dist``'s bundle, built into ``work_dir``: (its path, the build's output lines) or
-    (None, why not)."""
-    output = os.path.join(work_dir, "antrea")
-    try:
-        done = subprocess.run([sys.executable, os.path.join(repo_root, "tools", "build_dist.py"),
-                               "--output", output],
-                              cwd=repo_root, capture_output=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        return None, ["tools/build_dist.py did not finish within 600 s"]
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).decode("utf-8", "replace").strip()[-400:]
-        return None, [f"tools/build_dist.py failed (exit {done.returncode}): {tail}"]
-    return output, done.stdout.decode("utf-8", "replace").splitlines()
+    """``make dist``'s bundle in ``work_dir``: (its path, the build's output lines) or (None,
+    why not); built once per harness run (:func:`bench.coldstart.built_bundle`)."""
+    return built_bundle(repo_root, os.path.join(work_dir, "antrea"))
 
 
 def go_plugin_or_reason() -> Tuple[Optional[str], str, str]:

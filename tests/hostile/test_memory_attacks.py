@@ -329,7 +329,7 @@ def test_tiny_messages_to_a_handler_that_never_reads(
     """Client-streaming calls of 2-byte messages to a handler that never reads them."""
 
     def attack(clients: List[HostileClient]) -> str:
-        client = _attacker(server)
+        client = _attacker(server, timeout=4 * STALL)  # it stops reading us: no need to wait
         clients.append(client)
         client.send_preface()
         ids = [client.next_stream_id() for _ in range(streams)]
@@ -427,7 +427,8 @@ def test_streams_never_read(
     the client never returns window, so responses wait and the handlers block."""
 
     def attack(clients: List[HostileClient]) -> str:
-        client = _attacker(server, auto_window_update=False)
+        # Once over budget the server stops reading us: no need to wait long on a send.
+        client = _attacker(server, timeout=4 * STALL, auto_window_update=False)
         clients.append(client)
         client.send_preface({INITIAL_WINDOW_SIZE: 65535})
         ids = [client.next_stream_id() for _ in range(20)]

@@ -174,10 +174,10 @@ SLOW = (("x-wait", "300"),)
 def test_a_healthy_connection_is_never_given_up(
     api: str, proxied: Tuple[BehaviourServer, BlackholeProxy]
 ) -> None:
-    """Calls that outlast a 200 ms keepalive, for several seconds: every one succeeds, on the
-    one connection, and the channel stays READY."""
+    """Calls that outlast a 200 ms keepalive, for two seconds (ten keepalive times): every one
+    succeeds, on the one connection, and the channel stays READY."""
     _server, proxy = proxied
-    until = time.monotonic() + 3.0
+    until = time.monotonic() + 2.0
     if api == "blocking":
         with minigrpc.insecure_channel(proxy.target, options=HEALTHY_OPTIONS) as channel:
             count = 0
@@ -197,7 +197,7 @@ def test_a_healthy_connection_is_never_given_up(
                 return count
 
         count = asyncio.run(main())
-    assert count >= 5
+    assert count >= 4
     assert proxy.accepted == 1
 
 

@@ -263,12 +263,9 @@ _TRANSPORT_HEADERS: "FrozenSet[str]" = frozenset(
 
 if TYPE_CHECKING:  # pragma: no cover
     MetadataValue = Union[str, bytes]
-else:  # an alias at run time: only a name for other modules' annotations
-    MetadataValue = object
-if TYPE_CHECKING:  # pragma: no cover
     MetadataLike = Optional[Iterable[Tuple[Any, Any]]]
-else:  # an alias at run time: only a name for other modules' annotations
-    MetadataLike = object
+else:  # aliases at run time: only names for other modules' annotations
+    MetadataValue = MetadataLike = object
 
 
 def is_binary_key(key: str) -> bool:

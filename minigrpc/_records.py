@@ -15,6 +15,8 @@ the interpreter's whole start.  Only ``__new__`` is compiled here, from one line
 ``namedtuple`` does on 3.7 and later, so that making a record costs what making a namedtuple does.
 """
 
+import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Callable, Dict, Iterable, Tuple
@@ -35,6 +37,10 @@ except ImportError:  # CPython 3.6/3.7, PyPy
 else:
     _field_getter = _tuplegetter
 
+#: What ``_replace`` raises for a name that is not a field: ``namedtuple``'s own error, which
+#: became a TypeError in CPython 3.13 (a ValueError before it).
+_UNKNOWN_FIELD_ERROR = TypeError if sys.version_info >= (3, 13) else ValueError
+
 #: What a record class's namespace may not redefine (it would break the tuple underneath).
 _RESERVED = frozenset(("__new__", "__init__", "__slots__", "__getnewargs__", "_fields",
                        "_field_defaults", "_make", "_replace", "_asdict"))
@@ -50,7 +56,7 @@ def _make(cls: "Any", iterable: "Iterable[Any]") -> "Any":
 def _replace(self: "Any", **changes: "Any") -> "Any":
     values = self._make(map(changes.pop, self._fields, self))
     if changes:
-        raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+        raise _UNKNOWN_FIELD_ERROR(f"Got unexpected field names: {list(changes)!r}")
     return values
 
 

@@ -213,7 +213,11 @@ def _named_tuple_source(fields: List[str]) -> str:
         "def _replace(self, **changes):",
         "    made = self._make(map(changes.pop, self._fields, self))",
         "    if changes:",
-        "        raise ValueError('Got unexpected field names: %r' % list(changes))",
+        # namedtuple's error for a name that is no field: a TypeError from CPython 3.13 on,
+        # a ValueError before (the bundle runs on both).
+        "        import sys",
+        "        error = TypeError if sys.version_info >= (3, 13) else ValueError",
+        "        raise error('Got unexpected field names: %r' % list(changes))",
         "    return made",
         "def __repr__(self):",
         f"    return type(self).__name__ + '({shown})' % tuple(self)",

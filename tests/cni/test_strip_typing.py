@@ -4,10 +4,12 @@ runs without typing."""
 from __future__ import annotations
 
 import ast
+import builtins
 import collections
 import importlib.util
 import os
 from typing import Any, Dict, List, Optional
+from unittest import mock
 
 import pytest
 
@@ -22,21 +24,22 @@ _SPEC.loader.exec_module(strip_typing)
 
 def run_stripped(source: str, imported: Optional[List[str]] = None) -> Dict[str, Any]:
     """Execute the stripped module with an ``__import__`` that refuses typing; the names it
-    imports are appended to ``imported``."""
+    imports are appended to ``imported``.  The hook is the builtins module's own for the
+    duration (PyPy's import statement ignores an ``__import__`` in the module's
+    ``__builtins__``), and counts only the imports made from the module's namespace."""
     tree = strip_typing.strip_typing(ast.parse(source))
-    real_import = __import__
+    real_import = builtins.__import__
+    namespace: Dict[str, Any] = {"__name__": "probe"}
 
-    def no_typing(name: str, *args: Any, **kwargs: Any) -> Any:
-        assert name != "typing", "the stripped module imported typing"
-        if imported is not None:
-            imported.append(name)
-        return real_import(name, *args, **kwargs)
+    def no_typing(name: str, globals: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if globals is namespace:
+            assert name != "typing", "the stripped module imported typing"
+            if imported is not None:
+                imported.append(name)
+        return real_import(name, globals, *args, **kwargs)
 
-    namespace: Dict[str, Any] = {"__builtins__": {**__builtins__.__dict__, "__import__": no_typing}
-                                 if hasattr(__builtins__, "__dict__")
-                                 else {**__builtins__, "__import__": no_typing},
-                                 "__name__": "probe"}
-    exec(compile(tree, "probe", "exec"), namespace)
+    with mock.patch("builtins.__import__", no_typing):
+        exec(compile(tree, "probe", "exec"), namespace)
     return namespace
 
 
@@ -91,7 +94,9 @@ def test_named_tuple_becomes_a_tuple_class_that_behaves_as_namedtuple() -> None:
     assert point._make([1, 2, 3]) == reference._make([1, 2, 3])
     with pytest.raises(TypeError):
         point._make([1, 2])
-    with pytest.raises(ValueError, match="unexpected field names"):
+    with pytest.raises(Exception) as expected_error:
+        reference(1)._replace(z=2)
+    with pytest.raises(expected_error.type, match="unexpected field names"):
         point(1)._replace(z=2)
     with pytest.raises(AttributeError):
         point(1).x = 2

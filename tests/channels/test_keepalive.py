@@ -336,6 +336,11 @@ def test_too_many_pings_doubles_the_keepalive_time_of_the_next_connection(
 
 
 IDLE_CHANNELS = 200
+#: Every channel keeps pinging while the others are made.  By grpcio's default
+#: (``max_pings_without_data`` 2), a channel made over a second before the blackhole would
+#: have sent its two PINGs without data by then and wait a minute for the next: on a slow
+#: interpreter (PyPy takes seconds to make 200 channels) the blackhole would go unnoticed.
+IDLE_UNTHROTTLED_OPTIONS = [*IDLE_OPTIONS, ("grpc.http2.max_pings_without_data", 0)]
 
 
 def test_idle_blocking_channels_share_one_timer_thread_and_still_find_a_silent_server() -> None:
@@ -354,7 +359,7 @@ def test_idle_blocking_channels_share_one_timer_thread_and_still_find_a_silent_s
             unary(warm, timeout=10)  # the server's handler thread, the proxy's first link
         before = threading.active_count() - 2 * proxy.accepted  # the proxy: two per link
         for _ in range(IDLE_CHANNELS):
-            channel = minigrpc.insecure_channel(proxy.target, options=IDLE_OPTIONS)
+            channel = minigrpc.insecure_channel(proxy.target, options=IDLE_UNTHROTTLED_OPTIONS)
             channels.append(channel)
             unary(channel, timeout=10)
         # Every connection's keepalive timer is armed now (permit_without_calls).

@@ -29,7 +29,8 @@ when it goes off early, :meth:`~ConnectionKeepalive.on_timer` does nothing and
 later, and a PING's answer moves the next PING earlier than the timeout the timer waits for; so
 while a PING awaits its answer the timer also goes off a keepalive time after it was sent (or at
 the timeout, if that is sooner): the earliest the next PING can be due, since the answer comes
-after the PING.  There the transport finds the answer and the next PING goes out a keepalive
+after the PING (:meth:`KeepalivePinger.next_wakeup`, the rule the server's keepalive shares).
+There the transport finds the answer and the next PING goes out a keepalive
 time after it (gRFC A8: keepalive time after the last byte received; grpcio 1.85 measured the
 same, PINGs a keepalive time after the previous ACK), not after the keepalive time plus the
 timeout; no answer yet, and it looks again at the timeout.  A transport that reads the socket
@@ -114,7 +115,7 @@ class ChannelKeepalive:
 class ConnectionKeepalive:
     """One connection's keepalive: its :class:`KeepalivePinger` and its protocol state."""
 
-    __slots__ = ("_calmed", "_channel", "_look_at", "_protocol", "_timer", "_timer_at", "pinger")
+    __slots__ = ("_calmed", "_channel", "_protocol", "_timer", "_timer_at", "pinger")
 
     def __init__(
         self, channel: ChannelKeepalive, protocol: ClientGrpcConnection, now: float
@@ -128,9 +129,6 @@ class ConnectionKeepalive:
         self._timer_at: Optional[float] = None
         #: This connection's too_many_pings was counted (a second GOAWAY doubles nothing).
         self._calmed = False
-        #: When to look for the answer of the PING in flight: a keepalive time after it was
-        #: sent, the earliest the next PING can be due; None once looked (or no PING is out).
-        self._look_at: Optional[float] = None
 
     def received(self, now: float, late: bool = False) -> None:
         """A read carried bytes: the connection is alive.
@@ -147,15 +145,8 @@ class ConnectionKeepalive:
         """A call's HEADERS are about to be queued: on a connection silent for the keepalive
         time a PING goes first (gRFC A8), and the HEADERS count as data sent."""
         if self.pinger.on_call_started(now):
-            self._ping(now)
+            self._protocol.send_ping()
         self.pinger.on_data_sent()
-
-    def _ping(self, now: float) -> None:
-        """Queue the PING the pinger counted as sent, and look for its answer a keepalive
-        time later."""
-        self._protocol.send_ping()
-        interval = self.pinger.time
-        self._look_at = None if interval is None else now + interval
 
     def data_sent(self) -> None:
         """A request message was queued: PINGs are no longer "without data"."""
@@ -169,15 +160,12 @@ class ConnectionKeepalive:
 
     def timer_due(self) -> Optional[float]:
         """When the transport's one timer is to go off, if it must be armed anew: the next
-        wakeup (with a PING in flight, the look for its answer when that comes first) when none
+        wakeup (with a PING in flight, the look for its answer, then the timeout) when none
         is armed or it comes before the armed one (the transport cancels that one), else None
         (the armed timer will do, or there is nothing to wake for)."""
         if self._protocol.failure is not None:
             return None
         due = self.pinger.next_wakeup(len(self._protocol.calls))
-        look_at = self._look_at
-        if look_at is not None and self.pinger.ping_sent_at is not None:
-            due = look_at if due is None else min(due, look_at)
         if due is None or (self._timer_at is not None and self._timer_at <= due):
             return None
         self._timer_at = due
@@ -209,11 +197,9 @@ class ConnectionKeepalive:
         protocol = self._protocol
         if protocol.failure is not None:
             return []
-        if self._look_at is not None and self._look_at <= now:
-            self._look_at = None  # looked: without an answer yet, next at the timeout
         verdict = self.pinger.poll(now, len(protocol.calls))
         if verdict is PING:
-            self._ping(now)
+            protocol.send_ping()
         elif verdict is DEAD:
             dead_after = self.pinger.options.dead_after or 0.0
             _LOG.info("%s: no answer to a keepalive PING within %g s; closing the connection",

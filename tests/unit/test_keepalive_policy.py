@@ -206,3 +206,45 @@ def test_data_sent_forgives_every_strike() -> None:
     assert strikes.strikes == 2
     strikes.on_data_sent()
     assert strikes.strikes == 0 and strikes.on_ping_received(0.03, 0) is False
+
+
+def timer_driven(pinger: KeepalivePinger, until: float, answer_after: float = 0.0
+                 ) -> List[Tuple[float, str]]:
+    """Step the pinger as a transport's timer does: wake only at :meth:`next_wakeup`, never
+    moved by reads, while the peer answers each PING ``answer_after`` seconds after it (read
+    at once when it arrives, as the servers and the asyncio client read); 0: never answers."""
+    events: List[Tuple[float, str]] = []
+    answer_at = None
+    while True:
+        due = pinger.next_wakeup(0)
+        assert due is not None
+        if answer_at is not None and answer_at <= due:
+            pinger.on_bytes_received(answer_at)
+            answer_at = None
+        if due > until:
+            return events
+        action = pinger.poll(due, 0)
+        if action != NOTHING:
+            events.append((round(due, 2), action))
+        if action == DEAD:
+            return events
+        if action == PING and answer_after:
+            answer_at = due + answer_after
+
+
+def test_a_keepalive_time_shorter_than_the_timeout_pings_a_keepalive_time_after_the_answer(
+        ) -> None:
+    """The answer makes the next PING due before the timeout the timer waits for: the pinger
+    wakes a keepalive time after each PING to look for it (gRFC A8: a keepalive time after
+    the last byte received), for the server's keepalive and the client's alike."""
+    options = KeepaliveOptions.server([("grpc.keepalive_time_ms", 1000),
+                                       ("grpc.keepalive_timeout_ms", 20000)])
+    pinger = KeepalivePinger(options, 0.0, pings_without_calls=True)
+    assert timer_driven(pinger, until=4.5, answer_after=0.1) == [
+        (1.0, PING), (2.1, PING), (3.2, PING), (4.3, PING)]
+    # Unanswered: the look finds nothing, and the timeout after the PING gives it up.
+    silent = KeepalivePinger(options, 0.0, pings_without_calls=True)
+    assert timer_driven(silent, until=60.0) == [(1.0, PING), (21.0, DEAD)]
+    # A timeout shorter than the keepalive time: nothing to look for before it.
+    short = KeepalivePinger(options._replace(timeout=0.5), 0.0, pings_without_calls=True)
+    assert timer_driven(short, until=60.0) == [(1.0, PING), (1.5, DEAD)]

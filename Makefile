@@ -14,8 +14,10 @@ $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lint]'
 	touch $(STAMP)
 
+# Two workers, each taking whole files (a file's servers and fixtures stay in one process): most
+# tests wait on sockets and child processes, so one worker alone keeps a core idle half the time.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 demo: $(STAMP)
 	$(PY) -m cni_client.demo

@@ -18,6 +18,7 @@ from concurrent import futures
 from typing import Any, Iterator, List, Sequence, Tuple
 
 import h2.errors
+import h2.events
 import pytest
 from hyperframe.frame import GoAwayFrame, HeadersFrame, RstStreamFrame, SettingsFrame
 
@@ -366,6 +367,31 @@ def test_a_silent_client_is_found_dead_and_its_calls_end(kind: str) -> None:
         ended, active = recorder.ended.get(timeout=WAIT)  # the client reads nothing meanwhile
     assert not active
     assert 0.9 <= ended - sent <= 3.0, ended - sent
+
+
+def test_a_keepalive_time_shorter_than_the_timeout_pings_a_keepalive_time_after_each_answer(
+        kind: str) -> None:
+    """The client answers each PING at once: the next comes a keepalive time (300 ms) after
+    the answer (gRFC A8: after the last byte received), not a timeout (5 s) after the PING,
+    which is when the server's timer would otherwise next look."""
+    options = [
+        ("grpc.keepalive_time_ms", 300),
+        ("grpc.keepalive_timeout_ms", 5000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+    pinged: List[float] = []
+
+    def count_pings() -> bool:
+        pinged.extend(time.monotonic() for event in client.events
+                      if isinstance(event, h2.events.PingReceived))
+        client.events.clear()
+        return len(pinged) >= 5
+
+    with serving(kind, options, Recorder()) as target, RawH2Client(target) as client:
+        client.sock.settimeout(WAIT)
+        client.read_until(count_pings)  # h2 answers each PING as it reads it
+    gaps = [later - earlier for earlier, later in zip(pinged, pinged[1:])]
+    assert all(0.2 <= gap <= 1.5 for gap in gaps), gaps
 
 
 @needs_grpcio

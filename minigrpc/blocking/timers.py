@@ -100,6 +100,12 @@ class TimerHeap:
             return None
         return heapq.heappop(self._entries)[2]
 
+    def orphan(self) -> None:
+        """No thread guards this heap any more (a forked child's copy of its parent's): its
+        handles are cancelled without the guard, which a thread that does not exist in the
+        child may have held at the fork, and which would then never be released."""
+        self._guard = None
+
     def _cancel(self, handle: TimerHandle) -> None:
         guard = self._guard
         if guard is None:
@@ -142,7 +148,10 @@ class SharedTimer:
 
     def _after_fork(self) -> None:
         """In a forked child the thread is gone and the lock may be held by a thread that does
-        not exist there: start afresh (the parent's timers belong to the parent's connections)."""
+        not exist there: start afresh (the parent's timers belong to the parent's connections),
+        and let the handles the parent made be cancelled without that lock (a connection the
+        child inherited cancels its keepalive timer when it is closed)."""
+        self._heap.orphan()
         self._reset()
 
     @property

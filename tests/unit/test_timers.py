@@ -7,9 +7,11 @@ Every wait is on an event or a queue with a timeout; times are asserted with bou
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
+import warnings
 from typing import Iterator, List
 
 import pytest
@@ -176,3 +178,52 @@ def test_a_thousand_timers_take_one_thread(timer: SharedTimer) -> None:
         timer.call_at(now + 0.2 + index / 10000, tick)
     assert threading.active_count() <= before + 1
     assert done.wait(WAIT)
+
+
+@pytest.mark.skipif(not hasattr(os, "register_at_fork"), reason="os.fork with at-fork hooks")
+def test_a_forked_child_cancels_its_parents_timers_even_if_the_lock_was_held_at_the_fork(
+        ) -> None:
+    """Another thread of the parent holds the timer's lock at the fork: in the child no thread
+    will ever release it, yet cancelling a timer the parent armed must not wait for it, and new
+    timers must run (the child's own thread)."""
+    shared = SharedTimer("test-fork-timer", idle_exit=0.2)
+    # The process's at-fork hook serves CLIENT_TIMERS; this timer of its own gets the same.
+    os.register_at_fork(after_in_child=shared._after_fork)
+    inherited = shared.call_later(3600.0, lambda: None)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with shared._lock:
+            held.set()
+            release.wait(WAIT)
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    try:
+        assert held.wait(WAIT)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads, on 3.12+
+            child = os.fork()
+        if child == 0:  # pragma: no cover (the child's outcome is its exit status)
+            status = 1
+            try:
+                inherited.cancel()
+                ran = threading.Event()
+                shared.call_later(0.01, ran.set)
+                status = 0 if ran.wait(WAIT) else 2
+            finally:
+                os._exit(status)
+        outcome: queue.Queue[int] = queue.Queue()
+        reaper = threading.Thread(target=lambda: outcome.put(os.waitpid(child, 0)[1]))
+        reaper.start()
+        reaper.join(WAIT)  # the child exits within WAIT, or it hangs on the lock
+        if reaper.is_alive():
+            os.kill(child, 9)
+            reaper.join(WAIT)
+            pytest.fail("the forked child hung cancelling its parent's timer")
+        status = outcome.get_nowait()
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    finally:
+        release.set()
+        holder.join(WAIT)
+        inherited.cancel()

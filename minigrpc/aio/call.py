@@ -676,6 +676,9 @@ class _StreamRequestMixin(Call):
         status = self._status
         if status is None and call is not None:
             status = call.status
+            steps = self._steps
+            if status is not None and steps is not None and not steps.attempt_ended(call):
+                return  # the attempt is tried again: the write goes to the next one
         if status is not None:
             self._raise_for_status(status)
             raise asyncio.InvalidStateError(FINISHED)

@@ -250,6 +250,34 @@ def test_a_stream_is_retried_before_its_first_response(
     assert_attempts(server, f"{api}{method}", [None, "1", "2"])
 
 
+def test_asyncio_writes_while_an_attempt_waits_for_its_retry_go_to_the_next_attempt(
+    server: BehaviourServer,
+) -> None:
+    """The first attempt fails at once and the server pushes its retry back 1 s; the
+    application goes on writing, a message every 100 ms, meanwhile.  Those writes wait for
+    the next attempt (grpcio's retries are invisible to a writer), none fails with the first
+    attempt's status, and the second attempt gets every message."""
+    if server.implementation == "minigrpc":
+        pytest.skip("minigrpc's server lets no handler set a grpc-* trailer")
+    requests = [b"a", b"b", b"c", b"d", b"e", b"f"]
+
+    async def main() -> Any:
+        async with aio.insecure_channel(server.target, options=options(policy())) as channel:
+            writer = channel.stream_unary(COLLECT)(
+                metadata=failing("paced", 1, pushback="1000"), timeout=10)
+            try:
+                for request in requests:
+                    await writer.write(request)
+                    await asyncio.sleep(0.1)  # the application's pace; synchronises nothing
+                await writer.done_writing()
+                return "OK", await writer
+            except aio.AioRpcError as error:
+                return error.code().name, error.details()
+
+    assert asyncio.run(main()) == ("OK", b"abcdef")
+    assert_attempts(server, "paced", [None, "1"])
+
+
 def test_a_blocking_request_stream_outgrowing_the_buffer_is_committed(
     server: BehaviourServer,
 ) -> None:

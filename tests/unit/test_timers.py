@@ -16,7 +16,7 @@ from typing import Iterator, List
 
 import pytest
 
-from minigrpc.blocking.timers import COMPACT_MIN, SharedTimer, TimerHeap
+from minigrpc.blocking.timers import CLIENT_TIMERS, COMPACT_MIN, SharedTimer, TimerHeap
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -185,10 +185,9 @@ def test_a_forked_child_cancels_its_parents_timers_even_if_the_lock_was_held_at_
         ) -> None:
     """Another thread of the parent holds the timer's lock at the fork: in the child no thread
     will ever release it, yet cancelling a timer the parent armed must not wait for it, and new
-    timers must run (the child's own thread)."""
-    shared = SharedTimer("test-fork-timer", idle_exit=0.2)
-    # The process's at-fork hook serves CLIENT_TIMERS; this timer of its own gets the same.
-    os.register_at_fork(after_in_child=shared._after_fork)
+    timers must run (the child's own thread).  The process's own timer, through the at-fork
+    hook the module registers for it."""
+    shared = CLIENT_TIMERS
     inherited = shared.call_later(3600.0, lambda: None)
     held, release = threading.Event(), threading.Event()
 
